@@ -1,0 +1,189 @@
+"""AsyncFairQueue: the asyncio client; same methods as ``FairQueue``, as coroutines.
+
+Docstrings live on ``FairQueue``; both clients execute the calls built by
+``fairque.ops``, so their behaviour is the same by construction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timedelta
+from types import TracebackType
+from typing import Any, TypeVar
+
+import redis.asyncio as aredis
+from redis.exceptions import NoScriptError, ResponseError
+
+from fairque.models import Priority, QueueStats, Task, TaskState
+from fairque.ops import Call, Operations, translate_error
+from fairque.options import QueueOptions
+from fairque.queue import is_cluster_url
+
+T = TypeVar("T")
+
+
+class AsyncFairQueue:
+    """The asyncio twin of ``FairQueue`` (see it for every method's contract)."""
+
+    def __init__(
+        self, client: aredis.Redis | aredis.RedisCluster, queue: str = "default", **options: Any
+    ) -> None:
+        self.client = client
+        self.ops = Operations(queue, QueueOptions.build(**options))
+
+    @classmethod
+    def from_url(
+        cls, url: str, queue: str = "default", *, cluster: bool | None = None, **options: Any
+    ) -> AsyncFairQueue:
+        """Connect to ``url``; a cluster is detected unless ``cluster`` says otherwise."""
+        QueueOptions.build(**options)
+        if cluster is None:
+            cluster = is_cluster_url(url)
+        client: aredis.Redis | aredis.RedisCluster
+        client = aredis.RedisCluster.from_url(url) if cluster else aredis.Redis.from_url(url)
+        return cls(client, queue, **options)
+
+    @property
+    def queue(self) -> str:
+        """The queue name."""
+        return self.ops.queue
+
+    @property
+    def options(self) -> QueueOptions:
+        """The validated queue options."""
+        return self.ops.options
+
+    async def _run(self, call: Call[T]) -> T:
+        try:
+            if call.script is None:
+                raw = await self.client.execute_command(*call.args, *call.keys)
+            else:
+                n, keys, args = len(call.keys), call.keys, call.args
+                try:
+                    raw = await self.client.evalsha(call.script.sha, n, *keys, *args)
+                except NoScriptError:
+                    raw = await self.client.eval(call.script.source, n, *keys, *args)
+        except ResponseError as exc:
+            err = translate_error(exc)
+            if err is exc:
+                raise
+            raise err from None
+        return call.parse(raw)
+
+    async def push(self, task: Task) -> Task:
+        """See ``FairQueue.push``."""
+        return (await self._run(self.ops.push_many([task])))[0]
+
+    async def push_many(self, tasks: Iterable[Task]) -> list[Task]:
+        """See ``FairQueue.push_many``."""
+        return await self._run(self.ops.push_many(list(tasks)))
+
+    async def enqueue(
+        self,
+        name: str,
+        payload: Any = None,
+        *,
+        user_id: str,
+        priority: int = Priority.NORMAL,
+        delay: float | timedelta | None = None,
+        execute_after: datetime | None = None,
+        depends_on: Sequence[str] = (),
+        task_id: str | None = None,
+        max_retries: int | None = None,
+        timeout: float | None = None,
+        keep_result: bool = True,
+        result_ttl: int | None = None,
+    ) -> Task:
+        """See ``FairQueue.enqueue``."""
+        task, delay_ms = self.ops.make_task(
+            name, payload, user_id=user_id, priority=priority, delay=delay,
+            execute_after=execute_after, depends_on=depends_on, task_id=task_id,
+            max_retries=max_retries, timeout=timeout, keep_result=keep_result,
+            result_ttl=result_ttl,
+        )  # fmt: skip
+        return (await self._run(self.ops.push_many([task], [delay_ms])))[0]
+
+    async def pop(
+        self,
+        worker_id: str = "",
+        lease_seconds: float | None = None,
+        *,
+        assigned_users: Sequence[str] | None = None,
+        steal_targets: Sequence[str] | None = None,
+    ) -> Task | None:
+        """See ``FairQueue.pop``."""
+        call = self.ops.pop(1, worker_id, lease_seconds, assigned_users, steal_targets)
+        tasks = await self._run(call)
+        return tasks[0] if tasks else None
+
+    async def pop_batch(
+        self,
+        count: int,
+        worker_id: str = "",
+        lease_seconds: float | None = None,
+        *,
+        assigned_users: Sequence[str] | None = None,
+        steal_targets: Sequence[str] | None = None,
+    ) -> list[Task]:
+        """See ``FairQueue.pop_batch``."""
+        call = self.ops.pop(count, worker_id, lease_seconds, assigned_users, steal_targets)
+        return await self._run(call)
+
+    async def complete(self, task: Task, result: Any = None) -> bool:
+        """See ``FairQueue.complete``."""
+        return await self._run(self.ops.complete(task, result))
+
+    async def fail(
+        self,
+        task: Task,
+        error: str | BaseException = "",
+        retry: bool = True,
+        delay: float | None = None,
+    ) -> TaskState:
+        """See ``FairQueue.fail``."""
+        return await self._run(self.ops.fail(task, error, retry, delay))
+
+    async def extend(self, task: Task, seconds: float | None = None) -> datetime:
+        """See ``FairQueue.extend``."""
+        return await self._run(self.ops.extend(task, seconds))
+
+    async def requeue(self, task: Task, delay: float = 0) -> TaskState:
+        """See ``FairQueue.requeue``."""
+        return await self._run(self.ops.requeue(task, delay))
+
+    async def reclaim(self, limit: int = 1000) -> int:
+        """See ``FairQueue.reclaim``."""
+        return await self._run(self.ops.reclaim(limit))
+
+    async def cancel(self, task_id: str) -> bool:
+        """See ``FairQueue.cancel``."""
+        return await self._run(self.ops.cancel(task_id))
+
+    async def get(self, task_id: str) -> Task | None:
+        """See ``FairQueue.get``."""
+        return await self._run(self.ops.get(task_id))
+
+    async def set_user_limits(
+        self, user_id: str, *, weight: int = 1, max_in_flight: int | None = None
+    ) -> None:
+        """See ``FairQueue.set_user_limits``."""
+        await self._run(self.ops.set_user_limits(user_id, weight, max_in_flight))
+
+    async def stats(self, user_limit: int = 100) -> QueueStats:
+        """See ``FairQueue.stats``."""
+        return await self._run(self.ops.stats(user_limit))
+
+    async def close(self) -> None:
+        """Close the underlying client's connections."""
+        await self.client.aclose()
+
+    async def __aenter__(self) -> AsyncFairQueue:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()

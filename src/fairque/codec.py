@@ -1,0 +1,84 @@
+"""Payload and result serializers: JSON (orjson) by default, msgpack optional."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import orjson
+
+from fairque.errors import ConfigError, SerializationError
+
+
+class Serializer(Protocol):
+    """Turns Python values into bytes and back."""
+
+    name: str
+
+    def dumps(self, value: Any) -> bytes:
+        """Serialize ``value``; raise ``SerializationError`` when it cannot be."""
+        ...
+
+    def loads(self, data: bytes) -> Any:
+        """Deserialize ``data``; raise ``SerializationError`` when it is invalid."""
+        ...
+
+
+class JsonSerializer:
+    """JSON through orjson (str keys, no NaN, no arbitrary objects)."""
+
+    name = "json"
+
+    def dumps(self, value: Any) -> bytes:
+        try:
+            return orjson.dumps(value)
+        except TypeError as exc:
+            raise SerializationError(f"value is not JSON serializable: {exc}") from exc
+
+    def loads(self, data: bytes) -> Any:
+        try:
+            return orjson.loads(data)
+        except orjson.JSONDecodeError as exc:
+            raise SerializationError(f"stored value is not valid JSON: {exc}") from exc
+
+
+class MsgpackSerializer:
+    """MessagePack (requires the ``msgpack`` extra)."""
+
+    name = "msgpack"
+
+    def __init__(self) -> None:
+        try:
+            import msgpack
+        except ImportError as exc:  # pragma: no cover - depends on the environment
+            raise ConfigError(
+                "serializer='msgpack' needs the msgpack package: pip install 'fairque[msgpack]'"
+            ) from exc
+        self._msgpack = msgpack
+
+    def dumps(self, value: Any) -> bytes:
+        try:
+            data: bytes = self._msgpack.packb(value, use_bin_type=True)
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise SerializationError(f"value is not msgpack serializable: {exc}") from exc
+        return data
+
+    def loads(self, data: bytes) -> Any:
+        try:
+            return self._msgpack.unpackb(data, raw=False, strict_map_key=False)
+        except Exception as exc:
+            raise SerializationError(f"stored value is not valid msgpack: {exc}") from exc
+
+
+def get_serializer(name: str | Serializer) -> Serializer:
+    """Return the serializer called ``name`` (``"json"`` or ``"msgpack"``) or ``name`` itself.
+
+    Raises:
+        ConfigError: unknown serializer name.
+    """
+    if not isinstance(name, str):
+        return name
+    if name == "json":
+        return JsonSerializer()
+    if name == "msgpack":
+        return MsgpackSerializer()
+    raise ConfigError(f"serializer must be 'json' or 'msgpack', got {name!r}")

@@ -1,0 +1,67 @@
+"""The fairque exception hierarchy and the table of script error codes."""
+
+from __future__ import annotations
+
+
+class FairqueError(Exception):
+    """Base class of every error fairque raises."""
+
+
+class ConfigError(FairqueError, ValueError):
+    """A queue or worker option has an invalid value."""
+
+
+class ValidationError(FairqueError, ValueError):
+    """A task or call argument is invalid; nothing was written."""
+
+
+class SerializationError(ValidationError):
+    """A payload or result cannot be serialized or deserialized."""
+
+
+class PayloadTooLarge(ValidationError):
+    """A serialized payload exceeds the queue's ``max_payload_bytes``."""
+
+
+class TaskNotFound(FairqueError, KeyError):
+    """No task with this id exists (never pushed, or expired)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "task not found"
+
+
+class DuplicateTask(FairqueError):
+    """A task with this id already exists and duplicates were asked to raise."""
+
+
+class LeaseLost(FairqueError):
+    """The task's lease expired or was taken over; this worker no longer owns it."""
+
+
+class InvalidTransition(FairqueError):
+    """The task is not in a state that allows the requested operation."""
+
+
+class DependencyCycleError(ValidationError):
+    """The dependencies of a batch form a cycle."""
+
+
+class DependencyNotFound(ValidationError):
+    """A task depends on an id that does not exist."""
+
+
+#: Numeric error codes returned by Lua scripts, mapped to exception classes.
+SCRIPT_ERRORS: dict[int, type[FairqueError]] = {
+    -1: LeaseLost,
+    -2: TaskNotFound,
+    -3: DuplicateTask,
+    -4: InvalidTransition,
+    -5: DependencyNotFound,
+    -6: DependencyCycleError,
+}
+
+
+def script_error(code: int, detail: str) -> FairqueError:
+    """Build the exception for a script's numeric error code."""
+    cls = SCRIPT_ERRORS.get(code, FairqueError)
+    return cls(detail)

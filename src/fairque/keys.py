@@ -1,0 +1,148 @@
+"""Every Redis key fairque uses, built in one place.
+
+All keys of one queue share the hash tag ``{<queue>}``, so a queue lives in one
+cluster slot and every script can touch all of its keys atomically.  Lua scripts
+receive the tagged prefix (``fq:{<queue>}:``) as ``KEYS[1]`` and derive per-task and
+per-user keys from it with the helpers in ``lua/includes/keys.lua``, which use the
+same suffixes as this module.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fairque.errors import ConfigError
+
+#: Longest queue name accepted.
+MAX_QUEUE_NAME = 128
+
+
+def validate_queue_name(queue: str) -> str:
+    """Return ``queue`` if it can be used inside a hash tag.
+
+    Raises:
+        ConfigError: the name is empty, too long, or contains braces or whitespace.
+    """
+    if not isinstance(queue, str) or not queue:
+        raise ConfigError("queue name must be a non-empty string")
+    if len(queue) > MAX_QUEUE_NAME:
+        raise ConfigError(f"queue name is longer than {MAX_QUEUE_NAME} characters")
+    if any(c in queue for c in "{}") or any(c.isspace() for c in queue):
+        raise ConfigError(f"queue name {queue!r} must not contain braces or whitespace")
+    return queue
+
+
+@dataclass(frozen=True)
+class QueueKeys:
+    """The fixed keys of one queue plus builders for per-task and per-user keys."""
+
+    queue: str
+
+    @property
+    def prefix(self) -> str:
+        """The hash-tagged prefix every key of the queue starts with."""
+        return f"fq:{{{self.queue}}}:"
+
+    def _k(self, suffix: str) -> str:
+        return self.prefix + suffix
+
+    # fixed keys ---------------------------------------------------------------
+    @property
+    def ring(self) -> str:
+        """Sorted set of users with ready work, scored by last-served virtual time."""
+        return self._k("ring")
+
+    @property
+    def delayed(self) -> str:
+        """SCHEDULED registry: task id -> due time (ms)."""
+        return self._k("delayed")
+
+    @property
+    def leases(self) -> str:
+        """STARTED registry: task id -> lease deadline (ms)."""
+        return self._k("leases")
+
+    @property
+    def queued(self) -> str:
+        """QUEUED registry: task id -> enqueue time (ms)."""
+        return self._k("queued")
+
+    @property
+    def deferred(self) -> str:
+        """DEFERRED registry: task id -> push time (ms)."""
+        return self._k("deferred")
+
+    @property
+    def finished(self) -> str:
+        """FINISHED registry: task id -> expiry time (ms)."""
+        return self._k("finished")
+
+    @property
+    def failed(self) -> str:
+        """FAILED registry: task id -> expiry time (ms)."""
+        return self._k("failed")
+
+    @property
+    def canceled(self) -> str:
+        """CANCELED registry: task id -> expiry time (ms)."""
+        return self._k("canceled")
+
+    @property
+    def meta(self) -> str:
+        """Hash of queue counters used by the scripts (ring clock, lease sequence)."""
+        return self._k("meta")
+
+    @property
+    def stats(self) -> str:
+        """Hash of throughput counters (pushed, popped, completed, ...)."""
+        return self._k("stats")
+
+    @property
+    def inflight(self) -> str:
+        """Hash user -> number of leased tasks."""
+        return self._k("inflight")
+
+    @property
+    def weights(self) -> str:
+        """Hash user -> round-robin weight (turns per round)."""
+        return self._k("weights")
+
+    @property
+    def caps(self) -> str:
+        """Hash user -> maximum tasks in flight."""
+        return self._k("caps")
+
+    @property
+    def turns(self) -> str:
+        """Hash user -> turns used in the current round (weighted users only)."""
+        return self._k("turns")
+
+    @property
+    def capped(self) -> str:
+        """Set of users with ready work held out of the ring by their cap."""
+        return self._k("capped")
+
+    # derived keys -------------------------------------------------------------
+    def task(self, task_id: str) -> str:
+        """Hash holding one task."""
+        return self._k(f"task:{task_id}")
+
+    def critical(self, user_id: str) -> str:
+        """A user's critical lane (list, FIFO)."""
+        return self._k(f"crit:{user_id}")
+
+    def normal(self, user_id: str) -> str:
+        """A user's normal lane (sorted set by virtual arrival)."""
+        return self._k(f"norm:{user_id}")
+
+    def registry(self, state: str) -> str:
+        """The registry key of a task state name (``QUEUED``, ``FAILED``...)."""
+        return {
+            "SCHEDULED": self.delayed,
+            "DEFERRED": self.deferred,
+            "QUEUED": self.queued,
+            "STARTED": self.leases,
+            "FINISHED": self.finished,
+            "FAILED": self.failed,
+            "CANCELED": self.canceled,
+        }[state]

@@ -1,0 +1,52 @@
+--[[
+cancel: cancel a task that has not ended. A leased task loses its lease, so its
+worker's complete() returns False.
+
+KEYS[1] prefix      fq:{<queue>}:
+KEYS[2] ring
+KEYS[3] queued      QUEUED registry
+KEYS[4] delayed     SCHEDULED registry
+KEYS[5] deferred    DEFERRED registry
+KEYS[6] leases      STARTED registry
+KEYS[7] canceled    CANCELED registry (scored by expiry)
+KEYS[8] stats
+KEYS[9] inflight
+
+ARGV[1] id
+ARGV[2] ttl_ms      how long the canceled task stays readable
+
+Reply: 1 canceled; 0 the task had already ended (FINISHED, FAILED or CANCELED).
+Errors: 'FQERR -2' (TaskNotFound) when no such task exists.
+]]
+-- @include now
+-- @include has_ready
+-- @include end_attempt
+-- @include finalize
+
+local prefix, id = KEYS[1], ARGV[1]
+local tk = prefix .. 'task:' .. id
+local f = redis.call('HMGET', tk, 'state', 'user', 'prio')
+local state, user = f[1], f[2]
+if not state then return redis.error_reply('FQERR -2 no task ' .. id) end
+if state == 'FINISHED' or state == 'FAILED' or state == 'CANCELED' then return 0 end
+local ms = now()
+if state == 'QUEUED' then
+  if tonumber(f[3]) >= 6 then
+    redis.call('LREM', prefix .. 'crit:' .. user, 1, id)
+  else
+    redis.call('ZREM', prefix .. 'norm:' .. user, id)
+  end
+  redis.call('ZREM', KEYS[3], id)
+  if not has_ready(prefix, user) then
+    redis.call('ZREM', KEYS[2], user)
+    redis.call('HDEL', prefix .. 'turns', user)
+  end
+elseif state == 'SCHEDULED' then
+  redis.call('ZREM', KEYS[4], id)
+elseif state == 'DEFERRED' then
+  redis.call('ZREM', KEYS[5], id)
+elseif state == 'STARTED' then
+  end_attempt(prefix, id, user)
+end
+finalize(prefix, id, 'CANCELED', 'canceled', ms, tonumber(ARGV[2]), 'canceled')
+return 1

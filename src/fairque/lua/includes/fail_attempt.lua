@@ -1,0 +1,28 @@
+-- @include end_attempt
+-- @include finalize
+-- fail_attempt(prefix, id, error, retry, ms, base_ms, failed_ttl_ms, delay_ms): a STARTED
+-- attempt failed.  With retry and retries left, schedule the next attempt after
+-- delay_ms (or base * 2^(n-1) when delay_ms < 0) and return 'SCHEDULED'; otherwise the
+-- task is FAILED, keeping the error, and 'FAILED' is returned.
+local function fail_attempt(prefix, id, err, retry, ms, base_ms, failed_ttl_ms, delay_ms)
+  local tk = prefix .. 'task:' .. id
+  local f = redis.call('HMGET', tk, 'user', 'retries', 'max_retries')
+  if not f[1] then
+    redis.call('ZREM', prefix .. 'leases', id)
+    return 'MISSING'
+  end
+  end_attempt(prefix, id, f[1])
+  redis.call('HSET', tk, 'error', err)
+  local n = tonumber(f[2])
+  if retry and n < tonumber(f[3]) then
+    n = n + 1
+    if delay_ms < 0 then delay_ms = base_ms * 2 ^ (n - 1) end
+    local due = ms + math.floor(delay_ms)
+    redis.call('HSET', tk, 'retries', n, 'state', 'SCHEDULED', 'run_at', due)
+    redis.call('ZADD', prefix .. 'delayed', due, id)
+    redis.call('HINCRBY', prefix .. 'stats', 'retried', 1)
+    return 'SCHEDULED'
+  end
+  finalize(prefix, id, 'FAILED', 'failed', ms, failed_ttl_ms, 'failed')
+  return 'FAILED'
+end

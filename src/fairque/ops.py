@@ -1,0 +1,440 @@
+"""Sans-IO core: every queue operation built once as (script, keys, args, parse).
+
+``FairQueue`` and ``AsyncFairQueue`` only execute the ``Call`` objects built here, so
+the two clients cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Any, Generic, TypeVar
+
+from redis.exceptions import ResponseError
+
+from fairque.codec import Serializer, get_serializer
+from fairque.errors import (
+    FairqueError,
+    LeaseLost,
+    PayloadTooLarge,
+    ValidationError,
+    script_error,
+)
+from fairque.keys import QueueKeys, validate_queue_name
+from fairque.models import Priority, QueueStats, Task, TaskState, UserStats
+from fairque.options import QueueOptions
+from fairque.scripts import Script, load_all
+
+T = TypeVar("T")
+
+_STATE_ORDER = (
+    TaskState.SCHEDULED,
+    TaskState.DEFERRED,
+    TaskState.QUEUED,
+    TaskState.STARTED,
+    TaskState.FINISHED,
+    TaskState.FAILED,
+    TaskState.CANCELED,
+)
+
+
+@dataclass(frozen=True)
+class Call(Generic[T]):
+    """One round trip: a script (or a plain command when ``script`` is None)."""
+
+    script: Script | None
+    keys: tuple[str, ...]
+    args: tuple[Any, ...]
+    parse: Callable[[Any], T]
+
+
+def translate_error(exc: ResponseError) -> FairqueError | ResponseError:
+    """Turn a script's ``FQERR <code> <detail>`` error reply into its exception."""
+    message = str(exc)
+    marker = message.find("FQERR ")
+    if marker < 0:
+        return exc
+    code_text, _, detail = message[marker + 6 :].partition(" ")
+    try:
+        code = int(code_text)
+    except ValueError:
+        return exc
+    return script_error(code, detail.split(" script:", 1)[0].strip())
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _ms_to_dt(value: Any) -> datetime | None:
+    if value is None or value == b"" or value == "":
+        return None
+    return datetime.fromtimestamp(int(value) / 1000, tz=timezone.utc)
+
+
+def _seconds_ms(seconds: float | timedelta, what: str) -> int:
+    if isinstance(seconds, timedelta):
+        seconds = seconds.total_seconds()
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+        raise ValidationError(f"{what} must be a number of seconds, got {seconds!r}")
+    if seconds < 0 or seconds != seconds:
+        raise ValidationError(f"{what} must not be negative, got {seconds!r}")
+    return round(seconds * 1000)
+
+
+def _check_user_list(users: Sequence[str] | None, what: str) -> list[str]:
+    if users is None:
+        return []
+    if isinstance(users, str):
+        raise ValidationError(f"{what} must be a list of user ids, not a string")
+    out = list(users)
+    for u in out:
+        if not isinstance(u, str) or not u:
+            raise ValidationError(f"{what} must contain non-empty user ids, got {u!r}")
+    return out
+
+
+class Operations:
+    """Builds the calls of one queue; shared by the sync and async clients."""
+
+    def __init__(self, queue: str, options: QueueOptions) -> None:
+        self.queue = validate_queue_name(queue)
+        self.options = options
+        self.keys = QueueKeys(self.queue)
+        self.serializer: Serializer = get_serializer(options.serializer)
+        self.scripts = load_all()
+        self._horizon_us = round(options.aging_horizon_seconds * 1_000_000)
+        self._base_ms = round(options.retry_base_seconds * 1000)
+        self._failed_ttl_ms = round(options.failed_ttl_seconds * 1000)
+
+    def _call(
+        self, name: str, keys: Sequence[str], args: Sequence[Any], parse: Callable[[Any], T]
+    ) -> Call[T]:
+        script = self.scripts[name]
+        if len(keys) != script.num_keys:  # pragma: no cover - guards edits of this module
+            raise AssertionError(f"{name}: {len(keys)} keys passed, {script.num_keys} declared")
+        return Call(script, tuple(keys), tuple(args), parse)
+
+    # tasks <-> hashes -----------------------------------------------------------
+    def task_from_hash(self, flat: Sequence[Any] | Mapping[Any, Any]) -> Task:
+        """Build a Task from an HGETALL reply (flat list or mapping)."""
+        if isinstance(flat, Mapping):
+            h = {_text(k): v for k, v in flat.items()}
+        else:
+            h = {_text(flat[i]): flat[i + 1] for i in range(0, len(flat), 2)}
+        payload_raw = h.get("payload")
+        if isinstance(payload_raw, str):
+            payload_raw = payload_raw.encode()
+        timeout = h.get("timeout")
+        return Task.model_construct(
+            task_id=_text(h["id"]),
+            user_id=_text(h["user"]),
+            name=_text(h["name"]),
+            payload=self.serializer.loads(payload_raw) if payload_raw is not None else None,
+            priority=Priority(int(h["prio"])),
+            retry_count=int(h.get("retries", 0)),
+            max_retries=int(h.get("max_retries", 0)),
+            created_at=_ms_to_dt(h.get("created")),
+            execute_after=_ms_to_dt(h.get("run_at")),
+            state=TaskState(_text(h["state"])) if "state" in h else None,
+            depends_on=(),
+            timeout=int(timeout) / 1000 if timeout is not None else None,
+            keep_result=_text(h.get("keep_result", "1")) == "1",
+            result_ttl=round(int(h.get("result_ttl", 0)) / 1000),
+            error=_text(h["error"]) if "error" in h else None,
+            lease_token=_text(h["lease"]) if "lease" in h else None,
+            worker_id=_text(h["worker"]) if "worker" in h else None,
+            lease_deadline=_ms_to_dt(h.get("deadline")),
+            started_at=_ms_to_dt(h.get("started")),
+            ended_at=_ms_to_dt(h.get("ended")),
+        )
+
+    def _encode_task(self, task: Task) -> tuple[Task, list[Any]]:
+        if not isinstance(task, Task):
+            raise ValidationError(f"expected a Task, got {type(task).__name__}")
+        if task.depends_on:
+            raise ValidationError("depends_on is not supported by this version of fairque")
+        payload = self.serializer.dumps(task.payload)
+        if len(payload) > self.options.max_payload_bytes:
+            raise PayloadTooLarge(
+                f"payload is {len(payload)} bytes; the limit is {self.options.max_payload_bytes}"
+            )
+        task_id = task.task_id or uuid.uuid4().hex
+        max_retries = self.options.max_retries if task.max_retries is None else task.max_retries
+        ttl_s = self.options.result_ttl_seconds if task.result_ttl is None else task.result_ttl
+        run_at_ms = -1
+        if task.execute_after is not None:
+            run_at_ms = round(task.execute_after.timestamp() * 1000)
+        timeout_ms = -1 if task.timeout is None else round(task.timeout * 1000)
+        updates = {
+            "task_id": task_id,
+            "max_retries": max_retries,
+            "result_ttl": round(ttl_s),
+        }
+        prepared = task.model_copy(update=updates)
+        args = [
+            task_id, task.user_id, task.name, payload, int(task.priority), max_retries,
+            -1, run_at_ms, timeout_ms, 1 if task.keep_result else 0, round(ttl_s * 1000),
+        ]  # fmt: skip
+        return prepared, args
+
+    # operations -----------------------------------------------------------------
+    def push_many(
+        self, tasks: Iterable[Task], delays_ms: Sequence[int] | None = None
+    ) -> Call[list[Task]]:
+        """Push tasks atomically; ``delays_ms[i] >= 0`` delays task i."""
+        prepared: list[Task] = []
+        args: list[Any] = [self.options.ordering, self._horizon_us, self.options.on_duplicate, 0]
+        seen: set[str] = set()
+        for i, task in enumerate(tasks):
+            p, task_args = self._encode_task(task)
+            if delays_ms is not None and delays_ms[i] >= 0:
+                task_args[6] = delays_ms[i]
+            if p.task_id in seen:
+                raise ValidationError(f"task id {p.task_id!r} appears twice in one batch")
+            seen.add(p.task_id or "")
+            prepared.append(p)
+            args.extend(task_args)
+        if not prepared:
+            raise ValidationError("push_many needs at least one task")
+        args[3] = len(prepared)
+        k = self.keys
+
+        def parse(reply: list[Any]) -> list[Task]:
+            out = []
+            for p, entry in zip(prepared, reply, strict=True):
+                if int(entry[0]) == 1:
+                    out.append(self.task_from_hash(entry[1]))
+                else:
+                    out.append(
+                        p.model_copy(
+                            update={
+                                "state": TaskState(_text(entry[1])),
+                                "created_at": _ms_to_dt(entry[2]),
+                                "retry_count": 0,
+                            }
+                        )
+                    )
+            return out
+
+        return self._call(
+            "push", [k.prefix, k.queued, k.delayed, k.ring, k.meta, k.stats], args, parse
+        )
+
+    def pop(
+        self,
+        count: int,
+        worker_id: str,
+        lease_seconds: float | None,
+        assigned_users: Sequence[str] | None,
+        steal_targets: Sequence[str] | None,
+    ) -> Call[list[Task]]:
+        """Lease up to ``count`` tasks."""
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise ValidationError(f"count must be a positive integer, got {count!r}")
+        if not isinstance(worker_id, str):
+            raise ValidationError("worker_id must be a string")
+        lease = self.options.lease_seconds if lease_seconds is None else lease_seconds
+        lease_ms = _seconds_ms(lease, "lease_seconds")
+        if lease_ms <= 0:
+            raise ValidationError("lease_seconds must be positive")
+        assigned = _check_user_list(assigned_users, "assigned_users")
+        steal = _check_user_list(steal_targets, "steal_targets")
+        k = self.keys
+        args: list[Any] = [
+            count, worker_id, lease_ms, self._base_ms, self._failed_ttl_ms,
+            self.options.maintenance_batch, self.options.ordering, self._horizon_us,
+            len(assigned), *assigned, len(steal), *steal,
+        ]  # fmt: skip
+
+        def parse(reply: list[Any]) -> list[Task]:
+            return [self.task_from_hash(flat) for flat in reply]
+
+        keys = [k.prefix, k.ring, k.leases, k.delayed, k.queued, k.meta, k.stats, k.inflight]
+        return self._call("pop", keys, args, parse)
+
+    @staticmethod
+    def _lease_of(task: Task) -> tuple[str, str]:
+        if not isinstance(task, Task) or not task.task_id:
+            raise ValidationError("expected a Task returned by pop()")
+        if not task.lease_token:
+            raise LeaseLost(f"task {task.task_id} holds no lease (it was not popped)")
+        return task.task_id, task.lease_token
+
+    def complete(self, task: Task, result: Any) -> Call[bool]:
+        """Finish a leased task (False when the lease was lost)."""
+        task_id, token = self._lease_of(task)
+        has_result = result is not None
+        data = self.serializer.dumps(result) if has_result else b""
+        k = self.keys
+        return self._call(
+            "complete",
+            [k.prefix, k.leases, k.finished, k.stats, k.inflight],
+            [task_id, token, 1 if has_result else 0, data],
+            lambda r: int(r) == 1,
+        )
+
+    def fail(
+        self, task: Task, error: str | BaseException, retry: bool, delay: float | None
+    ) -> Call[TaskState]:
+        """Record a failed attempt; retry (SCHEDULED) or FAILED."""
+        task_id, token = self._lease_of(task)
+        if isinstance(error, BaseException):
+            error = f"{type(error).__name__}: {error}"
+        delay_ms = -1 if delay is None else _seconds_ms(delay, "delay")
+        k = self.keys
+        return self._call(
+            "fail",
+            [k.prefix, k.leases, k.delayed, k.failed, k.stats, k.inflight],
+            [
+                task_id,
+                token,
+                str(error),
+                1 if retry else 0,
+                self._base_ms,
+                self._failed_ttl_ms,
+                delay_ms,
+            ],
+            lambda r: TaskState(_text(r)),
+        )
+
+    def extend(self, task: Task, seconds: float | None) -> Call[datetime]:
+        """Extend a held lease to now + seconds."""
+        task_id, token = self._lease_of(task)
+        ms = _seconds_ms(self.options.lease_seconds if seconds is None else seconds, "seconds")
+        if ms <= 0:
+            raise ValidationError("seconds must be positive")
+        k = self.keys
+
+        def parse(reply: Any) -> datetime:
+            deadline = _ms_to_dt(reply)
+            assert deadline is not None
+            task.lease_deadline = deadline
+            return deadline
+
+        return self._call("extend", [k.prefix, k.leases], [task_id, token, ms], parse)
+
+    def requeue(self, task: Task, delay: float) -> Call[TaskState]:
+        """Give a leased task back without counting a failed attempt."""
+        task_id, token = self._lease_of(task)
+        delay_ms = _seconds_ms(delay, "delay")
+        k = self.keys
+        keys = [k.prefix, k.leases, k.delayed, k.queued, k.ring, k.meta, k.stats, k.inflight]
+        args = [task_id, token, delay_ms, self.options.ordering, self._horizon_us]
+        return self._call("requeue", keys, args, lambda r: TaskState(_text(r)))
+
+    def reclaim(self, limit: int) -> Call[int]:
+        """Reclaim up to ``limit`` expired leases."""
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise ValidationError(f"limit must be a positive integer, got {limit!r}")
+        k = self.keys
+        keys = [k.prefix, k.leases, k.delayed, k.failed, k.stats, k.inflight]
+        return self._call("reclaim", keys, [limit, self._base_ms, self._failed_ttl_ms], int)
+
+    def cancel(self, task_id: str) -> Call[bool]:
+        """Cancel a task that has not ended."""
+        self._check_id(task_id)
+        k = self.keys
+        keys = [
+            k.prefix,
+            k.ring,
+            k.queued,
+            k.delayed,
+            k.deferred,
+            k.leases,
+            k.canceled,
+            k.stats,
+            k.inflight,
+        ]
+        return self._call("cancel", keys, [task_id, self._failed_ttl_ms], lambda r: int(r) == 1)
+
+    def get(self, task_id: str) -> Call[Task | None]:
+        """Read one task (a plain HGETALL)."""
+        self._check_id(task_id)
+
+        def parse(reply: Any) -> Task | None:
+            return self.task_from_hash(reply) if reply else None
+
+        return Call(None, (self.keys.task(task_id),), ("HGETALL",), parse)
+
+    def set_user_limits(self, user_id: str, weight: int, max_in_flight: int | None) -> Call[None]:
+        """Set a user's round-robin weight and in-flight cap."""
+        if not isinstance(user_id, str) or not user_id:
+            raise ValidationError("user_id must be a non-empty string")
+        if isinstance(weight, bool) or not isinstance(weight, int) or not 1 <= weight <= 1000:
+            raise ValidationError(f"weight must be an integer 1..1000, got {weight!r}")
+        cap = 0 if max_in_flight is None else max_in_flight
+        if isinstance(cap, bool) or not isinstance(cap, int) or cap < 0:
+            raise ValidationError(
+                f"max_in_flight must be a positive integer or None, got {max_in_flight!r}"
+            )
+        k = self.keys
+        keys = [k.prefix, k.weights, k.caps, k.ring, k.capped, k.inflight]
+        return self._call("set_user", keys, [user_id, weight, cap], lambda r: None)
+
+    def stats(self, user_limit: int) -> Call[QueueStats]:
+        """A snapshot of counts, counters and per-user load."""
+        if isinstance(user_limit, bool) or not isinstance(user_limit, int) or user_limit < 0:
+            raise ValidationError("user_limit must be a non-negative integer")
+        k = self.keys
+        keys = [
+            k.prefix, k.delayed, k.deferred, k.queued, k.leases, k.finished, k.failed,
+            k.canceled, k.stats, k.inflight, k.ring, k.capped,
+        ]  # fmt: skip
+
+        def pairs(flat: Sequence[Any]) -> dict[str, int]:
+            return {_text(flat[i]): int(flat[i + 1]) for i in range(0, len(flat), 2)}
+
+        def parse(reply: list[Any]) -> QueueStats:
+            counts, counters, inflight, users, active, capped = reply
+            in_flight = pairs(inflight)
+            ready = pairs(users)
+            user_ids = list(dict.fromkeys([*ready, *in_flight]))
+            return QueueStats(
+                queue=self.queue,
+                counts={s: int(c) for s, c in zip(_STATE_ORDER, counts, strict=True)},
+                counters=pairs(counters),
+                users=[
+                    UserStats(user_id=u, ready=ready.get(u, 0), in_flight=in_flight.get(u, 0))
+                    for u in user_ids
+                ],
+                active_users=int(active),
+                capped_users=int(capped),
+            )
+
+        return self._call("stats", keys, [max(user_limit, 1)], parse)
+
+    @staticmethod
+    def _check_id(task_id: str) -> None:
+        if not isinstance(task_id, str) or not task_id:
+            raise ValidationError(f"task_id must be a non-empty string, got {task_id!r}")
+
+    # conveniences ----------------------------------------------------------------
+    def make_task(
+        self,
+        name: str,
+        payload: Any,
+        *,
+        user_id: str,
+        priority: int,
+        delay: float | timedelta | None,
+        execute_after: datetime | None,
+        depends_on: Sequence[str],
+        task_id: str | None,
+        max_retries: int | None,
+        timeout: float | None,
+        keep_result: bool,
+        result_ttl: int | None,
+    ) -> tuple[Task, int]:
+        """Validate ``enqueue`` arguments; return the task and its delay in ms (-1: none)."""
+        if delay is not None and execute_after is not None:
+            raise ValidationError("give either delay or execute_after, not both")
+        delay_ms = -1 if delay is None else _seconds_ms(delay, "delay")
+        task = Task(
+            user_id=user_id, name=name, payload=payload, priority=priority, task_id=task_id,
+            max_retries=max_retries, execute_after=execute_after, depends_on=tuple(depends_on),
+            timeout=timeout, keep_result=keep_result, result_ttl=result_ttl,
+        )  # fmt: skip
+        return task, delay_ms

@@ -1,0 +1,58 @@
+"""Queue options, validated once, shared by the sync and async clients."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import pydantic
+from pydantic import BaseModel, ConfigDict, Field
+
+from fairque.errors import ConfigError
+
+
+class QueueOptions(BaseModel):
+    """Behaviour of one queue client. Every option has the same name in YAML.
+
+    Attributes:
+        ordering: ``"aging"`` (priority with bounded waiting) or ``"strict"``
+            (priority first, FIFO within; low priorities can starve).
+        aging_horizon_seconds: a priority-p task is ordered as if it arrived
+            ``p / 5 * horizon`` seconds earlier.
+        lease_seconds: default lease length of a popped task.
+        retry_base_seconds: retry n waits ``base * 2 ** (n - 1)`` seconds.
+        max_retries: default number of retries after the first attempt.
+        max_payload_bytes: largest serialized payload accepted.
+        serializer: ``"json"`` or ``"msgpack"``.
+        result_ttl_seconds: default time a FINISHED task (and its result) is kept.
+        failed_ttl_seconds: time a FAILED or CANCELED task is kept.
+        maintenance_batch: at most this many expired leases and due tasks are
+            handled by each pop.
+        on_duplicate: pushing an existing ``task_id`` returns the existing task
+            (``"return"``) or raises ``DuplicateTask`` (``"error"``).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    ordering: Literal["aging", "strict"] = "aging"
+    aging_horizon_seconds: float = Field(default=300.0, gt=0, le=10 * 365 * 86400)
+    lease_seconds: float = Field(default=30.0, gt=0)
+    retry_base_seconds: float = Field(default=1.0, ge=0)
+    max_retries: int = Field(default=3, ge=0, le=1000)
+    max_payload_bytes: int = Field(default=1_048_576, gt=0)
+    serializer: Literal["json", "msgpack"] = "json"
+    result_ttl_seconds: float = Field(default=86_400.0, ge=0)
+    failed_ttl_seconds: float = Field(default=7 * 86_400.0, gt=0)
+    maintenance_batch: int = Field(default=100, ge=1, le=10_000)
+    on_duplicate: Literal["return", "error"] = "return"
+
+    @classmethod
+    def build(cls, **values: Any) -> QueueOptions:
+        """Validate ``values``; raise ``ConfigError`` naming each bad option."""
+        try:
+            return cls(**values)
+        except pydantic.ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in err['loc'])}={err.get('input')!r}: {err['msg']}"
+                for err in exc.errors()
+            )
+            raise ConfigError(f"invalid queue option: {problems}") from None

@@ -1,0 +1,231 @@
+"""FairQueue: the synchronous client."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timedelta
+from types import TracebackType
+from typing import Any, TypeVar
+
+import redis
+from redis.exceptions import NoScriptError, ResponseError
+
+from fairque.models import Priority, QueueStats, Task, TaskState
+from fairque.ops import Call, Operations, translate_error
+from fairque.options import QueueOptions
+
+T = TypeVar("T")
+
+
+def is_cluster_url(url: str) -> bool:
+    """Ask the server at ``url`` whether it runs in cluster mode."""
+    probe = redis.Redis.from_url(url)
+    try:
+        info = probe.info("cluster")
+        return bool(info.get("cluster_enabled"))
+    finally:
+        probe.close()
+
+
+class FairQueue:
+    """A fair, multi-tenant task queue on one Redis-compatible server or cluster.
+
+    Args:
+        client: a ``redis.Redis`` or ``redis.RedisCluster`` (``decode_responses=False``).
+        queue: the queue name; all of its keys share the hash tag ``{queue}``.
+        **options: queue options (see ``QueueOptions``): ``ordering``,
+            ``aging_horizon_seconds``, ``lease_seconds``, ``retry_base_seconds``,
+            ``max_retries``, ``max_payload_bytes``, ``serializer``, ...
+
+    Raises:
+        ConfigError: an option or the queue name is invalid.
+    """
+
+    def __init__(
+        self, client: redis.Redis | redis.RedisCluster, queue: str = "default", **options: Any
+    ) -> None:
+        self.client = client
+        self.ops = Operations(queue, QueueOptions.build(**options))
+
+    @classmethod
+    def from_url(
+        cls, url: str, queue: str = "default", *, cluster: bool | None = None, **options: Any
+    ) -> FairQueue:
+        """Connect to ``url``; a cluster is detected unless ``cluster`` says otherwise."""
+        QueueOptions.build(**options)
+        if cluster is None:
+            cluster = is_cluster_url(url)
+        client: redis.Redis | redis.RedisCluster
+        client = redis.RedisCluster.from_url(url) if cluster else redis.Redis.from_url(url)
+        return cls(client, queue, **options)
+
+    @property
+    def queue(self) -> str:
+        """The queue name."""
+        return self.ops.queue
+
+    @property
+    def options(self) -> QueueOptions:
+        """The validated queue options."""
+        return self.ops.options
+
+    def _run(self, call: Call[T]) -> T:
+        try:
+            if call.script is None:
+                raw = self.client.execute_command(*call.args, *call.keys)  # type: ignore[no-untyped-call]
+            else:
+                try:
+                    raw = self.client.evalsha(
+                        call.script.sha, len(call.keys), *call.keys, *call.args
+                    )
+                except NoScriptError:
+                    raw = self.client.eval(
+                        call.script.source, len(call.keys), *call.keys, *call.args
+                    )
+        except ResponseError as exc:
+            err = translate_error(exc)
+            if err is exc:
+                raise
+            raise err from None
+        return call.parse(raw)
+
+    def push(self, task: Task) -> Task:
+        """Push one task; returns it with ``task_id``, ``state`` and ``created_at`` filled.
+
+        An existing ``task_id`` is a no-op that returns the stored task (or raises
+        ``DuplicateTask`` with ``on_duplicate="error"``).
+
+        Raises:
+            ValidationError: the payload does not serialize or is too large.
+        """
+        return self._run(self.ops.push_many([task]))[0]
+
+    def push_many(self, tasks: Iterable[Task]) -> list[Task]:
+        """Push a batch atomically: all tasks are written or none is."""
+        return self._run(self.ops.push_many(list(tasks)))
+
+    def enqueue(
+        self,
+        name: str,
+        payload: Any = None,
+        *,
+        user_id: str,
+        priority: int = Priority.NORMAL,
+        delay: float | timedelta | None = None,
+        execute_after: datetime | None = None,
+        depends_on: Sequence[str] = (),
+        task_id: str | None = None,
+        max_retries: int | None = None,
+        timeout: float | None = None,
+        keep_result: bool = True,
+        result_ttl: int | None = None,
+    ) -> Task:
+        """Build and push a task in one call (``delay`` in seconds or a timedelta)."""
+        task, delay_ms = self.ops.make_task(
+            name, payload, user_id=user_id, priority=priority, delay=delay,
+            execute_after=execute_after, depends_on=depends_on, task_id=task_id,
+            max_retries=max_retries, timeout=timeout, keep_result=keep_result,
+            result_ttl=result_ttl,
+        )  # fmt: skip
+        return self._run(self.ops.push_many([task], [delay_ms]))[0]
+
+    def pop(
+        self,
+        worker_id: str = "",
+        lease_seconds: float | None = None,
+        *,
+        assigned_users: Sequence[str] | None = None,
+        steal_targets: Sequence[str] | None = None,
+    ) -> Task | None:
+        """Lease the next task by the fairness rules, or None when nothing is ready."""
+        tasks = self._run(self.ops.pop(1, worker_id, lease_seconds, assigned_users, steal_targets))
+        return tasks[0] if tasks else None
+
+    def pop_batch(
+        self,
+        count: int,
+        worker_id: str = "",
+        lease_seconds: float | None = None,
+        *,
+        assigned_users: Sequence[str] | None = None,
+        steal_targets: Sequence[str] | None = None,
+    ) -> list[Task]:
+        """Lease up to ``count`` tasks in one round trip, round robin across users."""
+        return self._run(
+            self.ops.pop(count, worker_id, lease_seconds, assigned_users, steal_targets)
+        )
+
+    def complete(self, task: Task, result: Any = None) -> bool:
+        """Finish a leased task; False when its lease was lost (nothing changes then)."""
+        return self._run(self.ops.complete(task, result))
+
+    def fail(
+        self,
+        task: Task,
+        error: str | BaseException = "",
+        retry: bool = True,
+        delay: float | None = None,
+    ) -> TaskState:
+        """Record a failed attempt: SCHEDULED for a retry, or FAILED when none is left.
+
+        Raises:
+            LeaseLost: the task's lease expired or was taken over.
+        """
+        return self._run(self.ops.fail(task, error, retry, delay))
+
+    def extend(self, task: Task, seconds: float | None = None) -> datetime:
+        """Extend the task's lease to now + ``seconds``; returns the new deadline.
+
+        Raises:
+            LeaseLost: the task's lease expired or was taken over.
+        """
+        return self._run(self.ops.extend(task, seconds))
+
+    def requeue(self, task: Task, delay: float = 0) -> TaskState:
+        """Give a leased task back without counting a failure (QUEUED or SCHEDULED).
+
+        Raises:
+            LeaseLost: the task's lease expired or was taken over.
+        """
+        return self._run(self.ops.requeue(task, delay))
+
+    def reclaim(self, limit: int = 1000) -> int:
+        """Reclaim up to ``limit`` expired leases now; returns how many."""
+        return self._run(self.ops.reclaim(limit))
+
+    def cancel(self, task_id: str) -> bool:
+        """Cancel a task that has not ended; False when it had already ended.
+
+        Raises:
+            TaskNotFound: no such task.
+        """
+        return self._run(self.ops.cancel(task_id))
+
+    def get(self, task_id: str) -> Task | None:
+        """The task with this id, or None when it does not exist (or expired)."""
+        return self._run(self.ops.get(task_id))
+
+    def set_user_limits(
+        self, user_id: str, *, weight: int = 1, max_in_flight: int | None = None
+    ) -> None:
+        """Give ``user_id`` ``weight`` turns per round and at most ``max_in_flight`` leases."""
+        self._run(self.ops.set_user_limits(user_id, weight, max_in_flight))
+
+    def stats(self, user_limit: int = 100) -> QueueStats:
+        """Counts per state, counters and the load of up to ``user_limit`` ready users."""
+        return self._run(self.ops.stats(user_limit))
+
+    def close(self) -> None:
+        """Close the underlying client's connections."""
+        self.client.close()
+
+    def __enter__(self) -> FairQueue:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

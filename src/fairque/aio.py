@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 import redis.asyncio as aredis
 from redis.exceptions import NoScriptError, ResponseError
 
-from fairque.models import Priority, QueueStats, Task, TaskState
+from fairque.models import Priority, QueueStats, Task, TaskState, WorkerInfo
 from fairque.ops import Call, Operations, translate_error
 from fairque.options import QueueOptions
 from fairque.queue import is_cluster_url
@@ -56,7 +56,7 @@ class AsyncFairQueue:
     async def _run(self, call: Call[T]) -> T:
         try:
             if call.script is None:
-                raw = await self.client.execute_command(*call.args, *call.keys)
+                raw = await self.client.execute_command(call.args[0], *call.keys, *call.args[1:])
             else:
                 n, keys, args = len(call.keys), call.keys, call.args
                 try:
@@ -74,9 +74,11 @@ class AsyncFairQueue:
         """See ``FairQueue.push``."""
         return (await self._run(self.ops.push_many([task])))[0]
 
-    async def push_many(self, tasks: Iterable[Task]) -> list[Task]:
+    async def push_many(
+        self, tasks: Iterable[Task], *, delays: Sequence[float | None] | None = None
+    ) -> list[Task]:
         """See ``FairQueue.push_many``."""
-        return await self._run(self.ops.push_many(list(tasks)))
+        return await self._run(self.ops.push_many(list(tasks), delays))
 
     async def enqueue(
         self,
@@ -95,13 +97,13 @@ class AsyncFairQueue:
         result_ttl: int | None = None,
     ) -> Task:
         """See ``FairQueue.enqueue``."""
-        task, delay_ms = self.ops.make_task(
+        task, delay = self.ops.make_task(
             name, payload, user_id=user_id, priority=priority, delay=delay,
             execute_after=execute_after, depends_on=depends_on, task_id=task_id,
             max_retries=max_retries, timeout=timeout, keep_result=keep_result,
             result_ttl=result_ttl,
         )  # fmt: skip
-        return (await self._run(self.ops.push_many([task], [delay_ms])))[0]
+        return (await self._run(self.ops.push_many([task], [delay])))[0]
 
     async def pop(
         self,
@@ -162,6 +164,39 @@ class AsyncFairQueue:
     async def get(self, task_id: str) -> Task | None:
         """See ``FairQueue.get``."""
         return await self._run(self.ops.get(task_id))
+
+    async def retry(self, task_id: str) -> TaskState:
+        """See ``FairQueue.retry``."""
+        return await self._run(self.ops.retry(task_id))
+
+    async def next_wakeup(self) -> float | None:
+        """See ``FairQueue.next_wakeup``."""
+        return await self._run(self.ops.next_wakeup())
+
+    async def wait_for_work(self, timeout: float) -> bool:
+        """See ``FairQueue.wait_for_work``."""
+        return await self._run(self.ops.wait_for_work(timeout))
+
+    async def purge(self, batch: int = 1000) -> int:
+        """See ``FairQueue.purge``."""
+        total = 0
+        while True:
+            deleted, remaining = await self._run(self.ops.purge_step(batch))
+            total += deleted
+            if remaining == 0:
+                return total
+
+    async def register_worker(self, info: WorkerInfo, ttl_seconds: float) -> int:
+        """See ``FairQueue.register_worker``."""
+        return await self._run(self.ops.worker_beat(info, ttl_seconds))
+
+    async def unregister_worker(self, worker_id: str) -> bool:
+        """See ``FairQueue.unregister_worker``."""
+        return await self._run(self.ops.worker_leave(worker_id))
+
+    async def workers(self) -> list[WorkerInfo]:
+        """See ``FairQueue.workers``."""
+        return await self._run(self.ops.workers())
 
     async def set_user_limits(
         self, user_id: str, *, weight: int = 1, max_in_flight: int | None = None

@@ -122,6 +122,21 @@ class QueueKeys:
         """Set of users with ready work held out of the ring by their cap."""
         return self._k("capped")
 
+    @property
+    def wake(self) -> str:
+        """List of wake-up tokens: push adds some, idle workers block on it."""
+        return self._k("wake")
+
+    @property
+    def workers(self) -> str:
+        """Hash worker id -> JSON description (host, pid, started, in-flight...)."""
+        return self._k("workers")
+
+    @property
+    def workers_seen(self) -> str:
+        """Sorted set worker id -> last heartbeat (ms), to expire dead workers."""
+        return self._k("workers:seen")
+
     # derived keys -------------------------------------------------------------
     def task(self, task_id: str) -> str:
         """Hash holding one task."""

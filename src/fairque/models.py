@@ -166,3 +166,18 @@ class QueueStats(BaseModel):
     def total(self) -> int:
         """Tasks in any registry."""
         return sum(self.counts.values())
+
+
+class WorkerInfo(BaseModel):
+    """A running worker as registered in Redis (refreshed by its heartbeat)."""
+
+    worker_id: str
+    queue: str
+    host: str
+    pid: int
+    started_at: datetime
+    concurrency: int
+    in_flight: int = 0
+    processed: int = 0
+    failed: int = 0
+    last_seen_seconds: float | None = None

@@ -7,7 +7,7 @@ the two clients cannot drift apart.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, Generic, TypeVar
@@ -23,7 +23,7 @@ from fairque.errors import (
     script_error,
 )
 from fairque.keys import QueueKeys, validate_queue_name
-from fairque.models import Priority, QueueStats, Task, TaskState, UserStats
+from fairque.models import Priority, QueueStats, Task, TaskState, UserStats, WorkerInfo
 from fairque.options import QueueOptions
 from fairque.scripts import Script, load_all
 
@@ -182,16 +182,21 @@ class Operations:
 
     # operations -----------------------------------------------------------------
     def push_many(
-        self, tasks: Iterable[Task], delays_ms: Sequence[int] | None = None
+        self, tasks: Sequence[Task], delays: Sequence[float | timedelta | None] | None = None
     ) -> Call[list[Task]]:
-        """Push tasks atomically; ``delays_ms[i] >= 0`` delays task i."""
+        """Push tasks atomically; ``delays[i]`` (seconds) delays task i."""
+        if delays is not None and len(delays) != len(tasks):
+            raise ValidationError(f"{len(delays)} delays given for {len(tasks)} tasks")
         prepared: list[Task] = []
         args: list[Any] = [self.options.ordering, self._horizon_us, self.options.on_duplicate, 0]
         seen: set[str] = set()
         for i, task in enumerate(tasks):
             p, task_args = self._encode_task(task)
-            if delays_ms is not None and delays_ms[i] >= 0:
-                task_args[6] = delays_ms[i]
+            delay = delays[i] if delays is not None else None
+            if delay is not None:
+                if p.execute_after is not None:
+                    raise ValidationError("give either delay or execute_after, not both")
+                task_args[6] = _seconds_ms(delay, "delay")
             if p.task_id in seen:
                 raise ValidationError(f"task id {p.task_id!r} appears twice in one batch")
             seen.add(p.task_id or "")
@@ -219,9 +224,8 @@ class Operations:
                     )
             return out
 
-        return self._call(
-            "push", [k.prefix, k.queued, k.delayed, k.ring, k.meta, k.stats], args, parse
-        )
+        keys = [k.prefix, k.queued, k.delayed, k.ring, k.meta, k.stats, k.wake]
+        return self._call("push", keys, args, parse)
 
     def pop(
         self,
@@ -359,6 +363,72 @@ class Operations:
 
         return Call(None, (self.keys.task(task_id),), ("HGETALL",), parse)
 
+    def next_wakeup(self) -> Call[float | None]:
+        """Seconds until a scheduled task is due or a lease expires (None: nothing pending)."""
+        k = self.keys
+
+        def parse(reply: Any) -> float | None:
+            return None if int(reply) < 0 else int(reply) / 1000
+
+        return self._call("next_due", [k.prefix, k.delayed, k.leases], [], parse)
+
+    def wait_for_work(self, timeout: float) -> Call[bool]:
+        """Block until a push signals ready work or ``timeout`` seconds pass."""
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
+            raise ValidationError(f"timeout must be a positive number of seconds, got {timeout!r}")
+        # BLPOP's timeout has millisecond resolution; never round a short wait to 0 (forever)
+        wait = max(round(timeout, 3), 0.001)
+        return Call(None, (self.keys.wake,), ("BLPOP", wait), lambda r: r is not None)
+
+    def retry(self, task_id: str) -> Call[TaskState]:
+        """Re-queue a FAILED or CANCELED task with a fresh retry budget."""
+        self._check_id(task_id)
+        k = self.keys
+        keys = [k.prefix, k.failed, k.canceled, k.queued, k.ring, k.meta, k.wake]
+        args = [task_id, self.options.ordering, self._horizon_us]
+        return self._call("retry", keys, args, lambda r: TaskState(_text(r)))
+
+    def purge_step(self, limit: int) -> Call[tuple[int, int]]:
+        """Delete up to ``limit`` tasks; returns (deleted, remaining)."""
+        k = self.keys
+        keys = [
+            k.prefix,
+            k.delayed,
+            k.deferred,
+            k.queued,
+            k.leases,
+            k.finished,
+            k.failed,
+            k.canceled,
+        ]
+        return self._call("purge", keys, [limit], lambda r: (int(r[0]), int(r[1])))
+
+    def worker_beat(self, info: WorkerInfo, ttl_seconds: float) -> Call[int]:
+        """Register or refresh a worker; forget workers silent for ``ttl_seconds``."""
+        k = self.keys
+        keys = [k.prefix, k.workers, k.workers_seen]
+        args = [info.worker_id, info.model_dump_json(), round(ttl_seconds * 1000)]
+        return self._call("worker_beat", keys, args, int)
+
+    def worker_leave(self, worker_id: str) -> Call[bool]:
+        """Remove a worker's registration."""
+        k = self.keys
+        keys = [k.prefix, k.workers, k.workers_seen]
+        return self._call("worker_leave", keys, [worker_id], lambda r: int(r) == 1)
+
+    def workers(self) -> Call[list[WorkerInfo]]:
+        """The registered workers, with the age of their last heartbeat."""
+        k = self.keys
+
+        def parse(reply: list[Any]) -> list[WorkerInfo]:
+            out = []
+            for i in range(0, len(reply), 2):
+                info = WorkerInfo.model_validate_json(reply[i])
+                out.append(info.model_copy(update={"last_seen_seconds": int(reply[i + 1]) / 1000}))
+            return out
+
+        return self._call("workers", [k.prefix, k.workers, k.workers_seen], [], parse)
+
     def set_user_limits(self, user_id: str, weight: int, max_in_flight: int | None) -> Call[None]:
         """Set a user's round-robin weight and in-flight cap."""
         if not isinstance(user_id, str) or not user_id:
@@ -427,14 +497,15 @@ class Operations:
         timeout: float | None,
         keep_result: bool,
         result_ttl: int | None,
-    ) -> tuple[Task, int]:
-        """Validate ``enqueue`` arguments; return the task and its delay in ms (-1: none)."""
+    ) -> tuple[Task, float | timedelta | None]:
+        """Validate ``enqueue`` arguments; return the task and its delay."""
         if delay is not None and execute_after is not None:
             raise ValidationError("give either delay or execute_after, not both")
-        delay_ms = -1 if delay is None else _seconds_ms(delay, "delay")
+        if delay is not None:
+            _seconds_ms(delay, "delay")
         task = Task(
             user_id=user_id, name=name, payload=payload, priority=priority, task_id=task_id,
             max_retries=max_retries, execute_after=execute_after, depends_on=tuple(depends_on),
             timeout=timeout, keep_result=keep_result, result_ttl=result_ttl,
         )  # fmt: skip
-        return task, delay_ms
+        return task, delay

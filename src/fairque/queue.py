@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 import redis
 from redis.exceptions import NoScriptError, ResponseError
 
-from fairque.models import Priority, QueueStats, Task, TaskState
+from fairque.models import Priority, QueueStats, Task, TaskState, WorkerInfo
 from fairque.ops import Call, Operations, translate_error
 from fairque.options import QueueOptions
 
@@ -72,7 +72,9 @@ class FairQueue:
     def _run(self, call: Call[T]) -> T:
         try:
             if call.script is None:
-                raw = self.client.execute_command(*call.args, *call.keys)  # type: ignore[no-untyped-call]
+                raw = self.client.execute_command(  # type: ignore[no-untyped-call]
+                    call.args[0], *call.keys, *call.args[1:]
+                )
             else:
                 try:
                     raw = self.client.evalsha(
@@ -100,9 +102,16 @@ class FairQueue:
         """
         return self._run(self.ops.push_many([task]))[0]
 
-    def push_many(self, tasks: Iterable[Task]) -> list[Task]:
-        """Push a batch atomically: all tasks are written or none is."""
-        return self._run(self.ops.push_many(list(tasks)))
+    def push_many(
+        self, tasks: Iterable[Task], *, delays: Sequence[float | None] | None = None
+    ) -> list[Task]:
+        """Push a batch atomically: all tasks are written or none is.
+
+        Args:
+            tasks: the tasks.
+            delays: optional per-task delay in seconds (None: no delay), same length.
+        """
+        return self._run(self.ops.push_many(list(tasks), delays))
 
     def enqueue(
         self,
@@ -121,13 +130,13 @@ class FairQueue:
         result_ttl: int | None = None,
     ) -> Task:
         """Build and push a task in one call (``delay`` in seconds or a timedelta)."""
-        task, delay_ms = self.ops.make_task(
+        task, delay = self.ops.make_task(
             name, payload, user_id=user_id, priority=priority, delay=delay,
             execute_after=execute_after, depends_on=depends_on, task_id=task_id,
             max_retries=max_retries, timeout=timeout, keep_result=keep_result,
             result_ttl=result_ttl,
         )  # fmt: skip
-        return self._run(self.ops.push_many([task], [delay_ms]))[0]
+        return self._run(self.ops.push_many([task], [delay]))[0]
 
     def pop(
         self,
@@ -204,6 +213,44 @@ class FairQueue:
     def get(self, task_id: str) -> Task | None:
         """The task with this id, or None when it does not exist (or expired)."""
         return self._run(self.ops.get(task_id))
+
+    def retry(self, task_id: str) -> TaskState:
+        """Re-queue a FAILED or CANCELED task with a fresh retry budget.
+
+        Raises:
+            TaskNotFound: no such task.
+            InvalidTransition: the task is not FAILED or CANCELED.
+        """
+        return self._run(self.ops.retry(task_id))
+
+    def next_wakeup(self) -> float | None:
+        """Seconds until a scheduled task is due or a lease expires; None if neither."""
+        return self._run(self.ops.next_wakeup())
+
+    def wait_for_work(self, timeout: float) -> bool:
+        """Block until a push signals ready work (True) or ``timeout`` seconds pass."""
+        return self._run(self.ops.wait_for_work(timeout))
+
+    def purge(self, batch: int = 1000) -> int:
+        """Delete every task and all state of this queue; returns the tasks deleted."""
+        total = 0
+        while True:
+            deleted, remaining = self._run(self.ops.purge_step(batch))
+            total += deleted
+            if remaining == 0:
+                return total
+
+    def register_worker(self, info: WorkerInfo, ttl_seconds: float) -> int:
+        """Register or refresh a worker; forgets workers silent for ``ttl_seconds``."""
+        return self._run(self.ops.worker_beat(info, ttl_seconds))
+
+    def unregister_worker(self, worker_id: str) -> bool:
+        """Remove a worker's registration."""
+        return self._run(self.ops.worker_leave(worker_id))
+
+    def workers(self) -> list[WorkerInfo]:
+        """Registered workers with the age of their last heartbeat."""
+        return self._run(self.ops.workers())
 
     def set_user_limits(
         self, user_id: str, *, weight: int = 1, max_in_flight: int | None = None

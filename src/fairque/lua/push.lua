@@ -7,6 +7,7 @@ KEYS[3] delayed     SCHEDULED registry
 KEYS[4] ring        users with ready work
 KEYS[5] meta        queue counters
 KEYS[6] stats       throughput counters
+KEYS[7] wake        wake-up list idle workers block on
 
 ARGV[1] ordering    'aging' | 'strict'
 ARGV[2] horizon_us  aging horizon in microseconds
@@ -39,6 +40,7 @@ end
 
 local ms, us = now()
 local reply = {}
+local ready = 0
 for i = 0, n - 1 do
   local b = 5 + i * W
   local id, user, name, payload = ARGV[b], ARGV[b + 1], ARGV[b + 2], ARGV[b + 3]
@@ -62,9 +64,17 @@ for i = 0, n - 1 do
       redis.call('ZADD', prefix .. 'delayed', due, id)
     else
       enqueue_ready(prefix, id, user, prio, mono_us(prefix, us), ms, ordering, horizon_us)
+      ready = ready + 1
     end
     redis.call('HINCRBY', prefix .. 'stats', 'pushed', 1)
     reply[#reply + 1] = {0, state, ms}
   end
+end
+if ready > 0 then
+  -- one token per ready task (bounded) wakes as many idle workers
+  local tokens = {}
+  for i = 1, math.min(ready, 16) do tokens[i] = '1' end
+  redis.call('LPUSH', KEYS[7], unpack(tokens))
+  redis.call('LTRIM', KEYS[7], 0, 63)
 end
 return reply

@@ -1,0 +1,5 @@
+"""``python -m fairque``: the command-line interface."""
+
+from fairque.cli import main
+
+main()

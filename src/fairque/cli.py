@@ -1,0 +1,324 @@
+"""The ``fairque`` command: run workers, enqueue, inspect, operate, demo."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import logging
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import redis
+import typer
+from rich.console import Console
+
+from fairque import console as out
+from fairque.config import Settings, load_settings
+from fairque.errors import ConfigError, FairqueError
+from fairque.queue import FairQueue
+
+app = typer.Typer(
+    name="fairque",
+    help="Fair, multi-tenant task queue on Redis, Valkey and Redis Cluster.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+stdout = Console()
+stderr = Console(stderr=True)
+
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+
+
+@dataclass
+class Common:
+    """The options every command shares."""
+
+    url: str | None
+    queue: str | None
+    config: Path | None
+
+
+def fail(message: str, code: int = EXIT_FAILURE) -> NoReturn:
+    """Print ``error: message`` on stderr and exit with ``code``."""
+    stderr.print(f"[bold red]error:[/] {message}", highlight=False)
+    raise typer.Exit(code)
+
+
+@app.callback()
+def options(
+    ctx: typer.Context,
+    url: Annotated[
+        str | None, typer.Option("--url", "-u", envvar="FAIRQUE_URL", help="Redis URL.")
+    ] = None,
+    queue: Annotated[
+        str | None, typer.Option("--queue", "-q", envvar="FAIRQUE_QUEUE", help="Queue name.")
+    ] = None,
+    config: Annotated[
+        Path | None,
+        typer.Option("--config", "-c", envvar="FAIRQUE_CONFIG", help="YAML settings file."),
+    ] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Debug logging.")] = False,
+) -> None:
+    """Shared options; precedence is CLI > environment > YAML > defaults."""
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    ctx.obj = Common(url=url, queue=queue, config=config)
+
+
+def settings(ctx: typer.Context, **worker: Any) -> Settings:
+    """Load settings for a command, turning configuration errors into exit code 2."""
+    common: Common = ctx.obj
+    try:
+        return load_settings(
+            common.config, redis={"url": common.url}, queue={"name": common.queue}, worker=worker
+        )
+    except ConfigError as exc:
+        fail(str(exc), EXIT_USAGE)
+
+
+@contextlib.contextmanager
+def server_url(cfg: Settings, *, embedded_ok: bool) -> Iterator[str]:
+    """The configured server's URL, or a private embedded Valkey when allowed."""
+    if cfg.redis.configured:
+        yield cfg.redis.to_url()
+        return
+    if not embedded_ok:
+        fail("no Redis configured: pass --url, set FAIRQUE_URL or redis.url in --config", 2)
+    from fairque.embedded import EmbeddedServer
+
+    try:
+        server = EmbeddedServer()
+        server.start()
+    except (FileNotFoundError, RuntimeError) as exc:
+        fail(f"no Redis configured and the embedded server could not start: {exc}")
+    stderr.print(
+        f"[yellow]No Redis configured: started an embedded Valkey at {server.url}[/] "
+        "(private to this process, data is discarded on exit)",
+        highlight=False,
+    )
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+@contextlib.contextmanager
+def open_queue(ctx: typer.Context) -> Iterator[FairQueue]:
+    """A connected FairQueue for the configured server and queue."""
+    cfg = settings(ctx)
+    with server_url(cfg, embedded_ok=False) as url, guarded(url):
+        q = FairQueue.from_url(
+            url, cfg.queue.name, cluster=cfg.redis.cluster, **cfg.queue.options()
+        )
+        try:
+            yield q
+        finally:
+            q.close()
+
+
+@contextlib.contextmanager
+def guarded(url: str) -> Iterator[None]:
+    """Turn connection and queue errors into a one-line message and exit code."""
+    try:
+        yield
+    except redis.ConnectionError as exc:
+        fail(f"cannot connect to {url}: {exc}")
+    except ConfigError as exc:
+        fail(str(exc), EXIT_USAGE)
+    except FairqueError as exc:
+        fail(f"{type(exc).__name__}: {exc}")
+
+
+def import_handlers(modules: list[str]) -> None:
+    """Import the modules that register handlers (``worker.imports`` / ``--import``)."""
+    sys.path.insert(0, str(Path.cwd()))
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except ImportError as exc:
+            fail(f"cannot import handler module {name!r}: {exc}", EXIT_USAGE)
+
+
+@app.command()
+def worker(
+    ctx: typer.Context,
+    processes: Annotated[int, typer.Option(min=1, max=256, help="Worker processes.")] = 1,
+    concurrency: Annotated[
+        int | None, typer.Option(min=1, help="Tasks run at once per process.")
+    ] = None,
+    worker_id: Annotated[str | None, typer.Option("--id", help="Worker id.")] = None,
+    imports: Annotated[
+        list[str] | None, typer.Option("--import", "-i", help="Module registering handlers.")
+    ] = None,
+) -> None:
+    """Run worker processes until SIGTERM/SIGINT (a second signal stops at once)."""
+    overrides: dict[str, Any] = {"max_concurrent_tasks": concurrency, "id": worker_id}
+    if imports:
+        overrides["imports"] = imports
+    cfg = settings(ctx, **overrides)
+    with server_url(cfg, embedded_ok=True) as url:
+        if processes > 1:
+            from fairque.worker.supervisor import run_processes, worker_command
+
+            common: Common = ctx.obj
+            base = ["--url", url, "--queue", cfg.queue.name]
+            if common.config is not None:
+                base += ["--config", str(common.config)]
+            extra = ["--concurrency", str(cfg.worker.max_concurrent_tasks)]
+            for module in cfg.worker.imports:
+                extra += ["--import", module]
+            commands = [
+                [*worker_command(base, f"{cfg.worker.id}-{i + 1}"), *extra]
+                for i in range(processes)
+            ]
+            raise typer.Exit(run_processes(commands))
+        import_handlers(cfg.worker.imports)
+        from fairque.aio import AsyncFairQueue
+        from fairque.worker import Worker
+
+        with guarded(url):
+            queue = AsyncFairQueue.from_url(
+                url, cfg.queue.name, cluster=cfg.redis.cluster, **cfg.queue.options()
+            )
+            Worker(queue, config=cfg.worker).run()
+
+
+@app.command()
+def enqueue(
+    ctx: typer.Context,
+    name: Annotated[str | None, typer.Argument(help="Task name.")] = None,
+    payload: Annotated[str | None, typer.Argument(help="Payload as JSON.")] = None,
+    user: Annotated[str | None, typer.Option("--user", help="User (tenant) id.")] = None,
+    priority: Annotated[int, typer.Option(help="1..5, or 6 for the critical lane.")] = 3,
+    delay: Annotated[float | None, typer.Option(help="Seconds before it may run.")] = None,
+    task_id: Annotated[str | None, typer.Option("--task-id", help="Caller-chosen id.")] = None,
+    max_retries: Annotated[int | None, typer.Option("--max-retries")] = None,
+    file: Annotated[
+        Path | None, typer.Option("--file", "-f", help="JSON lines, one task per line.")
+    ] = None,
+) -> None:
+    """Enqueue one task, or many from a JSON-lines file (validated before any is pushed)."""
+    if file is not None:
+        if name is not None:
+            fail("give either a task name or --file, not both", EXIT_USAGE)
+        tasks = out.read_task_file(file, fail)
+        with open_queue(ctx) as q:
+            pushed = out.push_with_progress(q, tasks, stderr)
+        stdout.print(f"enqueued {pushed} task(s) from {file}")
+        return
+    if name is None or user is None:
+        fail("a task name and --user are required (or --file)", EXIT_USAGE)
+    try:
+        data = json.loads(payload) if payload is not None else None
+    except json.JSONDecodeError as exc:
+        fail(f"payload is not valid JSON: {exc}", EXIT_USAGE)
+    with open_queue(ctx) as q:
+        try:
+            task = q.enqueue(
+                name, data, user_id=user, priority=priority, delay=delay, task_id=task_id,
+                max_retries=max_retries,
+            )  # fmt: skip
+        except FairqueError as exc:
+            fail(str(exc), EXIT_USAGE)
+    stdout.print(task.task_id)
+
+
+@app.command()
+def status(
+    ctx: typer.Context,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    users: Annotated[int, typer.Option(min=1, help="Busiest users to show.")] = 10,
+) -> None:
+    """Counts per state, the busiest users and the live workers."""
+    with open_queue(ctx) as q:
+        stats = q.stats(user_limit=1000)
+        workers = q.workers()
+    if as_json:
+        doc = {
+            "stats": stats.model_dump(mode="json"),
+            "workers": [w.model_dump(mode="json") for w in workers],
+        }
+        stdout.print_json(json.dumps(doc))
+        return
+    out.print_status(stdout, stats, workers, users)
+
+
+@app.command("task")
+def show_task(
+    ctx: typer.Context,
+    task_id: Annotated[str, typer.Argument(help="Task id.")],
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Show one task."""
+    with open_queue(ctx) as q:
+        task = q.get(task_id)
+    if task is None:
+        fail(f"no task {task_id!r} in queue {q.queue!r}")
+    if as_json:
+        stdout.print_json(task.model_dump_json())
+        return
+    out.print_task(stdout, task)
+
+
+@app.command()
+def cancel(ctx: typer.Context, task_id: Annotated[str, typer.Argument()]) -> None:
+    """Cancel a task that has not ended."""
+    with open_queue(ctx) as q:
+        if not q.cancel(task_id):
+            fail(f"task {task_id} had already ended")
+    stdout.print(f"canceled {task_id}")
+
+
+@app.command()
+def retry(ctx: typer.Context, task_id: Annotated[str, typer.Argument()]) -> None:
+    """Re-queue a FAILED or CANCELED task with a fresh retry budget."""
+    with open_queue(ctx) as q:
+        q.retry(task_id)
+    stdout.print(f"re-queued {task_id}")
+
+
+@app.command()
+def purge(
+    ctx: typer.Context,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask.")] = False,
+) -> None:
+    """Delete every task and all state of the queue."""
+    with open_queue(ctx) as q:
+        if not yes and not typer.confirm(f"Delete every task of queue {q.queue!r}?"):
+            fail("aborted")
+        deleted = q.purge()
+    stdout.print(f"purged {deleted} task(s) from {q.queue!r}")
+
+
+@app.command()
+def demo(
+    ctx: typer.Context,
+    flood: Annotated[int, typer.Option(min=1, help="Tasks of the noisy tenant.")] = 2000,
+    tenants: Annotated[int, typer.Option(min=1, max=50, help="Small tenants.")] = 8,
+    tasks_per_tenant: Annotated[int, typer.Option("--tasks-per-tenant", min=1)] = 10,
+    work_ms: Annotated[float, typer.Option("--work-ms", min=0, help="Work per task.")] = 20.0,
+    concurrency: Annotated[int, typer.Option(min=1)] = 4,
+    quick: Annotated[bool, typer.Option(help="A short run (a few seconds).")] = False,
+) -> None:
+    """Show fairness: a noisy tenant floods the queue; small tenants are still served fast."""
+    from fairque.demo import DemoPlan, run_demo
+
+    if quick:
+        flood, tenants, tasks_per_tenant, work_ms = min(flood, 400), min(tenants, 4), 5, 10.0
+    cfg = settings(ctx)
+    plan = DemoPlan(flood, tenants, tasks_per_tenant, work_ms / 1000, concurrency)
+    with server_url(cfg, embedded_ok=True) as url, guarded(url):
+        run_demo(url, plan, stdout)
+
+
+def main() -> None:
+    """Entry point of the ``fairque`` script."""
+    app()

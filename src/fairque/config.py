@@ -1,0 +1,196 @@
+"""Settings for workers and the CLI: YAML file, ``FAIRQUE_...`` environment, arguments.
+
+Precedence, highest first: explicit arguments (the CLI's options), environment
+variables (``FAIRQUE_WORKER__MAX_CONCURRENT_TASKS=20``; nested keys joined by ``__``,
+lists as JSON), the YAML file, the defaults.  Every error names the bad key and value.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import pydantic
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    YamlConfigSettingsSource,
+)
+
+from fairque.errors import ConfigError
+from fairque.keys import validate_queue_name
+from fairque.options import QueueOptions
+
+
+def default_worker_id() -> str:
+    """``<host>-<pid>-<random>``: unique across hosts and restarts."""
+    return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+
+
+class RedisSettings(BaseModel):
+    """Where the server is: ``url``, or ``host``/``port``/``db``/``password``/``ssl``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    url: str | None = None
+    host: str | None = None
+    port: int = Field(default=6379, ge=1, le=65535)
+    db: int = Field(default=0, ge=0)
+    username: str | None = None
+    password: SecretStr | None = None
+    ssl: bool = False
+    cluster: bool | None = None
+
+    @field_validator("url")
+    @classmethod
+    def _scheme(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError("must start with redis://, rediss:// or unix://")
+        return value
+
+    @property
+    def configured(self) -> bool:
+        """True when a server was named (url or host)."""
+        return bool(self.url or self.host)
+
+    def to_url(self) -> str:
+        """The connection URL (``url`` as given, else built from the host fields)."""
+        if self.url:
+            return self.url
+        if not self.host:
+            raise ConfigError("no Redis configured: set redis.url or redis.host")
+        auth = ""
+        if self.password is not None:
+            user = quote(self.username or "", safe="")
+            auth = f"{user}:{quote(self.password.get_secret_value(), safe='')}@"
+        scheme = "rediss" if self.ssl else "redis"
+        return f"{scheme}://{auth}{self.host}:{self.port}/{self.db}"
+
+
+class WorkerConfig(BaseModel):
+    """How a worker runs (the ``worker:`` section of the YAML file)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(default_factory=default_worker_id, min_length=1, max_length=200)
+    assigned_users: list[str] = Field(default_factory=list)
+    steal_targets: list[str] = Field(default_factory=list)
+    poll_interval_seconds: float = Field(default=1.0, gt=0, le=300)
+    task_timeout_seconds: float = Field(default=300.0, gt=0)
+    max_concurrent_tasks: int = Field(default=10, ge=1, le=10_000)
+    batch_size: int = Field(default=50, ge=1, le=1000)
+    lease_seconds: float | None = Field(default=None, gt=0)
+    heartbeat_interval_seconds: float | None = Field(default=None, gt=0)
+    shutdown_grace_seconds: float = Field(default=30.0, ge=0)
+    imports: list[str] = Field(default_factory=list)
+
+    @field_validator("assigned_users", "steal_targets")
+    @classmethod
+    def _users(cls, value: list[str]) -> list[str]:
+        if any(not u for u in value):
+            raise ValueError("user ids must not be empty")
+        return value
+
+
+class QueueSettings(QueueOptions):
+    """The ``queue:`` section: the queue name plus every queue option."""
+
+    name: str = "default"
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        try:
+            return validate_queue_name(value)
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
+
+    def options(self) -> dict[str, Any]:
+        """The queue options as keywords for ``FairQueue``."""
+        return self.model_dump(exclude={"name"})
+
+
+class Settings(BaseSettings):
+    """Everything a worker or the CLI needs: ``redis``, ``worker`` and ``queue``."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="FAIRQUE_", env_nested_delimiter="__", extra="ignore", frozen=True
+    )
+
+    redis: RedisSettings = Field(default_factory=RedisSettings)
+    worker: WorkerConfig = Field(default_factory=WorkerConfig)
+    queue: QueueSettings = Field(default_factory=QueueSettings)
+
+
+def _describe(exc: pydantic.ValidationError) -> str:
+    parts = []
+    for err in exc.errors():
+        key = ".".join(str(p) for p in err["loc"])
+        shown = err.get("input")
+        value = "" if isinstance(shown, dict) else f" = {shown!r}"
+        parts.append(f"{key}{value}: {err['msg']}")
+    return "; ".join(parts)
+
+
+def _read_yaml(path: Path) -> None:
+    if not path.is_file():
+        raise ConfigError(f"config file {path} does not exist")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"config file {path} is not valid YAML: {exc}") from None
+    if data is not None and not isinstance(data, dict):
+        raise ConfigError(f"config file {path} must hold a mapping at the top level")
+    unknown = set(data or {}) - {"redis", "worker", "queue"}
+    if unknown:
+        raise ConfigError(f"config file {path}: unknown section(s) {sorted(unknown)}")
+
+
+def load_settings(config: str | Path | None = None, **overrides: Any) -> Settings:
+    """Read settings from ``config`` (YAML), the environment and ``overrides``.
+
+    ``overrides`` are nested dicts by section, e.g. ``worker={"id": "w1"}``; None
+    values are ignored so CLI options that were not given do not mask the file.
+
+    Raises:
+        ConfigError: the file is missing or invalid, or a value is invalid (the
+            message names each bad key and its value).
+    """
+    yaml_path = Path(config) if config is not None else None
+    if yaml_path is not None:
+        _read_yaml(yaml_path)
+    cleaned = {
+        section: {k: v for k, v in values.items() if v is not None}
+        for section, values in overrides.items()
+        if values
+    }
+
+    class _Loader(Settings):
+        @classmethod
+        def settings_customise_sources(
+            cls,
+            settings_cls: type[BaseSettings],
+            init_settings: PydanticBaseSettingsSource,
+            env_settings: PydanticBaseSettingsSource,
+            dotenv_settings: PydanticBaseSettingsSource,
+            file_secret_settings: PydanticBaseSettingsSource,
+        ) -> tuple[PydanticBaseSettingsSource, ...]:
+            sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+            if yaml_path is not None:
+                sources.append(YamlConfigSettingsSource(settings_cls, yaml_file=yaml_path))
+            return tuple(sources)
+
+    try:
+        loaded = _Loader(**cleaned)  # type: ignore[arg-type]
+    except pydantic.ValidationError as exc:
+        raise ConfigError(f"invalid configuration: {_describe(exc)}") from None
+    return Settings.model_construct(
+        **{name: getattr(loaded, name) for name in Settings.model_fields}
+    )

@@ -1,0 +1,58 @@
+"""What a handler sees while it runs, and the exception that asks for a retry."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from fairque.models import Task
+
+if TYPE_CHECKING:
+    from fairque.aio import AsyncFairQueue
+
+
+class Retry(Exception):
+    """Raised by a handler to retry its task (after ``delay`` seconds, else the backoff).
+
+    The retry counts against the task's ``max_retries``; when none is left the task
+    is FAILED with ``reason`` as its error.
+    """
+
+    def __init__(self, delay: float | None = None, reason: str = "retry requested") -> None:
+        super().__init__(reason)
+        if delay is not None and delay < 0:
+            raise ValueError("Retry delay must not be negative")
+        self.delay = delay
+        self.reason = reason
+
+
+@dataclass
+class Context:
+    """The running task, its attempt number, the queue and a logger bound to the task."""
+
+    task: Task
+    queue: AsyncFairQueue
+    worker_id: str
+    logger: logging.LoggerAdapter[logging.Logger]
+
+    @property
+    def attempt(self) -> int:
+        """1 for the first attempt, 2 for the first retry..."""
+        return self.task.retry_count + 1
+
+    @property
+    def task_id(self) -> str:
+        """The running task's id."""
+        return self.task.task_id or ""
+
+    @property
+    def user_id(self) -> str:
+        """The running task's user."""
+        return self.task.user_id
+
+
+def task_logger(base: logging.Logger, task: Task, worker_id: str) -> logging.LoggerAdapter[Any]:
+    """A logger adapter whose records carry the task, user and worker ids."""
+    extra = {"task_id": task.task_id, "user_id": task.user_id, "worker_id": worker_id}
+    return logging.LoggerAdapter(base, extra)

@@ -1,0 +1,318 @@
+"""The worker: leases tasks fairly, runs their handlers, heartbeats, shuts down cleanly."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+import inspect
+import logging
+import os
+import signal
+import socket
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timezone
+from typing import Any
+
+from fairque.aio import AsyncFairQueue
+from fairque.config import WorkerConfig
+from fairque.errors import LeaseLost, SerializationError
+from fairque.models import Task, TaskState, WorkerInfo
+from fairque.worker.context import Context, Retry, task_logger
+from fairque.worker.hooks import Hooks, Outcome
+from fairque.worker.registry import Handler, Registry, default_registry
+
+log = logging.getLogger("fairque.worker")
+
+
+class UnknownTaskError(Exception):
+    """No handler is registered for the task's name."""
+
+
+class Worker:
+    """Runs registered handlers for the tasks of one queue.
+
+    Async handlers run on the worker's event loop; sync handlers in a thread pool
+    with the caller's context variables. Leases of in-flight tasks are extended
+    by a heartbeat; each task has an execution timeout. ``SIGTERM``/``SIGINT`` stop
+    fetching and let in-flight tasks finish within ``shutdown_grace_seconds``; tasks
+    still running then are given back without counting a failure. A second signal
+    gives everything back at once.
+
+    Args:
+        queue: the queue to serve.
+        registry: the handlers (default: the registry behind ``fairque.task``).
+        config: worker settings (defaults when None).
+        hooks: objects whose hook methods are called around the worker's life.
+    """
+
+    def __init__(
+        self,
+        queue: AsyncFairQueue,
+        registry: Registry | None = None,
+        config: WorkerConfig | None = None,
+        hooks: Sequence[Hooks] = (),
+    ) -> None:
+        self.queue = queue
+        self.registry = registry if registry is not None else default_registry
+        self.config = config or WorkerConfig()
+        self.hooks = list(hooks)
+        self.id = self.config.id
+        lease = self.config.lease_seconds or queue.options.lease_seconds
+        self.lease_seconds = lease
+        self.heartbeat_seconds = self.config.heartbeat_interval_seconds or max(lease / 3, 0.05)
+        self.processed = 0
+        self.failed = 0
+        self.started_at = datetime.now(timezone.utc)
+        self._running: dict[asyncio.Task[None], Task] = {}
+        self._stopping: asyncio.Event | None = None
+        self._slot_freed: asyncio.Event | None = None
+        self._signals = 0
+        self._pool = ThreadPoolExecutor(
+            max_workers=self.config.max_concurrent_tasks, thread_name_prefix="fairque-handler"
+        )
+
+    # ------------------------------------------------------------------ control
+    @property
+    def in_flight(self) -> int:
+        """Tasks currently running."""
+        return len(self._running)
+
+    def request_stop(self) -> None:
+        """First call: stop fetching and drain gracefully. Second call: stop at once."""
+        self._signals += 1
+        if self._stopping is not None:
+            self._stopping.set()
+        if self._signals >= 2:
+            log.warning("worker %s: second stop request, giving back in-flight tasks", self.id)
+            for job in list(self._running):
+                job.cancel()
+
+    def run(self) -> None:
+        """Run until stopped by a signal (blocking; for sync callers and the CLI)."""
+        asyncio.run(self.run_async(install_signals=True))
+
+    async def run_async(self, *, install_signals: bool = False) -> None:
+        """Serve the queue until ``request_stop`` (or a signal when ``install_signals``)."""
+        loop = asyncio.get_running_loop()
+        self._stopping = asyncio.Event()
+        self._slot_freed = asyncio.Event()
+        if self._signals:
+            self._stopping.set()
+        if install_signals:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, self.request_stop)
+        await self._beat()
+        heartbeat = asyncio.create_task(self._heartbeat_loop())
+        await self._hook("on_startup", self)
+        log.info("worker %s serving queue %r", self.id, self.queue.queue)
+        try:
+            await self._fetch_loop()
+            await self._drain()
+        finally:
+            heartbeat.cancel()
+            await asyncio.gather(heartbeat, return_exceptions=True)
+            await self._hook("on_shutdown", self)
+            try:
+                await self.queue.unregister_worker(self.id)
+            except Exception:  # pragma: no cover - best effort on a dying connection
+                log.exception("worker %s: could not unregister", self.id)
+            if install_signals:
+                for sig in (signal.SIGTERM, signal.SIGINT):
+                    loop.remove_signal_handler(sig)
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            log.info(
+                "worker %s stopped (%d processed, %d failed)", self.id, self.processed, self.failed
+            )
+
+    # ------------------------------------------------------------------ fetching
+    async def _fetch_loop(self) -> None:
+        assert self._stopping is not None
+        assert self._slot_freed is not None
+        cfg = self.config
+        while not self._stopping.is_set():
+            free = cfg.max_concurrent_tasks - len(self._running)
+            if free <= 0:
+                self._slot_freed.clear()
+                await self._wait_any(self._slot_freed.wait())
+                continue
+            tasks = await self.queue.pop_batch(
+                min(free, cfg.batch_size),
+                self.id,
+                self.lease_seconds,
+                assigned_users=cfg.assigned_users or None,
+                steal_targets=cfg.steal_targets or None,
+            )
+            for task in tasks:
+                job = asyncio.create_task(self._execute(task))
+                self._running[job] = task
+                job.add_done_callback(self._finished)
+            if not tasks:
+                timeout = cfg.poll_interval_seconds
+                due = await self.queue.next_wakeup()
+                if due is not None:
+                    timeout = min(timeout, max(due, 0.001))
+                await self._wait_any(self.queue.wait_for_work(timeout))
+
+    async def _wait_any(self, awaitable: Any) -> None:
+        """Wait for ``awaitable`` or a stop request, whichever comes first."""
+        assert self._stopping is not None
+        waiter = asyncio.ensure_future(awaitable)
+        stopper = asyncio.ensure_future(self._stopping.wait())
+        try:
+            await asyncio.wait({waiter, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for fut in (waiter, stopper):
+                if not fut.done():
+                    fut.cancel()
+            await asyncio.gather(waiter, stopper, return_exceptions=True)
+
+    def _finished(self, job: asyncio.Task[None]) -> None:
+        self._running.pop(job, None)
+        if self._slot_freed is not None:
+            self._slot_freed.set()
+
+    async def _drain(self) -> None:
+        if not self._running:
+            return
+        grace = self.config.shutdown_grace_seconds
+        log.info(
+            "worker %s: waiting up to %.1fs for %d task(s)", self.id, grace, len(self._running)
+        )
+        _, pending = await asyncio.wait(set(self._running), timeout=grace)
+        for job in pending:
+            job.cancel()
+        if pending:
+            await asyncio.wait(pending)
+
+    # ------------------------------------------------------------------ heartbeat
+    async def _beat(self) -> None:
+        info = WorkerInfo(
+            worker_id=self.id,
+            queue=self.queue.queue,
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            started_at=self.started_at,
+            concurrency=self.config.max_concurrent_tasks,
+            in_flight=len(self._running),
+            processed=self.processed,
+            failed=self.failed,
+        )
+        await self.queue.register_worker(info, ttl_seconds=max(self.heartbeat_seconds * 5, 10))
+
+    async def _heartbeat_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.heartbeat_seconds)
+            try:
+                await self._extend_all()
+                await self._beat()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("worker %s: heartbeat failed", self.id)
+
+    async def _extend_all(self) -> None:
+        jobs = list(self._running.items())
+        results = await asyncio.gather(
+            *(self.queue.extend(task, self.lease_seconds) for _, task in jobs),
+            return_exceptions=True,
+        )
+        for (job, task), outcome in zip(jobs, results, strict=True):
+            if isinstance(outcome, LeaseLost):
+                log.warning(
+                    "task %s: lease lost (canceled or reclaimed); stopping it", task.task_id
+                )
+                task.lease_token = None
+                job.cancel()
+            elif isinstance(outcome, BaseException):
+                log.warning("task %s: lease extension failed: %r", task.task_id, outcome)
+
+    # ------------------------------------------------------------------ execution
+    async def _execute(self, task: Task) -> None:
+        ctx = Context(task, self.queue, self.id, task_logger(log, task, self.id))
+        handler = self.registry.get(task.name)
+        await self._hook("before_task", ctx)
+        outcome: Outcome
+        try:
+            if handler is None:
+                raise UnknownTaskError(f"no handler registered for task name {task.name!r}")
+            result = await self._invoke(handler, ctx, task)
+        except asyncio.CancelledError:
+            outcome = await self._give_back(task)
+            await self._hook("after_task", ctx, outcome)
+            raise
+        except Retry as exc:
+            outcome = await self._failed(task, exc, exc.reason, delay=exc.delay)
+        except asyncio.TimeoutError as exc:
+            timeout = self._timeout(handler, task)
+            outcome = await self._failed(task, exc, f"timeout after {timeout:g}s")
+        except Exception as exc:
+            ctx.logger.warning("task %s failed: %r", task.task_id, exc)
+            outcome = await self._failed(task, exc, f"{type(exc).__name__}: {exc}")
+        else:
+            outcome = await self._succeeded(task, result)
+        await self._hook("after_task", ctx, outcome)
+
+    def _timeout(self, handler: Handler | None, task: Task) -> float:
+        if task.timeout is not None:
+            return task.timeout
+        if handler is not None and handler.timeout is not None:
+            return handler.timeout
+        return self.config.task_timeout_seconds
+
+    async def _invoke(self, handler: Handler, ctx: Context, task: Task) -> Any:
+        args = handler.arguments(ctx, task.payload)
+        timeout = self._timeout(handler, task)
+        if handler.is_async:
+            return await asyncio.wait_for(handler.func(*args), timeout)
+        call = functools.partial(contextvars.copy_context().run, handler.func, *args)
+        loop = asyncio.get_running_loop()
+        return await asyncio.wait_for(loop.run_in_executor(self._pool, call), timeout)
+
+    async def _succeeded(self, task: Task, result: Any) -> Outcome:
+        try:
+            won = await self.queue.complete(task, result)
+        except SerializationError as exc:
+            return await self._failed(task, exc, f"result not serializable: {exc}", retry=False)
+        if not won:
+            log.warning("task %s finished but its lease was lost; result discarded", task.task_id)
+            return Outcome(state=None, result=result, lease_lost=True)
+        self.processed += 1
+        return Outcome(state=TaskState.FINISHED, result=result)
+
+    async def _failed(
+        self,
+        task: Task,
+        error: BaseException,
+        reason: str,
+        *,
+        delay: float | None = None,
+        retry: bool = True,
+    ) -> Outcome:
+        try:
+            state = await self.queue.fail(task, reason, retry=retry, delay=delay)
+        except LeaseLost:
+            log.warning("task %s failed but its lease was lost", task.task_id)
+            return Outcome(state=None, error=error, lease_lost=True)
+        self.failed += 1
+        return Outcome(state=state, error=error)
+
+    async def _give_back(self, task: Task) -> Outcome:
+        if task.lease_token is None:
+            return Outcome(state=None, lease_lost=True)
+        try:
+            state = await asyncio.shield(self.queue.requeue(task))
+        except LeaseLost:
+            return Outcome(state=None, lease_lost=True)
+        log.info("task %s given back (%s)", task.task_id, state.value)
+        return Outcome(state=state)
+
+    async def _hook(self, name: str, *args: Any) -> None:
+        for hooks in self.hooks:
+            try:
+                result = getattr(hooks, name)(*args)
+                if inspect.isawaitable(result):
+                    await result
+            except Exception:
+                log.exception("hook %s.%s failed", type(hooks).__name__, name)

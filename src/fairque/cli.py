@@ -6,6 +6,7 @@ import contextlib
 import importlib
 import json
 import logging
+import os
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -28,8 +29,8 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-stdout = Console()
-stderr = Console(stderr=True)
+stdout = Console(soft_wrap=True)
+stderr = Console(stderr=True, soft_wrap=True)
 
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
@@ -188,7 +189,14 @@ def worker(
             queue = AsyncFairQueue.from_url(
                 url, cfg.queue.name, cluster=cfg.redis.cluster, **cfg.queue.options()
             )
-            Worker(queue, config=cfg.worker).run()
+            runner = Worker(queue, config=cfg.worker)
+            runner.run()
+        if runner.threads_busy:
+            # their tasks are back in the queue; the interpreter would wait for the threads
+            stderr.print(f"abandoning {runner.threads_busy} handler thread(s) still running")
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(0)
 
 
 @app.command()

@@ -11,7 +11,7 @@ import os
 import signal
 import socket
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime, timezone
 from typing import Any
 
@@ -69,11 +69,17 @@ class Worker:
         self._stopping: asyncio.Event | None = None
         self._slot_freed: asyncio.Event | None = None
         self._signals = 0
+        self._threads: set[Future[Any]] = set()
         self._pool = ThreadPoolExecutor(
             max_workers=self.config.max_concurrent_tasks, thread_name_prefix="fairque-handler"
         )
 
     # ------------------------------------------------------------------ control
+    @property
+    def threads_busy(self) -> int:
+        """Sync handlers still running in threads (their tasks may have been given back)."""
+        return sum(1 for f in list(self._threads) if not f.done())
+
     @property
     def in_flight(self) -> int:
         """Tasks currently running."""
@@ -267,8 +273,10 @@ class Worker:
         if handler.is_async:
             return await asyncio.wait_for(handler.func(*args), timeout)
         call = functools.partial(contextvars.copy_context().run, handler.func, *args)
-        loop = asyncio.get_running_loop()
-        return await asyncio.wait_for(loop.run_in_executor(self._pool, call), timeout)
+        future = self._pool.submit(call)
+        self._threads.add(future)
+        future.add_done_callback(self._threads.discard)
+        return await asyncio.wait_for(asyncio.wrap_future(future), timeout)
 
     async def _succeeded(self, task: Task, result: Any) -> Outcome:
         try:

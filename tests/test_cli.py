@@ -1,0 +1,183 @@
+"""The ``fairque`` command, run as a real subprocess against real servers."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from servers import ServerInfo
+from support import unique_queue
+
+from fairque import FairQueue, TaskState
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None, stdin: str | None = None,
+            timeout: float = 60) -> subprocess.CompletedProcess[str]:  # fmt: skip
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("FAIRQUE_")}
+    clean.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-m", "fairque", *args],
+        env=clean,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+@pytest.fixture
+def cli_queue(server: ServerInfo) -> tuple[list[str], FairQueue]:
+    queue = unique_queue("cli")
+    return ["--url", server.url, "--queue", queue], FairQueue.from_url(server.url, queue)
+
+
+def test_enqueue_show_cancel_retry_purge(cli_queue: tuple[list[str], FairQueue]) -> None:
+    base, q = cli_queue
+    made = run_cli(*base, "enqueue", "send_email", '{"to": "a@example.com"}', "--user", "alice",
+                   "--priority", "5", "--task-id", "mail-1")  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    assert made.stdout.strip() == "mail-1"
+    task = q.get("mail-1")
+    assert task is not None
+    assert task.payload == {"to": "a@example.com"}
+    assert task.priority == 5
+
+    shown = run_cli(*base, "task", "mail-1", "--json")
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["user_id"] == "alice"
+    table = run_cli(*base, "task", "mail-1")
+    assert "send_email" in table.stdout
+
+    assert run_cli(*base, "cancel", "mail-1").returncode == 0
+    again = run_cli(*base, "cancel", "mail-1")
+    assert again.returncode == 1
+    assert "already ended" in again.stderr
+    assert run_cli(*base, "retry", "mail-1").returncode == 0
+    assert q.get("mail-1").state == TaskState.QUEUED  # type: ignore[union-attr]
+    not_failed = run_cli(*base, "retry", "mail-1")
+    assert not_failed.returncode == 1
+    assert "InvalidTransition" in not_failed.stderr
+
+    refused = run_cli(*base, "purge", stdin="n\n")
+    assert refused.returncode == 1
+    assert q.get("mail-1") is not None
+    purged = run_cli(*base, "purge", "--yes")
+    assert purged.returncode == 0
+    assert "purged 1 task(s)" in purged.stdout
+    assert q.get("mail-1") is None
+    q.close()
+
+
+def test_enqueue_from_file_and_status(
+    cli_queue: tuple[list[str], FairQueue], tmp_path: Path
+) -> None:
+    base, q = cli_queue
+    lines = [
+        json.dumps({"name": "job", "user_id": f"user-{i % 3}", "payload": i}) for i in range(1200)
+    ]
+    lines.insert(5, "")
+    lines.append(json.dumps({"name": "later", "user_id": "z", "delay": 60}))
+    path = tmp_path / "tasks.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    made = run_cli(*base, "enqueue", "--file", str(path))
+    assert made.returncode == 0, made.stderr
+    assert "enqueued 1201 task(s)" in made.stdout
+    stats = q.stats()
+    assert stats.counts[TaskState.QUEUED] == 1200
+    assert stats.counts[TaskState.SCHEDULED] == 1
+
+    status = run_cli(*base, "status", "--json")
+    assert status.returncode == 0, status.stderr
+    doc = json.loads(status.stdout)
+    assert doc["stats"]["counts"]["QUEUED"] == 1200
+    assert doc["workers"] == []
+    human = run_cli(*base, "status", "--users", "2")
+    assert human.returncode == 0
+    assert "busiest users" in human.stdout
+    assert "QUEUED" in human.stdout
+    q.close()
+
+
+@pytest.mark.parametrize(
+    ("lines", "message"),
+    [
+        (['{"name": "a"}'], "user_id"),
+        (["not json"], "not valid JSON"),
+        (["[1, 2]"], "JSON object"),
+        (['{"name": "a", "user_id": "u", "colour": 1}'], "unknown field"),
+        (['{"name": "a", "user_id": "u", "delay": -1}'], "delay"),
+        ([""], "no tasks"),
+    ],
+)
+def test_bad_task_file_pushes_nothing(
+    cli_queue: tuple[list[str], FairQueue], tmp_path: Path, lines: list[str], message: str
+) -> None:
+    base, q = cli_queue
+    path = tmp_path / "bad.jsonl"
+    path.write_text(
+        '{"name": "ok", "user_id": "u"}\n' + "\n".join(lines) + "\n" if lines != [""] else ""
+    )
+    result = run_cli(*base, "enqueue", "--file", str(path))
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert q.stats().total == 0
+    q.close()
+
+
+def test_usage_errors_have_exit_code_2(
+    cli_queue: tuple[list[str], FairQueue], tmp_path: Path
+) -> None:
+    base, q = cli_queue
+    bad_json = run_cli(*base, "enqueue", "job", "{oops", "--user", "u")
+    assert bad_json.returncode == 2
+    assert "not valid JSON" in bad_json.stderr
+    missing_user = run_cli(*base, "enqueue", "job")
+    assert missing_user.returncode == 2
+    bad_priority = run_cli(*base, "enqueue", "job", "--user", "u", "--priority", "9")
+    assert bad_priority.returncode == 2
+    assert "priority" in bad_priority.stderr
+    both = run_cli(*base, "enqueue", "job", "--file", str(tmp_path / "x"))
+    assert both.returncode == 2
+    unknown = run_cli(*base, "task", "nope")
+    assert unknown.returncode == 1
+    assert "no task 'nope'" in unknown.stderr
+    assert run_cli(*base, "cancel", "nope").returncode == 1
+    config = tmp_path / "worker.yaml"
+    config.write_text("worker:\n  max_concurrent_tasks: lots\n")
+    bad_config = run_cli("--config", str(config), *base, "status")
+    assert bad_config.returncode == 2
+    assert "worker.max_concurrent_tasks = 'lots'" in bad_config.stderr
+    bad_import = run_cli(*base, "worker", "--import", "no.such.module")
+    assert bad_import.returncode == 2
+    assert "no.such.module" in bad_import.stderr
+    assert q.stats().total == 0
+    q.close()
+
+
+def test_commands_without_a_server() -> None:
+    no_url = run_cli("status")
+    assert no_url.returncode == 2
+    assert "no Redis configured" in no_url.stderr
+    refused = run_cli("--url", "redis://127.0.0.1:1/0", "status")
+    assert refused.returncode == 1
+    assert "cannot connect" in refused.stderr
+
+
+def test_demo_with_the_embedded_server() -> None:
+    result = run_cli("demo", "--quick", timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "started an embedded Valkey" in result.stderr
+    assert "summary" in result.stdout
+    assert "tenant-04" in result.stdout
+    assert "noisy-tenant" in result.stdout
+
+
+def test_help_lists_every_command() -> None:
+    result = run_cli("--help")
+    assert result.returncode == 0
+    for command in ("worker", "enqueue", "status", "task", "cancel", "retry", "purge", "demo"):
+        assert command in result.stdout

@@ -17,8 +17,9 @@ F = TypeVar("F", bound=Callable[..., Any])
 class Handler:
     """A registered task function and its defaults.
 
-    A handler takes ``(ctx, payload)``, ``(payload)`` or nothing, decided once from its
-    signature; ``ctx`` is the worker's ``Context``.
+    A handler takes ``(ctx, payload)``, ``(payload)``, ``(ctx)`` (a single parameter
+    named ``ctx`` or ``context``) or nothing, decided once from its signature; ``ctx``
+    is the worker's ``Context``.
     """
 
     name: str
@@ -36,6 +37,8 @@ class Handler:
             return (ctx, payload)
         if self.arity == 1:
             return (payload,)
+        if self.arity == -1:
+            return (ctx,)
         return ()
 
     def make_task(self, payload: Any = None, *, user_id: str, **fields: Any) -> Task:
@@ -57,9 +60,11 @@ def _arity(func: Callable[..., Any], name: str) -> int:
     ]
     if len(params) > 2:
         raise ConfigError(
-            f"handler {name!r} must take (ctx, payload), (payload) or no arguments; "
+            f"handler {name!r} must take (ctx, payload), (payload), (ctx) or no arguments; "
             f"it requires {len(params)}"
         )
+    if len(params) == 1 and params[0].name in ("ctx", "context"):
+        return -1
     return len(params)
 
 

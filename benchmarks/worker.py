@@ -1,0 +1,159 @@
+"""Worker benchmark: idle pick-up latency and end-to-end throughput of one worker process.
+
+    uv run python benchmarks/worker.py [--quick] [--url URL]
+
+Starts a private Valkey (unless ``--url``) and real ``fairque worker`` processes, and
+prints JSON:
+
+- ``idle_pickup``: with the worker idle (blocked on the queue's wake-up list), the time
+  from just before ``enqueue`` to the handler's first line, sequentially, p50/p99/max;
+- ``throughput``: no-op tasks pushed in one batch to an idle worker process, tasks/s
+  until the queue's ``completed`` counter reaches the count, at two concurrencies.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import redis
+
+from fairque import FairQueue, Task
+from fairque.embedded import EmbeddedServer
+
+HERE = Path(__file__).parent
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+@contextmanager
+def worker_process(url: str, queue: str, concurrency: int) -> Iterator[subprocess.Popen[bytes]]:
+    """One ``fairque worker`` process, stopped with SIGTERM at the end."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FAIRQUE_")}
+    env.update(FAIRQUE_URL=url, PYTHONPATH=str(HERE))
+    cmd = [sys.executable, "-m", "fairque", "--queue", queue, "worker", "-i",
+           "bench_handlers", "--concurrency", str(concurrency), "--id", f"bench-{queue}"]  # fmt: skip
+    proc = subprocess.Popen(cmd, env=env, stderr=subprocess.DEVNULL)
+    try:
+        q = FairQueue.from_url(url, queue)
+        deadline = time.monotonic() + 30
+        while not q.workers():
+            if time.monotonic() > deadline or proc.poll() is not None:
+                raise RuntimeError("worker process did not start")
+            time.sleep(0.05)
+        time.sleep(0.2)  # let it settle into its idle wait
+        q.close()
+        yield proc
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def idle_pickup(url: str, samples: int) -> dict[str, Any]:
+    queue = f"bench-idle-{uuid.uuid4().hex[:8]}"
+    q = FairQueue.from_url(url, queue)
+    client = redis.Redis.from_url(url)
+    key = f"fq:{{{queue}}}:bench:started"
+    waits: list[float] = []
+    with worker_process(url, queue, concurrency=10):
+        for i in range(samples):
+            t0 = time.time()
+            task = q.enqueue("stamp", None, user_id=f"user-{i % 10}")
+            deadline = time.monotonic() + 10
+            while (started := client.hget(key, task.task_id or "")) is None:
+                if time.monotonic() > deadline:
+                    raise RuntimeError("a task was not picked up within 10 s")
+                time.sleep(0.0002)
+            waits.append(float(started) - t0)
+            time.sleep(0.02)  # the worker goes back to its idle wait
+    completed = q.stats().counters.get("completed", 0)
+    if client.hlen(key) != samples or completed < samples - 1:
+        raise RuntimeError(f"unverified: {client.hlen(key)} stamps, {completed} completed")
+    q.purge()
+    q.close()
+    client.close()
+    ms = [w * 1000 for w in waits]
+    return {
+        "samples": samples,
+        "p50_ms": round(percentile(ms, 0.5), 3),
+        "p99_ms": round(percentile(ms, 0.99), 3),
+        "max_ms": round(max(ms), 3),
+        "mean_ms": round(sum(ms) / len(ms), 3),
+    }
+
+
+def throughput(url: str, tasks: int, concurrency: int) -> dict[str, Any]:
+    queue = f"bench-tp-{uuid.uuid4().hex[:8]}"
+    q = FairQueue.from_url(url, queue)
+    with worker_process(url, queue, concurrency):
+        batch = [
+            Task(user_id=f"user-{i % 100}", name="noop", payload={"i": i}) for i in range(tasks)
+        ]
+        t0 = time.perf_counter()
+        for start in range(0, tasks, 10_000):
+            q.push_many(batch[start : start + 10_000])
+        while (done := q.stats().counters.get("completed", 0)) < tasks:
+            time.sleep(0.01)
+        elapsed = time.perf_counter() - t0
+    if done != tasks:
+        raise RuntimeError(f"unverified: {done} completed of {tasks}")
+    q.purge()
+    q.close()
+    return {"tasks": tasks, "concurrency": concurrency, "seconds": round(elapsed, 3),
+            "tasks_per_second": round(tasks / elapsed)}  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="Small sizes (seconds).")
+    parser.add_argument("--url", help="Use this server instead of a private Valkey.")
+    args = parser.parse_args()
+    samples, tasks = (100, 5_000) if args.quick else (500, 50_000)
+    server = None if args.url else EmbeddedServer()
+    if server is not None:
+        server.start()
+    url = args.url or (server.url if server else "")
+    try:
+        log(f"idle pick-up latency over {samples} tasks")
+        latency = idle_pickup(url, samples)
+        results = []
+        for concurrency in (10, 100):
+            log(f"throughput: {tasks} no-op tasks, concurrency {concurrency}")
+            results.append(throughput(url, tasks, concurrency))
+        info: dict[str, Any] = redis.Redis.from_url(url).info("server")
+        doc = {
+            "benchmark": "worker",
+            "machine": {"python": platform.python_version(), "cpus": os.cpu_count(),
+                        "server": f"{info.get('server_name', 'redis')} {info.get('valkey_version') or info.get('redis_version')}"},  # noqa: E501
+            "idle_pickup": latency,
+            "throughput": results,
+        }  # fmt: skip
+        print(json.dumps(doc, indent=2))
+    finally:
+        if server is not None:
+            server.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -44,8 +44,8 @@ def worker_process(url: str, queue: str, concurrency: int) -> Iterator[subproces
     """One ``fairque worker`` process, stopped with SIGTERM at the end."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("FAIRQUE_")}
     env.update(FAIRQUE_URL=url, PYTHONPATH=str(HERE))
-    cmd = [sys.executable, "-m", "fairque", "--queue", queue, "worker", "-i",
-           "bench_handlers", "--concurrency", str(concurrency), "--id", f"bench-{queue}"]  # fmt: skip
+    cmd = [sys.executable, "-m", "fairque", "--queue", queue, "worker", "-i", "bench_handlers",
+           "--concurrency", str(concurrency), "--id", f"bench-{queue}"]  # fmt: skip
     proc = subprocess.Popen(cmd, env=env, stderr=subprocess.DEVNULL)
     try:
         q = FairQueue.from_url(url, queue)

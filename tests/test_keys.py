@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 import time
 from collections.abc import Callable
@@ -9,7 +10,7 @@ from collections.abc import Callable
 from redis.crc import key_slot
 from servers import SyncClient
 
-from fairque import FairQueue, Priority, Task
+from fairque import FairQueue, Priority, ResultTimeout, Task
 from fairque.keys import QueueKeys
 
 MakeQueue = Callable[..., FairQueue]
@@ -20,9 +21,12 @@ def known_key_pattern(keys: QueueKeys) -> re.Pattern[str]:
     fixed = [
         keys.ring, keys.delayed, keys.leases, keys.queued, keys.deferred, keys.finished,
         keys.failed, keys.canceled, keys.meta, keys.stats, keys.inflight, keys.weights,
-        keys.caps, keys.turns, keys.capped,
+        keys.caps, keys.turns, keys.capped, keys.wake, keys.workers, keys.workers_seen,
     ]  # fmt: skip
-    derived = [keys.task("X"), keys.critical("X"), keys.normal("X")]
+    derived = [
+        keys.task("X"), keys.critical("X"), keys.normal("X"), keys.deps_waiting("X"),
+        keys.deps_blocked("X"), keys.watch("X"), keys.done("X"), keys.xcom("X"),
+    ]  # fmt: skip
     alternatives = [re.escape(k) for k in fixed] + [
         re.escape(k).replace("X", ".+") for k in derived
     ]
@@ -46,6 +50,14 @@ def exercise_everything(q: FairQueue) -> None:
     q.cancel(rest[0].task_id or "")
     time.sleep(0.02)
     q.reclaim()
+    up = q.enqueue("up", user_id="light")
+    down = q.enqueue("down", user_id="heavy", depends_on=[up.task_id or ""])
+    q.enqueue(
+        "down2", user_id="heavy", depends_on=[down.task_id or ""], on_dependency_failure="wait"
+    )
+    q.xcom_push("shared", {"v": 1})
+    with contextlib.suppress(ResultTimeout):
+        q.result(down.task_id or "", timeout=0.01)
     q.stats()
 
 

@@ -11,6 +11,8 @@ from support import queue_snapshot
 
 from fairque import (
     ConfigError,
+    DependencyCycleError,
+    DependencyNotFound,
     FairqueError,
     FairQueue,
     LeaseLost,
@@ -40,7 +42,18 @@ BAD_CALLS: list[tuple[str, Callable[[FairQueue], Any], type[FairqueError], str]]
     ("negative retries", lambda q: q.enqueue("n", user_id="u", max_retries=-1), ValidationError, "max_retries"),
     ("zero timeout", lambda q: q.enqueue("n", user_id="u", timeout=0), ValidationError, "timeout"),
     ("deps string", lambda q: q.enqueue("n", user_id="u", depends_on="abc"), ValidationError, "depends_on"),
-    ("deps unsupported", lambda q: q.enqueue("n", user_id="u", depends_on=["abc"]), ValidationError, "depends_on"),
+    ("unknown dependency", lambda q: q.enqueue("n", user_id="u", depends_on=["abc"]), DependencyNotFound, "unknown task abc"),
+    ("empty dependency id", lambda q: q.enqueue("n", user_id="u", depends_on=[""]), ValidationError, "depends_on"),
+    ("self dependency", lambda q: q.push(Task(user_id="u", name="n", task_id="me", depends_on=["me"])), DependencyCycleError, "itself"),
+    ("batch cycle", lambda q: q.push_many([Task(user_id="u", name="a", task_id="a", depends_on=["c"]), Task(user_id="u", name="b", task_id="b", depends_on=["a"]), Task(user_id="u", name="c", task_id="c", depends_on=["b"])]), DependencyCycleError, "a -> c -> b -> a"),
+    ("batch unknown upstream", lambda q: q.push_many([Task(user_id="u", name="a", task_id="a"), Task(user_id="u", name="b", depends_on=["a", "ghost"])]), DependencyNotFound, "ghost"),
+    ("bad dependency policy", lambda q: q.enqueue("n", user_id="u", on_dependency_failure="ignore"), ValidationError, "on_dependency_failure"),  # type: ignore[arg-type]
+    ("delays length", lambda q: q.push_many([Task(user_id="u", name="a")], delays=[1, 2]), ValidationError, "2 delays"),
+    ("result negative timeout", lambda q: q.result("x", timeout=-1), ValidationError, "timeout"),
+    ("xcom empty key", lambda q: q.xcom_push("", 1), ValidationError, "xcom key"),
+    ("xcom zero ttl", lambda q: q.xcom_push("k", 1, ttl=0), ValidationError, "ttl"),
+    ("xcom too large", lambda q: q.xcom_push("k", "x" * 2000), PayloadTooLarge, "limit"),
+    ("xcom unserializable", lambda q: q.xcom_push("k", object()), SerializationError, "JSON"),
     ("batch with a bad task", lambda q: q.push_many([Task(user_id="u", name="ok"), "nope"]), ValidationError, "Task"),  # type: ignore[list-item]
     ("batch twice the same id", lambda q: q.push_many([Task(user_id="u", name="a", task_id="x"), Task(user_id="u", name="b", task_id="x")]), ValidationError, "twice"),
     ("empty batch", lambda q: q.push_many([]), ValidationError, "at least one"),

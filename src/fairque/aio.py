@@ -6,16 +6,18 @@ Docstrings live on ``FairQueue``; both clients execute the calls built by
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import redis.asyncio as aredis
 from redis.exceptions import NoScriptError, ResponseError
 
+from fairque.errors import ResultTimeout
 from fairque.models import Priority, QueueStats, Task, TaskState, WorkerInfo
-from fairque.ops import Call, Operations, translate_error
+from fairque.ops import Call, Operations, check_timeout, outcome_value, translate_error
 from fairque.options import QueueOptions
 from fairque.queue import is_cluster_url
 
@@ -95,13 +97,14 @@ class AsyncFairQueue:
         timeout: float | None = None,
         keep_result: bool = True,
         result_ttl: int | None = None,
+        on_dependency_failure: Literal["cancel", "wait"] = "cancel",
     ) -> Task:
         """See ``FairQueue.enqueue``."""
         task, delay = self.ops.make_task(
             name, payload, user_id=user_id, priority=priority, delay=delay,
             execute_after=execute_after, depends_on=depends_on, task_id=task_id,
             max_retries=max_retries, timeout=timeout, keep_result=keep_result,
-            result_ttl=result_ttl,
+            result_ttl=result_ttl, on_dependency_failure=on_dependency_failure,
         )  # fmt: skip
         return (await self._run(self.ops.push_many([task], [delay])))[0]
 
@@ -168,6 +171,37 @@ class AsyncFairQueue:
     async def retry(self, task_id: str) -> TaskState:
         """See ``FairQueue.retry``."""
         return await self._run(self.ops.retry(task_id))
+
+    async def result(self, task_id: str, timeout: float = 0, *, consume: bool = False) -> Any:
+        """See ``FairQueue.result``."""
+        check_timeout(timeout)
+        deadline = time.monotonic() + timeout
+        code, value = await self._run(self.ops.result(task_id, consume, timeout))
+        while code == 4:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise ResultTimeout(f"task {task_id} is still {value} after {timeout:g}s")
+            await self._run(self.ops.wait_done(task_id, remaining))
+            code, value = await self._run(self.ops.result(task_id, consume, max(remaining, 0.001)))
+        return outcome_value(task_id, code, value)
+
+    async def cleanup_dependencies(self, batch: int = 500) -> int:
+        """See ``FairQueue.cleanup_dependencies``."""
+        offset, canceled = 0, 0
+        while True:
+            _, n, offset = await self._run(self.ops.cleanup_step(offset, batch))
+            canceled += n
+            if offset == 0:
+                return canceled
+
+    async def xcom_push(self, key: str, value: Any, ttl: float = 86_400) -> None:
+        """See ``FairQueue.xcom_push``."""
+        await self._run(self.ops.xcom_push(key, value, ttl))
+
+    async def xcom_pull(self, key: str, default: Any = None) -> Any:
+        """See ``FairQueue.xcom_pull``."""
+        found, value = await self._run(self.ops.xcom_pull(key))
+        return value if found else default
 
     async def next_wakeup(self) -> float | None:
         """See ``FairQueue.next_wakeup``."""

@@ -42,6 +42,18 @@ class InvalidTransition(FairqueError):
     """The task is not in a state that allows the requested operation."""
 
 
+class TaskFailed(FairqueError):
+    """``result()`` of a task that FAILED; the message holds the stored error."""
+
+
+class TaskCanceled(FairqueError):
+    """``result()`` of a task that was CANCELED; the message holds the reason."""
+
+
+class ResultTimeout(FairqueError, TimeoutError):
+    """``result()`` gave up waiting: the task had not ended within the timeout."""
+
+
 class DependencyCycleError(ValidationError):
     """The dependencies of a batch form a cycle."""
 

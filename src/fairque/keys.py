@@ -150,6 +150,26 @@ class QueueKeys:
         """A user's normal lane (sorted set by virtual arrival)."""
         return self._k(f"norm:{user_id}")
 
+    def deps_waiting(self, task_id: str) -> str:
+        """Set of upstream task ids that ``task_id`` still waits for."""
+        return self._k(f"deps:waiting:{task_id}")
+
+    def deps_blocked(self, task_id: str) -> str:
+        """Set of downstream task ids that ``task_id`` blocks."""
+        return self._k(f"deps:blocked:{task_id}")
+
+    def watch(self, task_id: str) -> str:
+        """Marker that a client waits in ``result()`` for ``task_id`` to end."""
+        return self._k(f"watch:{task_id}")
+
+    def done(self, task_id: str) -> str:
+        """List the ending script pushes a token to, waking ``result()`` waiters."""
+        return self._k(f"done:{task_id}")
+
+    def xcom(self, key: str) -> str:
+        """A value shared between tasks of a workflow (with a TTL)."""
+        return self._k(f"xcom:{key}")
+
     def registry(self, state: str) -> str:
         """The registry key of a task state name (``QUEUED``, ``FAILED``...)."""
         return {

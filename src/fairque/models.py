@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Literal
 
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -82,6 +82,7 @@ class Task(BaseModel):
     execute_after: datetime | None = None
     state: TaskState | None = None
     depends_on: tuple[str, ...] = ()
+    on_dependency_failure: Literal["cancel", "wait"] = "cancel"
     timeout: float | None = Field(default=None, gt=0)
     keep_result: bool = True
     result_ttl: int | None = Field(default=None, ge=0)
@@ -137,6 +138,13 @@ class Task(BaseModel):
         if isinstance(value, str):
             raise ValueError("depends_on must be a sequence of task ids, not a string")
         return value
+
+    @field_validator("depends_on")
+    @classmethod
+    def _dep_ids(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for dep in value:
+            _check_identifier(dep, "depends_on entry", MAX_TASK_ID)
+        return tuple(dict.fromkeys(value))
 
     @property
     def is_critical(self) -> bool:

@@ -12,13 +12,17 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, Generic, TypeVar
 
+import orjson
 from redis.exceptions import ResponseError
 
 from fairque.codec import Serializer, get_serializer
 from fairque.errors import (
+    DependencyCycleError,
     FairqueError,
     LeaseLost,
     PayloadTooLarge,
+    TaskCanceled,
+    TaskFailed,
     ValidationError,
     script_error,
 )
@@ -139,7 +143,8 @@ class Operations:
             created_at=_ms_to_dt(h.get("created")),
             execute_after=_ms_to_dt(h.get("run_at")),
             state=TaskState(_text(h["state"])) if "state" in h else None,
-            depends_on=(),
+            depends_on=tuple(orjson.loads(h["deps"])) if h.get("deps") else (),
+            on_dependency_failure=_text(h.get("on_dep_fail", "cancel")),
             timeout=int(timeout) / 1000 if timeout is not None else None,
             keep_result=_text(h.get("keep_result", "1")) == "1",
             result_ttl=round(int(h.get("result_ttl", 0)) / 1000),
@@ -154,8 +159,6 @@ class Operations:
     def _encode_task(self, task: Task) -> tuple[Task, list[Any]]:
         if not isinstance(task, Task):
             raise ValidationError(f"expected a Task, got {type(task).__name__}")
-        if task.depends_on:
-            raise ValidationError("depends_on is not supported by this version of fairque")
         payload = self.serializer.dumps(task.payload)
         if len(payload) > self.options.max_payload_bytes:
             raise PayloadTooLarge(
@@ -177,6 +180,8 @@ class Operations:
         args = [
             task_id, task.user_id, task.name, payload, int(task.priority), max_retries,
             -1, run_at_ms, timeout_ms, 1 if task.keep_result else 0, round(ttl_s * 1000),
+            orjson.dumps(list(task.depends_on)).decode() if task.depends_on else "",
+            task.on_dependency_failure,
         ]  # fmt: skip
         return prepared, args
 
@@ -184,11 +189,14 @@ class Operations:
     def push_many(
         self, tasks: Sequence[Task], delays: Sequence[float | timedelta | None] | None = None
     ) -> Call[list[Task]]:
-        """Push tasks atomically; ``delays[i]`` (seconds) delays task i."""
+        """Push tasks atomically; ``delays[i]`` (seconds) delays task i.
+
+        Upstreams inside the batch are sent before their dependents; a cycle is
+        rejected before anything reaches the server.
+        """
         if delays is not None and len(delays) != len(tasks):
             raise ValidationError(f"{len(delays)} delays given for {len(tasks)} tasks")
-        prepared: list[Task] = []
-        args: list[Any] = [self.options.ordering, self._horizon_us, self.options.on_duplicate, 0]
+        encoded: list[tuple[Task, list[Any]]] = []
         seen: set[str] = set()
         for i, task in enumerate(tasks):
             p, task_args = self._encode_task(task)
@@ -197,19 +205,28 @@ class Operations:
                 if p.execute_after is not None:
                     raise ValidationError("give either delay or execute_after, not both")
                 task_args[6] = _seconds_ms(delay, "delay")
-            if p.task_id in seen:
-                raise ValidationError(f"task id {p.task_id!r} appears twice in one batch")
-            seen.add(p.task_id or "")
-            prepared.append(p)
-            args.extend(task_args)
-        if not prepared:
+            task_id = p.task_id or ""
+            if task_id in seen:
+                raise ValidationError(f"task id {task_id!r} appears twice in one batch")
+            seen.add(task_id)
+            encoded.append((p, task_args))
+        if not encoded:
             raise ValidationError("push_many needs at least one task")
-        args[3] = len(prepared)
+        order = dependency_order([p for p, _ in encoded])
+        args: list[Any] = [
+            self.options.ordering, self._horizon_us, self.options.on_duplicate, len(encoded),
+            self._failed_ttl_ms,
+        ]  # fmt: skip
+        for i in order:
+            args.extend(encoded[i][1])
+        prepared = [encoded[i][0] for i in order]
+        position = {i: n for n, i in enumerate(order)}
         k = self.keys
 
         def parse(reply: list[Any]) -> list[Task]:
             out = []
-            for p, entry in zip(prepared, reply, strict=True):
+            for n in range(len(prepared)):
+                p, entry = prepared[position[n]], reply[position[n]]
                 if int(entry[0]) == 1:
                     out.append(self.task_from_hash(entry[1]))
                 else:
@@ -224,7 +241,7 @@ class Operations:
                     )
             return out
 
-        keys = [k.prefix, k.queued, k.delayed, k.ring, k.meta, k.stats, k.wake]
+        keys = [k.prefix, k.queued, k.delayed, k.ring, k.meta, k.stats, k.wake, k.deferred]
         return self._call("push", keys, args, parse)
 
     def pop(
@@ -275,8 +292,8 @@ class Operations:
         k = self.keys
         return self._call(
             "complete",
-            [k.prefix, k.leases, k.finished, k.stats, k.inflight],
-            [task_id, token, 1 if has_result else 0, data],
+            [k.prefix, k.leases, k.finished, k.stats, k.inflight, k.wake],
+            [task_id, token, 1 if has_result else 0, data, self.options.ordering, self._horizon_us],
             lambda r: int(r) == 1,
         )
 
@@ -362,6 +379,77 @@ class Operations:
             return self.task_from_hash(reply) if reply else None
 
         return Call(None, (self.keys.task(task_id),), ("HGETALL",), parse)
+
+    def result(self, task_id: str, consume: bool, watch_seconds: float) -> Call[tuple[int, Any]]:
+        """A task's outcome: (0 missing|1 finished|2 failed|3 canceled|4 pending, value).
+
+        ``watch_seconds > 0`` registers the caller as a waiter when the task is pending.
+        """
+        self._check_id(task_id)
+
+        def parse(reply: list[Any]) -> tuple[int, Any]:
+            code = int(reply[0])
+            if code == 1:
+                raw = reply[1]
+                if raw is None or raw is False:
+                    return 1, None
+                return 1, self.serializer.loads(raw if isinstance(raw, bytes) else raw.encode())
+            if code in (2, 3, 4):
+                return code, _text(reply[1])
+            return 0, None
+
+        watch_ms = max(round(watch_seconds * 1000), 0)
+        args = [task_id, 1 if consume else 0, 1 if watch_ms else 0, watch_ms + 1000]
+        return self._call("result", [self.keys.prefix], args, parse)
+
+    def wait_done(self, task_id: str, timeout: float) -> Call[bool]:
+        """Block until the task's ending script signals, or ``timeout`` seconds pass."""
+        done = self.keys.done(task_id)
+        wait = max(round(timeout, 3), 0.001)
+        return Call(None, (done, done), ("BLMOVE", "RIGHT", "LEFT", wait), lambda r: r is not None)
+
+    def cleanup_step(self, offset: int, limit: int) -> Call[tuple[int, int, int]]:
+        """One pass of dependency repair: (examined, canceled, next offset)."""
+        k = self.keys
+        return self._call(
+            "cleanup_deps",
+            [k.prefix, k.deferred],
+            [offset, limit, self._failed_ttl_ms],
+            lambda r: (int(r[0]), int(r[1]), int(r[2])),
+        )
+
+    def xcom_push(self, key: str, value: Any, ttl: float) -> Call[None]:
+        """Store a shared value under ``key`` for ``ttl`` seconds."""
+        self._check_xcom_key(key)
+        ttl_ms = _seconds_ms(ttl, "ttl")
+        if ttl_ms <= 0:
+            raise ValidationError("ttl must be positive")
+        data = self.serializer.dumps(value)
+        if len(data) > self.options.max_payload_bytes:
+            raise PayloadTooLarge(
+                f"value is {len(data)} bytes; the limit is {self.options.max_payload_bytes}"
+            )
+        return Call(None, (self.keys.xcom(key),), ("SET", data, "PX", ttl_ms), lambda r: None)
+
+    def xcom_pull(self, key: str) -> Call[tuple[bool, Any]]:
+        """Read a shared value: (found, value)."""
+        self._check_xcom_key(key)
+
+        def parse(reply: Any) -> tuple[bool, Any]:
+            if reply is None:
+                return False, None
+            return True, self.serializer.loads(
+                reply if isinstance(reply, bytes) else reply.encode()
+            )
+
+        return Call(None, (self.keys.xcom(key),), ("GET",), parse)
+
+    @staticmethod
+    def _check_xcom_key(key: str) -> None:
+        if not isinstance(key, str) or not key or len(key) > 256:
+            raise ValidationError(
+                f"xcom key must be a non-empty string of at most 256 characters, got {key!r}"
+            )
 
     def next_wakeup(self) -> Call[float | None]:
         """Seconds until a scheduled task is due or a lease expires (None: nothing pending)."""
@@ -497,6 +585,7 @@ class Operations:
         timeout: float | None,
         keep_result: bool,
         result_ttl: int | None,
+        on_dependency_failure: str = "cancel",
     ) -> tuple[Task, float | timedelta | None]:
         """Validate ``enqueue`` arguments; return the task and its delay."""
         if delay is not None and execute_after is not None:
@@ -505,7 +594,60 @@ class Operations:
             _seconds_ms(delay, "delay")
         task = Task(
             user_id=user_id, name=name, payload=payload, priority=priority, task_id=task_id,
-            max_retries=max_retries, execute_after=execute_after, depends_on=tuple(depends_on),
+            max_retries=max_retries, execute_after=execute_after, depends_on=depends_on,
             timeout=timeout, keep_result=keep_result, result_ttl=result_ttl,
+            on_dependency_failure=on_dependency_failure,
         )  # fmt: skip
         return task, delay
+
+
+def dependency_order(tasks: Sequence[Task]) -> list[int]:
+    """Indexes of ``tasks`` with in-batch upstreams first (stable otherwise).
+
+    Raises:
+        DependencyCycleError: the in-batch dependencies form a cycle (named in the message).
+    """
+    index = {t.task_id: i for i, t in enumerate(tasks)}
+    ups: list[list[int]] = [[index[d] for d in t.depends_on if d in index] for t in tasks]
+    for t in tasks:
+        if t.task_id in t.depends_on:
+            raise DependencyCycleError(f"task {t.task_id} depends on itself")
+    order: list[int] = []
+    state = [0] * len(tasks)  # 0 new, 1 on the current path, 2 placed
+    for root in range(len(tasks)):
+        if state[root]:
+            continue
+        stack: list[tuple[int, int]] = [(root, 0)]
+        state[root] = 1
+        while stack:
+            node, child = stack[-1]
+            if child < len(ups[node]):
+                stack[-1] = (node, child + 1)
+                nxt = ups[node][child]
+                if state[nxt] == 1:
+                    path = [tasks[n].task_id for n, _ in stack]
+                    cycle = [*path[path.index(tasks[nxt].task_id) :], tasks[nxt].task_id]
+                    raise DependencyCycleError("dependency cycle: " + " -> ".join(map(str, cycle)))
+                if state[nxt] == 0:
+                    state[nxt] = 1
+                    stack.append((nxt, 0))
+            else:
+                stack.pop()
+                state[node] = 2
+                order.append(node)
+    return order
+
+
+def check_timeout(timeout: float) -> None:
+    """Reject a negative or non-numeric ``result()`` timeout."""
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout < 0:
+        raise ValidationError(f"timeout must be a non-negative number, got {timeout!r}")
+
+
+def outcome_value(task_id: str, code: int, value: Any) -> Any:
+    """Turn a ``result`` reply into the value or the matching exception."""
+    if code == 2:
+        raise TaskFailed(f"task {task_id} failed: {value}")
+    if code == 3:
+        raise TaskCanceled(f"task {task_id} was canceled{': ' + value if value else ''}")
+    return value

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import redis
 from redis.exceptions import NoScriptError, ResponseError
 
+from fairque.errors import ResultTimeout
 from fairque.models import Priority, QueueStats, Task, TaskState, WorkerInfo
-from fairque.ops import Call, Operations, translate_error
+from fairque.ops import Call, Operations, check_timeout, outcome_value, translate_error
 from fairque.options import QueueOptions
 
 T = TypeVar("T")
@@ -128,13 +130,14 @@ class FairQueue:
         timeout: float | None = None,
         keep_result: bool = True,
         result_ttl: int | None = None,
+        on_dependency_failure: Literal["cancel", "wait"] = "cancel",
     ) -> Task:
         """Build and push a task in one call (``delay`` in seconds or a timedelta)."""
         task, delay = self.ops.make_task(
             name, payload, user_id=user_id, priority=priority, delay=delay,
             execute_after=execute_after, depends_on=depends_on, task_id=task_id,
             max_retries=max_retries, timeout=timeout, keep_result=keep_result,
-            result_ttl=result_ttl,
+            result_ttl=result_ttl, on_dependency_failure=on_dependency_failure,
         )  # fmt: skip
         return self._run(self.ops.push_many([task], [delay]))[0]
 
@@ -222,6 +225,54 @@ class FairQueue:
             InvalidTransition: the task is not FAILED or CANCELED.
         """
         return self._run(self.ops.retry(task_id))
+
+    def result(self, task_id: str, timeout: float = 0, *, consume: bool = False) -> Any:
+        """The result of a task, waiting up to ``timeout`` seconds for it to end.
+
+        Waiting blocks on a per-task key that the ending script signals (no polling).
+
+        Args:
+            task_id: the task.
+            timeout: seconds to wait for a task that has not ended (0: do not wait).
+            consume: delete the stored result after reading it (later reads get None).
+
+        Returns:
+            The handler's return value; None when it returned None, when the result
+            was not kept, consumed or expired, or when no such task exists.
+
+        Raises:
+            TaskFailed: the task FAILED (the message holds its error).
+            TaskCanceled: the task was CANCELED.
+            ResultTimeout: the task had not ended within ``timeout``.
+        """
+        check_timeout(timeout)
+        deadline = time.monotonic() + timeout
+        code, value = self._run(self.ops.result(task_id, consume, timeout))
+        while code == 4:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise ResultTimeout(f"task {task_id} is still {value} after {timeout:g}s")
+            self._run(self.ops.wait_done(task_id, remaining))
+            code, value = self._run(self.ops.result(task_id, consume, max(remaining, 0.001)))
+        return outcome_value(task_id, code, value)
+
+    def cleanup_dependencies(self, batch: int = 500) -> int:
+        """Cancel DEFERRED tasks whose upstream expired before finishing; returns how many."""
+        offset, canceled = 0, 0
+        while True:
+            _, n, offset = self._run(self.ops.cleanup_step(offset, batch))
+            canceled += n
+            if offset == 0:
+                return canceled
+
+    def xcom_push(self, key: str, value: Any, ttl: float = 86_400) -> None:
+        """Share ``value`` under ``key`` for ``ttl`` seconds (tasks of a workflow)."""
+        self._run(self.ops.xcom_push(key, value, ttl))
+
+    def xcom_pull(self, key: str, default: Any = None) -> Any:
+        """The value shared under ``key``, or ``default`` when absent or expired."""
+        found, value = self._run(self.ops.xcom_pull(key))
+        return value if found else default
 
     def next_wakeup(self) -> float | None:
         """Seconds until a scheduled task is due or a lease expires; None if neither."""

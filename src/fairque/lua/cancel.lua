@@ -1,6 +1,7 @@
 --[[
 cancel: cancel a task that has not ended. A leased task loses its lease, so its
-worker's complete() returns False.
+worker's complete() returns False. A DEFERRED task leaves its upstreams' blocked
+sets; dependents of the canceled task are canceled too (unless they wait).
 
 KEYS[1] prefix      fq:{<queue>}:
 KEYS[2] ring
@@ -22,6 +23,8 @@ Errors: 'FQERR -2' (TaskNotFound) when no such task exists.
 -- @include has_ready
 -- @include end_attempt
 -- @include finalize
+-- @include detach_waiting
+-- @include cascade_failure
 
 local prefix, id = KEYS[1], ARGV[1]
 local tk = prefix .. 'task:' .. id
@@ -45,8 +48,10 @@ elseif state == 'SCHEDULED' then
   redis.call('ZREM', KEYS[4], id)
 elseif state == 'DEFERRED' then
   redis.call('ZREM', KEYS[5], id)
+  detach_waiting(prefix, id)
 elseif state == 'STARTED' then
   end_attempt(prefix, id, user)
 end
 finalize(prefix, id, 'CANCELED', 'canceled', ms, tonumber(ARGV[2]), 'canceled')
+cascade_failure(prefix, id, ms, tonumber(ARGV[2]))
 return 1

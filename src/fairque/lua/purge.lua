@@ -31,7 +31,8 @@ for i = 2, 8 do
       if user then
         redis.call('DEL', prefix .. 'crit:' .. user, prefix .. 'norm:' .. user)
       end
-      redis.call('DEL', tk)
+      redis.call('DEL', tk, prefix .. 'deps:waiting:' .. id, prefix .. 'deps:blocked:' .. id,
+        prefix .. 'watch:' .. id, prefix .. 'done:' .. id)
     end
     redis.call('ZREM', KEYS[i], unpack(ids))
     budget = budget - #ids

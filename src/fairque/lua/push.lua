@@ -1,6 +1,12 @@
 --[[
 push: enqueue one or more tasks atomically (a batch is all or nothing).
 
+A task with dependencies waits in DEFERRED until every upstream task FINISHED;
+an upstream already FINISHED counts as satisfied. Upstream ids must exist or be
+pushed in the same batch (the client orders a batch so upstreams come first and
+rejects cycles before calling). An upstream already FAILED or CANCELED cancels the
+new task at once, unless it chose on_dep_fail='wait'.
+
 KEYS[1] prefix      fq:{<queue>}:  (per-task and per-user keys derive from it)
 KEYS[2] queued      QUEUED registry
 KEYS[3] delayed     SCHEDULED registry
@@ -8,32 +14,49 @@ KEYS[4] ring        users with ready work
 KEYS[5] meta        queue counters
 KEYS[6] stats       throughput counters
 KEYS[7] wake        wake-up list idle workers block on
+KEYS[8] deferred    DEFERRED registry
 
 ARGV[1] ordering    'aging' | 'strict'
 ARGV[2] horizon_us  aging horizon in microseconds
 ARGV[3] on_dup      'return' (existing task is a no-op) | 'error'
-ARGV[4] n           number of tasks; then 11 values per task:
+ARGV[4] n           number of tasks; then 13 values per task:
         id, user, name, payload, prio (1..6), max_retries, delay_ms (-1 none),
-        run_at_ms (-1 none), timeout_ms (-1 none), keep_result (0|1), result_ttl_ms
+        run_at_ms (-1 none), timeout_ms (-1 none), keep_result (0|1), result_ttl_ms,
+        deps (JSON array of task ids, '' for none), on_dep_fail ('cancel'|'wait')
+ARGV[5] failed_ttl_ms  how long a task canceled at push stays readable
+  (the per-task values start at ARGV[6])
 
 Reply: one entry per task: {0, state, created_ms} for a new task, or
        {1, <HGETALL of the existing task>} for an id that already exists.
-Errors: 'FQERR -3 <id>' (DuplicateTask) when on_dup is 'error'; nothing is written.
+Errors: 'FQERR -3 <id>' (DuplicateTask) when on_dup is 'error'; 'FQERR -5'
+        (DependencyNotFound) for an unknown upstream id. Nothing is written then.
 ]]
 -- @include now
 -- @include mono_us
 -- @include enqueue_ready
+-- @include finalize
 
 local prefix = KEYS[1]
 local ordering, horizon_us, on_dup = ARGV[1], tonumber(ARGV[2]), ARGV[3]
-local n = tonumber(ARGV[4])
-local W = 11
+local n, failed_ttl_ms = tonumber(ARGV[4]), tonumber(ARGV[5])
+local W, B = 13, 6
 
-if on_dup == 'error' then
-  for i = 0, n - 1 do
-    local id = ARGV[5 + i * W]
-    if redis.call('EXISTS', prefix .. 'task:' .. id) == 1 then
-      return redis.error_reply('FQERR -3 task ' .. id .. ' already exists')
+local in_batch = {}
+for i = 0, n - 1 do in_batch[ARGV[B + i * W]] = true end
+
+-- validate everything before the first write
+for i = 0, n - 1 do
+  local b = B + i * W
+  local id = ARGV[b]
+  local exists = redis.call('EXISTS', prefix .. 'task:' .. id) == 1
+  if exists and on_dup == 'error' then
+    return redis.error_reply('FQERR -3 task ' .. id .. ' already exists')
+  end
+  if not exists and ARGV[b + 11] ~= '' then
+    for _, up in ipairs(cjson.decode(ARGV[b + 11])) do
+      if not in_batch[up] and redis.call('EXISTS', prefix .. 'task:' .. up) == 0 then
+        return redis.error_reply('FQERR -5 task ' .. id .. ' depends on unknown task ' .. up)
+      end
     end
   end
 end
@@ -42,11 +65,12 @@ local ms, us = now()
 local reply = {}
 local ready = 0
 for i = 0, n - 1 do
-  local b = 5 + i * W
+  local b = B + i * W
   local id, user, name, payload = ARGV[b], ARGV[b + 1], ARGV[b + 2], ARGV[b + 3]
   local prio, max_retries = tonumber(ARGV[b + 4]), ARGV[b + 5]
   local delay_ms, run_at_ms = tonumber(ARGV[b + 6]), tonumber(ARGV[b + 7])
   local timeout_ms, keep, ttl = tonumber(ARGV[b + 8]), ARGV[b + 9], ARGV[b + 10]
+  local deps, on_dep_fail = ARGV[b + 11], ARGV[b + 12]
   local tk = prefix .. 'task:' .. id
   if redis.call('EXISTS', tk) == 1 then
     reply[#reply + 1] = {1, redis.call('HGETALL', tk)}
@@ -57,12 +81,43 @@ for i = 0, n - 1 do
     if timeout_ms >= 0 then redis.call('HSET', tk, 'timeout', timeout_ms) end
     local due = -1
     if run_at_ms >= 0 then due = run_at_ms elseif delay_ms >= 0 then due = ms + delay_ms end
-    local state = 'QUEUED'
-    if due > ms then
+    if due > ms then redis.call('HSET', tk, 'run_at', due) end
+    -- dependencies: which upstreams are still pending, and did one already fail?
+    local pending, dead = {}, nil
+    if deps ~= '' then
+      redis.call('HSET', tk, 'deps', deps, 'on_dep_fail', on_dep_fail)
+      for _, up in ipairs(cjson.decode(deps)) do
+        local st = redis.call('HGET', prefix .. 'task:' .. up, 'state')
+        if st == 'FAILED' or st == 'CANCELED' then
+          if on_dep_fail == 'wait' then pending[#pending + 1] = up else dead = dead or (up .. ' is ' .. st) end
+        elseif st ~= 'FINISHED' then
+          pending[#pending + 1] = up
+        end
+      end
+    end
+    local state
+    if dead then
+      state = 'CANCELED'
+      redis.call('HSET', tk, 'error', 'dependency ' .. dead)
+      finalize(prefix, id, 'CANCELED', 'canceled', ms, failed_ttl_ms, 'canceled')
+    elseif #pending > 0 then
+      state = 'DEFERRED'
+      redis.call('HSET', tk, 'state', state)
+      redis.call('ZADD', KEYS[8], ms, id)
+      redis.call('SADD', prefix .. 'deps:waiting:' .. id, unpack(pending))
+      for _, up in ipairs(pending) do
+        local bk = prefix .. 'deps:blocked:' .. up
+        redis.call('SADD', bk, id)
+        -- an upstream that already ended keeps its set only as long as its own data
+        local up_ttl = redis.call('PTTL', prefix .. 'task:' .. up)
+        if up_ttl > 0 then redis.call('PEXPIRE', bk, up_ttl) end
+      end
+    elseif due > ms then
       state = 'SCHEDULED'
-      redis.call('HSET', tk, 'state', state, 'run_at', due)
-      redis.call('ZADD', prefix .. 'delayed', due, id)
+      redis.call('HSET', tk, 'state', state)
+      redis.call('ZADD', KEYS[3], due, id)
     else
+      state = 'QUEUED'
       enqueue_ready(prefix, id, user, prio, mono_us(prefix, us), ms, ordering, horizon_us)
       ready = ready + 1
     end

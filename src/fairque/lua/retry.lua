@@ -1,6 +1,7 @@
 --[[
 retry: put a FAILED or CANCELED task back in its user's lane with a fresh retry
-budget (an operator's "try again").
+budget (an operator's "try again"). Dependents still waiting for it (policy 'wait')
+are released when it finishes.
 
 KEYS[1] prefix      fq:{<queue>}:
 KEYS[2] failed      FAILED registry
@@ -33,6 +34,7 @@ local ms, us = now()
 redis.call('ZREM', KEYS[2], id)
 redis.call('ZREM', KEYS[3], id)
 redis.call('PERSIST', tk)
+redis.call('PERSIST', prefix .. 'deps:blocked:' .. id)
 redis.call('HSET', tk, 'retries', 0)
 redis.call('HDEL', tk, 'error', 'ended', 'result', 'run_at')
 enqueue_ready(prefix, id, f[2], tonumber(f[3]), mono_us(prefix, us), ms, ARGV[2], tonumber(ARGV[3]))

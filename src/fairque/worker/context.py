@@ -51,6 +51,14 @@ class Context:
         """The running task's user."""
         return self.task.user_id
 
+    async def upstream_results(self) -> dict[str, Any]:
+        """The results of the tasks this task depends on, by task id.
+
+        Every upstream FINISHED before this task was released; a result that was
+        not kept (or has expired) reads as None.
+        """
+        return {dep: await self.queue.result(dep) for dep in self.task.depends_on}
+
 
 def task_logger(base: logging.Logger, task: Task, worker_id: str) -> logging.LoggerAdapter[Any]:
     """A logger adapter whose records carry the task, user and worker ids."""

@@ -1,5 +1,6 @@
 -- @include end_attempt
 -- @include finalize
+-- @include cascade_failure
 -- fail_attempt(prefix, id, error, retry, ms, base_ms, failed_ttl_ms, delay_ms): a STARTED
 -- attempt failed.  With retry and retries left, schedule the next attempt after
 -- delay_ms (or base * 2^(n-1) when delay_ms < 0) and return 'SCHEDULED'; otherwise the
@@ -24,5 +25,6 @@ local function fail_attempt(prefix, id, err, retry, ms, base_ms, failed_ttl_ms, 
     return 'SCHEDULED'
   end
   finalize(prefix, id, 'FAILED', 'failed', ms, failed_ttl_ms, 'failed')
+  cascade_failure(prefix, id, ms, failed_ttl_ms)
   return 'FAILED'
 end

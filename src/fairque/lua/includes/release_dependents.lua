@@ -7,6 +7,7 @@
 local function release_dependents(prefix, id, ms, us, ordering, horizon_us)
   local bk = prefix .. 'deps:blocked:' .. id
   local ready = 0
+  local clock = nil
   for _, down in ipairs(redis.call('SMEMBERS', bk)) do
     local wk = prefix .. 'deps:waiting:' .. down
     redis.call('SREM', wk, id)
@@ -21,12 +22,14 @@ local function release_dependents(prefix, id, ms, us, ordering, horizon_us)
           redis.call('HSET', dk, 'state', 'SCHEDULED')
           redis.call('ZADD', prefix .. 'delayed', due, down)
         else
-          enqueue_ready(prefix, down, f[2], tonumber(f[3]), mono_us(prefix, us), ms, ordering, horizon_us)
+          clock = clock and clock + 1 or mono_us(prefix, us)
+          enqueue_ready(prefix, down, f[2], tonumber(f[3]), clock, ms, ordering, horizon_us)
           ready = ready + 1
         end
       end
     end
   end
   redis.call('DEL', bk)
+  if clock then redis.call('HSET', prefix .. 'meta', 'mono', clock) end
   return ready
 end

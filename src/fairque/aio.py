@@ -138,6 +138,23 @@ class AsyncFairQueue:
         """See ``FairQueue.complete``."""
         return await self._run(self.ops.complete(task, result))
 
+    async def complete_and_pop(
+        self,
+        done: Sequence[tuple[Task, Any]],
+        count: int = 1,
+        worker_id: str = "",
+        lease_seconds: float | None = None,
+        *,
+        assigned_users: Sequence[str] | None = None,
+        steal_targets: Sequence[str] | None = None,
+    ) -> tuple[list[bool], list[Task]]:
+        """See ``FairQueue.complete_and_pop``."""
+        return await self._run(
+            self.ops.complete_and_pop(
+                done, count, worker_id, lease_seconds, assigned_users, steal_targets
+            )
+        )
+
     async def fail(
         self,
         task: Task,

@@ -273,8 +273,44 @@ class Operations:
         def parse(reply: list[Any]) -> list[Task]:
             return [self.task_from_hash(flat) for flat in reply]
 
-        keys = [k.prefix, k.ring, k.leases, k.delayed, k.queued, k.meta, k.stats, k.inflight]
+        keys = [
+            k.prefix, k.ring, k.leases, k.delayed, k.queued, k.meta, k.stats, k.inflight, k.wake,
+        ]  # fmt: skip
         return self._call("pop", keys, args, parse)
+
+    def complete_and_pop(
+        self,
+        done: Sequence[tuple[Task, Any]],
+        count: int,
+        worker_id: str,
+        lease_seconds: float | None,
+        assigned_users: Sequence[str] | None,
+        steal_targets: Sequence[str] | None,
+    ) -> Call[tuple[list[bool], list[Task]]]:
+        """Finish ``done`` (task, result) pairs and lease up to ``count`` tasks."""
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise ValidationError(f"count must be a non-negative integer, got {count!r}")
+        head = self.pop(max(count, 1), worker_id, lease_seconds, assigned_users, steal_targets)
+        pop_args = list(head.args)
+        pop_args[0] = count
+        completions: list[Any] = [len(done)]
+        for task, result in done:
+            task_id, token = self._lease_of(task)
+            has_result = result is not None
+            data = self.serializer.dumps(result) if has_result else b""
+            completions.extend((task_id, token, 1 if has_result else 0, data))
+        k = self.keys
+        keys = [
+            k.prefix, k.ring, k.leases, k.delayed, k.queued, k.finished, k.meta, k.stats,
+            k.inflight, k.wake,
+        ]  # fmt: skip
+        args = [*pop_args[:8], *completions, *pop_args[8:]]
+
+        def parse(reply: list[Any]) -> tuple[list[bool], list[Task]]:
+            acks, leased = reply
+            return [int(a) == 1 for a in acks], [self.task_from_hash(flat) for flat in leased]
+
+        return self._call("complete_pop", keys, args, parse)
 
     @staticmethod
     def _lease_of(task: Task) -> tuple[str, str]:
@@ -308,7 +344,7 @@ class Operations:
         k = self.keys
         return self._call(
             "fail",
-            [k.prefix, k.leases, k.delayed, k.failed, k.stats, k.inflight],
+            [k.prefix, k.leases, k.delayed, k.failed, k.stats, k.inflight, k.wake],
             [
                 task_id,
                 token,
@@ -342,7 +378,9 @@ class Operations:
         task_id, token = self._lease_of(task)
         delay_ms = _seconds_ms(delay, "delay")
         k = self.keys
-        keys = [k.prefix, k.leases, k.delayed, k.queued, k.ring, k.meta, k.stats, k.inflight]
+        keys = [
+            k.prefix, k.leases, k.delayed, k.queued, k.ring, k.meta, k.stats, k.inflight, k.wake,
+        ]  # fmt: skip
         args = [task_id, token, delay_ms, self.options.ordering, self._horizon_us]
         return self._call("requeue", keys, args, lambda r: TaskState(_text(r)))
 
@@ -351,7 +389,7 @@ class Operations:
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise ValidationError(f"limit must be a positive integer, got {limit!r}")
         k = self.keys
-        keys = [k.prefix, k.leases, k.delayed, k.failed, k.stats, k.inflight]
+        keys = [k.prefix, k.leases, k.delayed, k.failed, k.stats, k.inflight, k.wake]
         return self._call("reclaim", keys, [limit, self._base_ms, self._failed_ttl_ms], int)
 
     def cancel(self, task_id: str) -> Call[bool]:

@@ -171,6 +171,31 @@ class FairQueue:
         """Finish a leased task; False when its lease was lost (nothing changes then)."""
         return self._run(self.ops.complete(task, result))
 
+    def complete_and_pop(
+        self,
+        done: Sequence[tuple[Task, Any]],
+        count: int = 1,
+        worker_id: str = "",
+        lease_seconds: float | None = None,
+        *,
+        assigned_users: Sequence[str] | None = None,
+        steal_targets: Sequence[str] | None = None,
+    ) -> tuple[list[bool], list[Task]]:
+        """Finish several tasks and lease up to ``count`` more in one round trip.
+
+        Args:
+            done: (task, result) pairs of leased tasks that succeeded.
+            count: tasks to lease afterwards (0: only finish).
+
+        Returns:
+            One bool per finished task (False: its lease was lost), and the leased tasks.
+        """
+        return self._run(
+            self.ops.complete_and_pop(
+                done, count, worker_id, lease_seconds, assigned_users, steal_targets
+            )
+        )
+
     def fail(
         self,
         task: Task,

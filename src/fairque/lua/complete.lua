@@ -20,24 +20,13 @@ Reply: 1 when this call finished the task; 0 when the lease was lost (expired,
 reclaimed, canceled or finished by someone else); nothing changes then.
 ]]
 -- @include now
--- @include end_attempt
--- @include finalize
--- @include release_dependents
+-- @include complete_task
+-- @include signal_wake
 
-local prefix, id = KEYS[1], ARGV[1]
-local tk = prefix .. 'task:' .. id
-local f = redis.call('HMGET', tk, 'state', 'lease', 'user', 'keep_result', 'result_ttl')
-if f[1] ~= 'STARTED' or f[2] ~= ARGV[2] then return 0 end
 local ms, us = now()
-end_attempt(prefix, id, f[3])
-redis.call('HDEL', tk, 'error')
-if ARGV[3] == '1' and f[4] == '1' then redis.call('HSET', tk, 'result', ARGV[4]) end
-if redis.call('EXISTS', prefix .. 'deps:blocked:' .. id) == 1 then
-  local ready = release_dependents(prefix, id, ms, us, ARGV[5], tonumber(ARGV[6]))
-  if ready > 0 then
-    redis.call('LPUSH', KEYS[6], '1')
-    redis.call('LTRIM', KEYS[6], 0, 63)
-  end
+local r = complete_task(KEYS[1], ARGV[1], ARGV[2], ARGV[3] == '1', ARGV[4], ms, us, ARGV[5],
+  tonumber(ARGV[6]))
+if r[2] > 0 then
+  signal_wake(KEYS[1], 1)
 end
-finalize(prefix, id, 'FINISHED', 'finished', ms, tonumber(f[5]), 'completed')
-return 1
+return r[1]

@@ -7,6 +7,7 @@ KEYS[3] delayed     SCHEDULED registry
 KEYS[4] failed      FAILED registry (scored by expiry)
 KEYS[5] stats
 KEYS[6] inflight
+KEYS[7] wake        wake-up list (a scheduled retry shortens idle waits)
 
 ARGV[1] id
 ARGV[2] token

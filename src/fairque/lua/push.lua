@@ -35,6 +35,7 @@ Errors: 'FQERR -3 <id>' (DuplicateTask) when on_dup is 'error'; 'FQERR -5'
 -- @include mono_us
 -- @include enqueue_ready
 -- @include finalize
+-- @include signal_wake
 
 local prefix = KEYS[1]
 local ordering, horizon_us, on_dup = ARGV[1], tonumber(ARGV[2]), ARGV[3]
@@ -116,6 +117,7 @@ for i = 0, n - 1 do
       state = 'SCHEDULED'
       redis.call('HSET', tk, 'state', state)
       redis.call('ZADD', KEYS[3], due, id)
+      ready = ready + 1  -- idle workers must shorten their wait to the new due time
     else
       state = 'QUEUED'
       enqueue_ready(prefix, id, user, prio, mono_us(prefix, us), ms, ordering, horizon_us)
@@ -125,11 +127,6 @@ for i = 0, n - 1 do
     reply[#reply + 1] = {0, state, ms}
   end
 end
-if ready > 0 then
-  -- one token per ready task (bounded) wakes as many idle workers
-  local tokens = {}
-  for i = 1, math.min(ready, 16) do tokens[i] = '1' end
-  redis.call('LPUSH', KEYS[7], unpack(tokens))
-  redis.call('LTRIM', KEYS[7], 0, 63)
-end
+-- one token per ready (or newly scheduled) task, bounded, wakes as many idle workers
+if ready > 0 then signal_wake(prefix, ready) end
 return reply

@@ -8,6 +8,7 @@ KEYS[3] delayed     SCHEDULED registry
 KEYS[4] failed      FAILED registry
 KEYS[5] stats
 KEYS[6] inflight
+KEYS[7] wake        wake-up list
 
 ARGV[1] limit       at most this many leases
 ARGV[2] base_ms     retry backoff base

@@ -9,6 +9,7 @@ KEYS[5] ring
 KEYS[6] meta
 KEYS[7] stats
 KEYS[8] inflight
+KEYS[9] wake        wake-up list
 
 ARGV[1] id
 ARGV[2] token
@@ -23,6 +24,7 @@ Errors: 'FQERR -1' (LeaseLost) when the token does not hold the lease.
 -- @include mono_us
 -- @include end_attempt
 -- @include enqueue_ready
+-- @include signal_wake
 
 local prefix, id = KEYS[1], ARGV[1]
 local tk = prefix .. 'task:' .. id
@@ -33,6 +35,7 @@ end
 local ms, us = now()
 end_attempt(prefix, id, f[3])
 redis.call('HINCRBY', prefix .. 'stats', 'requeued', 1)
+signal_wake(prefix, 1)
 local delay_ms = tonumber(ARGV[3])
 if delay_ms > 0 then
   local due = ms + delay_ms

@@ -22,6 +22,7 @@ task is not FAILED or CANCELED.
 -- @include now
 -- @include mono_us
 -- @include enqueue_ready
+-- @include signal_wake
 
 local prefix, id = KEYS[1], ARGV[1]
 local tk = prefix .. 'task:' .. id
@@ -38,6 +39,5 @@ redis.call('PERSIST', prefix .. 'deps:blocked:' .. id)
 redis.call('HSET', tk, 'retries', 0)
 redis.call('HDEL', tk, 'error', 'ended', 'result', 'run_at')
 enqueue_ready(prefix, id, f[2], tonumber(f[3]), mono_us(prefix, us), ms, ARGV[2], tonumber(ARGV[3]))
-redis.call('LPUSH', KEYS[7], '1')
-redis.call('LTRIM', KEYS[7], 0, 63)
+signal_wake(prefix, 1)
 return 'QUEUED'

@@ -53,6 +53,16 @@ class Handler:
 
 
 def _arity(func: Callable[..., Any], name: str) -> int:
+    required_kw = [
+        p.name
+        for p in inspect.signature(func).parameters.values()
+        if p.kind is p.KEYWORD_ONLY and p.default is p.empty
+    ]
+    if required_kw:
+        raise ConfigError(
+            f"handler {name!r} has required keyword-only parameter(s) {required_kw}; "
+            "the worker passes only (ctx, payload)"
+        )
     params = [
         p
         for p in inspect.signature(func).parameters.values()

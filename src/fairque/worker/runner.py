@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import functools
 import inspect
@@ -10,6 +11,7 @@ import logging
 import os
 import signal
 import socket
+import time
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime, timezone
@@ -28,6 +30,14 @@ log = logging.getLogger("fairque.worker")
 
 class UnknownTaskError(Exception):
     """No handler is registered for the task's name."""
+
+
+class ExecutionTimeout(Exception):
+    """A handler ran longer than its task's execution timeout."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"timeout after {seconds:g}s")
+        self.seconds = seconds
 
 
 class Worker:
@@ -66,8 +76,11 @@ class Worker:
         self.failed = 0
         self.started_at = datetime.now(timezone.utc)
         self._running: dict[asyncio.Task[None], Task] = {}
+        self._executing: set[asyncio.Task[None]] = set()
+        self._acks: list[tuple[Task, Any, asyncio.Future[bool]]] = []
         self._stopping: asyncio.Event | None = None
-        self._slot_freed: asyncio.Event | None = None
+        self._wakeup: asyncio.Event | None = None
+        self._want_work: asyncio.Event | None = None
         self._signals = 0
         self._threads: set[Future[Any]] = set()
         self._pool = ThreadPoolExecutor(
@@ -90,9 +103,11 @@ class Worker:
         self._signals += 1
         if self._stopping is not None:
             self._stopping.set()
+        if self._wakeup is not None:
+            self._wakeup.set()
         if self._signals >= 2:
             log.warning("worker %s: second stop request, giving back in-flight tasks", self.id)
-            for job in list(self._running):
+            for job in list(self._executing):
                 job.cancel()
 
     def run(self) -> None:
@@ -103,22 +118,26 @@ class Worker:
         """Serve the queue until ``request_stop`` (or a signal when ``install_signals``)."""
         loop = asyncio.get_running_loop()
         self._stopping = asyncio.Event()
-        self._slot_freed = asyncio.Event()
+        self._wakeup = asyncio.Event()
+        self._want_work = asyncio.Event()
         if self._signals:
             self._stopping.set()
         if install_signals:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, self.request_stop)
         await self._beat()
-        heartbeat = asyncio.create_task(self._heartbeat_loop())
+        helpers = [
+            asyncio.create_task(self._heartbeat_loop()),
+            asyncio.create_task(self._waker()),
+        ]
         await self._hook("on_startup", self)
         log.info("worker %s serving queue %r", self.id, self.queue.queue)
         try:
-            await self._fetch_loop()
-            await self._drain()
+            await self._drive()
         finally:
-            heartbeat.cancel()
-            await asyncio.gather(heartbeat, return_exceptions=True)
+            for helper in helpers:
+                helper.cancel()
+            await asyncio.gather(*helpers, return_exceptions=True)
             await self._hook("on_shutdown", self)
             try:
                 await self.queue.unregister_worker(self.id)
@@ -132,65 +151,111 @@ class Worker:
                 "worker %s stopped (%d processed, %d failed)", self.id, self.processed, self.failed
             )
 
-    # ------------------------------------------------------------------ fetching
-    async def _fetch_loop(self) -> None:
+    # ------------------------------------------------------------------ driving
+    async def _drive(self) -> None:
+        """Acknowledge finished tasks and lease new ones, one round trip per wave.
+
+        Handlers that succeed hand their result to this loop, which sends every
+        pending completion together with the request for more work
+        (``complete_and_pop``). When nothing is ready the waker blocks on the
+        queue's wake-up list; finishing handlers, the waker and stop requests all
+        set ``_wakeup``.
+        """
         assert self._stopping is not None
-        assert self._slot_freed is not None
+        assert self._wakeup is not None
+        assert self._want_work is not None
         cfg = self.config
-        while not self._stopping.is_set():
-            free = cfg.max_concurrent_tasks - len(self._running)
-            if free <= 0:
-                self._slot_freed.clear()
-                await self._wait_any(self._slot_freed.wait())
-                continue
-            tasks = await self.queue.pop_batch(
-                min(free, cfg.batch_size),
+        grace_deadline: float | None = None
+        while True:
+            self._wakeup.clear()
+            stopping = self._stopping.is_set()
+            if stopping:
+                if not self._running:
+                    return
+                if grace_deadline is None:
+                    grace_deadline = time.monotonic() + cfg.shutdown_grace_seconds
+                    log.info(
+                        "worker %s: waiting up to %.1fs for %d task(s)",
+                        self.id, cfg.shutdown_grace_seconds, len(self._running),
+                    )  # fmt: skip
+            acks, self._acks = self._acks, []
+            want = (
+                0
+                if stopping
+                else min(cfg.max_concurrent_tasks - len(self._executing), cfg.batch_size)
+            )
+            if acks or want > 0:
+                leased = await self._exchange(acks, want)
+                for task in leased:
+                    self._spawn(task)
+                if leased or (acks and want == 0):
+                    continue
+            if want > 0:
+                self._want_work.set()
+            timeout = None if grace_deadline is None else max(grace_deadline - time.monotonic(), 0)
+            if timeout == 0:
+                for job in list(self._executing):
+                    job.cancel()
+                grace_deadline = float("inf")
+                timeout = None
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._wakeup.wait(), timeout)
+
+    async def _exchange(
+        self, acks: list[tuple[Task, Any, asyncio.Future[bool]]], want: int
+    ) -> list[Task]:
+        """One ``complete_and_pop`` call; completions are put back if it fails."""
+        cfg = self.config
+        try:
+            won, leased = await self.queue.complete_and_pop(
+                [(task, result) for task, result, _ in acks],
+                want,
                 self.id,
                 self.lease_seconds,
                 assigned_users=cfg.assigned_users or None,
                 steal_targets=cfg.steal_targets or None,
             )
-            for task in tasks:
-                job = asyncio.create_task(self._execute(task))
-                self._running[job] = task
-                job.add_done_callback(self._finished)
-            if not tasks:
-                timeout = cfg.poll_interval_seconds
+        except Exception:
+            log.exception("worker %s: queue call failed; retrying", self.id)
+            self._acks[:0] = acks
+            await asyncio.sleep(min(cfg.poll_interval_seconds, 1.0))
+            return []
+        for (_, _, future), ok in zip(acks, won, strict=True):
+            if not future.done():
+                future.set_result(ok)
+        return leased
+
+    def _spawn(self, task: Task) -> None:
+        job = asyncio.create_task(self._execute(task))
+        self._running[job] = task
+        self._executing.add(job)
+        job.add_done_callback(self._finished)
+
+    async def _waker(self) -> None:
+        """Block on the wake-up list while the driver has free slots and nothing to do."""
+        assert self._want_work is not None
+        assert self._wakeup is not None
+        while True:
+            await self._want_work.wait()
+            self._want_work.clear()
+            try:
+                timeout = self.config.poll_interval_seconds
                 due = await self.queue.next_wakeup()
                 if due is not None:
                     timeout = min(timeout, max(due, 0.001))
-                await self._wait_any(self.queue.wait_for_work(timeout))
-
-    async def _wait_any(self, awaitable: Any) -> None:
-        """Wait for ``awaitable`` or a stop request, whichever comes first."""
-        assert self._stopping is not None
-        waiter = asyncio.ensure_future(awaitable)
-        stopper = asyncio.ensure_future(self._stopping.wait())
-        try:
-            await asyncio.wait({waiter, stopper}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for fut in (waiter, stopper):
-                if not fut.done():
-                    fut.cancel()
-            await asyncio.gather(waiter, stopper, return_exceptions=True)
+                await self.queue.wait_for_work(timeout)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("worker %s: waiting for work failed", self.id)
+                await asyncio.sleep(min(self.config.poll_interval_seconds, 1.0))
+            self._wakeup.set()
 
     def _finished(self, job: asyncio.Task[None]) -> None:
         self._running.pop(job, None)
-        if self._slot_freed is not None:
-            self._slot_freed.set()
-
-    async def _drain(self) -> None:
-        if not self._running:
-            return
-        grace = self.config.shutdown_grace_seconds
-        log.info(
-            "worker %s: waiting up to %.1fs for %d task(s)", self.id, grace, len(self._running)
-        )
-        _, pending = await asyncio.wait(set(self._running), timeout=grace)
-        for job in pending:
-            job.cancel()
-        if pending:
-            await asyncio.wait(pending)
+        self._executing.discard(job)
+        if self._wakeup is not None:
+            self._wakeup.set()
 
     # ------------------------------------------------------------------ heartbeat
     async def _beat(self) -> None:
@@ -225,6 +290,8 @@ class Worker:
             return_exceptions=True,
         )
         for (job, task), outcome in zip(jobs, results, strict=True):
+            if isinstance(outcome, LeaseLost) and job not in self._executing:
+                continue  # it finished (its completion is on the way or done)
             if isinstance(outcome, LeaseLost):
                 log.warning(
                     "task %s: lease lost (canceled or reclaimed); stopping it", task.task_id
@@ -250,9 +317,8 @@ class Worker:
             raise
         except Retry as exc:
             outcome = await self._failed(task, exc, exc.reason, delay=exc.delay)
-        except asyncio.TimeoutError as exc:
-            timeout = self._timeout(handler, task)
-            outcome = await self._failed(task, exc, f"timeout after {timeout:g}s")
+        except ExecutionTimeout as exc:
+            outcome = await self._failed(task, exc, f"timeout after {exc.seconds:g}s")
         except Exception as exc:
             ctx.logger.warning("task %s failed: %r", task.task_id, exc)
             outcome = await self._failed(task, exc, f"{type(exc).__name__}: {exc}")
@@ -270,20 +336,40 @@ class Worker:
     async def _invoke(self, handler: Handler, ctx: Context, task: Task) -> Any:
         args = handler.arguments(ctx, task.payload)
         timeout = self._timeout(handler, task)
+        running: asyncio.Future[Any]
         if handler.is_async:
-            return await asyncio.wait_for(handler.func(*args), timeout)
-        call = functools.partial(contextvars.copy_context().run, handler.func, *args)
-        future = self._pool.submit(call)
-        self._threads.add(future)
-        future.add_done_callback(self._threads.discard)
-        return await asyncio.wait_for(asyncio.wrap_future(future), timeout)
+            running = asyncio.ensure_future(handler.func(*args))
+        else:
+            call = functools.partial(contextvars.copy_context().run, handler.func, *args)
+            future = self._pool.submit(call)
+            self._threads.add(future)
+            future.add_done_callback(self._threads.discard)
+            running = asyncio.wrap_future(future)
+        try:
+            done, _ = await asyncio.wait({running}, timeout=timeout)
+        except asyncio.CancelledError:
+            running.cancel()
+            raise
+        if not done:
+            running.cancel()
+            # the handler's own TimeoutError must not look like the execution timeout
+            raise ExecutionTimeout(timeout)
+        return running.result()
 
     async def _succeeded(self, task: Task, result: Any) -> Outcome:
-        try:
-            won = await self.queue.complete(task, result)
-        except SerializationError as exc:
-            return await self._failed(task, exc, f"result not serializable: {exc}", retry=False)
-        if not won:
+        if result is not None:
+            try:
+                self.queue.ops.serializer.dumps(result)
+            except SerializationError as exc:
+                return await self._failed(task, exc, f"result not serializable: {exc}", retry=False)
+        job = asyncio.current_task()
+        if job is not None:
+            self._executing.discard(job)
+        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._acks.append((task, result, future))
+        assert self._wakeup is not None
+        self._wakeup.set()
+        if not await future:
             log.warning("task %s finished but its lease was lost; result discarded", task.task_id)
             return Outcome(state=None, result=result, lease_lost=True)
         self.processed += 1

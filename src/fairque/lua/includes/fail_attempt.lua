@@ -1,4 +1,5 @@
 -- @include end_attempt
+-- @include signal_wake
 -- @include finalize
 -- @include cascade_failure
 -- fail_attempt(prefix, id, error, retry, ms, base_ms, failed_ttl_ms, delay_ms): a STARTED
@@ -22,6 +23,7 @@ local function fail_attempt(prefix, id, err, retry, ms, base_ms, failed_ttl_ms, 
     redis.call('HSET', tk, 'retries', n, 'state', 'SCHEDULED', 'run_at', due)
     redis.call('ZADD', prefix .. 'delayed', due, id)
     redis.call('HINCRBY', prefix .. 'stats', 'retried', 1)
+    signal_wake(prefix, 1)
     return 'SCHEDULED'
   end
   finalize(prefix, id, 'FAILED', 'failed', ms, failed_ttl_ms, 'failed')

@@ -1,0 +1,63 @@
+--[[
+complete_pop: a worker's usual round trip in one call: finish the tasks it has
+completed (each fenced by its lease token, exactly as complete.lua) and lease its
+next tasks (exactly as pop.lua, maintenance included).
+
+KEYS[1] prefix      fq:{<queue>}:
+KEYS[2] ring
+KEYS[3] leases      STARTED registry
+KEYS[4] delayed     SCHEDULED registry
+KEYS[5] queued      QUEUED registry
+KEYS[6] finished    FINISHED registry
+KEYS[7] meta
+KEYS[8] stats
+KEYS[9] inflight
+KEYS[10] wake       wake-up list (signalled when dependents became ready and this
+                    call does not lease them all itself)
+
+ARGV[1] count       tasks to lease (0: only complete)
+ARGV[2] worker
+ARGV[3] lease_ms
+ARGV[4] base_ms
+ARGV[5] failed_ttl_ms
+ARGV[6] batch       maintenance bound
+ARGV[7] ordering    'aging' | 'strict'
+ARGV[8] horizon_us
+ARGV[9] C           number of completions, then 4 values each:
+                    id, token, has_result (0|1), result
+ARGV[10+4C] A       number of assigned users, then A user ids, then S and S steal targets
+
+Reply: {array of 1/0 per completion (0: lease lost), array of leased tasks (flat HGETALL)}.
+]]
+-- @include now
+-- @include complete_task
+-- @include signal_wake
+-- @include reclaim_expired
+-- @include promote_due
+-- @include read_users
+-- @include lease_tasks
+
+local prefix = KEYS[1]
+local ms, us = now()
+local ordering, horizon_us = ARGV[7], tonumber(ARGV[8])
+local nc = tonumber(ARGV[9])
+local acks, ready = {}, 0
+for i = 0, nc - 1 do
+  local b = 10 + i * 4
+  local r = complete_task(prefix, ARGV[b], ARGV[b + 1], ARGV[b + 2] == '1', ARGV[b + 3], ms, us,
+    ordering, horizon_us)
+  acks[#acks + 1] = r[1]
+  ready = ready + r[2]
+end
+local count = tonumber(ARGV[1])
+local leased = {}
+if count > 0 then
+  reclaim_expired(prefix, ms, tonumber(ARGV[6]), tonumber(ARGV[4]), tonumber(ARGV[5]))
+  promote_due(prefix, ms, tonumber(ARGV[6]), ordering, horizon_us)
+  local assigned, steal, any = read_users(ARGV, 10 + nc * 4)
+  leased = lease_tasks(prefix, count, ARGV[2], tonumber(ARGV[3]), ms, assigned, steal, any)
+end
+if ready > #leased then
+  signal_wake(KEYS[1], 1)
+end
+return {acks, leased}

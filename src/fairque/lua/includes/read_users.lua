@@ -1,0 +1,14 @@
+-- read_users(argv, at): parse "A, A users, S, S users" starting at argv[at] into
+-- (assigned, steal, any) where `any` is true when a steal target is '*'.
+local function read_users(argv, at)
+  local na = tonumber(argv[at])
+  local assigned = {}
+  for i = 1, na do assigned[i] = argv[at + i] end
+  local ns = tonumber(argv[at + na + 1])
+  local steal, any = {}, false
+  for i = 1, ns do
+    local u = argv[at + na + 1 + i]
+    if u == '*' then any = true else steal[#steal + 1] = u end
+  end
+  return assigned, steal, any
+end

@@ -78,6 +78,27 @@ def _ms_to_dt(value: Any) -> datetime | None:
     return datetime.fromtimestamp(int(value) / 1000, tz=timezone.utc)
 
 
+_PRIORITIES = {str(int(p)): p for p in Priority}
+_STATES = {s.value: s for s in TaskState}
+_TASK_FIELDS = frozenset(Task.model_fields)
+
+
+def _stored_task(**values: Any) -> Task:
+    """A Task from trusted, complete stored values, without validation.
+
+    Does what ``Task.model_construct`` does for a complete set of fields, minus the
+    per-field default handling that made it the costliest step of leasing a task.
+    """
+    if values.keys() != _TASK_FIELDS:  # pragma: no cover - guards edits of task_from_hash
+        raise AssertionError(f"fields missing: {sorted(_TASK_FIELDS - values.keys())}")
+    task = object.__new__(Task)
+    object.__setattr__(task, "__dict__", values)
+    object.__setattr__(task, "__pydantic_fields_set__", set(_TASK_FIELDS))
+    object.__setattr__(task, "__pydantic_extra__", None)
+    object.__setattr__(task, "__pydantic_private__", None)
+    return task
+
+
 def _seconds_ms(seconds: float | timedelta, what: str) -> int:
     if isinstance(seconds, timedelta):
         seconds = seconds.total_seconds()
@@ -123,37 +144,43 @@ class Operations:
 
     # tasks <-> hashes -----------------------------------------------------------
     def task_from_hash(self, flat: Sequence[Any] | Mapping[Any, Any]) -> Task:
-        """Build a Task from an HGETALL reply (flat list or mapping)."""
-        if isinstance(flat, Mapping):
-            h = {_text(k): v for k, v in flat.items()}
-        else:
-            h = {_text(flat[i]): flat[i + 1] for i in range(0, len(flat), 2)}
-        payload_raw = h.get("payload")
-        if isinstance(payload_raw, str):
-            payload_raw = payload_raw.encode()
-        timeout = h.get("timeout")
-        return Task.model_construct(
-            task_id=_text(h["id"]),
-            user_id=_text(h["user"]),
-            name=_text(h["name"]),
+        """Build a Task from an HGETALL reply (flat list or mapping).
+
+        This runs once per leased task, so it avoids per-field helper calls.
+        """
+        pairs = flat.items() if isinstance(flat, Mapping) else zip(flat[0::2], flat[1::2])
+        h: dict[str, str] = {}
+        payload_raw: bytes | None = None
+        for key, value in pairs:
+            name = key.decode() if isinstance(key, bytes) else key
+            if name == "payload":
+                payload_raw = value if isinstance(value, bytes) else value.encode()
+            elif name != "result":
+                h[name] = value.decode() if isinstance(value, bytes) else str(value)
+        get = h.get
+        timeout, deps = get("timeout"), get("deps")
+        return _stored_task(
+            task_id=h["id"],
+            user_id=h["user"],
+            name=h["name"],
             payload=self.serializer.loads(payload_raw) if payload_raw is not None else None,
-            priority=Priority(int(h["prio"])),
-            retry_count=int(h.get("retries", 0)),
-            max_retries=int(h.get("max_retries", 0)),
-            created_at=_ms_to_dt(h.get("created")),
-            execute_after=_ms_to_dt(h.get("run_at")),
-            state=TaskState(_text(h["state"])) if "state" in h else None,
-            depends_on=tuple(orjson.loads(h["deps"])) if h.get("deps") else (),
-            on_dependency_failure=_text(h.get("on_dep_fail", "cancel")),
+            priority=_PRIORITIES[h["prio"]],
+            retry_count=int(get("retries", 0)),
+            max_retries=int(get("max_retries", 0)),
+            created_at=_ms_to_dt(get("created")),
+            execute_after=_ms_to_dt(get("run_at")),
+            state=_STATES.get(get("state", "")),
+            depends_on=tuple(orjson.loads(deps)) if deps else (),
+            on_dependency_failure=get("on_dep_fail", "cancel"),
             timeout=int(timeout) / 1000 if timeout is not None else None,
-            keep_result=_text(h.get("keep_result", "1")) == "1",
-            result_ttl=round(int(h.get("result_ttl", 0)) / 1000),
-            error=_text(h["error"]) if "error" in h else None,
-            lease_token=_text(h["lease"]) if "lease" in h else None,
-            worker_id=_text(h["worker"]) if "worker" in h else None,
-            lease_deadline=_ms_to_dt(h.get("deadline")),
-            started_at=_ms_to_dt(h.get("started")),
-            ended_at=_ms_to_dt(h.get("ended")),
+            keep_result=get("keep_result", "1") == "1",
+            result_ttl=round(int(get("result_ttl", 0)) / 1000),
+            error=get("error"),
+            lease_token=get("lease"),
+            worker_id=get("worker"),
+            lease_deadline=_ms_to_dt(get("deadline")),
+            started_at=_ms_to_dt(get("started")),
+            ended_at=_ms_to_dt(get("ended")),
         )
 
     def _encode_task(self, task: Task) -> tuple[Task, list[Any]]:

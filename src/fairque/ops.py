@@ -148,7 +148,9 @@ class Operations:
 
         This runs once per leased task, so it avoids per-field helper calls.
         """
-        pairs = flat.items() if isinstance(flat, Mapping) else zip(flat[0::2], flat[1::2])
+        pairs = (
+            flat.items() if isinstance(flat, Mapping) else zip(flat[0::2], flat[1::2], strict=True)
+        )
         h: dict[str, str] = {}
         payload_raw: bytes | None = None
         for key, value in pairs:

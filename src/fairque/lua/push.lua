@@ -46,10 +46,12 @@ local in_batch = {}
 for i = 0, n - 1 do in_batch[ARGV[B + i * W]] = true end
 
 -- validate everything before the first write
+local existing = {}
 for i = 0, n - 1 do
   local b = B + i * W
   local id = ARGV[b]
   local exists = redis.call('EXISTS', prefix .. 'task:' .. id) == 1
+  existing[id] = exists
   if exists and on_dup == 'error' then
     return redis.error_reply('FQERR -3 task ' .. id .. ' already exists')
   end
@@ -73,7 +75,7 @@ for i = 0, n - 1 do
   local timeout_ms, keep, ttl = tonumber(ARGV[b + 8]), ARGV[b + 9], ARGV[b + 10]
   local deps, on_dep_fail = ARGV[b + 11], ARGV[b + 12]
   local tk = prefix .. 'task:' .. id
-  if redis.call('EXISTS', tk) == 1 then
+  if existing[id] then
     reply[#reply + 1] = {1, redis.call('HGETALL', tk)}
   else
     redis.call('HSET', tk, 'id', id, 'user', user, 'name', name, 'payload', payload,

@@ -1,0 +1,24 @@
+"""Huey with Redis: ``huey_consumer peer_huey.huey [-w N -k thread]``."""
+
+from __future__ import annotations
+
+from benchcommon import Job, redis_url, run_task
+from huey import RedisHuey
+
+huey = RedisHuey("bench", url=redis_url())
+
+
+@huey.task()
+def bench(job_id: str, mode: str, work_ms: float) -> None:
+    """The benchmark task."""
+    run_task(job_id, mode, work_ms)
+
+
+class Producer:
+    """Enqueues by calling the task (Huey has no bulk enqueue)."""
+
+    def enqueue(self, job: Job) -> None:
+        bench(job.job_id, job.mode, job.work_ms)
+
+    def close(self) -> None:
+        pass

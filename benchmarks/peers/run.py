@@ -1,0 +1,588 @@
+"""Peers benchmark: fairque against RQ, arq, SAQ, Dramatiq, Huey, Celery, taskiq and streaq.
+
+Starts one private Valkey on a free local port and, for each system in turn, runs one
+worker process of that system (as its users would: ``rq worker``, ``arq``, ``celery worker``,
+...) and a producer process (``agent.py``) in the system's Python environment. Measures:
+
+1. enqueue throughput, one task per call and with the bulk API where there is one;
+2. processing throughput of no-op tasks, with the library's defaults and a tuned concurrency;
+3. idle pick-up latency: with the worker idle, enqueue one task and wait until its handler
+   started, N times in a row (enqueue call start to handler start, ``time.time()``);
+4. noisy neighbour: one tenant's backlog of F tasks, then T small tenants submit P tasks
+   each while the worker drains it; tasks sleep ``work_ms``. Peers run everything in one
+   queue; fairque uses ``user_id``. Reports the small tenants' completion times and Jain's
+   index (plain and demand-normalised) per one-second window (0.25 s with ``--quick``,
+   whose small backlog drains in about a second).
+
+Every task increments ``bench:count``; a figure is reported only when the count matches
+what was enqueued, and otherwise recorded under ``failures``. Prints one JSON document on
+stdout (or writes it to ``--out``); progress goes to stderr.
+
+Usage::
+
+    uv run --group peers python benchmarks/peers/run.py --quick [--systems fairque,rq]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import platform
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import redis
+from metrics import summarize, windows
+from systems import ADAPTERS, HERE, SYSTEMS, System
+
+from fairque.embedded import EmbeddedServer
+
+AGENT = HERE / "agent.py"
+LOGS = HERE / ".logs"
+COUNT = "bench:count"
+DONE = "bench:done"
+RUNS = "bench:runs"
+FLOOD_READY = "bench:flood_ready"
+POLL = 0.002
+SETTLE = 0.3
+STOP_GRACE = 15.0
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+class PhaseError(RuntimeError):
+    """A phase could not produce a verified figure."""
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """What one run does."""
+
+    tasks: int
+    latency_samples: int
+    latency_gap_ms: float
+    flood: int
+    tenants: int
+    per_tenant: int
+    work_ms: float
+    tuned_concurrency: tuple[int, ...]
+    noisy_concurrency: int
+    system_timeout: float
+    stall_timeout: float
+    window_s: float
+
+
+QUICK = Sizes(
+    tasks=2_000, latency_samples=100, latency_gap_ms=20.0,
+    flood=2_000, tenants=10, per_tenant=10, work_ms=1.0,
+    tuned_concurrency=(8, 32, 128), noisy_concurrency=10,
+    system_timeout=300.0, stall_timeout=30.0, window_s=0.25,
+)  # fmt: skip
+FULL = Sizes(
+    tasks=10_000, latency_samples=500, latency_gap_ms=20.0,
+    flood=20_000, tenants=50, per_tenant=10, work_ms=1.0,
+    tuned_concurrency=(8, 32, 128), noisy_concurrency=10,
+    system_timeout=1200.0, stall_timeout=60.0, window_s=1.0,
+)  # fmt: skip
+
+
+# ---------------------------------------------------------------------- environment
+def ensure_venv(system: System) -> str:
+    """Create the system's own virtual environment when it needs one; describe it."""
+    venv = system.venv
+    if venv is None:
+        return "project environment (uv dependency group 'peers')"
+    if not system.python.exists():
+        uv = shutil.which("uv")
+        if uv is None:
+            raise PhaseError("uv is needed to create " + str(venv))
+        log(f"  creating {venv} ({', '.join(system.venv_requirements)})")
+        subprocess.run([uv, "venv", "-q", "-p", "3.11", str(venv)], check=True)
+        subprocess.run(
+            [uv, "pip", "install", "-q", "--python", str(system.python),
+             *system.venv_requirements],
+            check=True,
+        )  # fmt: skip
+    return f"own venv {venv.relative_to(HERE)}: {system.venv_reason}"
+
+
+def child_env(url: str, extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONHOME")}
+    env.update(BENCH_URL=url, PYTHONPATH=str(ADAPTERS), PYTHONUNBUFFERED="1")
+    env.update(extra or {})
+    return env
+
+
+def machine() -> dict[str, Any]:
+    cpu = platform.processor() or ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem_gib = None
+    try:
+        pages = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        mem_gib = round(pages / 2**30, 1)
+    except (ValueError, OSError):
+        pass
+    return {
+        "platform": platform.platform(),
+        "cpu": cpu,
+        "cpus": os.cpu_count(),
+        "memory_gib": mem_gib,
+        "python": platform.python_version(),
+        "loadavg": list(os.getloadavg()),
+    }
+
+
+# ---------------------------------------------------------------------- processes
+class Worker:
+    """One worker process (and its children, in their own process group)."""
+
+    def __init__(self, system: System, url: str, setting: str, concurrency: int, tag: str):
+        spec = system.worker(system.bin_dir, url, setting, concurrency)
+        self.description = spec.concurrency
+        self.command = spec.argv
+        LOGS.mkdir(exist_ok=True)
+        self.log_path = LOGS / f"{system.adapter}-{tag}.log"
+        with self.log_path.open("wb") as out:
+            self.proc = subprocess.Popen(
+                spec.argv,
+                cwd=ADAPTERS,
+                env=child_env(url, spec.env),
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+
+    def check_alive(self) -> None:
+        code = self.proc.poll()
+        if code is not None:
+            raise PhaseError(f"worker exited with code {code}{self.tail()}")
+
+    def tail(self, lines: int = 3) -> str:
+        """The last lines of the worker's log, for an error message."""
+        try:
+            text = self.log_path.read_text(errors="replace").splitlines()
+        except OSError:
+            return ""
+        last = [line.strip() for line in text if line.strip()][-lines:]
+        return f" (log {self.log_path.name}: " + " | ".join(last)[-400:] + ")"
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self._signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=STOP_GRACE)
+            except subprocess.TimeoutExpired:
+                log("  worker did not stop in time; killing it")
+        self._signal(signal.SIGKILL)  # children left behind (pools) go too
+        self.proc.wait()
+
+    def _signal(self, sig: int) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, sig)
+
+
+def agent_command(system: System, *args: str) -> list[str]:
+    return [str(system.python), str(AGENT), system.adapter, *args]
+
+
+def run_agent(system: System, url: str, timeout: float, *args: str) -> dict[str, Any]:
+    """Run the producer to completion and return its JSON."""
+    try:
+        done = subprocess.run(
+            agent_command(system, *args),
+            cwd=ADAPTERS,
+            env=child_env(url),
+            capture_output=True,
+            text=True,
+            timeout=max(timeout, 1.0),
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise PhaseError(f"producer '{args[0]}' timed out after {timeout:.0f} s") from exc
+    if done.returncode != 0:
+        tail = " | ".join(done.stderr.strip().splitlines()[-6:])
+        raise PhaseError(f"producer '{args[0]}' failed ({done.returncode}): {tail}")
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+# ---------------------------------------------------------------------- measuring
+@dataclass
+class Drain:
+    """How a worker worked through a known number of tasks."""
+
+    first_at: float
+    first_count: int
+    end_at: float
+
+    def rate(self, expected: int) -> float:
+        elapsed = self.end_at - self.first_at
+        if elapsed <= 0 or expected <= self.first_count:
+            raise PhaseError("too few tasks to time the processing rate")
+        return (expected - self.first_count) / elapsed
+
+
+class SystemRun:
+    """All phases of one system against the shared server."""
+
+    def __init__(self, system: System, url: str, sizes: Sizes):
+        self.system = system
+        self.url = url
+        self.sizes = sizes
+        self.client = redis.Redis.from_url(url)
+        self.deadline = time.monotonic() + sizes.system_timeout
+        self.figures: dict[str, Any] = {}
+        self.failures: dict[str, str] = {}
+        self.workers: dict[str, str] = {}
+        self.details: dict[str, Any] = {}
+
+    def left(self) -> float:
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise PhaseError(f"system time budget ({self.sizes.system_timeout:.0f} s) used up")
+        return left
+
+    def count(self) -> int:
+        return int(self.client.get(COUNT) or 0)
+
+    @contextmanager
+    def worker(self, setting: str, concurrency: int, tag: str) -> Iterator[Worker]:
+        proc = Worker(self.system, self.url, setting, concurrency, tag)
+        if setting != "tuned":  # the tuned phase records the best of its sweep
+            self.workers[tag] = proc.description
+        try:
+            yield proc
+        finally:
+            proc.stop()
+
+    def drain(self, worker: Worker, expected: int) -> Drain:
+        """Wait until the counter reaches ``expected``, timing from the first completion."""
+        first_at: float | None = None
+        first_count = 0
+        last, last_change = -1, time.monotonic()
+        while True:
+            now = time.monotonic()
+            seen = self.count()
+            if seen and first_at is None:
+                first_at, first_count = time.perf_counter(), seen
+            if seen >= expected:
+                end_at = time.perf_counter()
+                break
+            if seen != last:
+                last, last_change = seen, now
+            elif now - last_change > self.sizes.stall_timeout:
+                raise PhaseError(f"stalled at {seen}/{expected} tasks{worker.tail()}")
+            worker.check_alive()
+            self.left()
+            time.sleep(POLL)
+        assert first_at is not None
+        self.verify(expected)
+        return Drain(first_at, first_count, end_at)
+
+    def verify(self, expected: int) -> None:
+        time.sleep(SETTLE)
+        seen = self.count()
+        if seen != expected:
+            runs = self.client.hgetall(RUNS)
+            twice = sorted(text(k) for k, v in runs.items() if int(v) > 1)
+            dup = f"; ran more than once: {', '.join(twice[:5])}" if twice else ""
+            raise PhaseError(f"counter is {seen}, expected {expected}{dup}")
+
+    def phase(self, name: str, func: Any) -> None:
+        log(f"  {name} ...")
+        try:
+            func()
+        except PhaseError as exc:
+            self.failures[name] = str(exc)
+            log(f"  {name} FAILED: {exc}")
+        except (redis.RedisError, OSError, ValueError, KeyError) as exc:
+            self.failures[name] = f"{type(exc).__name__}: {exc}"
+            log(f"  {name} FAILED: {exc!r}")
+
+    def fresh(self) -> None:
+        self.client.flushdb()
+
+    # ------------------------------------------------------------------ phases
+    def default_phase(self) -> None:
+        """Enqueue one by one, drain with the default worker, then idle latency."""
+        s = self.sizes
+        self.fresh()
+        enq = run_agent(self.system, self.url, self.left(), "enqueue", "--n", str(s.tasks))
+        with self.worker("default", 0, "default") as w:
+            drain = self.drain(w, enq["enqueued"])
+            self.figures["enqueue_single_per_s"] = round(enq["timed"] / enq["seconds"])
+            self.figures["process_default_per_s"] = round(drain.rate(enq["enqueued"]))
+            log(
+                f"    enqueue {self.figures['enqueue_single_per_s']}/s, "
+                f"process (default) {self.figures['process_default_per_s']}/s"
+            )
+            try:
+                lat = run_agent(
+                    self.system, self.url, self.left(), "latency",
+                    "--n", str(s.latency_samples), "--gap-ms", str(s.latency_gap_ms),
+                    "--timeout", str(min(60.0, self.left())),
+                )  # fmt: skip
+                self.verify(enq["enqueued"] + lat["enqueued"])
+            except PhaseError as exc:
+                self.failures["idle_latency"] = str(exc)
+                log(f"    idle latency FAILED: {exc}")
+                return
+            summary = summarize(lat["samples_ms"], 2)
+            self.figures["latency_p50_ms"] = summary["p50"]
+            self.figures["latency_p99_ms"] = summary["p99"]
+            self.details["latency_ms"] = {**summary, "samples": len(lat["samples_ms"])}
+            log(f"    idle latency p50 {summary['p50']} ms, p99 {summary['p99']} ms")
+
+    def tuned_phase(self, bulk: bool) -> None:
+        """Enqueue in bulk (or one by one), drain with each candidate concurrency; keep the best.
+
+        The bulk enqueue figure is the first run's. A system without a concurrency
+        setting (RQ) runs once.
+        """
+        s = self.sizes
+        candidates = s.tuned_concurrency if self.system.has_concurrency else (0,)
+        rates: dict[str, int] = {}
+        for c in candidates:
+            self.fresh()
+            args = ["enqueue", "--n", str(s.tasks)] + (["--bulk"] if bulk else [])
+            enq = run_agent(self.system, self.url, self.left(), *args)
+            with self.worker("tuned", c, f"tuned-{c}") as w:
+                try:
+                    rate = round(self.drain(w, enq["enqueued"]).rate(enq["enqueued"]))
+                except PhaseError as exc:
+                    self.failures[f"tuned ({w.description})"] = str(exc)
+                    log(f"    process ({w.description}) FAILED: {exc}")
+                    continue
+            if bulk and "enqueue_bulk_per_s" not in self.figures:  # verified by the drain
+                bulk_rate = round(enq["timed"] / enq["seconds"])
+                self.figures["enqueue_bulk_per_s"] = bulk_rate
+                log(f"    enqueue (bulk, batches of {enq['batch']}) {bulk_rate}/s")
+            rates[w.description] = rate
+            log(f"    process ({w.description}) {rate}/s")
+        self.details["tuned_sweep_per_s"] = rates
+        if not rates:
+            raise PhaseError("no tuned setting gave a verified figure")
+        best = max(rates, key=lambda k: rates[k])
+        self.figures["process_tuned_per_s"] = rates[best]
+        self.workers["tuned"] = best
+
+    def noisy_phase(self) -> None:
+        s = self.sizes
+        self.fresh()
+        args = [
+            "noisy", "--flood", str(s.flood), "--tenants", str(s.tenants),
+            "--per-tenant", str(s.per_tenant), "--work-ms", str(s.work_ms),
+            "--timeout", "120",
+        ]  # fmt: skip
+        producer = subprocess.Popen(
+            agent_command(self.system, *args),
+            cwd=ADAPTERS,
+            env=child_env(self.url),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            while not self.client.exists(FLOOD_READY):
+                if producer.poll() is not None:
+                    err = " | ".join(
+                        (producer.stderr.read() if producer.stderr else "").splitlines()[-6:]
+                    )
+                    raise PhaseError(f"producer failed before the flood was queued: {err}")
+                self.left()
+                time.sleep(0.01)
+            with self.worker("noisy", s.noisy_concurrency, "noisy") as w:
+                try:
+                    out, err = producer.communicate(timeout=self.left())
+                except subprocess.TimeoutExpired as exc:
+                    raise PhaseError("producer timed out") from exc
+                if producer.returncode != 0:
+                    tail = " | ".join(err.strip().splitlines()[-6:])
+                    raise PhaseError(f"producer failed ({producer.returncode}): {tail}")
+                sub = json.loads(out.strip().splitlines()[-1])
+                self.drain(w, sub["enqueued"])
+        finally:
+            if producer.poll() is None:
+                producer.kill()
+                producer.wait()
+        self.noisy_figures(sub)
+
+    def noisy_figures(self, sub: dict[str, Any]) -> None:
+        raw = self.client.hgetall(DONE)
+        done = {text(k): float(v) for k, v in raw.items()}
+        submitted: dict[str, float] = dict(sub["submitted"])
+        small = list(submitted)
+        missing = [j for j in small if j not in done]
+        if missing or len(done) != sub["enqueued"]:
+            lacking = sub["enqueued"] - len(done)
+            raise PhaseError(
+                f"{lacking} tasks ({len(missing)} of the small tenants') have no completion record"
+            )
+        for job in done:
+            submitted.setdefault(job, sub["flood_enqueued_at"])
+        tenant_of = {job: job.split(":")[1] for job in done}
+        waits = [done[j] - submitted[j] for j in small]
+        start = min(submitted[j] for j in small)
+        end = max(done[j] for j in small)
+        wins = windows(tenant_of, submitted, done, start, end, self.sizes.window_s)
+        summary = summarize(waits, 3)
+        total_span = max(done.values()) - min(done.values())
+        self.figures.update(
+            small_p50_s=summary["p50"], small_p99_s=summary["p99"], small_max_s=summary["max"]
+        )
+        if wins:
+            self.figures["jain_mean"] = round(sum(w.jain for w in wins) / len(wins), 3)
+            self.figures["jain_norm_mean"] = round(sum(w.jain_norm for w in wins) / len(wins), 3)
+        self.details["noisy"] = {
+            "small_completion_s": summary,
+            "windows": len(wins),
+            "jain_min": round(min((w.jain for w in wins), default=1.0), 3),
+            "jain_norm_min": round(min((w.jain_norm for w in wins), default=1.0), 3),
+            "per_window": [
+                {
+                    "t": round(w.start - start, 1),
+                    "jain": round(w.jain, 3),
+                    "jain_norm": round(w.jain_norm, 3),
+                    "active": len(w.demand),
+                    "completed": sum(w.completions.values()),
+                }
+                for w in wins
+            ],
+            "backlog_at_first_small_submit": sub["backlog_at_first_small_submit"],
+            "small_submit_seconds": round(sub["small_submit_seconds"], 3),
+            "flood_enqueue_seconds": round(sub["flood_enqueue_seconds"], 3),
+            "flood_bulk": sub["flood_bulk"],
+            "throughput_per_s": round(len(done) / total_span) if total_span > 0 else None,
+        }
+        log(
+            f"    small tenants p50 {summary['p50']} s, p99 {summary['p99']} s, "
+            f"max {summary['max']} s; J {self.figures.get('jain_mean')}, "
+            f"J_norm {self.figures.get('jain_norm_mean')} over {len(wins)} windows"
+        )
+
+    def run(self) -> dict[str, Any]:
+        system = self.system
+        result: dict[str, Any] = {"system": system.name, "adapter": system.adapter}
+        try:
+            result["environment"] = ensure_venv(system)
+            about = run_agent(system, self.url, 120, "version")
+        except (PhaseError, subprocess.CalledProcessError) as exc:
+            result["failures"] = {"setup": str(exc)}
+            return result
+        result["versions"] = about["versions"]
+        bulk = bool(about["bulk"])
+        result["bulk_api"] = bulk
+        self.phase("default", self.default_phase)
+        self.phase("tuned", lambda: self.tuned_phase(bulk))
+        self.phase("noisy", self.noisy_phase)
+        result.update(
+            workers=self.workers, figures=self.figures, details=self.details,
+            failures=self.failures,
+        )  # fmt: skip
+        self.client.close()
+        return result
+
+
+# ---------------------------------------------------------------------- main
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n", 1)[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes (a few minutes)")
+    parser.add_argument(
+        "--systems", default=",".join(SYSTEMS), help="comma-separated (default: all)"
+    )
+    parser.add_argument("--out", type=Path, help="write the JSON here instead of stdout")
+    parser.add_argument("--tasks", type=int, help="tasks per throughput phase")
+    parser.add_argument("--latency-samples", type=int)
+    parser.add_argument("--flood", type=int, help="the noisy tenant's backlog")
+    parser.add_argument("--tenants", type=int, help="small tenants")
+    parser.add_argument(
+        "--tuned-concurrency",
+        type=lambda v: tuple(int(x) for x in v.split(",")),
+        help="comma-separated concurrencies to try for the tuned worker (default: 8,32,128)",
+    )
+    parser.add_argument("--noisy-concurrency", type=int)
+    parser.add_argument("--system-timeout", type=float, help="seconds per system")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    base = QUICK if args.quick else FULL
+    overrides = {
+        "tasks": args.tasks,
+        "latency_samples": args.latency_samples,
+        "flood": args.flood,
+        "tenants": args.tenants,
+        "tuned_concurrency": args.tuned_concurrency,
+        "noisy_concurrency": args.noisy_concurrency,
+        "system_timeout": args.system_timeout,
+    }
+    sizes = Sizes(**{**asdict(base), **{k: v for k, v in overrides.items() if v is not None}})
+    names = [n.strip() for n in args.systems.split(",") if n.strip()]
+    unknown = [n for n in names if n not in SYSTEMS]
+    if unknown:
+        raise SystemExit(f"unknown system(s) {unknown}; known: {', '.join(SYSTEMS)}")
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    report: dict[str, Any] = {
+        "benchmark": "peers",
+        "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "mode": "quick" if args.quick else "full",
+        "parameters": asdict(sizes),
+        "machine": machine(),
+        "systems": [],
+    }
+    t0 = time.perf_counter()
+    with EmbeddedServer() as server:
+        client = redis.Redis.from_url(server.url)
+        info = client.info("server")
+        report["server"] = {
+            "kind": "valkey" if "valkey_version" in info else "redis",
+            "version": info.get("valkey_version") or info.get("redis_version"),
+            "binary": str(server.binary),
+        }
+        log(f"server: {report['server']['kind']} {report['server']['version']} at {server.url}")
+        for name in names:
+            system = SYSTEMS[name]
+            log(f"== {system.name}")
+            started, load = time.perf_counter(), os.getloadavg()[0]
+            result = SystemRun(system, server.url, sizes).run()
+            result["seconds"] = round(time.perf_counter() - started, 1)
+            # other processes on the machine skew the figures; this shows whether any ran
+            result["loadavg_1m"] = [round(load, 2), round(os.getloadavg()[0], 2)]
+            report["systems"].append(result)
+        client.close()
+    report["total_seconds"] = round(time.perf_counter() - t0, 1)
+    text = json.dumps(report, indent=2)
+    if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text + "\n")
+    else:
+        sys.stdout.write(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,407 @@
+"""Run every benchmark with one command and write the report to ``docs/benchmarks/``.
+
+Runs ``benchmarks/engine.py`` (the core engine: push/pop/complete throughput and pop
+latency) and ``benchmarks/peers/run.py`` (fairque against RQ, arq, SAQ, Dramatiq, Huey,
+Celery, taskiq and streaq), each as a subprocess, then writes:
+
+* ``results.json``: both benchmarks' JSON documents;
+* ``results.md``: the machine, the method and the figures as Markdown tables;
+* ``throughput.png``, ``latency.png``, ``noisy_neighbour.png``: charts.
+
+Usage::
+
+    uv run --group peers python benchmarks/run_all.py [--quick] [--systems fairque,rq]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+DEFAULT_OUT = ROOT / "docs" / "benchmarks"
+
+
+def log(message: str) -> None:
+    print(f"[run_all {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------------- running
+def run_engine(quick: bool, timeout: float) -> dict[str, Any]:
+    """The engine benchmark's JSON, or a note saying why there is none."""
+    command = [sys.executable, str(HERE / "engine.py"), *(["--quick"] if quick else [])]
+    log("engine benchmark: " + " ".join(command[1:]))
+    try:
+        done = subprocess.run(command, cwd=ROOT, stdout=subprocess.PIPE, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"failed": f"timed out after {timeout:.0f} s"}
+    if done.returncode != 0:
+        return {"failed": f"exit code {done.returncode}"}
+    try:
+        result: dict[str, Any] = json.loads(done.stdout)
+    except json.JSONDecodeError as exc:
+        return {"failed": f"output is not JSON: {exc}"}
+    return result
+
+
+def run_peers(quick: bool, systems: str | None, timeout: float) -> dict[str, Any]:
+    """The peers benchmark's JSON, or a note saying why there is none."""
+    with tempfile.TemporaryDirectory(prefix="fairque-peers-") as tmp:
+        out = Path(tmp) / "peers.json"
+        command = [sys.executable, str(HERE / "peers" / "run.py"), "--out", str(out)]
+        command += ["--quick"] if quick else []
+        command += ["--systems", systems] if systems else []
+        log("peers benchmark: " + " ".join(command[1:]))
+        try:
+            done = subprocess.run(command, cwd=ROOT, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return {"failed": f"timed out after {timeout:.0f} s"}
+        if done.returncode != 0 or not out.exists():
+            return {"failed": f"exit code {done.returncode}"}
+        result: dict[str, Any] = json.loads(out.read_text())
+        return result
+
+
+# ---------------------------------------------------------------------- Markdown
+def fmt(value: Any, unit: str = "") -> str:
+    """A table cell: thousands separators, or a dash for a missing (unverified) figure."""
+    if value is None:
+        return "-"
+    if isinstance(value, float) and not value.is_integer():
+        text = f"{value:,.3f}".rstrip("0").rstrip(".") if value < 10 else f"{value:,.1f}"
+    else:
+        text = f"{int(value):,}"
+    return text + unit
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return lines
+
+
+def version_of(system: dict[str, Any]) -> str:
+    versions = {k: v for k, v in system.get("versions", {}).items() if k != "redis"}
+    return ", ".join(f"{v}" for v in versions.values()) or "?"
+
+
+def peers_markdown(peers: dict[str, Any]) -> list[str]:
+    if "failed" in peers:
+        return [f"The peers benchmark failed: {peers['failed']}."]
+    p = peers["parameters"]
+    systems: list[dict[str, Any]] = peers["systems"]
+    lines = [
+        f"Server: {peers['server']['kind']} {peers['server']['version']} (private, "
+        f"started by the benchmark). Mode: **{peers['mode']}**; "
+        f"{fmt(p['tasks'])} tasks per throughput phase, {fmt(p['latency_samples'])} latency "
+        f"samples, flood {fmt(p['flood'])} + {p['tenants']} tenants x {p['per_tenant']} "
+        f"tasks of {p['work_ms']:g} ms; fairness windows of {p['window_s']:g} s. "
+        f"Run time {fmt(peers['total_seconds'])} s.",
+        "",
+        "### Throughput and idle latency",
+        "",
+    ]
+    rows = []
+    for s in systems:
+        f = s.get("figures", {})
+        rows.append(
+            [
+                f"**{s['system']}**",
+                version_of(s),
+                fmt(f.get("enqueue_single_per_s")),
+                fmt(f.get("enqueue_bulk_per_s")) if s.get("bulk_api") else "no bulk API",
+                fmt(f.get("process_default_per_s")),
+                fmt(f.get("process_tuned_per_s")),
+                fmt(f.get("latency_p50_ms")),
+                fmt(f.get("latency_p99_ms")),
+            ]
+        )
+    lines += table(
+        [
+            "system",
+            "version",
+            "enqueue 1/call (tasks/s)",
+            "enqueue bulk (tasks/s)",
+            "process, defaults (tasks/s)",
+            "process, tuned (tasks/s)",
+            "idle latency p50 (ms)",
+            "p99 (ms)",
+        ],
+        rows,
+    )
+    lines += ["", "Worker settings (one worker process each):", ""]
+    rows = [
+        [
+            s["system"],
+            s.get("workers", {}).get("default", "-"),
+            s.get("workers", {}).get("tuned", "-"),
+        ]
+        for s in systems
+    ]
+    lines += table(["system", "defaults", "tuned (best of the sweep)"], rows)
+    lines += [
+        "",
+        f"### Noisy neighbour ({fmt(p['flood'])}-task backlog, then {p['tenants']} small "
+        f"tenants x {p['per_tenant']} tasks, concurrency {p['noisy_concurrency']})",
+        "",
+    ]
+    rows = []
+    for s in systems:
+        f = s.get("figures", {})
+        n = s.get("details", {}).get("noisy", {})
+        rows.append(
+            [
+                f"**{s['system']}**",
+                fmt(f.get("small_p50_s")),
+                fmt(f.get("small_p99_s")),
+                fmt(f.get("small_max_s")),
+                fmt(f.get("jain_mean")),
+                fmt(f.get("jain_norm_mean")),
+                fmt(n.get("windows")),
+                fmt(n.get("throughput_per_s")),
+                s.get("workers", {}).get("noisy", "-"),
+            ]
+        )
+    lines += table(
+        [
+            "system",
+            "small tenants p50 (s)",
+            "p99 (s)",
+            "max (s)",
+            "Jain (mean)",
+            "J_norm (mean)",
+            "windows",
+            "tasks/s",
+            "worker",
+        ],
+        rows,
+    )
+    failures = [(s["system"], k, v) for s in systems for k, v in s.get("failures", {}).items()]
+    lines += ["", "### Failed or unverified figures", ""]
+    if failures:
+        lines += [f"- **{name}**, {phase}: {reason}" for name, phase, reason in failures]
+    else:
+        lines.append("None: every figure above was verified by the task counter.")
+    lines += ["", "### Environments", ""]
+    lines += [f"- **{s['system']}**: {s.get('environment', '?')}" for s in systems]
+    return lines
+
+
+def engine_markdown(engine: dict[str, Any]) -> list[str]:
+    if "failed" in engine:
+        return [f"The engine benchmark failed: {engine['failed']}."]
+    lines: list[str] = []
+    for run in engine.get("runs", []):
+        srv = run.get("server", {})
+        lines += [f"Server: {srv.get('kind', '?')} {srv.get('version', '?')}.", ""]
+        rows = [
+            [t["name"], fmt(t["tasks"]), fmt(round(t["tasks_per_s"])), fmt(t.get("round_trips"))]
+            for t in run.get("throughput", [])
+        ]
+        lines += table(["operation", "tasks", "tasks/s", "round trips"], rows)
+        lines.append("")
+        rows = []
+        for key, case in run.get("pop_latency", {}).items():
+            pop = case.get("pop_latency", {})
+            rows.append(
+                [key, fmt(case.get("queued")), fmt(pop.get("p50_us")), fmt(pop.get("p99_us"))]
+            )
+        lines += table(["pop latency case", "queued", "p50 (µs)", "p99 (µs)"], rows)
+        lines.append("")
+    for skipped in engine.get("skipped", []):
+        lines.append(f"- skipped: {skipped}")
+    return lines
+
+
+METHOD = """\
+### Method
+
+- One private Valkey on a free local port; the database is flushed between phases.
+- Each system runs **one worker process** started with its own command (`rq worker`, `arq`,
+  `saq`, `dramatiq`, `huey_consumer`, `celery worker`, `taskiq worker`, `streaq run`,
+  `python -m fairque worker`), and a producer process (`benchmarks/peers/agent.py`) in the
+  same Python environment. Task modules: `benchmarks/peers/adapters/peer_*.py`.
+- **Defaults** are the library's, except that the process count is pinned to one where
+  the library starts one per CPU (Dramatiq `--processes 1`, Celery's prefork pool
+  `--concurrency 1`, taskiq `--workers 1`). **Tuned** raises the concurrency; the driver
+  tries 8, 32 and 128 and reports the best (RQ has no in-process concurrency: its tuned
+  worker is `SimpleWorker`, which does not fork per job).
+- **Enqueue**: tasks enqueued with the worker stopped, one per call, and with the bulk API
+  (batches of 1,000) where the library has one. fairque's tasks are spread over 10 users.
+- **Processing**: the worker drains the preloaded queue; timed from its first completion
+  to its last (startup excluded).
+- **Idle latency**: with the worker idle, the producer enqueues one task and waits until its
+  handler starts (time from the start of the enqueue call to the handler's first line,
+  `time.time()` on both sides), 20 ms apart.
+- **Noisy neighbour**: one tenant's backlog is enqueued with the worker stopped; the worker
+  starts; right after its first completion the small tenants submit their tasks (10 each,
+  one per call). Tasks sleep 1 ms. Peers have no tenants: all tasks share one queue (what
+  their users do today); fairque passes `user_id`. Completion time = handler end - submit.
+  Jain's index is computed per window (one second; 0.25 s in quick runs, whose backlog
+  drains in about a second) from the first small submission to the
+  last small completion over the tenants with pending demand; **J_norm** divides each
+  tenant's completions by its max-min fair share of the window's capacity given its
+  demand (DESIGN §9) — 1.0 means every tenant got its fair share.
+- **Verification**: every task increments `bench:count`; a figure is reported only when
+  the counter equals the number of tasks enqueued (checked again 0.3 s later to catch
+  duplicates). Unverified figures are listed below and shown as "-".
+"""
+
+
+def markdown(report: dict[str, Any]) -> str:
+    peers, engine = report["peers"], report["engine"]
+    machine = peers.get("machine") or {}
+    emach = engine.get("machine") or {}
+    lines = [
+        "# Benchmarks",
+        "",
+        f"Generated {report['generated_at']} by `{report['command']}`.",
+        "",
+        "## Machine",
+        "",
+        f"- CPU: {machine.get('cpu') or emach.get('cpu_model', '?')}, "
+        f"{machine.get('cpus') or emach.get('cpu_count', '?')} cores; "
+        f"memory {machine.get('memory_gib', '?')} GiB",
+        f"- {machine.get('platform') or emach.get('platform', '?')}, "
+        f"Python {machine.get('python') or emach.get('python', '?')}",
+        "- Load average (1 min) around each system's run is in `results.json` "
+        "(`loadavg_1m`): other processes on the machine skew the figures.",
+        "",
+        "## fairque and its peers",
+        "",
+        *peers_markdown(peers),
+        "",
+        METHOD,
+        "## Core engine (`benchmarks/engine.py`)",
+        "",
+        *engine_markdown(engine),
+        "",
+        "Charts: `throughput.png`, `latency.png`, `noisy_neighbour.png`.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------- charts
+def charts(peers: dict[str, Any], out_dir: Path) -> list[Path]:
+    """Write the PNG charts; returns their paths."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    systems = peers.get("systems", [])
+    if not systems:
+        return []
+    names = [s["system"] for s in systems]
+    figs = [s.get("figures", {}) for s in systems]
+    colors = ["#d62728" if n == "fairque" else "#1f77b4" for n in names]
+    written = []
+
+    def values(key: str) -> list[float]:
+        return [float(f.get(key) or 0) for f in figs]
+
+    def save(fig: Any, name: str) -> None:
+        path = out_dir / name
+        fig.tight_layout()
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        written.append(path)
+
+    series = [
+        ("enqueue 1/call", "enqueue_single_per_s"),
+        ("enqueue bulk", "enqueue_bulk_per_s"),
+        ("process, defaults", "process_default_per_s"),
+        ("process, tuned", "process_tuned_per_s"),
+    ]
+    fig, axes = plt.subplots(1, len(series), figsize=(16, 4.5), sharey=False)
+    for ax, (title, key) in zip(axes, series, strict=True):
+        ax.barh(names, values(key), color=colors)
+        ax.set_title(title)
+        ax.set_xlabel("tasks/s")
+        ax.invert_yaxis()
+        for i, v in enumerate(values(key)):
+            ax.text(v, i, f" {v:,.0f}" if v else " -", va="center", fontsize=8)
+    fig.suptitle(f"Throughput, one worker process ({peers['mode']} run; - = none or unverified)")
+    save(fig, "throughput.png")
+
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    x = range(len(names))
+    p50, p99 = values("latency_p50_ms"), values("latency_p99_ms")
+    ax.bar([i - 0.2 for i in x], p50, width=0.4, label="p50", color="#1f77b4")
+    ax.bar([i + 0.2 for i in x], p99, width=0.4, label="p99", color="#ff7f0e")
+    ax.set_xticks(list(x), names, rotation=30)
+    ax.set_yscale("log")
+    ax.set_ylabel("ms (log scale)")
+    ax.set_title("Idle pick-up latency: enqueue to handler start")
+    ax.legend()
+    save(fig, "latency.png")
+
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    p99s = values("small_p99_s")
+    ax.bar(names, p99s, color=colors)
+    ax.set_yscale("log")
+    ax.set_ylabel("seconds (log scale)")
+    params = peers["parameters"]
+    ax.set_title(
+        f"Noisy neighbour: small tenants' p99 completion time\n"
+        f"({params['flood']:,}-task backlog, {params['tenants']} tenants x "
+        f"{params['per_tenant']} tasks, concurrency {params['noisy_concurrency']})"
+    )
+    for i, (v, f) in enumerate(zip(p99s, figs, strict=True)):
+        jn = f.get("jain_norm_mean")
+        label = f"{v:.2f}s" if v else "-"
+        if jn is not None:
+            label += f"\nJ_norm {jn:.2f}"
+        ax.text(i, v, label, ha="center", va="bottom", fontsize=8)
+    ax.tick_params(axis="x", rotation=30)
+    top = max(p99s, default=1.0)
+    ax.set_ylim(top=top * 4 if top > 0 else 1.0)
+    save(fig, "noisy_neighbour.png")
+    return written
+
+
+# ---------------------------------------------------------------------- main
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n", 1)[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes (a few minutes)")
+    parser.add_argument("--systems", help="peers to run, comma-separated (default: all)")
+    parser.add_argument("--skip-engine", action="store_true", help="do not run engine.py")
+    parser.add_argument("--out-dir", type=Path, default=DEFAULT_OUT)
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    shown = ["benchmarks/run_all.py", *(argv if argv is not None else sys.argv[1:])]
+    report: dict[str, Any] = {
+        "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "command": " ".join(["uv run --group peers python", *shown]),
+        "mode": "quick" if args.quick else "full",
+    }
+    if args.skip_engine:
+        report["engine"] = {"failed": "skipped (--skip-engine)"}
+    else:
+        report["engine"] = run_engine(args.quick, 900 if args.quick else 7200)
+    report["peers"] = run_peers(args.quick, args.systems, 1800 if args.quick else 4 * 3600)
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    (args.out_dir / "results.json").write_text(json.dumps(report, indent=2) + "\n")
+    (args.out_dir / "results.md").write_text(markdown(report))
+    written = charts(report["peers"], args.out_dir) if "failed" not in report["peers"] else []
+    for path in [args.out_dir / "results.json", args.out_dir / "results.md", *written]:
+        log(f"wrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
+    failed = "failed" in report["peers"] or (not args.skip_engine and "failed" in report["engine"])
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

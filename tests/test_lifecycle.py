@@ -315,3 +315,17 @@ def test_msgpack_serializer_round_trips_binary(make_queue: MakeQueue) -> None:
     assert got is not None
     assert got.task_id == t.task_id
     assert got.payload == {"blob": b"\x00\xff", "n": [1, 2]}
+
+
+def test_extend_many_reports_lost_leases(make_queue: MakeQueue) -> None:
+    q = make_queue()
+    q.push_many(Task(user_id="u", name="x") for _ in range(3))
+    held = q.pop_batch(3, lease_seconds=0.5)
+    assert q.extend_many([]) == []
+    assert q.cancel(held[1].task_id or "")
+    assert q.extend_many(held, seconds=60) == [True, False, True]
+    assert held[0].lease_deadline is not None
+    time.sleep(0.6)
+    assert q.reclaim() == 0  # the extended leases did not expire
+    assert q.complete(held[0])
+    assert not q.complete(held[1])

@@ -169,6 +169,12 @@ class AsyncFairQueue:
         """See ``FairQueue.extend``."""
         return await self._run(self.ops.extend(task, seconds))
 
+    async def extend_many(self, tasks: Sequence[Task], seconds: float | None = None) -> list[bool]:
+        """See ``FairQueue.extend_many``."""
+        if not tasks:
+            return []
+        return await self._run(self.ops.extend_many(tasks, seconds))
+
     async def requeue(self, task: Task, delay: float = 0) -> TaskState:
         """See ``FairQueue.requeue``."""
         return await self._run(self.ops.requeue(task, delay))

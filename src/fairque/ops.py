@@ -402,6 +402,26 @@ class Operations:
 
         return self._call("extend", [k.prefix, k.leases], [task_id, token, ms], parse)
 
+    def extend_many(self, tasks: Sequence[Task], seconds: float | None) -> Call[list[bool]]:
+        """Extend several held leases in one call; False for each lease that was lost."""
+        ms = _seconds_ms(self.options.lease_seconds if seconds is None else seconds, "seconds")
+        if ms <= 0:
+            raise ValidationError("seconds must be positive")
+        args: list[Any] = [ms]
+        for task in tasks:
+            args.extend(self._lease_of(task))
+        k = self.keys
+
+        def parse(reply: list[Any]) -> list[bool]:
+            out = []
+            for task, deadline in zip(tasks, reply, strict=True):
+                if int(deadline) >= 0:
+                    task.lease_deadline = _ms_to_dt(deadline)
+                out.append(int(deadline) >= 0)
+            return out
+
+        return self._call("extend_many", [k.prefix, k.leases], args, parse)
+
     def requeue(self, task: Task, delay: float) -> Call[TaskState]:
         """Give a leased task back without counting a failed attempt."""
         task_id, token = self._lease_of(task)

@@ -218,6 +218,16 @@ class FairQueue:
         """
         return self._run(self.ops.extend(task, seconds))
 
+    def extend_many(self, tasks: Sequence[Task], seconds: float | None = None) -> list[bool]:
+        """Extend several leases in one round trip (a worker's heartbeat).
+
+        Returns:
+            One bool per task: False when that task's lease was lost.
+        """
+        if not tasks:
+            return []
+        return self._run(self.ops.extend_many(tasks, seconds))
+
     def requeue(self, task: Task, delay: float = 0) -> TaskState:
         """Give a leased task back without counting a failure (QUEUED or SCHEDULED).
 

@@ -82,6 +82,7 @@ class Worker:
         self._wakeup: asyncio.Event | None = None
         self._want_work: asyncio.Event | None = None
         self._signals = 0
+        self._closing = False
         self._threads: set[Future[Any]] = set()
         self._pool = ThreadPoolExecutor(
             max_workers=self.config.max_concurrent_tasks, thread_name_prefix="fairque-handler"
@@ -135,9 +136,7 @@ class Worker:
         try:
             await self._drive()
         finally:
-            for helper in helpers:
-                helper.cancel()
-            await asyncio.gather(*helpers, return_exceptions=True)
+            await self._stop_helpers(helpers)
             await self._hook("on_shutdown", self)
             try:
                 await self.queue.unregister_worker(self.id)
@@ -150,6 +149,26 @@ class Worker:
             log.info(
                 "worker %s stopped (%d processed, %d failed)", self.id, self.processed, self.failed
             )
+
+    async def _stop_helpers(self, helpers: list[asyncio.Task[None]]) -> None:
+        """Stop the heartbeat and the waker, even if a cancellation gets lost.
+
+        A cancel that lands while redis-py is sending a command can be swallowed on
+        Python < 3.12, so the loops also watch ``_closing`` and the cancel is repeated.
+        """
+        self._closing = True
+        pending = {h for h in helpers if not h.done()}
+        for _ in range(50):
+            if not pending:
+                break
+            for helper in pending:
+                helper.cancel()
+            _, pending = await asyncio.wait(pending, timeout=0.2)
+        if pending:  # pragma: no cover - a helper stuck in a call that never returns
+            log.warning("worker %s: abandoning %d background task(s)", self.id, len(pending))
+        for helper in helpers:
+            if helper.done() and not helper.cancelled() and helper.exception() is not None:
+                log.warning("worker %s: background task failed: %r", self.id, helper.exception())
 
     # ------------------------------------------------------------------ driving
     async def _drive(self) -> None:
@@ -235,7 +254,7 @@ class Worker:
         """Block on the wake-up list while the driver has free slots and nothing to do."""
         assert self._want_work is not None
         assert self._wakeup is not None
-        while True:
+        while not self._closing:
             await self._want_work.wait()
             self._want_work.clear()
             try:
@@ -273,7 +292,7 @@ class Worker:
         await self.queue.register_worker(info, ttl_seconds=max(self.heartbeat_seconds * 5, 10))
 
     async def _heartbeat_loop(self) -> None:
-        while True:
+        while not self._closing:
             await asyncio.sleep(self.heartbeat_seconds)
             try:
                 await self._extend_all()
@@ -285,21 +304,15 @@ class Worker:
 
     async def _extend_all(self) -> None:
         jobs = list(self._running.items())
-        results = await asyncio.gather(
-            *(self.queue.extend(task, self.lease_seconds) for _, task in jobs),
-            return_exceptions=True,
-        )
-        for (job, task), outcome in zip(jobs, results, strict=True):
-            if isinstance(outcome, LeaseLost) and job not in self._executing:
-                continue  # it finished (its completion is on the way or done)
-            if isinstance(outcome, LeaseLost):
-                log.warning(
-                    "task %s: lease lost (canceled or reclaimed); stopping it", task.task_id
-                )
-                task.lease_token = None
-                job.cancel()
-            elif isinstance(outcome, BaseException):
-                log.warning("task %s: lease extension failed: %r", task.task_id, outcome)
+        if not jobs:
+            return
+        held = await self.queue.extend_many([task for _, task in jobs], self.lease_seconds)
+        for (job, task), ok in zip(jobs, held, strict=True):
+            if ok or job not in self._executing:
+                continue  # held, or finished (its completion is on the way or done)
+            log.warning("task %s: lease lost (canceled or reclaimed); stopping it", task.task_id)
+            task.lease_token = None
+            job.cancel()
 
     # ------------------------------------------------------------------ execution
     async def _execute(self, task: Task) -> None:

@@ -17,7 +17,14 @@ from redis.exceptions import NoScriptError, ResponseError
 
 from fairque.errors import ResultTimeout
 from fairque.models import Priority, QueueStats, Task, TaskState, WorkerInfo
-from fairque.ops import Call, Operations, check_timeout, outcome_value, translate_error
+from fairque.ops import (
+    Call,
+    Operations,
+    blocking_limit,
+    check_timeout,
+    outcome_value,
+    translate_error,
+)
 from fairque.options import QueueOptions
 from fairque.queue import is_cluster_url
 
@@ -32,6 +39,7 @@ class AsyncFairQueue:
     ) -> None:
         self.client = client
         self.ops = Operations(queue, QueueOptions.build(**options))
+        self._block_limit = blocking_limit(client)
 
     @classmethod
     def from_url(
@@ -44,6 +52,11 @@ class AsyncFairQueue:
         client: aredis.Redis | aredis.RedisCluster
         client = aredis.RedisCluster.from_url(url) if cluster else aredis.Redis.from_url(url)
         return cls(client, queue, **options)
+
+    def _bounded(self, seconds: float) -> float:
+        """``seconds``, cut to what one blocking call may last on this client."""
+        limit = self._block_limit
+        return seconds if limit is None or seconds <= limit else limit
 
     @property
     def queue(self) -> str:
@@ -204,7 +217,7 @@ class AsyncFairQueue:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise ResultTimeout(f"task {task_id} is still {value} after {timeout:g}s")
-            await self._run(self.ops.wait_done(task_id, remaining))
+            await self._run(self.ops.wait_done(task_id, self._bounded(remaining)))
             code, value = await self._run(self.ops.result(task_id, consume, max(remaining, 0.001)))
         return outcome_value(task_id, code, value)
 
@@ -232,7 +245,7 @@ class AsyncFairQueue:
 
     async def wait_for_work(self, timeout: float) -> bool:
         """See ``FairQueue.wait_for_work``."""
-        return await self._run(self.ops.wait_for_work(timeout))
+        return await self._run(self.ops.wait_for_work(self._bounded(timeout)))
 
     async def purge(self, batch: int = 1000) -> int:
         """See ``FairQueue.purge``."""

@@ -7,11 +7,13 @@ lists as JSON), the YAML file, the defaults.  Every error names the bad key and 
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, get_origin
 from urllib.parse import quote
 
 import pydantic
@@ -19,9 +21,10 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 from pydantic_settings import (
     BaseSettings,
+    InitSettingsSource,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
-    YamlConfigSettingsSource,
+    SettingsError,
 )
 
 from fairque.errors import ConfigError
@@ -139,7 +142,7 @@ def _describe(exc: pydantic.ValidationError) -> str:
     return "; ".join(parts)
 
 
-def _read_yaml(path: Path) -> None:
+def _read_yaml(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise ConfigError(f"config file {path} does not exist")
     try:
@@ -151,6 +154,33 @@ def _read_yaml(path: Path) -> None:
     unknown = set(data or {}) - {"redis", "worker", "queue"}
     if unknown:
         raise ConfigError(f"config file {path}: unknown section(s) {sorted(unknown)}")
+    # a section whose keys are all commented out reads as None: it means the defaults
+    return {section: values or {} for section, values in (data or {}).items()}
+
+
+def _env_problem(environ: Mapping[str, str]) -> str:
+    """Name the ``FAIRQUE_`` variables holding a list or mapping that is not valid JSON."""
+    bad = []
+    for section, model in (
+        ("redis", RedisSettings),
+        ("worker", WorkerConfig),
+        ("queue", QueueSettings),
+    ):
+        for field, info in model.model_fields.items():
+            if get_origin(info.annotation) not in (list, dict):
+                continue
+            var = f"FAIRQUE_{section.upper()}__{field.upper()}"
+            value = environ.get(var)
+            if value is None:
+                continue
+            try:
+                json.loads(value)
+            except ValueError:
+                bad.append(
+                    f"{section}.{field} ({var} = {value!r}) is not valid JSON "
+                    """(write lists as '["a", "b"]')"""
+                )
+    return "; ".join(bad) or "an environment variable could not be parsed"
 
 
 def load_settings(config: str | Path | None = None, **overrides: Any) -> Settings:
@@ -164,8 +194,7 @@ def load_settings(config: str | Path | None = None, **overrides: Any) -> Setting
             message names each bad key and its value).
     """
     yaml_path = Path(config) if config is not None else None
-    if yaml_path is not None:
-        _read_yaml(yaml_path)
+    file_values = _read_yaml(yaml_path) if yaml_path is not None else None
     cleaned = {
         section: {k: v for k, v in values.items() if v is not None}
         for section, values in overrides.items()
@@ -183,14 +212,16 @@ def load_settings(config: str | Path | None = None, **overrides: Any) -> Setting
             file_secret_settings: PydanticBaseSettingsSource,
         ) -> tuple[PydanticBaseSettingsSource, ...]:
             sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
-            if yaml_path is not None:
-                sources.append(YamlConfigSettingsSource(settings_cls, yaml_file=yaml_path))
+            if file_values is not None:
+                sources.append(InitSettingsSource(settings_cls, init_kwargs=file_values))
             return tuple(sources)
 
     try:
         loaded = _Loader(**cleaned)  # type: ignore[arg-type]
     except pydantic.ValidationError as exc:
         raise ConfigError(f"invalid configuration: {_describe(exc)}") from None
+    except SettingsError:
+        raise ConfigError(f"invalid configuration: {_env_problem(os.environ)}") from None
     return Settings.model_construct(
         **{name: getattr(loaded, name) for name in Settings.model_fields}
     )

@@ -738,3 +738,20 @@ def outcome_value(task_id: str, code: int, value: Any) -> Any:
     if code == 3:
         raise TaskCanceled(f"task {task_id} was canceled{': ' + value if value else ''}")
     return value
+
+
+def blocking_limit(client: Any) -> float | None:
+    """The longest blocking wait ``client`` allows before its socket timeout fires.
+
+    redis-py clients may carry a ``socket_timeout`` (redis-py 8 sets 5 s by default);
+    a BLPOP or BLMOVE longer than that would fail with a TimeoutError, so blocking
+    waits are cut into pieces shorter than it.
+    """
+    kwargs = getattr(getattr(client, "connection_pool", None), "connection_kwargs", None)
+    if kwargs is None:
+        kwargs = getattr(getattr(client, "nodes_manager", None), "connection_kwargs", None) or {}
+    # redis-py 8 keeps its 5 s default out of connection_kwargs; assume it when unsure
+    timeout = kwargs.get("socket_timeout", kwargs.get("orig_socket_timeout", 5.0))
+    if not timeout:
+        return None
+    return max(float(timeout) - 0.5, float(timeout) / 2)

@@ -13,7 +13,14 @@ from redis.exceptions import NoScriptError, ResponseError
 
 from fairque.errors import ResultTimeout
 from fairque.models import Priority, QueueStats, Task, TaskState, WorkerInfo
-from fairque.ops import Call, Operations, check_timeout, outcome_value, translate_error
+from fairque.ops import (
+    Call,
+    Operations,
+    blocking_limit,
+    check_timeout,
+    outcome_value,
+    translate_error,
+)
 from fairque.options import QueueOptions
 
 T = TypeVar("T")
@@ -48,6 +55,7 @@ class FairQueue:
     ) -> None:
         self.client = client
         self.ops = Operations(queue, QueueOptions.build(**options))
+        self._block_limit = blocking_limit(client)
 
     @classmethod
     def from_url(
@@ -60,6 +68,11 @@ class FairQueue:
         client: redis.Redis | redis.RedisCluster
         client = redis.RedisCluster.from_url(url) if cluster else redis.Redis.from_url(url)
         return cls(client, queue, **options)
+
+    def _bounded(self, seconds: float) -> float:
+        """``seconds``, cut to what one blocking call may last on this client."""
+        limit = self._block_limit
+        return seconds if limit is None or seconds <= limit else limit
 
     @property
     def queue(self) -> str:
@@ -287,7 +300,7 @@ class FairQueue:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise ResultTimeout(f"task {task_id} is still {value} after {timeout:g}s")
-            self._run(self.ops.wait_done(task_id, remaining))
+            self._run(self.ops.wait_done(task_id, self._bounded(remaining)))
             code, value = self._run(self.ops.result(task_id, consume, max(remaining, 0.001)))
         return outcome_value(task_id, code, value)
 
@@ -315,7 +328,7 @@ class FairQueue:
 
     def wait_for_work(self, timeout: float) -> bool:
         """Block until a push signals ready work (True) or ``timeout`` seconds pass."""
-        return self._run(self.ops.wait_for_work(timeout))
+        return self._run(self.ops.wait_for_work(self._bounded(timeout)))
 
     def purge(self, batch: int = 1000) -> int:
         """Delete every task and all state of this queue; returns the tasks deleted."""

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, cast
 
 import pytest
+import redis
 from redis.crc import key_slot
 from servers import (
     SERVER_KINDS,
@@ -112,6 +113,8 @@ def key_audit(server_pool: ServerPool) -> Iterator[list[ServerInfo]]:
         client = connect(info)
         try:
             bad = _audit_keys(client)
+        except redis.ConnectionError as exc:
+            raise AssertionError(f"{info}: {exc}; {server_pool.describe(info.kind)}") from exc
         finally:
             client.close()
         assert bad == [], f"{info.kind}: keys outside the fq:{{queue}}: layout: {bad[:10]}"

@@ -227,6 +227,18 @@ class ServerPool:
         self._servers[kind] = info
         return info
 
+    def describe(self, kind: str) -> str:
+        """Process state and log tail of a kind's servers (for failure messages)."""
+        lines = [f"pool closed={not self._servers}"]
+        for server in self._standalone:
+            log = (
+                server.log_path.read_text()[-600:]
+                if server.log_path and server.log_path.exists()
+                else ""
+            )
+            lines.append(f"{server.url} running={server.running} log: {log}")
+        return "\n".join(lines)
+
     def close(self) -> None:
         """Stop every server started by this pool."""
         for server in self._standalone:

@@ -264,11 +264,13 @@ def test_automatic_port_in_use_is_retried(
         assert redis.Redis(port=server.port).ping()
 
 
-def test_servers_stopped_at_exit(valkey_binary: Path) -> None:
+def test_servers_stopped_at_exit(valkey_binary: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     server = EmbeddedServer(valkey_binary)
     server.start()
     pid = server.pid
     assert pid is not None
+    # only this server: the session's shared servers must keep running
+    monkeypatch.setattr(embedded, "_running", type(embedded._running)([server]))
     embedded._stop_all()
     assert not server.running
     assert not _process_exists(pid)

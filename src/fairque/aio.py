@@ -15,15 +15,13 @@ from typing import Any, Literal, TypeVar
 import redis.asyncio as aredis
 from redis.exceptions import NoScriptError, ResponseError
 
+from fairque.base import QueueBase
 from fairque.errors import ResultTimeout
 from fairque.models import Priority, QueueStats, Task, TaskState, WorkerInfo
 from fairque.ops import (
     Call,
-    Operations,
-    blocking_limit,
     check_timeout,
     outcome_value,
-    translate_error,
 )
 from fairque.options import QueueOptions
 from fairque.queue import is_cluster_url
@@ -31,15 +29,14 @@ from fairque.queue import is_cluster_url
 T = TypeVar("T")
 
 
-class AsyncFairQueue:
+class AsyncFairQueue(QueueBase):
     """The asyncio twin of ``FairQueue`` (see it for every method's contract)."""
 
     def __init__(
         self, client: aredis.Redis | aredis.RedisCluster, queue: str = "default", **options: Any
     ) -> None:
+        super().__init__(client, queue, **options)
         self.client = client
-        self.ops = Operations(queue, QueueOptions.build(**options))
-        self._block_limit = blocking_limit(client)
 
     @classmethod
     def from_url(
@@ -53,21 +50,6 @@ class AsyncFairQueue:
         client = aredis.RedisCluster.from_url(url) if cluster else aredis.Redis.from_url(url)
         return cls(client, queue, **options)
 
-    def _bounded(self, seconds: float) -> float:
-        """``seconds``, cut to what one blocking call may last on this client."""
-        limit = self._block_limit
-        return seconds if limit is None or seconds <= limit else limit
-
-    @property
-    def queue(self) -> str:
-        """The queue name."""
-        return self.ops.queue
-
-    @property
-    def options(self) -> QueueOptions:
-        """The validated queue options."""
-        return self.ops.options
-
     async def _run(self, call: Call[T]) -> T:
         try:
             if call.script is None:
@@ -79,10 +61,7 @@ class AsyncFairQueue:
                 except NoScriptError:
                     raw = await self.client.eval(call.script.source, n, *keys, *args)
         except ResponseError as exc:
-            err = translate_error(exc)
-            if err is exc:
-                raise
-            raise err from None
+            self._reraise(exc)
         return call.parse(raw)
 
     async def push(self, task: Task) -> Task:

@@ -11,15 +11,13 @@ from typing import Any, Literal, TypeVar
 import redis
 from redis.exceptions import NoScriptError, ResponseError
 
+from fairque.base import QueueBase
 from fairque.errors import ResultTimeout
 from fairque.models import Priority, QueueStats, Task, TaskState, WorkerInfo
 from fairque.ops import (
     Call,
-    Operations,
-    blocking_limit,
     check_timeout,
     outcome_value,
-    translate_error,
 )
 from fairque.options import QueueOptions
 
@@ -36,7 +34,7 @@ def is_cluster_url(url: str) -> bool:
         probe.close()
 
 
-class FairQueue:
+class FairQueue(QueueBase):
     """A fair, multi-tenant task queue on one Redis-compatible server or cluster.
 
     Args:
@@ -53,9 +51,8 @@ class FairQueue:
     def __init__(
         self, client: redis.Redis | redis.RedisCluster, queue: str = "default", **options: Any
     ) -> None:
+        super().__init__(client, queue, **options)
         self.client = client
-        self.ops = Operations(queue, QueueOptions.build(**options))
-        self._block_limit = blocking_limit(client)
 
     @classmethod
     def from_url(
@@ -68,21 +65,6 @@ class FairQueue:
         client: redis.Redis | redis.RedisCluster
         client = redis.RedisCluster.from_url(url) if cluster else redis.Redis.from_url(url)
         return cls(client, queue, **options)
-
-    def _bounded(self, seconds: float) -> float:
-        """``seconds``, cut to what one blocking call may last on this client."""
-        limit = self._block_limit
-        return seconds if limit is None or seconds <= limit else limit
-
-    @property
-    def queue(self) -> str:
-        """The queue name."""
-        return self.ops.queue
-
-    @property
-    def options(self) -> QueueOptions:
-        """The validated queue options."""
-        return self.ops.options
 
     def _run(self, call: Call[T]) -> T:
         try:
@@ -100,10 +82,7 @@ class FairQueue:
                         call.script.source, len(call.keys), *call.keys, *call.args
                     )
         except ResponseError as exc:
-            err = translate_error(exc)
-            if err is exc:
-                raise
-            raise err from None
+            self._reraise(exc)
         return call.parse(raw)
 
     def push(self, task: Task) -> Task:

@@ -1,0 +1,41 @@
+"""What the sync and async clients share: operations, options, limits, error mapping."""
+
+from __future__ import annotations
+
+from typing import Any, NoReturn
+
+from redis.exceptions import ResponseError
+
+from fairque.ops import Operations, blocking_limit, translate_error
+from fairque.options import QueueOptions
+
+
+class QueueBase:
+    """State common to ``FairQueue`` and ``AsyncFairQueue``; they only add I/O."""
+
+    def __init__(self, client: Any, queue: str, **options: Any) -> None:
+        self.ops = Operations(queue, QueueOptions.build(**options))
+        self._block_limit = blocking_limit(client)
+
+    @property
+    def queue(self) -> str:
+        """The queue name."""
+        return self.ops.queue
+
+    @property
+    def options(self) -> QueueOptions:
+        """The validated queue options."""
+        return self.ops.options
+
+    def _bounded(self, seconds: float) -> float:
+        """``seconds``, cut to what one blocking call may last on this client."""
+        limit = self._block_limit
+        return seconds if limit is None or seconds <= limit else limit
+
+    @staticmethod
+    def _reraise(exc: ResponseError) -> NoReturn:
+        """Raise the fairque exception a script's error reply stands for, else ``exc``."""
+        err = translate_error(exc)
+        if err is exc:
+            raise exc
+        raise err from None

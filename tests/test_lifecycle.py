@@ -329,3 +329,17 @@ def test_extend_many_reports_lost_leases(make_queue: MakeQueue) -> None:
     assert q.reclaim() == 0  # the extended leases did not expire
     assert q.complete(held[0])
     assert not q.complete(held[1])
+
+
+def test_a_result_encoded_once_is_stored_as_it_is(make_queue: MakeQueue) -> None:
+    from fairque.ops import EncodedResult
+
+    q = make_queue()
+    task = q.enqueue("x", user_id="u")
+    leased = q.pop("w")
+    assert leased is not None
+    encoded = q.ops.encode_result({"n": 1})
+    assert q.ops.encode_result(encoded) is encoded  # passes through, not serialized twice
+    done, _ = q.complete_and_pop([(leased, EncodedResult(encoded))], count=0)
+    assert done == [True]
+    assert q.result(task.task_id or "") == {"n": 1}

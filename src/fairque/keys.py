@@ -169,15 +169,3 @@ class QueueKeys:
     def xcom(self, key: str) -> str:
         """A value shared between tasks of a workflow (with a TTL)."""
         return self._k(f"xcom:{key}")
-
-    def registry(self, state: str) -> str:
-        """The registry key of a task state name (``QUEUED``, ``FAILED``...)."""
-        return {
-            "SCHEDULED": self.delayed,
-            "DEFERRED": self.deferred,
-            "QUEUED": self.queued,
-            "STARTED": self.leases,
-            "FINISHED": self.finished,
-            "FAILED": self.failed,
-            "CANCELED": self.canceled,
-        }[state]

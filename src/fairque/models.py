@@ -39,11 +39,6 @@ class TaskState(str, enum.Enum):
     FAILED = "FAILED"
     CANCELED = "CANCELED"
 
-    @property
-    def is_terminal(self) -> bool:
-        """True for FINISHED, FAILED and CANCELED."""
-        return self in (TaskState.FINISHED, TaskState.FAILED, TaskState.CANCELED)
-
 
 def _check_identifier(value: str, what: str, limit: int) -> str:
     if not value:
@@ -145,11 +140,6 @@ class Task(BaseModel):
         for dep in value:
             _check_identifier(dep, "depends_on entry", MAX_TASK_ID)
         return tuple(dict.fromkeys(value))
-
-    @property
-    def is_critical(self) -> bool:
-        """True when the task runs in its user's critical lane."""
-        return self.priority == Priority.CRITICAL
 
 
 class UserStats(BaseModel):

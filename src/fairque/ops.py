@@ -44,6 +44,10 @@ _STATE_ORDER = (
 )
 
 
+class EncodedResult(bytes):
+    """A result already serialized with the queue's serializer (sent as it is)."""
+
+
 @dataclass(frozen=True)
 class Call(Generic[T]):
     """One round trip: a script (or a plain command when ``script`` is None)."""
@@ -326,7 +330,7 @@ class Operations:
         for task, result in done:
             task_id, token = self._lease_of(task)
             has_result = result is not None
-            data = self.serializer.dumps(result) if has_result else b""
+            data = self.encode_result(result) if has_result else b""
             completions.extend((task_id, token, 1 if has_result else 0, data))
         k = self.keys
         keys = [
@@ -341,6 +345,16 @@ class Operations:
 
         return self._call("complete_pop", keys, args, parse)
 
+    def encode_result(self, result: Any) -> EncodedResult:
+        """``result`` serialized once; an ``EncodedResult`` passes through unchanged.
+
+        Raises:
+            SerializationError: the result cannot be serialized.
+        """
+        if isinstance(result, EncodedResult):
+            return result
+        return EncodedResult(self.serializer.dumps(result))
+
     @staticmethod
     def _lease_of(task: Task) -> tuple[str, str]:
         if not isinstance(task, Task) or not task.task_id:
@@ -353,7 +367,7 @@ class Operations:
         """Finish a leased task (False when the lease was lost)."""
         task_id, token = self._lease_of(task)
         has_result = result is not None
-        data = self.serializer.dumps(result) if has_result else b""
+        data = self.encode_result(result) if has_result else b""
         k = self.keys
         return self._call(
             "complete",

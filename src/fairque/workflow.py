@@ -13,7 +13,7 @@ one ``push_many`` call, so it is written completely or not at all.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Union
 
 from fairque.models import Task
@@ -134,8 +134,3 @@ def push_workflow(queue: FairQueue, *roots: Step | Group) -> list[str]:
 async def push_workflow_async(queue: AsyncFairQueue, *roots: Step | Group) -> list[str]:
     """``push_workflow`` for ``AsyncFairQueue``."""
     return [t.task_id or "" for t in await queue.push_many(collect(*roots))]
-
-
-def task_ids(steps: Iterable[Step]) -> list[str]:
-    """The ids of ``steps``, in order."""
-    return [s.task_id for s in steps]

@@ -21,6 +21,7 @@ from fairque.aio import AsyncFairQueue
 from fairque.config import WorkerConfig
 from fairque.errors import LeaseLost, SerializationError
 from fairque.models import Task, TaskState, WorkerInfo
+from fairque.ops import EncodedResult
 from fairque.worker.context import Context, Retry, task_logger
 from fairque.worker.hooks import Hooks, Outcome
 from fairque.worker.registry import Handler, Registry, default_registry
@@ -370,16 +371,17 @@ class Worker:
         return running.result()
 
     async def _succeeded(self, task: Task, result: Any) -> Outcome:
+        encoded: EncodedResult | None = None
         if result is not None:
             try:
-                self.queue.ops.serializer.dumps(result)
+                encoded = self.queue.ops.encode_result(result)  # once; sent as it is
             except SerializationError as exc:
                 return await self._failed(task, exc, f"result not serializable: {exc}", retry=False)
         job = asyncio.current_task()
         if job is not None:
             self._executing.discard(job)
         future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        self._acks.append((task, result, future))
+        self._acks.append((task, encoded, future))
         assert self._wakeup is not None
         self._wakeup.set()
         if not await future:

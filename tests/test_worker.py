@@ -315,7 +315,7 @@ async def test_transient_queue_errors_are_retried(
     s = Sleeper()
     worker = h.start(q, s.registry, lease_seconds=0.3)
     await wait_registered(q, worker.id)
-    q.broken = {"wait_for_work", "register_worker", "complete_and_pop"}
+    q.broken = {"wait_and_pop", "register_worker", "complete_and_pop"}
     await eventually(lambda: not q.broken - {"complete_and_pop"})
     t = await q.enqueue("sleep", 0.2, user_id="u")
     await wait_state(q, t.task_id, TaskState.FINISHED)
@@ -423,6 +423,18 @@ async def test_task_given_back_wakes_an_idle_worker(h: Harness) -> None:
     await h.stop(leaving)
     await wait_state(q, t.task_id, TaskState.FINISHED, timeout=3)
     assert await q.result(cast(str, t.task_id)) == "staying"
+
+
+async def test_stopping_an_idle_worker_leases_nothing(h: Harness) -> None:
+    q, reg = h.queue(), Registry()
+    reg.register(lambda: 1, name="quick")
+    worker = h.start(q, reg, poll_interval_seconds=30)
+    await asyncio.sleep(0.3)  # idle: a wait with a lease behind it is on the server
+    await h.stop(worker, timeout=3)  # the stop wakes it instead of waiting 30 s
+    counters = (await q.stats()).counters
+    assert counters.get("popped", 0) == counters.get("requeued", 0) == 0
+    t = await q.enqueue("quick", user_id="u")
+    assert (await q.get(cast(str, t.task_id))).state == TaskState.QUEUED  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize("server", ["valkey"], indirect=True)

@@ -187,9 +187,9 @@ class FlakyQueue(AsyncFairQueue):
             self._trip("complete_and_pop")
         return await super().complete_and_pop(done, count, *args, **kwargs)
 
-    async def wait_for_work(self, timeout: float) -> bool:
-        self._trip("wait_for_work")
-        return await super().wait_for_work(timeout)
+    async def wait_and_pop(self, timeout: float, *args: Any, **kwargs: Any) -> list[Task]:
+        self._trip("wait_and_pop")
+        return await super().wait_and_pop(timeout, *args, **kwargs)
 
     async def register_worker(self, info: WorkerInfo, ttl_seconds: float) -> int:
         self._trip("register_worker")

@@ -64,6 +64,22 @@ class AsyncFairQueue(QueueBase):
             self._reraise(exc)
         return call.parse(raw)
 
+    async def _run_pipeline(self, calls: Sequence[Call[Any]]) -> list[Any]:
+        """See ``FairQueue._run_pipeline``."""
+        pipe = self.client.pipeline(transaction=False)
+        for call in calls:
+            pipe.execute_command(*self._command(call))
+        raws = await pipe.execute(raise_on_error=False)
+        out: list[Any] = []
+        for call, raw in zip(calls, raws, strict=True):
+            if isinstance(raw, NoScriptError):
+                out.append(await self._run(call))
+            elif isinstance(raw, ResponseError):
+                self._reraise(raw)
+            else:
+                out.append(call.parse(raw))
+        return out
+
     async def push(self, task: Task) -> Task:
         """See ``FairQueue.push``."""
         return (await self._run(self.ops.push_many([task])))[0]
@@ -92,13 +108,13 @@ class AsyncFairQueue(QueueBase):
         on_dependency_failure: Literal["cancel", "wait"] = "cancel",
     ) -> Task:
         """See ``FairQueue.enqueue``."""
-        task, delay = self.ops.make_task(
+        call = self.ops.enqueue(
             name, payload, user_id=user_id, priority=priority, delay=delay,
             execute_after=execute_after, depends_on=depends_on, task_id=task_id,
             max_retries=max_retries, timeout=timeout, keep_result=keep_result,
             result_ttl=result_ttl, on_dependency_failure=on_dependency_failure,
         )  # fmt: skip
-        return (await self._run(self.ops.push_many([task], [delay])))[0]
+        return await self._run(call)
 
     async def pop(
         self,
@@ -225,6 +241,28 @@ class AsyncFairQueue(QueueBase):
     async def wait_for_work(self, timeout: float) -> bool:
         """See ``FairQueue.wait_for_work``."""
         return await self._run(self.ops.wait_for_work(self._bounded(timeout)))
+
+    async def wait_and_pop(
+        self,
+        timeout: float,
+        count: int = 1,
+        worker_id: str = "",
+        lease_seconds: float | None = None,
+        *,
+        assigned_users: Sequence[str] | None = None,
+        steal_targets: Sequence[str] | None = None,
+    ) -> list[Task]:
+        """See ``FairQueue.wait_and_pop``."""
+        calls: list[Call[Any]] = [
+            self.ops.wait_for_work(self._bounded(timeout)),
+            self.ops.pop(count, worker_id, lease_seconds, assigned_users, steal_targets),
+        ]
+        leased: list[Task] = (await self._run_pipeline(calls))[1]
+        return leased
+
+    async def wake(self, n: int = 1) -> int:
+        """See ``FairQueue.wake``."""
+        return await self._run(self.ops.wake(n))
 
     async def purge(self, batch: int = 1000) -> int:
         """See ``FairQueue.purge``."""

@@ -6,7 +6,7 @@ from typing import Any, NoReturn
 
 from redis.exceptions import ResponseError
 
-from fairque.ops import Operations, blocking_limit, translate_error
+from fairque.ops import Call, Operations, blocking_limit, translate_error
 from fairque.options import QueueOptions
 
 
@@ -39,3 +39,10 @@ class QueueBase:
         if err is exc:
             raise exc
         raise err from None
+
+    @staticmethod
+    def _command(call: Call[Any]) -> tuple[Any, ...]:
+        """The command ``call`` sends when it is part of a pipeline (scripts by SHA)."""
+        if call.script is None:
+            return (call.args[0], *call.keys, *call.args[1:])
+        return ("EVALSHA", call.script.sha, len(call.keys), *call.keys, *call.args)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import re
 from datetime import datetime, timezone
 from typing import Any, Literal
 
@@ -40,12 +41,20 @@ class TaskState(str, enum.Enum):
     CANCELED = "CANCELED"
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def plain_identifier(value: object, limit: int) -> bool:
+    """True for a string that ``_check_identifier`` accepts as it is."""
+    return type(value) is str and 0 < len(value) <= limit and _CONTROL.search(value) is None
+
+
 def _check_identifier(value: str, what: str, limit: int) -> str:
     if not value:
         raise ValueError(f"{what} must not be empty")
     if len(value) > limit:
         raise ValueError(f"{what} is longer than {limit} characters")
-    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+    if _CONTROL.search(value):
         raise ValueError(f"{what} must not contain control characters")
     return value
 

@@ -27,7 +27,17 @@ from fairque.errors import (
     script_error,
 )
 from fairque.keys import QueueKeys, validate_queue_name
-from fairque.models import Priority, QueueStats, Task, TaskState, UserStats, WorkerInfo
+from fairque.models import (
+    MAX_TASK_ID,
+    MAX_USER_ID,
+    Priority,
+    QueueStats,
+    Task,
+    TaskState,
+    UserStats,
+    WorkerInfo,
+    plain_identifier,
+)
 from fairque.options import QueueOptions
 from fairque.scripts import Script, load_all
 
@@ -103,6 +113,9 @@ def _stored_task(**values: Any) -> Task:
     return task
 
 
+_PRIORITY_TYPES = (int, Priority)
+
+
 def _seconds_ms(seconds: float | timedelta, what: str) -> int:
     if isinstance(seconds, timedelta):
         seconds = seconds.total_seconds()
@@ -137,6 +150,10 @@ class Operations:
         self._horizon_us = round(options.aging_horizon_seconds * 1_000_000)
         self._base_ms = round(options.retry_base_seconds * 1000)
         self._failed_ttl_ms = round(options.failed_ttl_seconds * 1000)
+        k = self.keys
+        self._push_key_list = (
+            k.prefix, k.queued, k.delayed, k.ring, k.meta, k.stats, k.wake, k.deferred,
+        )  # fmt: skip
 
     def _call(
         self, name: str, keys: Sequence[str], args: Sequence[Any], parse: Callable[[Any], T]
@@ -192,11 +209,7 @@ class Operations:
     def _encode_task(self, task: Task) -> tuple[Task, list[Any]]:
         if not isinstance(task, Task):
             raise ValidationError(f"expected a Task, got {type(task).__name__}")
-        payload = self.serializer.dumps(task.payload)
-        if len(payload) > self.options.max_payload_bytes:
-            raise PayloadTooLarge(
-                f"payload is {len(payload)} bytes; the limit is {self.options.max_payload_bytes}"
-            )
+        payload = self._dump_payload(task.payload)
         task_id = task.task_id or uuid.uuid4().hex
         max_retries = self.options.max_retries if task.max_retries is None else task.max_retries
         ttl_s = self.options.result_ttl_seconds if task.result_ttl is None else task.result_ttl
@@ -217,6 +230,21 @@ class Operations:
             task.on_dependency_failure,
         ]  # fmt: skip
         return prepared, args
+
+    def _dump_payload(self, payload: Any) -> bytes:
+        data = self.serializer.dumps(payload)
+        if len(data) > self.options.max_payload_bytes:
+            raise PayloadTooLarge(
+                f"payload is {len(data)} bytes; the limit is {self.options.max_payload_bytes}"
+            )
+        return data
+
+    def _push_head(self, n: int) -> list[Any]:
+        """The push script's arguments before the per-task values."""
+        return [
+            self.options.ordering, self._horizon_us, self.options.on_duplicate, n,
+            self._failed_ttl_ms,
+        ]  # fmt: skip
 
     # operations -----------------------------------------------------------------
     def push_many(
@@ -246,15 +274,11 @@ class Operations:
         if not encoded:
             raise ValidationError("push_many needs at least one task")
         order = dependency_order([p for p, _ in encoded])
-        args: list[Any] = [
-            self.options.ordering, self._horizon_us, self.options.on_duplicate, len(encoded),
-            self._failed_ttl_ms,
-        ]  # fmt: skip
+        args = self._push_head(len(encoded))
         for i in order:
             args.extend(encoded[i][1])
         prepared = [encoded[i][0] for i in order]
         position = {i: n for n, i in enumerate(order)}
-        k = self.keys
 
         def parse(reply: list[Any]) -> list[Task]:
             out = []
@@ -274,8 +298,84 @@ class Operations:
                     )
             return out
 
-        keys = [k.prefix, k.queued, k.delayed, k.ring, k.meta, k.stats, k.wake, k.deferred]
-        return self._call("push", keys, args, parse)
+        return self._call("push", self._push_keys(), args, parse)
+
+    def _push_keys(self) -> tuple[str, ...]:
+        return self._push_key_list
+
+    def enqueue(
+        self,
+        name: str,
+        payload: Any,
+        *,
+        user_id: str,
+        priority: int,
+        delay: float | timedelta | None,
+        execute_after: datetime | None,
+        depends_on: Sequence[str],
+        task_id: str | None,
+        max_retries: int | None,
+        timeout: float | None,
+        keep_result: bool,
+        result_ttl: int | None,
+        on_dependency_failure: str,
+    ) -> Call[Task]:
+        """Build one task and push it (``enqueue``).
+
+        The common call (plain ids, no delay, dependencies, timeout or result TTL)
+        skips the Task model: its few arguments are checked directly. Anything else,
+        and anything those checks doubt, takes the full model, whose errors are the
+        ones users see.
+        """
+        simple = (
+            delay is None
+            and execute_after is None
+            and not depends_on
+            and timeout is None
+            and result_ttl is None
+            and on_dependency_failure == "cancel"
+            and type(keep_result) is bool
+            and type(priority) in _PRIORITY_TYPES
+            and 1 <= priority <= 6
+            and (max_retries is None or (type(max_retries) is int and 0 <= max_retries <= 1000))
+            and plain_identifier(name, MAX_TASK_ID)
+            and plain_identifier(user_id, MAX_USER_ID)
+            and (task_id is None or plain_identifier(task_id, MAX_TASK_ID))
+        )
+        if not simple:
+            task, delay = self.make_task(
+                name, payload, user_id=user_id, priority=priority, delay=delay,
+                execute_after=execute_after, depends_on=depends_on, task_id=task_id,
+                max_retries=max_retries, timeout=timeout, keep_result=keep_result,
+                result_ttl=result_ttl, on_dependency_failure=on_dependency_failure,
+            )  # fmt: skip
+            batch = self.push_many([task], [delay])
+            return Call(batch.script, batch.keys, batch.args, lambda r: batch.parse(r)[0])
+        data = self._dump_payload(payload)
+        tid = task_id or uuid.uuid4().hex
+        retries = self.options.max_retries if max_retries is None else max_retries
+        ttl_s = self.options.result_ttl_seconds
+        args = self._push_head(1)
+        args += [
+            tid, user_id, name, data, int(priority), retries, -1, -1, -1,
+            1 if keep_result else 0, round(ttl_s * 1000), "", "cancel",
+        ]  # fmt: skip
+
+        def parse(reply: list[Any]) -> Task:
+            entry = reply[0]
+            if int(entry[0]) == 1:
+                return self.task_from_hash(entry[1])
+            return _stored_task(
+                task_id=tid, user_id=user_id, name=name, payload=payload,
+                priority=Priority(priority), retry_count=0, max_retries=retries,
+                created_at=_ms_to_dt(entry[2]), execute_after=None,
+                state=_STATES[_text(entry[1])], depends_on=(), on_dependency_failure="cancel",
+                timeout=None, keep_result=keep_result, result_ttl=round(ttl_s), error=None,
+                lease_token=None, worker_id=None, lease_deadline=None, started_at=None,
+                ended_at=None,
+            )  # fmt: skip
+
+        return self._call("push", self._push_keys(), args, parse)
 
     def pop(
         self,
@@ -568,6 +668,12 @@ class Operations:
         # BLPOP's timeout has millisecond resolution; never round a short wait to 0 (forever)
         wait = max(round(timeout, 3), 0.001)
         return Call(None, (self.keys.wake,), ("BLPOP", wait), lambda r: r is not None)
+
+    def wake(self, n: int) -> Call[int]:
+        """Push ``n`` wake-up tokens, so up to ``n`` idle workers look at the queue again."""
+        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= 64:
+            raise ValidationError(f"n must be an integer from 1 to 64, got {n!r}")
+        return Call(None, (self.keys.wake,), ("LPUSH", *("1" * n)), int)
 
     def retry(self, task_id: str) -> Call[TaskState]:
         """Re-queue a FAILED or CANCELED task with a fresh retry budget."""

@@ -85,6 +85,22 @@ class FairQueue(QueueBase):
             self._reraise(exc)
         return call.parse(raw)
 
+    def _run_pipeline(self, calls: Sequence[Call[Any]]) -> list[Any]:
+        """Send ``calls`` in one pipeline; the server runs them in order, back to back."""
+        pipe = self.client.pipeline(transaction=False)
+        for call in calls:
+            pipe.execute_command(*self._command(call))
+        raws = pipe.execute(raise_on_error=False)
+        out: list[Any] = []
+        for call, raw in zip(calls, raws, strict=True):
+            if isinstance(raw, NoScriptError):  # the server lost its scripts: run it alone
+                out.append(self._run(call))
+            elif isinstance(raw, ResponseError):
+                self._reraise(raw)
+            else:
+                out.append(call.parse(raw))
+        return out
+
     def push(self, task: Task) -> Task:
         """Push one task; returns it with ``task_id``, ``state`` and ``created_at`` filled.
 
@@ -125,13 +141,13 @@ class FairQueue(QueueBase):
         on_dependency_failure: Literal["cancel", "wait"] = "cancel",
     ) -> Task:
         """Build and push a task in one call (``delay`` in seconds or a timedelta)."""
-        task, delay = self.ops.make_task(
+        call = self.ops.enqueue(
             name, payload, user_id=user_id, priority=priority, delay=delay,
             execute_after=execute_after, depends_on=depends_on, task_id=task_id,
             max_retries=max_retries, timeout=timeout, keep_result=keep_result,
             result_ttl=result_ttl, on_dependency_failure=on_dependency_failure,
         )  # fmt: skip
-        return self._run(self.ops.push_many([task], [delay]))[0]
+        return self._run(call)
 
     def pop(
         self,
@@ -308,6 +324,36 @@ class FairQueue(QueueBase):
     def wait_for_work(self, timeout: float) -> bool:
         """Block until a push signals ready work (True) or ``timeout`` seconds pass."""
         return self._run(self.ops.wait_for_work(self._bounded(timeout)))
+
+    def wait_and_pop(
+        self,
+        timeout: float,
+        count: int = 1,
+        worker_id: str = "",
+        lease_seconds: float | None = None,
+        *,
+        assigned_users: Sequence[str] | None = None,
+        steal_targets: Sequence[str] | None = None,
+    ) -> list[Task]:
+        """Wait like ``wait_for_work``, then lease up to ``count`` tasks, in one round trip.
+
+        The lease is pipelined behind the blocking wait, so the server runs it the
+        moment a push wakes this client (or the wait times out), with no second round
+        trip: this is how an idle worker picks up new work.
+
+        Returns:
+            The leased tasks (empty when nothing was ready).
+        """
+        calls: list[Call[Any]] = [
+            self.ops.wait_for_work(self._bounded(timeout)),
+            self.ops.pop(count, worker_id, lease_seconds, assigned_users, steal_targets),
+        ]
+        leased: list[Task] = self._run_pipeline(calls)[1]
+        return leased
+
+    def wake(self, n: int = 1) -> int:
+        """Wake up to ``n`` idle workers (1..64); returns the tokens now waiting."""
+        return self._run(self.ops.wake(n))
 
     def purge(self, batch: int = 1000) -> int:
         """Delete every task and all state of this queue; returns the tasks deleted."""

@@ -78,12 +78,16 @@ for i = 0, n - 1 do
   if existing[id] then
     reply[#reply + 1] = {1, redis.call('HGETALL', tk)}
   else
-    redis.call('HSET', tk, 'id', id, 'user', user, 'name', name, 'payload', payload,
-      'prio', prio, 'retries', 0, 'max_retries', max_retries, 'created', ms,
-      'keep_result', keep, 'result_ttl', ttl)
-    if timeout_ms >= 0 then redis.call('HSET', tk, 'timeout', timeout_ms) end
     local due = -1
     if run_at_ms >= 0 then due = run_at_ms elseif delay_ms >= 0 then due = ms + delay_ms end
+    -- the common task (no dependencies, due now) is written whole in one command
+    local plain = deps == '' and due <= ms
+    local fields = {'id', id, 'user', user, 'name', name, 'payload', payload, 'prio', prio,
+      'retries', 0, 'max_retries', max_retries, 'created', ms, 'keep_result', keep,
+      'result_ttl', ttl}
+    if plain then fields[#fields + 1] = 'state'; fields[#fields + 1] = 'QUEUED' end
+    if timeout_ms >= 0 then fields[#fields + 1] = 'timeout'; fields[#fields + 1] = timeout_ms end
+    redis.call('HSET', tk, unpack(fields))
     if due > ms then redis.call('HSET', tk, 'run_at', due) end
     -- dependencies: which upstreams are still pending, and did one already fail?
     local pending, dead = {}, nil
@@ -122,7 +126,7 @@ for i = 0, n - 1 do
       ready = ready + 1  -- idle workers must shorten their wait to the new due time
     else
       state = 'QUEUED'
-      enqueue_ready(prefix, id, user, prio, mono_us(prefix, us), ms, ordering, horizon_us)
+      enqueue_ready(prefix, id, user, prio, mono_us(prefix, us), ms, ordering, horizon_us, plain)
       ready = ready + 1
     end
     redis.call('HINCRBY', prefix .. 'stats', 'pushed', 1)

@@ -41,6 +41,10 @@ class ExecutionTimeout(Exception):
         self.seconds = seconds
 
 
+#: ``asyncio.timeout`` (Python 3.11+), which bounds a handler inside the running task.
+_TIMEOUT_SCOPE: Any = getattr(asyncio, "timeout", None)
+
+
 class Worker:
     """Runs registered handlers for the tasks of one queue.
 
@@ -82,6 +86,8 @@ class Worker:
         self._stopping: asyncio.Event | None = None
         self._wakeup: asyncio.Event | None = None
         self._want_work: asyncio.Event | None = None
+        self._fetch: asyncio.Task[None] | None = None
+        self._reserved = 0  # free slots an idle fetch may fill
         self._signals = 0
         self._closing = False
         self._threads: set[Future[Any]] = set()
@@ -137,6 +143,7 @@ class Worker:
         try:
             await self._drive()
         finally:
+            await self._end_idle_fetch()
             await self._stop_helpers(helpers)
             await self._hook("on_shutdown", self)
             try:
@@ -193,17 +200,15 @@ class Worker:
                 if not self._running:
                     return
                 if grace_deadline is None:
+                    # end an idle fetch now, while its lease can find nothing we give back
+                    await self._wake_idle_fetch()
                     grace_deadline = time.monotonic() + cfg.shutdown_grace_seconds
                     log.info(
                         "worker %s: waiting up to %.1fs for %d task(s)",
                         self.id, cfg.shutdown_grace_seconds, len(self._running),
                     )  # fmt: skip
             acks, self._acks = self._acks, []
-            want = (
-                0
-                if stopping
-                else min(cfg.max_concurrent_tasks - len(self._executing), cfg.batch_size)
-            )
+            want = 0 if stopping else self._free_slots() - self._reserved
             if acks or want > 0:
                 leased = await self._exchange(acks, want)
                 for task in leased:
@@ -251,25 +256,76 @@ class Worker:
         self._executing.add(job)
         job.add_done_callback(self._finished)
 
+    def _free_slots(self) -> int:
+        cfg = self.config
+        return min(cfg.max_concurrent_tasks - len(self._executing), cfg.batch_size)
+
     async def _waker(self) -> None:
-        """Block on the wake-up list while the driver has free slots and nothing to do."""
+        """Fetch work for the free slots while the driver found nothing to do."""
         assert self._want_work is not None
-        assert self._wakeup is not None
+        assert self._stopping is not None
         while not self._closing:
             await self._want_work.wait()
             self._want_work.clear()
-            try:
-                timeout = self.config.poll_interval_seconds
-                due = await self.queue.next_wakeup()
-                if due is not None:
-                    timeout = min(timeout, max(due, 0.001))
-                await self.queue.wait_for_work(timeout)
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("worker %s: waiting for work failed", self.id)
-                await asyncio.sleep(min(self.config.poll_interval_seconds, 1.0))
-            self._wakeup.set()
+            reserve = self._free_slots()
+            if self._stopping.is_set() or reserve <= 0:
+                continue
+            # the fetch owns its leases until it has spawned them: a stop waits for it
+            # (``_end_idle_fetch``) instead of cancelling it while a reply is on the way
+            self._reserved = reserve
+            self._fetch = asyncio.create_task(self._fetch_idle(reserve))
+            await asyncio.shield(self._fetch)
+
+    async def _fetch_idle(self, count: int) -> None:
+        """Block on the wake-up list, then lease up to ``count`` tasks: one round trip."""
+        assert self._wakeup is not None
+        assert self._stopping is not None
+        cfg = self.config
+        leased: list[Task] = []
+        try:
+            timeout = cfg.poll_interval_seconds
+            due = await self.queue.next_wakeup()
+            if due is not None:
+                timeout = min(timeout, max(due, 0.001))
+            leased = await self.queue.wait_and_pop(
+                timeout,
+                count,
+                self.id,
+                self.lease_seconds,
+                assigned_users=cfg.assigned_users or None,
+                steal_targets=cfg.steal_targets or None,
+            )
+        except Exception:
+            log.exception("worker %s: waiting for work failed", self.id)
+            await asyncio.sleep(min(cfg.poll_interval_seconds, 1.0))
+        finally:
+            self._reserved = 0
+        if self._stopping.is_set():
+            for task in leased:
+                await self._give_back(task)
+        else:
+            for task in leased:
+                self._spawn(task)
+        self._wakeup.set()
+
+    async def _wake_idle_fetch(self) -> bool:
+        """Wake an idle fetch in progress; False when there is none."""
+        fetch = self._fetch
+        if fetch is None or fetch.done():
+            return False
+        with contextlib.suppress(Exception):
+            await self.queue.wake(1)  # another idle worker may take the token: hence the wait
+        return True
+
+    async def _end_idle_fetch(self) -> None:
+        """Let an idle fetch in progress end: wake it, then wait for its reply."""
+        fetch = self._fetch
+        if not await self._wake_idle_fetch() or fetch is None:
+            return
+        _, pending = await asyncio.wait({fetch}, timeout=self.config.poll_interval_seconds + 1)
+        if pending:  # pragma: no cover - the server did not answer within the wait's bound
+            fetch.cancel()
+            await asyncio.wait(pending, timeout=1.0)
 
     def _finished(self, job: asyncio.Task[None]) -> None:
         self._running.pop(job, None)
@@ -350,8 +406,18 @@ class Worker:
     async def _invoke(self, handler: Handler, ctx: Context, task: Task) -> Any:
         args = handler.arguments(ctx, task.payload)
         timeout = self._timeout(handler, task)
+        if handler.is_async and _TIMEOUT_SCOPE is not None:
+            # run in this task: no second task and no extra turn of the loop per call
+            scope = _TIMEOUT_SCOPE(timeout)
+            try:
+                async with scope:
+                    return await handler.func(*args)
+            except TimeoutError:
+                if scope.expired():
+                    raise ExecutionTimeout(timeout) from None
+                raise  # the handler's own TimeoutError
         running: asyncio.Future[Any]
-        if handler.is_async:
+        if handler.is_async:  # pragma: no cover - Python 3.10 has no asyncio.timeout
             running = asyncio.ensure_future(handler.func(*args))
         else:
             call = functools.partial(contextvars.copy_context().run, handler.func, *args)

@@ -3,6 +3,7 @@
 local function signal_wake(prefix, n)
   local tokens = {}
   for i = 1, math.min(n, 16) do tokens[i] = '1' end
-  redis.call('LPUSH', prefix .. 'wake', unpack(tokens))
-  redis.call('LTRIM', prefix .. 'wake', 0, 63)
+  if redis.call('LPUSH', prefix .. 'wake', unpack(tokens)) > 64 then
+    redis.call('LTRIM', prefix .. 'wake', 0, 63)
+  end
 end

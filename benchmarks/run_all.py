@@ -138,6 +138,15 @@ def peers_markdown(peers: dict[str, Any]) -> list[str]:
         ],
         rows,
     )
+    low = peers.get("floor", {})
+    if "handoff_ms" in low:
+        lines += [
+            "",
+            f"Latency floor of this machine, measured the same way: a bare `LPUSH` to a "
+            f"second process blocked in `BLPOP` takes p50 {fmt(low['handoff_ms']['p50'])} ms "
+            f"(p99 {fmt(low['handoff_ms']['p99'])} ms); an idle client's `PING` round trip "
+            f"p50 {fmt(low['ping_ms']['p50'])} ms. No Redis-based queue picks up faster here.",
+        ]
     lines += ["", "Worker settings (one worker process each):", ""]
     rows = [
         [

@@ -130,6 +130,20 @@ def child_env(url: str, extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+def floor(url: str, sizes: Sizes) -> dict[str, Any]:
+    """The machine's latency floor (``floor.py``), measured like the systems' idle latency."""
+    command = [
+        sys.executable, str(HERE / "floor.py"), url, str(sizes.latency_samples),
+        str(sizes.latency_gap_ms),
+    ]  # fmt: skip
+    try:
+        done = subprocess.run(command, stdout=subprocess.PIPE, text=True, timeout=300, check=True)
+        result: dict[str, Any] = json.loads(done.stdout)
+    except (subprocess.SubprocessError, json.JSONDecodeError) as exc:
+        return {"failed": str(exc)}
+    return result
+
+
 def machine() -> dict[str, Any]:
     cpu = platform.processor() or ""
     try:
@@ -564,6 +578,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "binary": str(server.binary),
         }
         log(f"server: {report['server']['kind']} {report['server']['version']} at {server.url}")
+        report["floor"] = floor(server.url, sizes)
+        log(f"latency floor: {report['floor']}")
         for name in names:
             system = SYSTEMS[name]
             log(f"== {system.name}")

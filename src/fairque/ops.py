@@ -239,12 +239,13 @@ class Operations:
             )
         return data
 
-    def _push_head(self, n: int) -> list[Any]:
-        """The push script's arguments before the per-task values."""
-        return [
-            self.options.ordering, self._horizon_us, self.options.on_duplicate, n,
-            self._failed_ttl_ms,
-        ]  # fmt: skip
+    def _push_head(self, n: int, generated: bool) -> list[Any]:
+        """The push script's arguments before the per-task values.
+
+        ``generated``: every id was made here (uuid4), so none can exist already.
+        """
+        on_dup = "new" if generated else self.options.on_duplicate
+        return [self.options.ordering, self._horizon_us, on_dup, n, self._failed_ttl_ms]
 
     # operations -----------------------------------------------------------------
     def push_many(
@@ -274,7 +275,7 @@ class Operations:
         if not encoded:
             raise ValidationError("push_many needs at least one task")
         order = dependency_order([p for p, _ in encoded])
-        args = self._push_head(len(encoded))
+        args = self._push_head(len(encoded), all(t.task_id is None for t in tasks))
         for i in order:
             args.extend(encoded[i][1])
         prepared = [encoded[i][0] for i in order]
@@ -355,7 +356,7 @@ class Operations:
         tid = task_id or uuid.uuid4().hex
         retries = self.options.max_retries if max_retries is None else max_retries
         ttl_s = self.options.result_ttl_seconds
-        args = self._push_head(1)
+        args = self._push_head(1, task_id is None)
         args += [
             tid, user_id, name, data, int(priority), retries, -1, -1, -1,
             1 if keep_result else 0, round(ttl_s * 1000), "", "cancel",

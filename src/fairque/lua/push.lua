@@ -18,7 +18,8 @@ KEYS[8] deferred    DEFERRED registry
 
 ARGV[1] ordering    'aging' | 'strict'
 ARGV[2] horizon_us  aging horizon in microseconds
-ARGV[3] on_dup      'return' (existing task is a no-op) | 'error'
+ARGV[3] on_dup      'return' (existing task is a no-op) | 'error' | 'new' (the client
+                    generated every id: there is nothing to look up)
 ARGV[4] n           number of tasks; then 13 values per task:
         id, user, name, payload, prio (1..6), max_retries, delay_ms (-1 none),
         run_at_ms (-1 none), timeout_ms (-1 none), keep_result (0|1), result_ttl_ms,
@@ -50,7 +51,7 @@ local existing = {}
 for i = 0, n - 1 do
   local b = B + i * W
   local id = ARGV[b]
-  local exists = redis.call('EXISTS', prefix .. 'task:' .. id) == 1
+  local exists = on_dup ~= 'new' and redis.call('EXISTS', prefix .. 'task:' .. id) == 1
   existing[id] = exists
   if exists and on_dup == 'error' then
     return redis.error_reply('FQERR -3 task ' .. id .. ' already exists')

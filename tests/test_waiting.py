@@ -47,6 +47,16 @@ def test_wait_and_pop_times_out_empty_and_then_leases_what_is_ready(
     assert [t.task_id for t in leased] == [first.task_id]
 
 
+def test_wait_for_work_reports_a_token_or_the_timeout(make_queue: MakeQueue) -> None:
+    q = make_queue()
+    assert q.wait_for_work(0.05) is False
+    q.enqueue("job", 1, user_id="u")  # one token per ready task
+    assert q.wait_for_work(1.0) is True
+    assert q.wait_for_work(0.05) is False
+    with pytest.raises(ValidationError, match="timeout"):
+        q.wait_for_work(0)
+
+
 def test_wait_and_pop_rejects_bad_arguments_before_waiting(
     make_queue: MakeQueue, redis_client: SyncClient
 ) -> None:

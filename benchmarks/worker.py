@@ -7,6 +7,8 @@ prints JSON:
 
 - ``idle_pickup``: with the worker idle (blocked on the queue's wake-up list), the time
   from just before ``enqueue`` to the handler's first line, sequentially, p50/p99/max;
+  with a private server also ``server_us``, each script's run time on the server during
+  those samples (``SLOWLOG``), which says how much of the latency the server's work is;
 - ``throughput``: no-op tasks pushed in one batch to an idle worker process, tasks/s
   until the queue's ``completed`` counter reaches the count, at two concurrencies.
 """
@@ -14,6 +16,7 @@ prints JSON:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -22,7 +25,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -31,6 +34,7 @@ import redis
 
 from fairque import FairQueue, Task
 from fairque.embedded import EmbeddedServer
+from fairque.scripts import load_all
 
 HERE = Path(__file__).parent
 
@@ -65,16 +69,46 @@ def worker_process(url: str, queue: str, concurrency: int) -> Iterator[subproces
             proc.kill()
 
 
-def percentile(values: list[float], q: float) -> float:
+def percentile(values: Sequence[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-def idle_pickup(url: str, samples: int) -> dict[str, Any]:
+@contextmanager
+def script_times(url: str) -> Iterator[dict[str, list[int]]]:
+    """Every script call's run time on the server (µs) while the block runs, by script.
+
+    Uses ``SLOWLOG`` with a zero threshold; the server's settings are restored after.
+    """
+    client = redis.Redis.from_url(url)
+    names = {s.sha: s.name for s in load_all().values()}
+    saved = client.config_get("slowlog-*")
+    client.config_set("slowlog-log-slower-than", 0)
+    client.config_set("slowlog-max-len", 1_000_000)
+    client.slowlog_reset()
+    times: dict[str, list[int]] = {}
+    try:
+        yield times
+        for entry in client.slowlog_get(1_000_000):
+            words = entry["command"].split(b" ", 2)
+            if words[0].upper() == b"EVALSHA" and len(words) > 1:
+                name = names.get(words[1].decode(), "other")
+                times.setdefault(name, []).append(int(entry["duration"]))
+    finally:
+        client.slowlog_reset()
+        for name in ("slowlog-log-slower-than", "slowlog-max-len"):
+            client.config_set(name, str(saved[name]))
+        client.close()
+
+
+def idle_pickup(url: str, samples: int, server_times: bool) -> dict[str, Any]:
     queue = f"bench-idle-{uuid.uuid4().hex[:8]}"
     q = FairQueue.from_url(url, queue)
     waits: list[float] = []
-    with worker_process(url, queue, concurrency=10):
+    timing: dict[str, list[int]] = {}
+    with worker_process(url, queue, concurrency=10), contextlib.ExitStack() as stack:
+        if server_times:
+            timing = stack.enter_context(script_times(url))
         for i in range(samples):
             t0 = time.time()
             task = q.enqueue("stamp", None, user_id=f"user-{i % 10}")
@@ -87,13 +121,19 @@ def idle_pickup(url: str, samples: int) -> dict[str, Any]:
     q.purge()
     q.close()
     ms = [w * 1000 for w in waits]
-    return {
+    doc: dict[str, Any] = {
         "samples": samples,
         "p50_ms": round(percentile(ms, 0.5), 3),
         "p99_ms": round(percentile(ms, 0.99), 3),
         "max_ms": round(max(ms), 3),
         "mean_ms": round(sum(ms) / len(ms), 3),
     }
+    if timing:
+        doc["server_us"] = {
+            name: {"calls": len(us), "p50": percentile(us, 0.5), "p99": percentile(us, 0.99)}
+            for name, us in sorted(timing.items())
+        }
+    return doc
 
 
 def throughput(url: str, tasks: int, concurrency: int) -> dict[str, Any]:
@@ -129,7 +169,7 @@ def main() -> None:
     url = args.url or (server.url if server else "")
     try:
         log(f"idle pick-up latency over {samples} tasks")
-        latency = idle_pickup(url, samples)
+        latency = idle_pickup(url, samples, server_times=server is not None)
         results = []
         for concurrency in (10, 100):
             log(f"throughput: {tasks} no-op tasks, concurrency {concurrency}")

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 from collections.abc import Callable
 
 import pytest
-from servers import SyncClient
+import redis
+from servers import ServerInfo, SyncClient, connect
 from support import queue_snapshot
 
 from fairque import FairQueue, Priority, Task, TaskState, ValidationError
@@ -137,3 +139,26 @@ def test_quick_enqueue_doubts_go_to_the_model(
     with pytest.raises(ValidationError, match=message):
         q.enqueue(args.pop("name"), None, **args)  # type: ignore[arg-type]
     assert queue_snapshot(redis_client, q.queue) == {}
+
+
+def test_a_client_that_decodes_replies_reads_the_same_tasks(server: ServerInfo) -> None:
+    """Task hashes read through a ``decode_responses=True`` client give the same Tasks."""
+    if server.cluster:
+        decoding: SyncClient = redis.RedisCluster.from_url(server.url, decode_responses=True)
+    else:
+        decoding = redis.Redis.from_url(server.url, decode_responses=True)
+    plain = connect(server)
+    try:
+        name = f"decoding-{uuid.uuid4().hex[:8]}"
+        q, raw = FairQueue(decoding, name), FairQueue(plain, name)
+        pushed = q.enqueue("job", {"n": [1, "x"]}, user_id="u", priority=Priority.HIGH, timeout=5)
+        assert q.get(pushed.task_id or "") == raw.get(pushed.task_id or "")
+        leased = q.pop("w1")
+        assert leased is not None
+        assert leased.payload == {"n": [1, "x"]}
+        assert leased.timeout == 5
+        assert leased == raw.get(leased.task_id or "")
+        raw.purge()
+    finally:
+        decoding.close()
+        plain.close()

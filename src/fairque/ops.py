@@ -86,14 +86,23 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
+def _raw(value: Any) -> bytes:
+    """A reply value as the bytes a non-decoding client returns."""
+    return value if isinstance(value, bytes) else str(value).encode()
+
+
+def _optional_text(value: bytes | None) -> str | None:
+    return None if value is None else value.decode()
+
+
 def _ms_to_dt(value: Any) -> datetime | None:
     if value is None or value == b"" or value == "":
         return None
     return datetime.fromtimestamp(int(value) / 1000, tz=timezone.utc)
 
 
-_PRIORITIES = {str(int(p)): p for p in Priority}
-_STATES = {s.value: s for s in TaskState}
+_PRIORITIES = {str(int(p)).encode(): p for p in Priority}
+_STATES = {s.value.encode(): s for s in TaskState}
 _TASK_FIELDS = frozenset(Task.model_fields)
 
 
@@ -167,43 +176,41 @@ class Operations:
     def task_from_hash(self, flat: Sequence[Any] | Mapping[Any, Any]) -> Task:
         """Build a Task from an HGETALL reply (flat list or mapping).
 
-        This runs once per leased task, so it avoids per-field helper calls.
+        This runs once per leased task: fields are looked up as the bytes the server
+        sent, and only the text fields are decoded.
         """
-        pairs = (
-            flat.items() if isinstance(flat, Mapping) else zip(flat[0::2], flat[1::2], strict=True)
-        )
-        h: dict[str, str] = {}
-        payload_raw: bytes | None = None
-        for key, value in pairs:
-            name = key.decode() if isinstance(key, bytes) else key
-            if name == "payload":
-                payload_raw = value if isinstance(value, bytes) else value.encode()
-            elif name != "result":
-                h[name] = value.decode() if isinstance(value, bytes) else str(value)
-        get = h.get
-        timeout, deps = get("timeout"), get("deps")
+        raw: dict[Any, Any]
+        if type(flat) is list or not isinstance(flat, Mapping):
+            it = iter(flat)
+            raw = dict(zip(it, it, strict=True))
+        else:
+            raw = dict(flat)
+        if raw and type(next(iter(raw))) is not bytes:  # a client that decodes replies
+            raw = {_raw(k): _raw(v) for k, v in raw.items()}
+        get = raw.get
+        payload, timeout, deps = get(b"payload"), get(b"timeout"), get(b"deps")
         return _stored_task(
-            task_id=h["id"],
-            user_id=h["user"],
-            name=h["name"],
-            payload=self.serializer.loads(payload_raw) if payload_raw is not None else None,
-            priority=_PRIORITIES[h["prio"]],
-            retry_count=int(get("retries", 0)),
-            max_retries=int(get("max_retries", 0)),
-            created_at=_ms_to_dt(get("created")),
-            execute_after=_ms_to_dt(get("run_at")),
-            state=_STATES.get(get("state", "")),
+            task_id=raw[b"id"].decode(),
+            user_id=raw[b"user"].decode(),
+            name=raw[b"name"].decode(),
+            payload=self.serializer.loads(payload) if payload is not None else None,
+            priority=_PRIORITIES[raw[b"prio"]],
+            retry_count=int(get(b"retries", 0)),
+            max_retries=int(get(b"max_retries", 0)),
+            created_at=_ms_to_dt(get(b"created")),
+            execute_after=_ms_to_dt(get(b"run_at")),
+            state=_STATES.get(get(b"state", b"")),
             depends_on=tuple(orjson.loads(deps)) if deps else (),
-            on_dependency_failure=get("on_dep_fail", "cancel"),
+            on_dependency_failure=get(b"on_dep_fail", b"cancel").decode(),
             timeout=int(timeout) / 1000 if timeout is not None else None,
-            keep_result=get("keep_result", "1") == "1",
-            result_ttl=round(int(get("result_ttl", 0)) / 1000),
-            error=get("error"),
-            lease_token=get("lease"),
-            worker_id=get("worker"),
-            lease_deadline=_ms_to_dt(get("deadline")),
-            started_at=_ms_to_dt(get("started")),
-            ended_at=_ms_to_dt(get("ended")),
+            keep_result=get(b"keep_result", b"1") == b"1",
+            result_ttl=round(int(get(b"result_ttl", 0)) / 1000),
+            error=_optional_text(get(b"error")),
+            lease_token=_optional_text(get(b"lease")),
+            worker_id=_optional_text(get(b"worker")),
+            lease_deadline=_ms_to_dt(get(b"deadline")),
+            started_at=_ms_to_dt(get(b"started")),
+            ended_at=_ms_to_dt(get(b"ended")),
         )
 
     def _encode_task(self, task: Task) -> tuple[Task, list[Any]]:
@@ -370,7 +377,7 @@ class Operations:
                 task_id=tid, user_id=user_id, name=name, payload=payload,
                 priority=Priority(priority), retry_count=0, max_retries=retries,
                 created_at=_ms_to_dt(entry[2]), execute_after=None,
-                state=_STATES[_text(entry[1])], depends_on=(), on_dependency_failure="cancel",
+                state=_STATES[_raw(entry[1])], depends_on=(), on_dependency_failure="cancel",
                 timeout=None, keep_result=keep_result, result_ttl=round(ttl_s), error=None,
                 lease_token=None, worker_id=None, lease_deadline=None, started_at=None,
                 ended_at=None,

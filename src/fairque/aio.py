@@ -253,10 +253,9 @@ class AsyncFairQueue(QueueBase):
         steal_targets: Sequence[str] | None = None,
     ) -> list[Task]:
         """See ``FairQueue.wait_and_pop``."""
-        calls: list[Call[Any]] = [
-            self.ops.wait_for_work(self._bounded(timeout)),
-            self.ops.pop(count, worker_id, lease_seconds, assigned_users, steal_targets),
-        ]
+        calls = self._wait_and_pop_calls(
+            timeout, count, worker_id, lease_seconds, assigned_users, steal_targets
+        )
         leased: list[Task] = (await self._run_pipeline(calls))[1]
         return leased
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from redis.exceptions import ResponseError
@@ -31,6 +32,21 @@ class QueueBase:
         """``seconds``, cut to what one blocking call may last on this client."""
         limit = self._block_limit
         return seconds if limit is None or seconds <= limit else limit
+
+    def _wait_and_pop_calls(
+        self,
+        timeout: float,
+        count: int,
+        worker_id: str,
+        lease_seconds: float | None,
+        assigned_users: Sequence[str] | None,
+        steal_targets: Sequence[str] | None,
+    ) -> list[Call[Any]]:
+        """``wait_and_pop``'s pipeline: the blocking wait, then the lease behind it."""
+        return [
+            self.ops.wait_for_work(self._bounded(timeout)),
+            self.ops.pop(count, worker_id, lease_seconds, assigned_users, steal_targets),
+        ]
 
     @staticmethod
     def _reraise(exc: ResponseError) -> NoReturn:

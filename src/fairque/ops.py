@@ -306,10 +306,7 @@ class Operations:
                     )
             return out
 
-        return self._call("push", self._push_keys(), args, parse)
-
-    def _push_keys(self) -> tuple[str, ...]:
-        return self._push_key_list
+        return self._call("push", self._push_key_list, args, parse)
 
     def enqueue(
         self,
@@ -351,11 +348,15 @@ class Operations:
             and (task_id is None or plain_identifier(task_id, MAX_TASK_ID))
         )
         if not simple:
-            task, delay = self.make_task(
-                name, payload, user_id=user_id, priority=priority, delay=delay,
-                execute_after=execute_after, depends_on=depends_on, task_id=task_id,
-                max_retries=max_retries, timeout=timeout, keep_result=keep_result,
-                result_ttl=result_ttl, on_dependency_failure=on_dependency_failure,
+            if delay is not None and execute_after is not None:
+                raise ValidationError("give either delay or execute_after, not both")
+            if delay is not None:
+                _seconds_ms(delay, "delay")
+            task = Task(
+                user_id=user_id, name=name, payload=payload, priority=priority, task_id=task_id,
+                max_retries=max_retries, execute_after=execute_after, depends_on=depends_on,
+                timeout=timeout, keep_result=keep_result, result_ttl=result_ttl,
+                on_dependency_failure=on_dependency_failure,
             )  # fmt: skip
             batch = self.push_many([task], [delay])
             return Call(batch.script, batch.keys, batch.args, lambda r: batch.parse(r)[0])
@@ -383,7 +384,7 @@ class Operations:
                 ended_at=None,
             )  # fmt: skip
 
-        return self._call("push", self._push_keys(), args, parse)
+        return self._call("push", self._push_key_list, args, parse)
 
     def pop(
         self,
@@ -783,37 +784,6 @@ class Operations:
     def _check_id(task_id: str) -> None:
         if not isinstance(task_id, str) or not task_id:
             raise ValidationError(f"task_id must be a non-empty string, got {task_id!r}")
-
-    # conveniences ----------------------------------------------------------------
-    def make_task(
-        self,
-        name: str,
-        payload: Any,
-        *,
-        user_id: str,
-        priority: int,
-        delay: float | timedelta | None,
-        execute_after: datetime | None,
-        depends_on: Sequence[str],
-        task_id: str | None,
-        max_retries: int | None,
-        timeout: float | None,
-        keep_result: bool,
-        result_ttl: int | None,
-        on_dependency_failure: str = "cancel",
-    ) -> tuple[Task, float | timedelta | None]:
-        """Validate ``enqueue`` arguments; return the task and its delay."""
-        if delay is not None and execute_after is not None:
-            raise ValidationError("give either delay or execute_after, not both")
-        if delay is not None:
-            _seconds_ms(delay, "delay")
-        task = Task(
-            user_id=user_id, name=name, payload=payload, priority=priority, task_id=task_id,
-            max_retries=max_retries, execute_after=execute_after, depends_on=depends_on,
-            timeout=timeout, keep_result=keep_result, result_ttl=result_ttl,
-            on_dependency_failure=on_dependency_failure,
-        )  # fmt: skip
-        return task, delay
 
 
 def dependency_order(tasks: Sequence[Task]) -> list[int]:

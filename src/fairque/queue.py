@@ -344,10 +344,9 @@ class FairQueue(QueueBase):
         Returns:
             The leased tasks (empty when nothing was ready).
         """
-        calls: list[Call[Any]] = [
-            self.ops.wait_for_work(self._bounded(timeout)),
-            self.ops.pop(count, worker_id, lease_seconds, assigned_users, steal_targets),
-        ]
+        calls = self._wait_and_pop_calls(
+            timeout, count, worker_id, lease_seconds, assigned_users, steal_targets
+        )
         leased: list[Task] = self._run_pipeline(calls)[1]
         return leased
 

@@ -321,9 +321,17 @@ async def test_transient_queue_errors_are_retried(
     await wait_state(q, t.task_id, TaskState.FINISHED)
     assert not q.broken
     assert (await q.result(cast(str, t.task_id)), worker.processed) == (0.2, 1)
-    logged = {r.getMessage() for r in caplog.records if r.name == "fairque.worker"}
-    for what in ("queue call failed; retrying", "waiting for work failed", "heartbeat failed"):
-        assert f"worker {worker.id}: {what}" in logged
+    records = [r for r in caplog.records if r.name == "fairque.worker"]
+    logged = [r.getMessage() for r in records]
+    for name in ("register_worker", "wait_and_pop", "complete_and_pop"):
+        lost = (
+            f"worker {worker.id}: lost the connection to the server "
+            f"(ConnectionError: injected failure in {name}); reconnecting with backoff"
+        )
+        assert lost in logged
+    back = [m for m in logged if "connection to the server is back" in m]
+    assert len(back) == 3
+    assert [r for r in records if r.exc_info] == []  # one line each, no traceback
 
 
 # ---------------------------------------------------------------------------- shutdown

@@ -159,9 +159,26 @@ def worker(
     imports: Annotated[
         list[str] | None, typer.Option("--import", "-i", help="Module registering handlers.")
     ] = None,
+    wait_for_server: Annotated[
+        float | None,
+        typer.Option(
+            "--wait-for-server",
+            min=0,
+            metavar="SECONDS",
+            help="Wait this long for an unreachable server at start (default 30).",
+        ),
+    ] = None,
 ) -> None:
-    """Run worker processes until SIGTERM/SIGINT (a second signal stops at once)."""
-    overrides: dict[str, Any] = {"max_concurrent_tasks": concurrency, "id": worker_id}
+    """Run worker processes until SIGTERM/SIGINT (a second signal stops at once).
+
+    With --processes, one Ctrl-C (or SIGTERM to the supervisor) drains every child
+    gracefully; the server URL reaches the children through their environment.
+    """
+    overrides: dict[str, Any] = {
+        "max_concurrent_tasks": concurrency,
+        "id": worker_id,
+        "wait_for_server_seconds": wait_for_server,
+    }
     if imports:
         overrides["imports"] = imports
     cfg = settings(ctx, **overrides)
@@ -170,26 +187,30 @@ def worker(
             from fairque.worker.supervisor import run_processes, worker_command
 
             common: Common = ctx.obj
-            base = ["--url", url, "--queue", cfg.queue.name]
+            base = ["--queue", cfg.queue.name]
             if common.config is not None:
                 base += ["--config", str(common.config)]
             extra = ["--concurrency", str(cfg.worker.max_concurrent_tasks)]
+            extra += ["--wait-for-server", f"{cfg.worker.wait_for_server_seconds:g}"]
             for module in cfg.worker.imports:
                 extra += ["--import", module]
             commands = [
                 [*worker_command(base, f"{cfg.worker.id}-{i + 1}"), *extra]
                 for i in range(processes)
             ]
-            raise typer.Exit(run_processes(commands))
+            # the URL may hold a password: environment, never the command line (``ps``)
+            raise typer.Exit(run_processes(commands, env={"FAIRQUE_URL": url}))
         import_handlers(cfg.worker.imports)
         from fairque.aio import AsyncFairQueue
         from fairque.worker import Worker
+        from fairque.worker.supervisor import supervisor_pid
 
         with guarded(url):
             queue = AsyncFairQueue.from_url(
                 url, cfg.queue.name, cluster=cfg.redis.cluster, **cfg.queue.options()
             )
             runner = Worker(queue, config=cfg.worker)
+            runner.parent_pid = supervisor_pid()
             runner.run()
         if runner.threads_busy:
             # their tasks are back in the queue; the interpreter would wait for the threads

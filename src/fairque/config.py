@@ -80,7 +80,7 @@ class RedisSettings(BaseModel):
 class WorkerConfig(BaseModel):
     """How a worker runs (the ``worker:`` section of the YAML file)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     id: str = Field(default_factory=default_worker_id, min_length=1, max_length=200)
     assigned_users: list[str] = Field(default_factory=list)
@@ -92,6 +92,10 @@ class WorkerConfig(BaseModel):
     lease_seconds: float | None = Field(default=None, gt=0)
     heartbeat_interval_seconds: float | None = Field(default=None, gt=0)
     shutdown_grace_seconds: float = Field(default=30.0, ge=0)
+    #: how long a starting worker waits for an unreachable server before it gives up
+    wait_for_server_seconds: float = Field(default=30.0, ge=0, le=86_400)
+    #: seconds between maintenance rounds (dependency clean-up, registry trims); 0 = none
+    maintenance_interval_seconds: float = Field(default=60.0, ge=0, le=86_400)
     imports: list[str] = Field(default_factory=list)
 
     @field_validator("assigned_users", "steal_targets")

@@ -187,4 +187,6 @@ class WorkerInfo(BaseModel):
     in_flight: int = 0
     processed: int = 0
     failed: int = 0
+    #: handler threads still running for tasks the worker gave up on (timeout, stop)
+    threads_stuck: int = 0
     last_seen_seconds: float | None = None

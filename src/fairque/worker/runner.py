@@ -4,18 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
-import functools
 import inspect
 import logging
 import os
+import random
 import signal
 import socket
 import time
-from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, TypeVar
 
 from fairque.aio import AsyncFairQueue
 from fairque.config import WorkerConfig
@@ -24,21 +22,21 @@ from fairque.models import Task, TaskState, WorkerInfo
 from fairque.ops import EncodedResult
 from fairque.worker.context import Context, Retry, task_logger
 from fairque.worker.hooks import Hooks, Outcome
+from fairque.worker.link import CONNECTION_ERRORS, ErrorLog, Link, describe
 from fairque.worker.registry import Handler, Registry, default_registry
+from fairque.worker.threads import ExecutionTimeout, HandlerThreads
 
 log = logging.getLogger("fairque.worker")
+T = TypeVar("T")
+
+#: Seconds a stopping worker keeps resending held outcomes after its grace period.
+OUTCOME_PATIENCE = 10.0
+
+Ack = tuple[Task, Any, "asyncio.Future[bool]"]
 
 
 class UnknownTaskError(Exception):
     """No handler is registered for the task's name."""
-
-
-class ExecutionTimeout(Exception):
-    """A handler ran longer than its task's execution timeout."""
-
-    def __init__(self, seconds: float) -> None:
-        super().__init__(f"timeout after {seconds:g}s")
-        self.seconds = seconds
 
 
 #: ``asyncio.timeout`` (Python 3.11+), which bounds a handler inside the running task.
@@ -50,10 +48,18 @@ class Worker:
 
     Async handlers run on the worker's event loop; sync handlers in a thread pool
     with the caller's context variables. Leases of in-flight tasks are extended
-    by a heartbeat; each task has an execution timeout. ``SIGTERM``/``SIGINT`` stop
-    fetching and let in-flight tasks finish within ``shutdown_grace_seconds``; tasks
-    still running then are given back without counting a failure. A second signal
-    gives everything back at once.
+    by a heartbeat; each task has an execution timeout, counted from the moment its
+    handler starts. ``SIGTERM``/``SIGINT`` stop fetching and let in-flight tasks
+    finish within ``shutdown_grace_seconds``; tasks still running then are given
+    back without counting a failure. A second signal gives everything back at once.
+
+    A sync handler over its timeout cannot be interrupted: its thread stays busy
+    until the function returns, and the worker leases that many fewer tasks
+    meanwhile (``threads_stuck``, also in the worker's registered info).
+
+    When the server cannot be reached the worker waits (capped exponential backoff
+    with jitter), holds the outcomes it could not report and sends them when the
+    server is back; at start it waits up to ``wait_for_server_seconds`` for it.
 
     Args:
         queue: the queue to serve.
@@ -80,26 +86,37 @@ class Worker:
         self.processed = 0
         self.failed = 0
         self.started_at = datetime.now(timezone.utc)
+        #: the supervisor's pid: the worker stops when its parent is no longer that process
+        self.parent_pid: int | None = None
+        self.link = Link(f"worker {self.id}", log)
+        self._errors = ErrorLog(log)
+        # every job until it ends / jobs holding a slot / jobs inside their handler
         self._running: dict[asyncio.Task[None], Task] = {}
         self._executing: set[asyncio.Task[None]] = set()
-        self._acks: list[tuple[Task, Any, asyncio.Future[bool]]] = []
+        self._handling: set[asyncio.Task[None]] = set()
+        self._acks: list[Ack] = []
         self._stopping: asyncio.Event | None = None
         self._wakeup: asyncio.Event | None = None
-        self._want_work: asyncio.Event | None = None
+        self._poke = asyncio.Event()  # replaced on each stop request: ends backoff pauses
         self._fetch: asyncio.Task[None] | None = None
-        self._reserved = 0  # free slots an idle fetch may fill
+        self._reserved = 0  # slots an open idle fetch may fill
         self._signals = 0
         self._closing = False
-        self._threads: set[Future[Any]] = set()
-        self._pool = ThreadPoolExecutor(
-            max_workers=self.config.max_concurrent_tasks, thread_name_prefix="fairque-handler"
-        )
+        self._grace_deadline: float | None = None
+        self._give_up_at = float("inf")
+        self._threads = HandlerThreads(self.config.max_concurrent_tasks, self._thread_returned)
+        self._fail_takes_budget = "max_retries" in inspect.signature(queue.fail).parameters
 
     # ------------------------------------------------------------------ control
     @property
     def threads_busy(self) -> int:
         """Sync handlers still running in threads (their tasks may have been given back)."""
-        return sum(1 for f in list(self._threads) if not f.done())
+        return self._threads.busy
+
+    @property
+    def threads_stuck(self) -> int:
+        """Handler threads still running for tasks the worker gave up on (timeout, stop)."""
+        return self._threads.stuck
 
     @property
     def in_flight(self) -> int:
@@ -113,53 +130,101 @@ class Worker:
             self._stopping.set()
         if self._wakeup is not None:
             self._wakeup.set()
+        poke, self._poke = self._poke, asyncio.Event()
+        poke.set()
         if self._signals >= 2:
             log.warning("worker %s: second stop request, giving back in-flight tasks", self.id)
-            for job in list(self._executing):
-                job.cancel()
+            self._give_up_at = min(self._give_up_at, time.monotonic() + 1.0)
+            self._interrupt_handlers()
 
-    def run(self) -> None:
-        """Run until stopped by a signal (blocking; for sync callers and the CLI)."""
-        asyncio.run(self.run_async(install_signals=True))
+    def run(self, stop_signals: Sequence[signal.Signals] = (signal.SIGTERM, signal.SIGINT)) -> None:
+        """Run until stopped by one of ``stop_signals`` (blocking; for the CLI)."""
+        asyncio.run(self.run_async(install_signals=True, stop_signals=stop_signals))
 
-    async def run_async(self, *, install_signals: bool = False) -> None:
-        """Serve the queue until ``request_stop`` (or a signal when ``install_signals``)."""
+    async def run_async(
+        self,
+        *,
+        install_signals: bool = False,
+        stop_signals: Sequence[signal.Signals] = (signal.SIGTERM, signal.SIGINT),
+    ) -> None:
+        """Serve the queue until ``request_stop`` (or a signal when ``install_signals``).
+
+        Raises:
+            redis.ConnectionError: the server could not be reached within
+                ``wait_for_server_seconds`` of the start.
+        """
         loop = asyncio.get_running_loop()
         self._stopping = asyncio.Event()
         self._wakeup = asyncio.Event()
-        self._want_work = asyncio.Event()
+        self._threads.bind(loop)
         if self._signals:
             self._stopping.set()
-        if install_signals:
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                loop.add_signal_handler(sig, self.request_stop)
-        await self._beat()
-        helpers = [
-            asyncio.create_task(self._heartbeat_loop()),
-            asyncio.create_task(self._waker()),
-        ]
-        await self._hook("on_startup", self)
-        log.info("worker %s serving queue %r", self.id, self.queue.queue)
+        installed = list(stop_signals) if install_signals else []
+        for sig in installed:
+            loop.add_signal_handler(sig, self.request_stop)
         try:
-            await self._drive()
-        finally:
-            await self._end_idle_fetch()
-            await self._stop_helpers(helpers)
-            await self._hook("on_shutdown", self)
+            if not await self._connect():
+                return
+            helpers = [
+                asyncio.create_task(self._heartbeat_loop()),
+                asyncio.create_task(self._maintenance_loop()),
+            ]
+            await self._hook("on_startup", self)
+            log.info("worker %s serving queue %r", self.id, self.queue.queue)
             try:
-                await self.queue.unregister_worker(self.id)
-            except Exception:  # pragma: no cover - best effort on a dying connection
-                log.exception("worker %s: could not unregister", self.id)
-            if install_signals:
-                for sig in (signal.SIGTERM, signal.SIGINT):
-                    loop.remove_signal_handler(sig)
-            self._pool.shutdown(wait=False, cancel_futures=True)
-            log.info(
-                "worker %s stopped (%d processed, %d failed)", self.id, self.processed, self.failed
-            )
+                await self._drive()
+            finally:
+                await self._end_idle_fetch()
+                await self._stop_helpers(helpers)
+                await self._hook("on_shutdown", self)
+                await self._unregister()
+                log.info(
+                    "worker %s stopped (%d processed, %d failed)",
+                    self.id, self.processed, self.failed,
+                )  # fmt: skip
+        finally:
+            for sig in installed:
+                loop.remove_signal_handler(sig)
+            self._threads.shutdown()
+
+    async def _connect(self) -> bool:
+        """Register, waiting up to ``wait_for_server_seconds`` for the server; False if stopped."""
+        assert self._stopping is not None
+        deadline = time.monotonic() + self.config.wait_for_server_seconds
+        while not self._stopping.is_set():
+            try:
+                await self._beat()
+            except CONNECTION_ERRORS as exc:
+                wait = self.config.wait_for_server_seconds
+                first = f"cannot reach the server; waiting up to {wait:g}s"
+                delay = self.link.failed(exc, first=first)
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    log.error(
+                        "worker %s: the server did not answer in time (%s)", self.id, describe(exc)
+                    )
+                    raise
+                await self._pause(min(delay, remaining))
+                continue
+            self.link.ok()
+            return True
+        return False
+
+    async def _unregister(self) -> None:
+        try:
+            await self.queue.unregister_worker(self.id)
+        except CONNECTION_ERRORS as exc:
+            log.warning("worker %s: could not unregister (%s)", self.id, describe(exc))
+        except Exception as exc:  # pragma: no cover - a dying connection
+            self._errors.error(f"worker {self.id}: could not unregister", exc)
+
+    async def _pause(self, seconds: float) -> None:
+        """Sleep ``seconds``, or less when a stop is requested meanwhile."""
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._poke.wait(), seconds)
 
     async def _stop_helpers(self, helpers: list[asyncio.Task[None]]) -> None:
-        """Stop the heartbeat and the waker, even if a cancellation gets lost.
+        """Stop the heartbeat and maintenance, even if a cancellation gets lost.
 
         A cancel that lands while redis-py is sending a command can be swallowed on
         Python < 3.12, so the loops also watch ``_closing`` and the cancel is repeated.
@@ -179,57 +244,96 @@ class Worker:
                 log.warning("worker %s: background task failed: %r", self.id, helper.exception())
 
     # ------------------------------------------------------------------ driving
+    def _free_slots(self) -> int:
+        """Tasks the worker can start now and has not asked for yet (never negative).
+
+        A slot is taken by a task whose handler runs or whose failure is being
+        reported, by a handler thread the worker gave up on, and by an idle fetch
+        that may still bring tasks.
+        """
+        cfg = self.config
+        busy = len(self._executing) + self._threads.stuck + self._reserved
+        return max(0, min(cfg.max_concurrent_tasks - busy, cfg.batch_size))
+
     async def _drive(self) -> None:
         """Acknowledge finished tasks and lease new ones, one round trip per wave.
 
-        Handlers that succeed hand their result to this loop, which sends every
-        pending completion together with the request for more work
-        (``complete_and_pop``). When nothing is ready the waker blocks on the
-        queue's wake-up list; finishing handlers, the waker and stop requests all
-        set ``_wakeup``.
+        Each turn sends every pending completion together with the request for as
+        many tasks as there are free slots (``complete_and_pop``). When that finds
+        nothing, an idle fetch blocks on the queue's wake-up list for the same
+        slots. Finishing handlers, the idle fetch and stop requests set
+        ``_wakeup``; a call that cannot reach the server is retried after the
+        link's backoff, with its completions held.
         """
         assert self._stopping is not None
         assert self._wakeup is not None
-        assert self._want_work is not None
-        cfg = self.config
-        grace_deadline: float | None = None
         while True:
             self._wakeup.clear()
             stopping = self._stopping.is_set()
-            if stopping:
-                if not self._running:
-                    return
-                if grace_deadline is None:
-                    # end an idle fetch now, while its lease can find nothing we give back
-                    await self._wake_idle_fetch()
-                    grace_deadline = time.monotonic() + cfg.shutdown_grace_seconds
-                    log.info(
-                        "worker %s: waiting up to %.1fs for %d task(s)",
-                        self.id, cfg.shutdown_grace_seconds, len(self._running),
-                    )  # fmt: skip
+            if stopping and not await self._draining():
+                return
             acks, self._acks = self._acks, []
-            want = 0 if stopping else self._free_slots() - self._reserved
-            if acks or want > 0:
+            want = 0 if stopping else self._free_slots()
+            if acks or want:
                 leased = await self._exchange(acks, want)
+                if leased is None:
+                    await self._pause(self.link.delay())
+                    continue
                 for task in leased:
                     self._spawn(task)
-                if leased or (acks and want == 0):
-                    continue
-            if want > 0:
-                self._want_work.set()
-            timeout = None if grace_deadline is None else max(grace_deadline - time.monotonic(), 0)
-            if timeout == 0:
-                for job in list(self._executing):
-                    job.cancel()
-                grace_deadline = float("inf")
-                timeout = None
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._wakeup.wait(), timeout)
+                if leased or (acks and not want):
+                    continue  # more may be ready, or more acks came in meanwhile
+                if want and not self._fetching:
+                    self._start_idle_fetch(want)
+            await self._wait_for_wakeup()
 
-    async def _exchange(
-        self, acks: list[tuple[Task, Any, asyncio.Future[bool]]], want: int
-    ) -> list[Task]:
-        """One ``complete_and_pop`` call; completions are put back if it fails."""
+    async def _draining(self) -> bool:
+        """One turn of a graceful stop; False when the worker may return."""
+        if not self._running:
+            return False
+        now = time.monotonic()
+        if self._grace_deadline is None:
+            # end an idle fetch now, while its lease can find nothing we give back
+            await self._wake_idle_fetch()
+            grace = self.config.shutdown_grace_seconds
+            self._grace_deadline = now + grace
+            self._give_up_at = min(self._give_up_at, self._grace_deadline + OUTCOME_PATIENCE)
+            log.info(
+                "worker %s: waiting up to %.1fs for %d task(s)", self.id, grace, len(self._running)
+            )
+        elif now >= self._grace_deadline and self._handling:
+            self._interrupt_handlers()
+        if now >= self._give_up_at:
+            held = len(self._running)
+            log.warning(
+                "worker %s: could not report %d outcome(s) before exiting; their leases will "
+                "expire and the tasks will run again",
+                self.id, held,
+            )  # fmt: skip
+            for job in list(self._running):
+                job.cancel()
+            await asyncio.wait(set(self._running), timeout=1.0)
+            self._acks.clear()
+            return False
+        return True
+
+    async def _wait_for_wakeup(self) -> None:
+        assert self._wakeup is not None
+        timeout: float | None = None
+        if self._grace_deadline is not None:
+            now = time.monotonic()
+            ends = [t for t in (self._grace_deadline, self._give_up_at) if t > now]
+            timeout = min(ends) - now if ends else 0.05
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._wakeup.wait(), timeout)
+
+    def _interrupt_handlers(self) -> None:
+        """Cancel every running handler: its task is given back without a failure."""
+        for job in list(self._handling):
+            job.cancel()
+
+    async def _exchange(self, acks: list[Ack], want: int) -> list[Task] | None:
+        """One ``complete_and_pop`` call; None (completions held) when it failed."""
         cfg = self.config
         try:
             won, leased = await self.queue.complete_and_pop(
@@ -240,11 +344,16 @@ class Worker:
                 assigned_users=cfg.assigned_users or None,
                 steal_targets=cfg.steal_targets or None,
             )
-        except Exception:
-            log.exception("worker %s: queue call failed; retrying", self.id)
+        except CONNECTION_ERRORS as exc:
             self._acks[:0] = acks
-            await asyncio.sleep(min(cfg.poll_interval_seconds, 1.0))
-            return []
+            self.link.failed(exc)
+            return None
+        except Exception as exc:
+            self._acks[:0] = acks
+            self._errors.error(f"worker {self.id}: queue call failed; retrying", exc)
+            self.link.failures += 1  # back off as for an outage
+            return None
+        self.link.ok()
         for (_, _, future), ok in zip(acks, won, strict=True):
             if not future.done():
                 future.set_result(ok)
@@ -256,25 +365,33 @@ class Worker:
         self._executing.add(job)
         job.add_done_callback(self._finished)
 
-    def _free_slots(self) -> int:
-        cfg = self.config
-        return min(cfg.max_concurrent_tasks - len(self._executing), cfg.batch_size)
+    def _finished(self, job: asyncio.Task[None]) -> None:
+        self._running.pop(job, None)
+        self._executing.discard(job)
+        self._handling.discard(job)
+        if self._wakeup is not None:
+            self._wakeup.set()
 
-    async def _waker(self) -> None:
-        """Fetch work for the free slots while the driver found nothing to do."""
-        assert self._want_work is not None
-        assert self._stopping is not None
-        while not self._closing:
-            await self._want_work.wait()
-            self._want_work.clear()
-            reserve = self._free_slots()
-            if self._stopping.is_set() or reserve <= 0:
-                continue
-            # the fetch owns its leases until it has spawned them: a stop waits for it
-            # (``_end_idle_fetch``) instead of cancelling it while a reply is on the way
-            self._reserved = reserve
-            self._fetch = asyncio.create_task(self._fetch_idle(reserve))
-            await asyncio.shield(self._fetch)
+    def _thread_returned(self) -> None:
+        """A handler thread the worker had given up on returned: its slot is free again."""
+        log.info(
+            "worker %s: a stuck handler thread returned (%d still stuck)",
+            self.id,
+            self.threads_stuck,
+        )
+        if self._wakeup is not None:
+            self._wakeup.set()
+
+    # ------------------------------------------------------------------ idle fetch
+    @property
+    def _fetching(self) -> bool:
+        return self._fetch is not None and not self._fetch.done()
+
+    def _start_idle_fetch(self, count: int) -> None:
+        # the fetch owns its leases until it has spawned them: a stop waits for it
+        # (``_end_idle_fetch``) instead of cancelling it while a reply is on the way
+        self._reserved = count
+        self._fetch = asyncio.create_task(self._fetch_idle(count))
 
     async def _fetch_idle(self, count: int) -> None:
         """Block on the wake-up list, then lease up to ``count`` tasks: one round trip."""
@@ -295,9 +412,13 @@ class Worker:
                 assigned_users=cfg.assigned_users or None,
                 steal_targets=cfg.steal_targets or None,
             )
-        except Exception:
-            log.exception("worker %s: waiting for work failed", self.id)
-            await asyncio.sleep(min(cfg.poll_interval_seconds, 1.0))
+        except CONNECTION_ERRORS as exc:
+            await self._pause(self.link.failed(exc))
+        except Exception as exc:
+            self._errors.error(f"worker {self.id}: waiting for work failed", exc)
+            await self._pause(min(cfg.poll_interval_seconds, 1.0))
+        else:
+            self.link.ok()
         finally:
             self._reserved = 0
         if self._stopping.is_set():
@@ -310,8 +431,7 @@ class Worker:
 
     async def _wake_idle_fetch(self) -> bool:
         """Wake an idle fetch in progress; False when there is none."""
-        fetch = self._fetch
-        if fetch is None or fetch.done():
+        if not self._fetching:
             return False
         with contextlib.suppress(Exception):
             await self.queue.wake(1)  # another idle worker may take the token: hence the wait
@@ -327,15 +447,10 @@ class Worker:
             fetch.cancel()
             await asyncio.wait(pending, timeout=1.0)
 
-    def _finished(self, job: asyncio.Task[None]) -> None:
-        self._running.pop(job, None)
-        self._executing.discard(job)
-        if self._wakeup is not None:
-            self._wakeup.set()
-
     # ------------------------------------------------------------------ heartbeat
-    async def _beat(self) -> None:
-        info = WorkerInfo(
+    def info(self) -> WorkerInfo:
+        """What the worker registers about itself."""
+        return WorkerInfo(
             worker_id=self.id,
             queue=self.queue.queue,
             host=socket.gethostname(),
@@ -345,19 +460,31 @@ class Worker:
             in_flight=len(self._running),
             processed=self.processed,
             failed=self.failed,
+            threads_stuck=self.threads_stuck,
         )
-        await self.queue.register_worker(info, ttl_seconds=max(self.heartbeat_seconds * 5, 10))
+
+    async def _beat(self) -> None:
+        ttl = max(self.heartbeat_seconds * 5, 10)
+        await self.queue.register_worker(self.info(), ttl_seconds=ttl)
 
     async def _heartbeat_loop(self) -> None:
         while not self._closing:
             await asyncio.sleep(self.heartbeat_seconds)
+            if self.parent_pid is not None and os.getppid() != self.parent_pid:
+                log.warning("worker %s: its supervisor is gone; stopping", self.id)
+                self.parent_pid = None
+                self.request_stop()
             try:
                 await self._extend_all()
                 await self._beat()
             except asyncio.CancelledError:
                 raise
-            except Exception:
-                log.exception("worker %s: heartbeat failed", self.id)
+            except CONNECTION_ERRORS as exc:
+                self.link.failed(exc)
+            except Exception as exc:
+                self._errors.error(f"worker {self.id}: heartbeat failed", exc)
+            else:
+                self.link.ok()
 
     async def _extend_all(self) -> None:
         jobs = list(self._running.items())
@@ -365,35 +492,79 @@ class Worker:
             return
         held = await self.queue.extend_many([task for _, task in jobs], self.lease_seconds)
         for (job, task), ok in zip(jobs, held, strict=True):
-            if ok or job not in self._executing:
-                continue  # held, or finished (its completion is on the way or done)
+            if ok or job not in self._handling:
+                continue  # held, or its handler ended (its outcome is on the way or sent)
             log.warning("task %s: lease lost (canceled or reclaimed); stopping it", task.task_id)
             task.lease_token = None
             job.cancel()
+
+    async def _maintenance_loop(self) -> None:
+        """Bounded clean-ups nothing else runs, every ``maintenance_interval_seconds``."""
+        interval = self.config.maintenance_interval_seconds
+        if not interval:
+            return
+        await asyncio.sleep(interval * random.uniform(0.5, 1.0))  # workers do not run in step
+        while not self._closing:
+            try:
+                await self.maintain()
+            except asyncio.CancelledError:
+                raise
+            except CONNECTION_ERRORS as exc:
+                self.link.failed(exc)
+            except Exception as exc:
+                self._errors.error(f"worker {self.id}: maintenance failed", exc)
+            await asyncio.sleep(interval * random.uniform(0.9, 1.1))
+
+    async def maintain(self) -> int:
+        """One round of queue maintenance; returns how many items it repaired or trimmed.
+
+        Cancels dependents of upstreams whose data expired (``cleanup_dependencies``)
+        and, where the client offers it, trims expired ids from the finished/failed/
+        canceled registries and prunes dead workers (``maintain``). Each script call
+        is bounded.
+        """
+        canceled = await self.queue.cleanup_dependencies()
+        trim: Callable[..., Awaitable[int]] | None = getattr(self.queue, "maintain", None)
+        trimmed = await trim(batch=1000) if trim is not None else 0
+        if canceled or trimmed:
+            log.info(
+                "worker %s: maintenance canceled %d orphaned dependent(s), trimmed %d item(s)",
+                self.id, canceled, trimmed,
+            )  # fmt: skip
+        return canceled + trimmed
 
     # ------------------------------------------------------------------ execution
     async def _execute(self, task: Task) -> None:
         ctx = Context(task, self.queue, self.id, task_logger(log, task, self.id))
         handler = self.registry.get(task.name)
         await self._hook("before_task", ctx)
+        job = asyncio.current_task()
+        assert job is not None
+        budget = handler.max_retries if handler is not None else None
         outcome: Outcome
+        self._handling.add(job)
         try:
-            if handler is None:
-                raise UnknownTaskError(f"no handler registered for task name {task.name!r}")
-            result = await self._invoke(handler, ctx, task)
+            try:
+                if handler is None:
+                    raise UnknownTaskError(f"no handler registered for task name {task.name!r}")
+                result = await self._invoke(handler, ctx, task)
+            finally:
+                self._handling.discard(job)
         except asyncio.CancelledError:
             outcome = await self._give_back(task)
             await self._hook("after_task", ctx, outcome)
             raise
         except Retry as exc:
-            outcome = await self._failed(task, exc, exc.reason, delay=exc.delay)
+            outcome = await self._failed(task, exc, exc.reason, delay=exc.delay, budget=budget)
         except ExecutionTimeout as exc:
-            outcome = await self._failed(task, exc, f"timeout after {exc.seconds:g}s")
+            reason = f"timeout after {exc.seconds:g}s"
+            outcome = await self._failed(task, exc, reason, budget=budget)
         except Exception as exc:
             ctx.logger.warning("task %s failed: %r", task.task_id, exc)
-            outcome = await self._failed(task, exc, f"{type(exc).__name__}: {exc}")
+            reason = f"{type(exc).__name__}: {exc}"
+            outcome = await self._failed(task, exc, reason, budget=budget)
         else:
-            outcome = await self._succeeded(task, result)
+            outcome = await self._succeeded(task, result, job)
         await self._hook("after_task", ctx, outcome)
 
     def _timeout(self, handler: Handler | None, task: Task) -> float:
@@ -406,7 +577,9 @@ class Worker:
     async def _invoke(self, handler: Handler, ctx: Context, task: Task) -> Any:
         args = handler.arguments(ctx, task.payload)
         timeout = self._timeout(handler, task)
-        if handler.is_async and _TIMEOUT_SCOPE is not None:
+        if not handler.is_async:
+            return await self._threads.run(handler.func, args, timeout, self._abandoned(task))
+        if _TIMEOUT_SCOPE is not None:
             # run in this task: no second task and no extra turn of the loop per call
             scope = _TIMEOUT_SCOPE(timeout)
             try:
@@ -416,36 +589,38 @@ class Worker:
                 if scope.expired():
                     raise ExecutionTimeout(timeout) from None
                 raise  # the handler's own TimeoutError
-        running: asyncio.Future[Any]
-        if handler.is_async:  # pragma: no cover - Python 3.10 has no asyncio.timeout
-            running = asyncio.ensure_future(handler.func(*args))
-        else:
-            call = functools.partial(contextvars.copy_context().run, handler.func, *args)
-            future = self._pool.submit(call)
-            self._threads.add(future)
-            future.add_done_callback(self._threads.discard)
-            running = asyncio.wrap_future(future)
-        try:
+        running = asyncio.ensure_future(handler.func(*args))  # pragma: no cover - Python 3.10
+        try:  # pragma: no cover
             done, _ = await asyncio.wait({running}, timeout=timeout)
-        except asyncio.CancelledError:
+        except asyncio.CancelledError:  # pragma: no cover
             running.cancel()
             raise
-        if not done:
+        if not done:  # pragma: no cover
             running.cancel()
-            # the handler's own TimeoutError must not look like the execution timeout
             raise ExecutionTimeout(timeout)
-        return running.result()
+        return running.result()  # pragma: no cover
 
-    async def _succeeded(self, task: Task, result: Any) -> Outcome:
+    def _abandoned(self, task: Task) -> Callable[[], None]:
+        def warn() -> None:
+            cfg = self.config
+            log.warning(
+                "worker %s: the handler of task %s (%s) still runs in its thread after it was "
+                "given up; %d thread(s) stuck, %d of %d slot(s) usable until they return",
+                self.id, task.task_id, task.name, self.threads_stuck,
+                max(cfg.max_concurrent_tasks - self.threads_stuck, 0), cfg.max_concurrent_tasks,
+            )  # fmt: skip
+
+        return warn
+
+    async def _succeeded(self, task: Task, result: Any, job: asyncio.Task[None]) -> Outcome:
         encoded: EncodedResult | None = None
         if result is not None:
             try:
                 encoded = self.queue.ops.encode_result(result)  # once; sent as it is
             except SerializationError as exc:
-                return await self._failed(task, exc, f"result not serializable: {exc}", retry=False)
-        job = asyncio.current_task()
-        if job is not None:
-            self._executing.discard(job)
+                reason = f"result not serializable: {exc}"
+                return await self._failed(task, exc, reason, retry=False)
+        self._executing.discard(job)  # the slot is free while the ack waits for its wave
         future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self._acks.append((task, encoded, future))
         assert self._wakeup is not None
@@ -464,11 +639,23 @@ class Worker:
         *,
         delay: float | None = None,
         retry: bool = True,
+        budget: int | None = None,
     ) -> Outcome:
+        """Report a failure (retry or FAILED), resending it through outages."""
+        kwargs: dict[str, Any] = {"retry": retry, "delay": delay}
+        if budget is not None:
+            if self._fail_takes_budget:
+                kwargs["max_retries"] = budget
+            elif task.retry_count >= budget:
+                kwargs["retry"] = False  # until the client can raise the stored budget
         try:
-            state = await self.queue.fail(task, reason, retry=retry, delay=delay)
+            state = await self._resend(
+                f"failure of task {task.task_id}", lambda: self.queue.fail(task, reason, **kwargs)
+            )
         except LeaseLost:
             log.warning("task %s failed but its lease was lost", task.task_id)
+            return Outcome(state=None, error=error, lease_lost=True)
+        if state is None:
             return Outcome(state=None, error=error, lease_lost=True)
         self.failed += 1
         return Outcome(state=state, error=error)
@@ -477,11 +664,35 @@ class Worker:
         if task.lease_token is None:
             return Outcome(state=None, lease_lost=True)
         try:
-            state = await asyncio.shield(self.queue.requeue(task))
+            state = await asyncio.shield(
+                self._resend(f"give-back of task {task.task_id}", lambda: self.queue.requeue(task))
+            )
         except LeaseLost:
+            return Outcome(state=None, lease_lost=True)
+        if state is None:
             return Outcome(state=None, lease_lost=True)
         log.info("task %s given back (%s)", task.task_id, state.value)
         return Outcome(state=state)
+
+    async def _resend(self, what: str, call: Callable[[], Awaitable[T]]) -> T | None:
+        """Run ``call`` until it reaches the server; None when the worker gave up on it.
+
+        The scripts are replay-safe, so a call whose reply was lost may be sent again.
+        """
+        while True:
+            try:
+                value = await call()
+            except CONNECTION_ERRORS as exc:
+                delay = self.link.failed(exc)
+                if time.monotonic() + delay >= self._give_up_at:
+                    log.warning(
+                        "worker %s: gave up reporting the %s (%s)", self.id, what, describe(exc)
+                    )
+                    return None
+                await self._pause(delay)
+                continue
+            self.link.ok()
+            return value
 
     async def _hook(self, name: str, *args: Any) -> None:
         for hooks in self.hooks:

@@ -1,0 +1,356 @@
+"""The worker under faults: idle races, stuck threads, handler budgets, outages, upkeep."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator, Sequence
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+import redis
+from servers import ServerInfo, SyncClient
+from support import unique_queue
+from worker_handlers import Harness, eventually, wait_registered, wait_state
+
+from fairque import AsyncFairQueue, Context, Registry, Retry, Task, TaskState, Worker, WorkerConfig
+from fairque.embedded import EmbeddedServer, free_port
+from fairque.keys import QueueKeys
+
+
+@pytest.fixture
+async def h(server: ServerInfo, key_audit: list[ServerInfo]) -> AsyncIterator[Harness]:
+    if server not in key_audit:
+        key_audit.append(server)
+    harness = Harness(server)
+    yield harness
+    await harness.close()
+
+
+def worker_records(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if r.name == "fairque.worker"]
+
+
+# ---------------------------------------------------------------------------- idle pick-up
+class CountingQueue(AsyncFairQueue):
+    """A real queue that records every count the worker asks for, answering a little late.
+
+    The idle fetch answers later than a completion wave, so a wave that overlaps an
+    idle fetch is the one to find newly pushed tasks.
+    """
+
+    counts: list[int]
+
+    async def complete_and_pop(
+        self, done: Sequence[tuple[Task, Any]], count: int = 1, *args: Any, **kwargs: Any
+    ) -> tuple[list[bool], list[Task]]:
+        self.counts.append(count)
+        await asyncio.sleep(0.01)
+        return await super().complete_and_pop(done, count, *args, **kwargs)
+
+    async def wait_and_pop(
+        self, timeout: float, count: int = 1, *args: Any, **kwargs: Any
+    ) -> list[Task]:
+        self.counts.append(count)
+        await asyncio.sleep(0.03)
+        return await super().wait_and_pop(timeout, count, *args, **kwargs)
+
+
+async def test_idle_fetch_and_completion_wave_never_ask_for_more_than_the_free_slots(
+    h: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Regression: ``free_slots - reserved`` went negative while an idle fetch was open.
+
+    An idle fetch and a completion wave both asked for the same free slots; the
+    wave leased them, and the next wave asked for a negative count (an error and a
+    1 s stall).
+    """
+    q = CountingQueue.from_url(h.server.url, unique_queue(), cluster=h.server.cluster)
+    h.queues.append(q)
+    q.counts = []
+    reg, gate = Registry(), asyncio.Event()
+    held: list[str] = []
+
+    @reg.task(name="noop")
+    async def noop() -> None:
+        await asyncio.sleep(0.1)  # the worker's next idle fetch is open when this ends
+
+    @reg.task(name="seed")
+    async def seed() -> None:  # spawned by an idle fetch; pushes while the worker is busy
+        await q.push_many([Task(user_id=f"h{i}", name="hold") for i in range(3)])
+
+    @reg.task(name="hold")
+    async def hold(ctx: Context) -> None:
+        held.append(ctx.task_id)
+        await gate.wait()
+
+    worker = h.start(q, reg, poll_interval_seconds=30, max_concurrent_tasks=4)
+    await asyncio.sleep(0.3)
+    first = await q.enqueue("noop", user_id="a")  # finishes while an idle fetch is open
+    await wait_state(q, first.task_id, TaskState.FINISHED)
+    await asyncio.sleep(0.1)
+    await q.enqueue("seed", user_id="b")
+    await eventually(lambda: len(held) == 3, timeout=5)
+    released = time.monotonic()
+    gate.set()
+    await eventually(lambda: worker.in_flight == 0, timeout=5)
+    assert time.monotonic() - released < 0.5
+    assert min(q.counts) >= 0, q.counts
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
+    completed = (await q.stats()).counters["completed"]
+    assert completed == 5
+
+
+# ---------------------------------------------------------------------------- stuck threads
+async def test_stuck_sync_handlers_hold_their_slots_and_later_tasks_still_run(
+    h: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Two sync handlers outlive their timeout; the quick tasks after them run, late but run."""
+    q, reg = h.queue(), Registry()
+    gate = threading.Event()
+    ran: list[str] = []
+    reg.register(lambda: gate.wait(10), name="hang", timeout=0.3)
+    reg.register(lambda ctx: ran.append(ctx.task_id), name="quick")
+    worker = h.start(q, reg, id="w-stuck", max_concurrent_tasks=2, heartbeat_interval_seconds=0.1)
+    hung = [await q.enqueue("hang", user_id=f"h{i}", max_retries=0) for i in range(2)]
+    for t in hung:
+        failed = await wait_state(q, t.task_id, TaskState.FAILED)
+        assert failed.error == "timeout after 0.3s"
+    quick = [await q.enqueue("quick", user_id=f"q{i}") for i in range(10)]
+    await eventually(lambda: worker.threads_stuck == 2)
+    for _ in range(50):  # the registration catches up within a few heartbeats
+        info = await wait_registered(q, "w-stuck")
+        if info.threads_stuck == 2:
+            break
+        await asyncio.sleep(0.05)
+    assert info.threads_stuck == 2
+    await asyncio.sleep(0.5)
+    # no slot is usable: nothing was leased, so nothing can time out unstarted
+    for t in quick:
+        await wait_state(q, t.task_id, TaskState.QUEUED, timeout=0)
+    stuck_lines = [
+        m for m in map(logging.LogRecord.getMessage, worker_records(caplog)) if "stuck" in m
+    ]
+    assert any("2 thread(s) stuck, 0 of 2 slot(s) usable" in m for m in stuck_lines), stuck_lines
+    gate.set()  # the hung handlers return: their threads and slots are free again
+    for t in quick:
+        done = await wait_state(q, t.task_id, TaskState.FINISHED)
+        assert (done.retry_count, done.error) == (0, None)
+    assert sorted(ran) == sorted(cast(str, t.task_id) for t in quick)
+    assert worker.threads_stuck == 0
+
+
+async def test_sync_timeout_counts_from_the_handler_start(h: Harness) -> None:
+    """A call that waited for a pool thread is not charged for the wait."""
+    q, reg = h.queue(), Registry()
+    reg.register(lambda: time.sleep(0.4), name="slow", timeout=0.6)
+    worker = h.start(q, reg, max_concurrent_tasks=1)
+    tasks = [await q.enqueue("slow", user_id=f"u{i}", max_retries=0) for i in range(3)]
+    for t in tasks:
+        done = await wait_state(q, t.task_id, TaskState.FINISHED)
+        assert done.error is None
+    assert worker.threads_stuck == 0
+
+
+# ---------------------------------------------------------------------------- handler budgets
+@pytest.mark.parametrize("budget", [5, 1, 0])
+async def test_handler_max_retries_decides_retry_or_failed(h: Harness, budget: int) -> None:
+    q, reg = h.queue(retry_base_seconds=0.01, max_retries=3), Registry()
+    attempts: list[int] = []
+
+    @reg.task(name="boom", max_retries=budget)
+    async def boom(ctx: Context) -> None:
+        attempts.append(ctx.attempt)
+        if ctx.attempt % 2:
+            raise RuntimeError("odd attempt")
+        raise Retry(delay=0)
+
+    h.start(q, reg)
+    t = await q.enqueue("boom", user_id="u")  # stored budget: the queue's 3
+    failed = await wait_state(q, t.task_id, TaskState.FAILED)
+    assert failed.retry_count == budget
+    assert attempts == list(range(1, budget + 2))
+
+
+# ---------------------------------------------------------------------------- maintenance
+async def test_worker_runs_maintenance_periodically(h: Harness, redis_client: SyncClient) -> None:
+    q, reg = h.queue(), Registry()
+    upstream = await q.enqueue("never", user_id="u", delay=3600)
+    dependent = await q.enqueue("never", user_id="u", depends_on=[cast(str, upstream.task_id)])
+    await wait_state(q, dependent.task_id, TaskState.DEFERRED, timeout=0)
+    # the upstream's data expires before it ever ran: only a clean-up can release its dependent
+    redis_client.delete(QueueKeys(q.queue).task(cast(str, upstream.task_id)))
+    h.start(q, reg, maintenance_interval_seconds=0.2)
+    canceled = await wait_state(q, dependent.task_id, TaskState.CANCELED, timeout=5)
+    assert canceled.state == TaskState.CANCELED
+
+
+class MaintainedQueue(AsyncFairQueue):
+    """A real queue that counts its maintenance calls and the batch they were bounded by."""
+
+    batches: list[int]
+
+    async def maintain(self, batch: int = 1000) -> int:
+        self.batches.append(batch)
+        return int(await super().maintain(batch))
+
+
+async def test_maintenance_trims_registries_in_bounded_calls(h: Harness) -> None:
+    q = MaintainedQueue.from_url(h.server.url, unique_queue(), cluster=h.server.cluster)
+    h.queues.append(q)
+    q.batches = []
+    h.start(q, Registry(), maintenance_interval_seconds=0.1)
+    await eventually(lambda: len(q.batches) >= 3, timeout=5)
+    assert set(q.batches) == {1000}
+
+
+def test_worker_config_validates_the_new_settings() -> None:
+    assert WorkerConfig().wait_for_server_seconds == 30
+    assert WorkerConfig().maintenance_interval_seconds == 60
+    for bad in ({"wait_for_server_seconds": -1}, {"maintenance_interval_seconds": float("nan")},
+                {"wait_for_server_seconds": float("inf")}):  # fmt: skip
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            WorkerConfig(**bad)
+
+
+# ---------------------------------------------------------------------------- outages
+@pytest.fixture
+def private_server(tmp_path: Path) -> Iterator[EmbeddedServer]:
+    """A Valkey of this test alone, persisting every write (AOF, fsync always)."""
+    server = EmbeddedServer(
+        port=free_port(),
+        workdir=tmp_path / "server",
+        extra_args=["--appendonly", "yes", "--appendfsync", "always"],
+    )
+    yield server
+    server.stop()
+
+
+def kill(server: EmbeddedServer) -> None:
+    pid = server.pid
+    assert pid is not None
+    os.kill(pid, signal.SIGKILL)
+    server.stop()  # reaps it; the data stays in the working directory
+
+
+async def test_worker_rides_out_a_server_restart_and_completes_each_task_once(
+    private_server: EmbeddedServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="fairque.worker")
+    private_server.start()
+    h = Harness(ServerInfo("valkey", private_server.url, cluster=False))
+    try:
+        q, reg = h.queue(), Registry()
+        runs: dict[str, int] = {}
+
+        @reg.task(name="job")
+        async def job(ctx: Context) -> str:
+            await asyncio.sleep(0.02)
+            runs[ctx.task_id] = runs.get(ctx.task_id, 0) + 1
+            return ctx.task_id
+
+        tasks = await q.push_many([Task(user_id=f"u{i % 5}", name="job") for i in range(150)])
+        worker = h.start(q, reg, max_concurrent_tasks=4, lease_seconds=30)
+        await eventually(lambda: len(runs) >= 20)
+        kill(private_server)
+        outage_began = len(caplog.records)
+        await asyncio.sleep(3)  # handlers finish meanwhile: their completions are held
+        during = [r for r in caplog.records[outage_began:] if r.name == "fairque.worker"]
+        private_server.start()  # same port, same data (AOF)
+        for t in tasks:
+            await wait_state(q, t.task_id, TaskState.FINISHED, timeout=30)
+        assert runs == {t.task_id: 1 for t in tasks}
+        stats = await q.stats()
+        assert stats.counters["completed"] == 150
+        assert stats.counts[TaskState.STARTED] == stats.counts[TaskState.QUEUED] == 0
+        assert worker.processed == 150
+        messages = [r.getMessage() for r in worker_records(caplog)]
+        lost = [m for m in messages if "lost the connection to the server" in m]
+        back = [m for m in messages if "connection to the server is back" in m]
+        assert (len(lost), len(back)) == (1, 1), messages
+        assert [r for r in caplog.records if r.exc_info] == []
+        assert len([r for r in during if r.levelno >= logging.WARNING]) <= 2, during
+    finally:
+        await h.close()
+
+
+async def test_worker_waits_for_the_server_at_start(
+    private_server: EmbeddedServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    h = Harness(ServerInfo("valkey", private_server.url, cluster=False))
+    try:
+        q, reg = h.queue(), Registry()
+        reg.register(lambda: "ran", name="job")
+        worker = h.start(q, reg, id="patient", wait_for_server_seconds=20)
+        await asyncio.sleep(1.0)
+        assert not h.runs[0][1].done()  # still waiting, not crashed
+        private_server.start()
+        await wait_registered(q, "patient")
+        t = await q.enqueue("job", user_id="u")
+        await wait_state(q, t.task_id, TaskState.FINISHED)
+        messages = [r.getMessage() for r in worker_records(caplog)]
+        assert any("cannot reach the server; waiting up to 20s" in m for m in messages), messages
+        assert [r for r in caplog.records if r.exc_info] == []
+        await h.stop(worker)
+    finally:
+        await h.close()
+
+
+async def test_worker_gives_up_when_the_server_never_comes(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    url = f"redis://127.0.0.1:{free_port()}/0"
+    q = AsyncFairQueue.from_url(url, unique_queue(), cluster=False)
+    worker = Worker(q, Registry(), WorkerConfig(wait_for_server_seconds=0.5))
+    begin = time.monotonic()
+    with pytest.raises(redis.ConnectionError):
+        await asyncio.wait_for(worker.run_async(), 10)
+    assert 0.3 <= time.monotonic() - begin < 5
+    assert [r for r in caplog.records if r.exc_info] == []
+    await q.close()
+
+
+class CutQueue(AsyncFairQueue):
+    """A real queue whose ``fail`` and ``requeue`` lose their first ``cuts`` calls.
+
+    The call is applied (or not) and the reply lost: the worker must send it again.
+    """
+
+    cuts = 0
+
+    async def fail(self, task: Task, *args: Any, **kwargs: Any) -> TaskState:
+        if self.cuts:
+            self.cuts -= 1
+            raise redis.ConnectionError("connection reset by peer")
+        return await super().fail(task, *args, **kwargs)
+
+    async def requeue(self, task: Task, delay: float = 0) -> TaskState:
+        if self.cuts:
+            self.cuts -= 1
+            raise redis.ConnectionError("connection reset by peer")
+        return await super().requeue(task, delay)
+
+
+async def test_failures_and_give_backs_are_resent_after_a_connection_error(h: Harness) -> None:
+    q = CutQueue.from_url(h.server.url, unique_queue(), cluster=h.server.cluster)
+    h.queues.append(q)
+    reg = Registry()
+    reg.register(lambda: 1 / 0, name="bad")
+    reg.register(lambda: time.sleep(5), name="long")
+    q.cuts = 2
+    worker = h.start(q, reg, shutdown_grace_seconds=0.1)
+    bad = await q.enqueue("bad", user_id="a", max_retries=0)
+    failed = await wait_state(q, bad.task_id, TaskState.FAILED, timeout=5)
+    assert failed.error == "ZeroDivisionError: division by zero"
+    assert worker.failed == 1
+    q.cuts = 2
+    long = await q.enqueue("long", user_id="b")
+    await wait_state(q, long.task_id, TaskState.STARTED, timeout=5)
+    await h.stop(worker)
+    back = await wait_state(q, long.task_id, TaskState.QUEUED, timeout=0)
+    assert back.retry_count == 0

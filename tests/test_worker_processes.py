@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -17,6 +18,7 @@ from servers import ServerInfo, SyncClient
 from support import unique_queue
 
 from fairque import FairQueue, Task, TaskState
+from fairque.embedded import EmbeddedServer, free_port
 
 TESTS = Path(__file__).parent
 
@@ -180,3 +182,111 @@ def test_sigterm_after_grace_gives_tasks_back_without_a_retry(
         assert got.retry_count == 0
     assert q.stats().counters["requeued"] == 2
     q.close()
+
+
+# ---------------------------------------------------------------------------- supervision
+SECRET = "s3cret-pw"
+
+
+@pytest.fixture
+def password_server(tmp_path: Path) -> Iterator[str]:
+    """A private Valkey where only user ``fq`` (password ``SECRET``) may do anything."""
+    acl = ["--user", "default", "on", "nopass", "-@all", "+ping"]
+    acl += ["--user", "fq", "on", f">{SECRET}", "~*", "&*", "+@all"]
+    server = EmbeddedServer(workdir=tmp_path / "server", extra_args=acl)
+    server.start()
+    yield f"redis://fq:{SECRET}@127.0.0.1:{server.port}/0"
+    server.stop()
+
+
+def children_of(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                stat = (entry / "stat").read_text()
+                if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                    found.append(int(entry.name))
+    return found
+
+
+def start_supervisor(url: str, queue: str, log: Path, *args: str) -> subprocess.Popen[bytes]:
+    """``fairque worker --processes 2`` in its own session, as a shell starts it."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FAIRQUE_")}
+    env.update(FAIRQUE_URL=url, PYTHONPATH=os.pathsep.join([str(TESTS), env.get("PYTHONPATH", "")]))
+    cmd = [sys.executable, "-m", "fairque", "--queue", queue, "worker", "--processes", "2",
+           "--import", "proc_handlers", "--id", "pair", *args]  # fmt: skip
+    with log.open("wb") as out:
+        return subprocess.Popen(
+            cmd, env=env, cwd=TESTS, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+
+
+def test_one_ctrl_c_drains_every_child_and_no_secret_is_shown(
+    password_server: str, tmp_path: Path
+) -> None:
+    queue = unique_queue("ctrlc")
+    q = FairQueue.from_url(password_server, queue, cluster=False)
+    log = tmp_path / "worker.log"
+    sup = start_supervisor(password_server, queue, log, "--concurrency", "2")
+    try:
+        wait_until(lambda: len(q.workers()) == 2, 30, "two registered workers")
+        children = children_of(sup.pid)
+        assert len(children) == 2
+        for pid in [sup.pid, *children]:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode()
+            assert SECRET not in cmdline
+            assert "--url" not in cmdline.split("\0")
+        tasks = q.push_many(
+            Task(user_id=f"u{i}", name="record", payload={"sleep": 1.5}) for i in range(4)
+        )
+        wait_until(lambda: q.stats().counts[TaskState.STARTED] == 4, 30, "four tasks to start")
+        os.killpg(sup.pid, signal.SIGINT)  # what the terminal does on Ctrl-C
+        assert sup.wait(timeout=30) == 0
+        for t in tasks:
+            got = q.get(t.task_id or "")
+            assert got is not None
+            assert (got.state, got.retry_count) == (TaskState.FINISHED, 0)
+        assert q.stats().counters.get("requeued", 0) == 0
+        assert q.workers() == []
+    finally:
+        if sup.poll() is None:
+            os.killpg(sup.pid, signal.SIGKILL)
+            sup.wait()
+        q.close()
+    assert SECRET not in log.read_text()
+
+
+def test_children_stop_by_themselves_when_the_supervisor_dies(
+    password_server: str, tmp_path: Path
+) -> None:
+    queue = unique_queue("orphan")
+    q = FairQueue.from_url(password_server, queue, cluster=False)
+    sup = start_supervisor(password_server, queue, tmp_path / "worker.log")
+    try:
+        wait_until(lambda: len(q.workers()) == 2, 30, "two registered workers")
+        children = children_of(sup.pid)
+        sup.kill()
+        sup.wait()
+        wait_until(lambda: q.workers() == [], 30, "the orphaned workers to unregister")
+        for pid in children:
+            wait_until(lambda pid=pid: not Path(f"/proc/{pid}").exists(), 10, f"{pid} to exit")
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(sup.pid, signal.SIGKILL)
+        q.close()
+
+
+def test_cli_waits_for_the_server_then_says_so_in_one_line(tmp_path: Path) -> None:
+    url = f"redis://fq:{SECRET}@127.0.0.1:{free_port()}/0"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FAIRQUE_")}
+    env.update(FAIRQUE_URL=url, FAIRQUE_REDIS__CLUSTER="false")
+    cmd = [sys.executable, "-m", "fairque", "worker", "--wait-for-server", "1"]
+    begin = time.monotonic()
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert 1 <= time.monotonic() - begin < 30
+    output = done.stdout + done.stderr
+    assert SECRET not in output
+    assert "Traceback" not in output
+    assert "cannot reach the server; waiting up to 1s" in output

@@ -70,7 +70,10 @@ async def test_idle_fetch_and_completion_wave_never_ask_for_more_than_the_free_s
     wave leased them, and the next wave asked for a negative count (an error and a
     1 s stall).
     """
-    q = CountingQueue.from_url(h.server.url, unique_queue(), cluster=h.server.cluster)
+    q = cast(
+        CountingQueue,
+        CountingQueue.from_url(h.server.url, unique_queue(), cluster=h.server.cluster),
+    )
     h.queues.append(q)
     q.counts = []
     reg, gate = Registry(), asyncio.Event()
@@ -201,7 +204,10 @@ class MaintainedQueue(AsyncFairQueue):
 
 
 async def test_maintenance_trims_registries_in_bounded_calls(h: Harness) -> None:
-    q = MaintainedQueue.from_url(h.server.url, unique_queue(), cluster=h.server.cluster)
+    q = cast(
+        MaintainedQueue,
+        MaintainedQueue.from_url(h.server.url, unique_queue(), cluster=h.server.cluster),
+    )
     h.queues.append(q)
     q.batches = []
     h.start(q, Registry(), maintenance_interval_seconds=0.1)
@@ -337,7 +343,7 @@ class CutQueue(AsyncFairQueue):
 
 
 async def test_failures_and_give_backs_are_resent_after_a_connection_error(h: Harness) -> None:
-    q = CutQueue.from_url(h.server.url, unique_queue(), cluster=h.server.cluster)
+    q = cast(CutQueue, CutQueue.from_url(h.server.url, unique_queue(), cluster=h.server.cluster))
     h.queues.append(q)
     reg = Registry()
     reg.register(lambda: 1 / 0, name="bad")

@@ -269,8 +269,8 @@ def test_children_stop_by_themselves_when_the_supervisor_dies(
         sup.kill()
         sup.wait()
         wait_until(lambda: q.workers() == [], 30, "the orphaned workers to unregister")
-        for pid in children:
-            wait_until(lambda pid=pid: not Path(f"/proc/{pid}").exists(), 10, f"{pid} to exit")
+        gone = [Path(f"/proc/{pid}") for pid in children]
+        wait_until(lambda: not any(p.exists() for p in gone), 10, "the children to exit")
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(sup.pid, signal.SIGKILL)

@@ -1,0 +1,1 @@
+"""Fault-injection tests (``-m faults``): worker kills, server restarts, connection cuts."""

@@ -103,8 +103,9 @@ def print_status(console: Console, stats: QueueStats, workers: list[WorkerInfo],
     for column in ("id", "host", "pid", "in flight", "processed", "failed", "heartbeat"):
         table.add_column(column)
     for w in workers:
+        stuck = f" ({w.threads_stuck} threads stuck)" if w.threads_stuck else ""
         table.add_row(
-            w.worker_id, w.host, str(w.pid), f"{w.in_flight}/{w.concurrency}",
+            w.worker_id, w.host, str(w.pid), f"{w.in_flight}/{w.concurrency}{stuck}",
             str(w.processed), str(w.failed), _age(w.last_seen_seconds),
         )  # fmt: skip
     console.print(table)

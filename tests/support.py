@@ -6,7 +6,7 @@ import asyncio
 import functools
 import threading
 import uuid
-from collections.abc import Callable, Coroutine
+from collections.abc import Coroutine
 from typing import Any
 
 import redis
@@ -64,21 +64,22 @@ class BlockingAsyncQueue:
         return call
 
 
-def queue_snapshot(client: redis.Redis | redis.RedisCluster, queue: str) -> dict[str, Any]:
-    """Every key of ``queue`` with its type and value, to prove nothing changed."""
-    out: dict[str, Any] = {}
+def queue_snapshot(
+    client: redis.Redis | redis.RedisCluster, queue: str
+) -> dict[str, tuple[bytes, int]]:
+    """Every key of ``queue`` as (``DUMP`` bytes, absolute expiry in ms or -1).
+
+    Two equal snapshots prove the queue's keyspace is byte-for-byte unchanged,
+    expiry times included (``PEXPIRETIME`` is absolute, so time passing changes nothing).
+    """
+    out: dict[str, tuple[bytes, int]] = {}
     pattern = QueueKeys(queue).prefix.replace("{", "\\{").replace("}", "\\}") + "*"
     for key in client.scan_iter(match=pattern, count=1000):
-        kind = client.type(key)
-        kind = kind.decode() if isinstance(kind, bytes) else kind
-        dump: Callable[[Any], Any] = {
-            "hash": client.hgetall,
-            "zset": lambda k: client.zrange(k, 0, -1, withscores=True),
-            "list": lambda k: client.lrange(k, 0, -1),
-            "set": client.smembers,
-            "string": client.get,
-        }[kind]
-        out[key.decode() if isinstance(key, bytes) else key] = dump(key)
+        dumped = client.dump(key)
+        if dumped is None:  # expired between SCAN and DUMP
+            continue
+        name = key.decode() if isinstance(key, bytes) else key
+        out[name] = (bytes(dumped), int(client.pexpiretime(key)))
     return out
 
 

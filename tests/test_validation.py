@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
 from servers import SyncClient
 from support import queue_snapshot
 
 from fairque import (
+    AsyncFairQueue,
     ConfigError,
     DependencyCycleError,
     DependencyNotFound,
@@ -22,9 +28,24 @@ from fairque import (
     TaskNotFound,
     ValidationError,
 )
+from fairque.checks import MAX_BATCH, MAX_DEPENDENCIES, MAX_SECONDS
+from fairque.config import load_settings
 from fairque.options import QueueOptions
+from fairque.scripts import ScriptLoadError
 
 MakeQueue = Callable[..., FairQueue]
+
+INF, NAN = math.inf, math.nan
+SURROGATE = "a\ud800b"
+
+
+def leased(**fields: Any) -> Task:
+    """A task that looks leased (the lease is checked by the server, after the door)."""
+    return Task(user_id="u", name="n", task_id="zz", lease_token="1", **fields)
+
+
+def far_future() -> datetime:
+    return datetime.now(timezone.utc) + timedelta(seconds=MAX_SECONDS + 86_400)
 
 
 BAD_CALLS: list[tuple[str, Callable[[FairQueue], Any], type[FairqueError], str]] = [
@@ -72,6 +93,100 @@ BAD_CALLS: list[tuple[str, Callable[[FairQueue], Any], type[FairqueError], str]]
     ("limits empty user", lambda q: q.set_user_limits(""), ValidationError, "user_id"),
     ("reclaim 0", lambda q: q.reclaim(0), ValidationError, "limit"),
     ("stats negative", lambda q: q.stats(-1), ValidationError, "user_limit"),
+    # numbers of seconds: never inf, nan, over 10 years, a bool or a string
+    ("delay inf", lambda q: q.enqueue("n", user_id="u", delay=INF), ValidationError, "delay"),
+    ("delay nan", lambda q: q.enqueue("n", user_id="u", delay=NAN), ValidationError, "delay"),
+    ("delay 1e12", lambda q: q.enqueue("n", user_id="u", delay=1e12), ValidationError, "delay"),
+    ("delay timedelta huge", lambda q: q.enqueue("n", user_id="u", delay=timedelta(days=4000)), ValidationError, "delay"),
+    ("delay True", lambda q: q.enqueue("n", user_id="u", delay=True), ValidationError, "delay"),
+    ("delay str", lambda q: q.enqueue("n", user_id="u", delay="5"), ValidationError, "delay"),  # type: ignore[arg-type]
+    ("execute_after far", lambda q: q.enqueue("n", user_id="u", execute_after=far_future()), ValidationError, "execute_after"),
+    ("execute_after max", lambda q: q.enqueue("n", user_id="u", execute_after=datetime.max), ValidationError, "execute_after"),
+    ("timeout inf", lambda q: q.enqueue("n", user_id="u", timeout=INF), ValidationError, "timeout"),
+    ("timeout nan", lambda q: q.enqueue("n", user_id="u", timeout=NAN), ValidationError, "timeout"),
+    ("timeout 1e300", lambda q: q.enqueue("n", user_id="u", timeout=1e300), ValidationError, "timeout"),
+    ("timeout str", lambda q: q.enqueue("n", user_id="u", timeout="10"), ValidationError, "timeout"),  # type: ignore[arg-type]
+    ("timeout True", lambda q: q.enqueue("n", user_id="u", timeout=True), ValidationError, "timeout"),
+    ("result_ttl 1e16", lambda q: q.enqueue("n", user_id="u", result_ttl=10**16), ValidationError, "result_ttl"),
+    ("result_ttl str", lambda q: q.enqueue("n", user_id="u", result_ttl="60"), ValidationError, "result_ttl"),  # type: ignore[arg-type]
+    ("result_ttl float", lambda q: q.enqueue("n", user_id="u", result_ttl=60.5), ValidationError, "result_ttl"),  # type: ignore[arg-type]
+    ("max_retries True", lambda q: q.enqueue("n", user_id="u", max_retries=True), ValidationError, "max_retries"),
+    ("max_retries str", lambda q: q.enqueue("n", user_id="u", max_retries="3"), ValidationError, "max_retries"),  # type: ignore[arg-type]
+    ("max_retries 1001", lambda q: q.enqueue("n", user_id="u", max_retries=1001), ValidationError, "max_retries"),
+    ("priority True", lambda q: q.enqueue("n", user_id="u", priority=True), ValidationError, "priority"),
+    ("priority float", lambda q: q.enqueue("n", user_id="u", priority=3.0), ValidationError, "priority"),  # type: ignore[arg-type]
+    ("keep_result 1", lambda q: q.enqueue("n", user_id="u", keep_result=1), ValidationError, "keep_result"),  # type: ignore[arg-type]
+    ("keep_result str", lambda q: q.enqueue("n", user_id="u", keep_result="yes"), ValidationError, "keep_result"),  # type: ignore[arg-type]
+    ("task max_retries True", lambda q: q.push(Task(user_id="u", name="n", max_retries=True)), ValidationError, "max_retries"),
+    ("task timeout inf", lambda q: q.push(Task(user_id="u", name="n", timeout=INF)), ValidationError, "timeout"),
+    ("batch delay nan", lambda q: q.push_many([Task(user_id="u", name="n")], delays=[NAN]), ValidationError, "delay"),
+    ("batch delay inf", lambda q: q.push_many([Task(user_id="u", name="n")], delays=[INF]), ValidationError, "delay"),
+    ("pop lease inf", lambda q: q.pop("w", lease_seconds=INF), ValidationError, "lease_seconds"),
+    ("pop lease nan", lambda q: q.pop("w", lease_seconds=NAN), ValidationError, "lease_seconds"),
+    ("pop lease str", lambda q: q.pop("w", lease_seconds="30"), ValidationError, "lease_seconds"),  # type: ignore[arg-type]
+    ("pop_batch count huge", lambda q: q.pop_batch(10**9), ValidationError, "count"),
+    ("pop_batch count True", lambda q: q.pop_batch(True), ValidationError, "count"),
+    ("extend inf", lambda q: q.extend(leased(), INF), ValidationError, "seconds"),
+    ("extend nan", lambda q: q.extend(leased(), NAN), ValidationError, "seconds"),
+    ("extend_many inf", lambda q: q.extend_many([leased()], INF), ValidationError, "seconds"),
+    ("fail delay nan", lambda q: q.fail(leased(), "e", delay=NAN), ValidationError, "delay"),
+    ("fail delay inf", lambda q: q.fail(leased(), "e", delay=INF), ValidationError, "delay"),
+    ("requeue delay inf", lambda q: q.requeue(leased(), delay=INF), ValidationError, "delay"),
+    ("xcom ttl inf", lambda q: q.xcom_push("k", 1, ttl=INF), ValidationError, "ttl"),
+    ("xcom ttl nan", lambda q: q.xcom_push("k", 1, ttl=NAN), ValidationError, "ttl"),
+    ("xcom ttl huge", lambda q: q.xcom_push("k", 1, ttl=1e12), ValidationError, "ttl"),
+    ("result timeout nan", lambda q: q.result("x", timeout=NAN), ValidationError, "timeout"),
+    ("result timeout inf", lambda q: q.result("x", timeout=INF), ValidationError, "timeout"),
+    ("result timeout str", lambda q: q.result("x", timeout="1"), ValidationError, "timeout"),  # type: ignore[arg-type]
+    ("wait_for_work nan", lambda q: q.wait_for_work(NAN), ValidationError, "timeout"),
+    ("wait_for_work inf", lambda q: q.wait_for_work(INF), ValidationError, "timeout"),
+    ("wait_for_work 0", lambda q: q.wait_for_work(0), ValidationError, "timeout"),
+    ("wait_and_pop nan", lambda q: q.wait_and_pop(NAN), ValidationError, "timeout"),
+    # integers: never a bool, a string, or beyond the documented limits
+    ("weight True", lambda q: q.set_user_limits("u", weight=True), ValidationError, "weight"),
+    ("weight str", lambda q: q.set_user_limits("u", weight="3"), ValidationError, "weight"),  # type: ignore[arg-type]
+    ("weight huge", lambda q: q.set_user_limits("u", weight=10**20), ValidationError, "weight"),
+    ("cap True", lambda q: q.set_user_limits("u", max_in_flight=True), ValidationError, "max_in_flight"),
+    ("cap huge", lambda q: q.set_user_limits("u", max_in_flight=10**30), ValidationError, "max_in_flight"),
+    ("cap float", lambda q: q.set_user_limits("u", max_in_flight=2.0), ValidationError, "max_in_flight"),  # type: ignore[arg-type]
+    ("reclaim huge", lambda q: q.reclaim(10**30), ValidationError, "limit"),
+    ("reclaim True", lambda q: q.reclaim(True), ValidationError, "limit"),
+    ("stats huge", lambda q: q.stats(10**30), ValidationError, "user_limit"),
+    ("wake True", lambda q: q.wake(True), ValidationError, "n"),
+    # lone surrogates cannot be encoded for the server
+    ("surrogate user", lambda q: q.enqueue("n", user_id=SURROGATE), ValidationError, "user_id"),
+    ("surrogate name", lambda q: q.enqueue(SURROGATE, user_id="u"), ValidationError, "name"),
+    ("surrogate task id", lambda q: q.enqueue("n", user_id="u", task_id=SURROGATE), ValidationError, "task_id"),
+    ("surrogate dependency", lambda q: q.enqueue("n", user_id="u", depends_on=[SURROGATE]), ValidationError, "depends_on"),
+    ("surrogate task push", lambda q: q.push(Task(user_id=SURROGATE, name="n")), ValidationError, "user_id"),
+    ("surrogate get", lambda q: q.get(SURROGATE), ValidationError, "task_id"),
+    ("surrogate cancel", lambda q: q.cancel(SURROGATE), ValidationError, "task_id"),
+    ("surrogate retry", lambda q: q.retry(SURROGATE), ValidationError, "task_id"),
+    ("surrogate result", lambda q: q.result(SURROGATE), ValidationError, "task_id"),
+    ("surrogate xcom key", lambda q: q.xcom_push(SURROGATE, 1), ValidationError, "xcom key"),
+    ("surrogate xcom pull", lambda q: q.xcom_pull(SURROGATE), ValidationError, "xcom key"),
+    ("surrogate worker id", lambda q: q.pop(SURROGATE), ValidationError, "worker_id"),
+    ("long worker id", lambda q: q.pop("w" * 257), ValidationError, "worker_id"),
+    ("surrogate assigned", lambda q: q.pop("w", assigned_users=[SURROGATE]), ValidationError, "assigned_users"),
+    ("surrogate steal", lambda q: q.pop("w", steal_targets=["*", SURROGATE]), ValidationError, "steal_targets"),
+    ("surrogate limits user", lambda q: q.set_user_limits(SURROGATE), ValidationError, "user_id"),
+    ("long task id get", lambda q: q.get("t" * 257), ValidationError, "task_id"),
+    ("payload surrogate", lambda q: q.enqueue("n", {"s": SURROGATE}, user_id="u"), SerializationError, "payload"),
+    # NaN and Infinity have no JSON form: rejected, never stored as null
+    ("payload nan", lambda q: q.enqueue("n", {"a": [1, NAN]}, user_id="u"), SerializationError, r"payload: .*NaN or Infinity at \['a'\]\[1\]"),
+    ("payload inf", lambda q: q.enqueue("n", -INF, user_id="u"), SerializationError, "payload"),
+    ("payload nan slow path", lambda q: q.enqueue("n", [None, NAN], user_id="u", delay=1), SerializationError, "payload"),
+    ("task payload nan", lambda q: q.push(Task(user_id="u", name="n", payload={"x": NAN})), SerializationError, "payload"),
+    ("batch payload nan", lambda q: q.push_many([Task(user_id="u", name="a"), Task(user_id="u", name="b", payload=(NAN,))]), SerializationError, r"payload: .*\[0\]"),
+    ("result nan", lambda q: q.complete(leased(), {"r": INF}), SerializationError, "result"),
+    ("result nan complete_and_pop", lambda q: q.complete_and_pop([(leased(), NAN)]), SerializationError, "result"),
+    ("xcom value nan", lambda q: q.xcom_push("k", {"v": NAN}), SerializationError, "xcom value"),
+    # sizes
+    ("too many upstreams", lambda q: q.enqueue("n", user_id="u", depends_on=[f"d{i}" for i in range(MAX_DEPENDENCIES + 1)]), ValidationError, "depends_on"),
+    ("batch too large", lambda q: q.push_many([Task(user_id="u", name="n")] * (MAX_BATCH + 1)), ValidationError, "limit is 10000"),
+    ("batch not a list", lambda q: q.push_many(5), ValidationError, "tasks"),  # type: ignore[arg-type]
+    ("batch a string", lambda q: q.push_many("abc"), ValidationError, "tasks"),  # type: ignore[arg-type]
+    ("batch delays not a list", lambda q: q.push_many([Task(user_id="u", name="n")], delays=5), ValidationError, "delays"),  # type: ignore[arg-type]
 ]  # fmt: skip
 
 
@@ -94,28 +209,88 @@ def test_bad_input_is_rejected_and_changes_nothing(
     assert queue_snapshot(redis_client, q.queue) == before
 
 
-@pytest.mark.parametrize(
-    ("options", "bad"),
-    [
-        ({"ordering": "random"}, "ordering"),
-        ({"aging_horizon_seconds": 0}, "aging_horizon_seconds"),
-        ({"lease_seconds": -1}, "lease_seconds"),
-        ({"max_retries": -2}, "max_retries"),
-        ({"serializer": "pickle"}, "serializer"),
-        ({"max_payload_bytes": 0}, "max_payload_bytes"),
-        ({"on_duplicate": "ignore"}, "on_duplicate"),
-        ({"no_such_option": 1}, "no_such_option"),
-    ],
-)
+_SECONDS_OPTIONS = (
+    "aging_horizon_seconds", "lease_seconds", "retry_base_seconds", "result_ttl_seconds",
+    "failed_ttl_seconds",
+)  # fmt: skip
+_INT_OPTIONS = ("max_retries", "max_payload_bytes", "maintenance_batch")
+BAD_OPTIONS: list[tuple[dict[str, Any], str]] = [
+    ({"ordering": "random"}, "ordering"),
+    ({"aging_horizon_seconds": 0}, "aging_horizon_seconds"),
+    ({"lease_seconds": -1}, "lease_seconds"),
+    ({"max_retries": -2}, "max_retries"),
+    ({"serializer": "pickle"}, "serializer"),
+    ({"max_payload_bytes": 0}, "max_payload_bytes"),
+    ({"max_payload_bytes": 2**40}, "max_payload_bytes"),
+    ({"on_duplicate": "ignore"}, "on_duplicate"),
+    ({"no_such_option": 1}, "no_such_option"),
+    *[({name: bad}, name) for name in _SECONDS_OPTIONS for bad in (INF, NAN, 1e300, True, "30")],
+    *[({name: bad}, name) for name in _INT_OPTIONS for bad in (True, 10**30, "3", 3.0)],
+]
+
+
+@pytest.mark.parametrize(("options", "bad"), BAD_OPTIONS, ids=[repr(o) for o, _ in BAD_OPTIONS])
 def test_bad_queue_options_name_the_option(options: dict[str, Any], bad: str) -> None:
     with pytest.raises(ConfigError, match=bad):
         QueueOptions.build(**options)
 
 
-@pytest.mark.parametrize("name", ["", "a{b", "a}b", "with space", "x" * 129])
+@pytest.mark.parametrize("client", ["sync", "async"])
+def test_bad_queue_options_are_rejected_by_both_clients(client: str) -> None:
+    cls = FairQueue if client == "sync" else AsyncFairQueue
+    with pytest.raises(ConfigError, match="lease_seconds"):
+        cls.from_url("redis://127.0.0.1:1/0", "q", cluster=False, lease_seconds=INF)
+
+
+def test_every_duration_option_has_the_documented_limit() -> None:
+    for name in _SECONDS_OPTIONS:
+        assert QueueOptions.build(**{name: MAX_SECONDS}).model_dump()[name] == MAX_SECONDS
+        with pytest.raises(ConfigError, match=name):
+            QueueOptions.build(**{name: MAX_SECONDS + 1})
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "bad"),
+    [
+        ("FAIRQUE_QUEUE__LEASE_SECONDS", "inf", "lease_seconds"),
+        ("FAIRQUE_QUEUE__RETRY_BASE_SECONDS", "Infinity", "retry_base_seconds"),
+        ("FAIRQUE_QUEUE__RESULT_TTL_SECONDS", "nan", "result_ttl_seconds"),
+        ("FAIRQUE_QUEUE__FAILED_TTL_SECONDS", "1e300", "failed_ttl_seconds"),
+        ("FAIRQUE_QUEUE__MAX_RETRIES", "true", "max_retries"),
+    ],
+)
+def test_bad_queue_options_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch, variable: str, value: str, bad: str
+) -> None:
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(ConfigError, match=bad):
+        load_settings()
+
+
+def test_queue_options_from_yaml_and_environment(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    config = tmp_path / "fairque.yaml"
+    config.write_text("queue:\n  max_retries: yes\n")
+    with pytest.raises(ConfigError, match="max_retries"):
+        load_settings(config)
+    config.write_text("queue:\n  lease_seconds: .inf\n")
+    with pytest.raises(ConfigError, match="lease_seconds"):
+        load_settings(config)
+    # numbers written as text are fine where all values are text
+    monkeypatch.setenv("FAIRQUE_QUEUE__LEASE_SECONDS", "45")
+    monkeypatch.setenv("FAIRQUE_QUEUE__MAX_RETRIES", "5")
+    settings = load_settings()
+    assert (settings.queue.lease_seconds, settings.queue.max_retries) == (45.0, 5)
+    assert QueueOptions.build(**settings.queue.options()).lease_seconds == 45.0
+
+
+@pytest.mark.parametrize("name", ["", "a{b", "a}b", "with space", "x" * 129, "q\ud800"])
 def test_bad_queue_names(redis_client: SyncClient, name: str) -> None:
     with pytest.raises(ConfigError, match="queue name"):
         FairQueue(redis_client, name)
+    with pytest.raises(ConfigError, match="queue name"):
+        AsyncFairQueue.from_url("redis://127.0.0.1:1/0", name, cluster=False)
 
 
 def test_errors_form_one_hierarchy() -> None:
@@ -126,5 +301,98 @@ def test_errors_form_one_hierarchy() -> None:
         assert cls.__doc__
         assert isinstance(errors.script_error(code, "detail"), cls)
     assert type(errors.script_error(-99, "x")) is FairqueError
+    assert issubclass(ScriptLoadError, FairqueError)
     assert str(TaskNotFound("abc")) == "abc"
     assert str(TaskNotFound()) == "task not found"
+
+
+# random junk at the public methods: only FairqueError escapes, and a rejected
+# call leaves the keyspace as it was
+_JUNK = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(10**30), max_value=10**30),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from([0, 1, -1, 2**63, 10**16, 1e300, -0.0, 5e-324, MAX_SECONDS + 1]),
+    st.text(max_size=8),
+    st.sampled_from([SURROGATE, "\udfff", "", "x" * 300, "x" * 200_000, "a\x00b", "*"]),
+    st.binary(max_size=8),
+    st.lists(st.one_of(st.integers(), st.text(max_size=3), st.floats()), max_size=3),
+    st.dictionaries(st.text(max_size=3), st.floats(), max_size=3),
+    st.timedeltas(),
+    st.datetimes(timezones=st.just(timezone.utc)),
+    st.builds(object),
+)
+_JUNK_SETTINGS = settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+
+
+def _spoil(valid: dict[str, Any]) -> st.SearchStrategy[dict[str, Any]]:
+    """``valid`` arguments with one or two of them replaced by junk."""
+    return st.builds(
+        lambda names, values: {**valid, **dict(zip(names, values, strict=False))},
+        st.lists(st.sampled_from(sorted(valid)), min_size=1, max_size=2, unique=True),
+        st.lists(_JUNK, min_size=2, max_size=2),
+    )
+
+
+def _enqueue(kw: dict[str, Any]) -> Callable[[FairQueue], Any]:
+    return lambda q: q.enqueue(kw.pop("name"), kw.pop("payload"), **kw)
+
+
+def _push_many(kw: dict[str, Any]) -> Callable[[FairQueue], Any]:
+    def call(q: FairQueue) -> Any:
+        task = Task(**{k: v for k, v in kw.items() if k not in ("delay", "batch")})
+        return q.push_many(kw["batch"] if kw["batch"] != "ok" else [task], delays=[kw["delay"]])
+
+    return call
+
+
+def _pop(kw: dict[str, Any]) -> Callable[[FairQueue], Any]:
+    return lambda q: q.pop_batch(kw.pop("count"), **kw)
+
+
+_ENQUEUE = {
+    "name": "n", "payload": {"a": [1.5, None, "x"]}, "user_id": "u", "priority": 4,
+    "delay": 0.01, "execute_after": None, "depends_on": (), "task_id": None,
+    "max_retries": 2, "timeout": 5.0, "keep_result": True, "result_ttl": 60,
+    "on_dependency_failure": "cancel",
+}  # fmt: skip
+_TASK = {k: v for k, v in _ENQUEUE.items() if k != "delay"} | {"batch": "ok", "delay": None}
+_POP = {
+    "count": 2, "worker_id": "w", "lease_seconds": 30.0, "assigned_users": ["u"],
+    "steal_targets": ["*"],
+}  # fmt: skip
+
+_JUNK_CALLS = st.one_of(
+    _spoil(_ENQUEUE).map(_enqueue),
+    _spoil(_TASK).map(_push_many),
+    _spoil(_POP).map(_pop),
+    _spoil({"user_id": "u", "weight": 2, "max_in_flight": 3}).map(
+        lambda kw: lambda q: q.set_user_limits(**kw)
+    ),
+    # an id no task has, so a valid timeout never waits
+    _spoil({"task_id": "none", "timeout": 0.01, "consume": False}).map(
+        lambda kw: lambda q: q.result(**kw)
+    ),
+    _spoil({"key": "k", "value": [1, 2.5], "ttl": 60}).map(lambda kw: lambda q: q.xcom_push(**kw)),
+)
+
+
+@_JUNK_SETTINGS
+@given(call=_JUNK_CALLS)
+def test_random_junk_raises_fairque_errors_only(
+    make_queue: MakeQueue, redis_client: SyncClient, call: Callable[[FairQueue], Any]
+) -> None:
+    q = make_queue(queue="junk", max_payload_bytes=10_000)
+    before = queue_snapshot(redis_client, q.queue)
+    try:
+        call(q)
+    except FairqueError as exc:
+        event(type(exc).__name__)
+        assert queue_snapshot(redis_client, q.queue) == before
+    else:
+        event("accepted")

@@ -25,6 +25,7 @@ from fairque.ops import (
 )
 from fairque.options import QueueOptions
 from fairque.queue import is_cluster_url
+from fairque.urls import check_url, url_errors
 
 T = TypeVar("T")
 
@@ -44,10 +45,12 @@ class AsyncFairQueue(QueueBase):
     ) -> AsyncFairQueue:
         """Connect to ``url``; a cluster is detected unless ``cluster`` says otherwise."""
         QueueOptions.build(**options)
-        if cluster is None:
-            cluster = is_cluster_url(url)
-        client: aredis.Redis | aredis.RedisCluster
-        client = aredis.RedisCluster.from_url(url) if cluster else aredis.Redis.from_url(url)
+        check_url(url)
+        with url_errors(url):
+            if cluster is None:
+                cluster = is_cluster_url(url)
+            client: aredis.Redis | aredis.RedisCluster
+            client = aredis.RedisCluster.from_url(url) if cluster else aredis.Redis.from_url(url)
         return cls(client, queue, **options)
 
     async def _run(self, call: Call[T]) -> T:
@@ -88,7 +91,7 @@ class AsyncFairQueue(QueueBase):
         self, tasks: Iterable[Task], *, delays: Sequence[float | None] | None = None
     ) -> list[Task]:
         """See ``FairQueue.push_many``."""
-        return await self._run(self.ops.push_many(list(tasks), delays))
+        return await self._run(self.ops.push_many(tasks, delays))
 
     async def enqueue(
         self,

@@ -7,6 +7,7 @@ from typing import Any, NoReturn
 
 from redis.exceptions import ResponseError
 
+from fairque.checks import check_wait
 from fairque.ops import Call, Operations, blocking_limit, translate_error
 from fairque.options import QueueOptions
 
@@ -30,6 +31,7 @@ class QueueBase:
 
     def _bounded(self, seconds: float) -> float:
         """``seconds``, cut to what one blocking call may last on this client."""
+        seconds = check_wait(seconds)
         limit = self._block_limit
         return seconds if limit is None or seconds <= limit else limit
 

@@ -6,6 +6,7 @@ import contextlib
 import importlib
 import json
 import logging
+import math
 import os
 import sys
 from collections.abc import Iterator
@@ -15,11 +16,16 @@ from typing import Annotated, Any, NoReturn
 
 import redis
 import typer
+from redis.exceptions import RedisClusterException
 from rich.console import Console
+from rich.markup import escape
 
 from fairque import console as out
+from fairque import urls
 from fairque.config import Settings, load_settings
-from fairque.errors import ConfigError, FairqueError
+from fairque.errors import ConfigError, FairqueError, ValidationError
+from fairque.ops import Operations
+from fairque.options import QueueOptions
 from fairque.queue import FairQueue
 
 app = typer.Typer(
@@ -34,6 +40,8 @@ stderr = Console(stderr=True, soft_wrap=True)
 
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+log = logging.getLogger("fairque.cli")
 
 
 @dataclass
@@ -45,9 +53,14 @@ class Common:
     config: Path | None
 
 
+def say_error(message: str) -> None:
+    """Print ``error: message`` on stderr, credentials hidden, as plain text."""
+    stderr.print(f"[bold red]error:[/] {escape(urls.redact_text(message))}", highlight=False)
+
+
 def fail(message: str, code: int = EXIT_FAILURE) -> NoReturn:
-    """Print ``error: message`` on stderr and exit with ``code``."""
-    stderr.print(f"[bold red]error:[/] {message}", highlight=False)
+    """Print ``error: message`` on stderr (credentials hidden) and exit with ``code``."""
+    say_error(message)
     raise typer.Exit(code)
 
 
@@ -67,10 +80,10 @@ def options(
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Debug logging.")] = False,
 ) -> None:
     """Shared options; precedence is CLI > environment > YAML > defaults."""
-    logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    urls.remember_secrets(url)
+    handler = logging.StreamHandler()
+    handler.setFormatter(urls.RedactingFormatter(LOG_FORMAT))
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, handlers=[handler])
     ctx.obj = Common(url=url, queue=queue, config=config)
 
 
@@ -78,18 +91,26 @@ def settings(ctx: typer.Context, **worker: Any) -> Settings:
     """Load settings for a command, turning configuration errors into exit code 2."""
     common: Common = ctx.obj
     try:
-        return load_settings(
+        cfg = load_settings(
             common.config, redis={"url": common.url}, queue={"name": common.queue}, worker=worker
         )
+        if cfg.redis.configured:
+            urls.remember_secrets(cfg.redis.to_url())
     except ConfigError as exc:
         fail(str(exc), EXIT_USAGE)
+    return cfg
 
 
 @contextlib.contextmanager
 def server_url(cfg: Settings, *, embedded_ok: bool) -> Iterator[str]:
     """The configured server's URL, or a private embedded Valkey when allowed."""
     if cfg.redis.configured:
-        yield cfg.redis.to_url()
+        url = cfg.redis.to_url()
+        try:
+            urls.check_url(url)
+        except ConfigError as exc:
+            fail(str(exc), EXIT_USAGE)
+        yield url
         return
     if not embedded_ok:
         fail("no Redis configured: pass --url, set FAIRQUE_URL or redis.url in --config", 2)
@@ -112,9 +133,10 @@ def server_url(cfg: Settings, *, embedded_ok: bool) -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def open_queue(ctx: typer.Context) -> Iterator[FairQueue]:
+def open_queue(ctx: typer.Context, cfg: Settings | None = None) -> Iterator[FairQueue]:
     """A connected FairQueue for the configured server and queue."""
-    cfg = settings(ctx)
+    if cfg is None:
+        cfg = settings(ctx)
     with server_url(cfg, embedded_ok=False) as url, guarded(url):
         q = FairQueue.from_url(
             url, cfg.queue.name, cluster=cfg.redis.cluster, **cfg.queue.options()
@@ -127,15 +149,32 @@ def open_queue(ctx: typer.Context) -> Iterator[FairQueue]:
 
 @contextlib.contextmanager
 def guarded(url: str) -> Iterator[None]:
-    """Turn connection and queue errors into a one-line message and exit code."""
+    """Turn server, connection and queue errors into one line and an exit code."""
     try:
         yield
-    except redis.ConnectionError as exc:
-        fail(f"cannot connect to {url}: {exc}")
-    except ConfigError as exc:
-        fail(str(exc), EXIT_USAGE)
-    except FairqueError as exc:
-        fail(f"{type(exc).__name__}: {exc}")
+    except (redis.RedisError, RedisClusterException, FairqueError) as exc:
+        fail(*describe_failure(exc, url))
+
+
+def describe_failure(exc: Exception, url: str) -> tuple[str, int]:
+    """The one-line message and exit code for a failure talking to ``url``.
+
+    Exit code 2 for bad input or configuration (including a URL naming a database
+    the server does not have), 1 for everything else. The URL is shown redacted.
+    """
+    shown = urls.redact_url(url)
+    known = exc if isinstance(exc, ConfigError) else urls.explain(exc, url)
+    if known is not None:
+        return str(known), EXIT_USAGE
+    if isinstance(exc, redis.TimeoutError):
+        return f"no answer from {shown} in time: {exc}", EXIT_FAILURE
+    if isinstance(exc, redis.ConnectionError):
+        return f"cannot connect to {shown}: {exc}", EXIT_FAILURE
+    if isinstance(exc, ValidationError):
+        return f"{type(exc).__name__}: {exc}", EXIT_USAGE
+    if isinstance(exc, FairqueError):
+        return f"{type(exc).__name__}: {exc}", EXIT_FAILURE
+    return f"server {shown} answered: {type(exc).__name__}: {exc}", EXIT_FAILURE
 
 
 def import_handlers(modules: list[str]) -> None:
@@ -226,38 +265,89 @@ def enqueue(
     name: Annotated[str | None, typer.Argument(help="Task name.")] = None,
     payload: Annotated[str | None, typer.Argument(help="Payload as JSON.")] = None,
     user: Annotated[str | None, typer.Option("--user", help="User (tenant) id.")] = None,
-    priority: Annotated[int, typer.Option(help="1..5, or 6 for the critical lane.")] = 3,
+    priority: Annotated[
+        int | None, typer.Option(help="1..5, or 6 for the critical lane [default: 3].")
+    ] = None,
     delay: Annotated[float | None, typer.Option(help="Seconds before it may run.")] = None,
     task_id: Annotated[str | None, typer.Option("--task-id", help="Caller-chosen id.")] = None,
     max_retries: Annotated[int | None, typer.Option("--max-retries")] = None,
     file: Annotated[
-        Path | None, typer.Option("--file", "-f", help="JSON lines, one task per line.")
+        Path | None,
+        typer.Option("--file", "-f", help="JSON lines, one task per line ('-': standard input)."),
     ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help='Print {"enqueued": n, "task_ids": [...]}.')
+    ] = False,
 ) -> None:
-    """Enqueue one task, or many from a JSON-lines file (validated before any is pushed)."""
-    if file is not None:
-        if name is not None:
-            fail("give either a task name or --file, not both", EXIT_USAGE)
-        tasks = out.read_task_file(file, fail)
-        with open_queue(ctx) as q:
-            pushed = out.push_with_progress(q, tasks, stderr)
-        stdout.print(f"enqueued {pushed} task(s) from {file}")
-        return
-    if name is None or user is None:
+    """Enqueue one task, or every task of a JSON-lines file: all or nothing.
+
+    Each line of a file is an object with the fields name, user_id and optionally
+    payload, priority, task_id, max_retries, timeout, keep_result, result_ttl,
+    delay, depends_on, on_dependency_failure. The whole file is checked before
+    anything is sent (every problem is reported as file:line: field: problem, exit
+    code 2) and then pushed in one atomic batch: every task or none. A file of more
+    than 10,000 tasks or 64 MiB is refused; split it.
+    """
+    single = (payload, user, priority, delay, task_id, max_retries)
+    if file is not None and (name is not None or any(v is not None for v in single)):
+        fail("give a task (name and options) or --file, not both", EXIT_USAGE)
+    if file is None and (name is None or user is None):
         fail("a task name and --user are required (or --file)", EXIT_USAGE)
+    cfg = settings(ctx)
     try:
-        data = json.loads(payload) if payload is not None else None
-    except json.JSONDecodeError as exc:
-        fail(f"payload is not valid JSON: {exc}", EXIT_USAGE)
-    with open_queue(ctx) as q:
+        ops = Operations(cfg.queue.name, QueueOptions.build(**cfg.queue.options()))
+    except ConfigError as exc:
+        fail(str(exc), EXIT_USAGE)
+    source = None if file is None else str(file)
+    if delay is not None and math.isfinite(delay) and delay.is_integer():
+        delay = int(delay)  # shown as written (-1, not -1.0), as the file form shows it
+    if file is None:
+        item = {
+            "name": name, "user_id": user, "priority": priority, "delay": delay,
+            "task_id": task_id, "max_retries": max_retries,
+        }  # fmt: skip
+        batch = out.TaskBatch()
         try:
-            task = q.enqueue(
-                name, data, user_id=user, priority=priority, delay=delay, task_id=task_id,
-                max_retries=max_retries,
-            )  # fmt: skip
+            item["payload"] = None if payload is None else out.parse_json(payload)
+        except ValueError as exc:
+            batch.problems.append(out.Problem("payload", str(exc)))
+        checked = out.check_item({k: v for k, v in item.items() if v is not None}, ops)
+        if isinstance(checked, list):
+            batch.problems.extend(checked)
+        elif not batch.problems:
+            batch.add(*checked[:2], 1, checked[2])
+    else:
+        try:
+            batch = out.read_task_file(file, ops)
+        except OSError as exc:
+            fail(f"cannot read {file}: {exc.strerror or exc}", EXIT_USAGE)
+    if batch.problems:
+        refuse(batch.problems, source)
+    with open_queue(ctx, cfg) as q:
+        try:
+            pushed = q.push_many(batch.tasks, delays=batch.delays)
         except FairqueError as exc:
-            fail(str(exc), EXIT_USAGE)
-    stdout.print(task.task_id)
+            where = f"{source}: " if source is not None else ""
+            code = EXIT_USAGE if isinstance(exc, ValidationError) else EXIT_FAILURE
+            fail(f"{where}{type(exc).__name__}: {exc}; nothing was enqueued", code)
+    ids = [t.task_id for t in pushed]
+    if as_json:
+        stdout.print_json(json.dumps({"enqueued": len(ids), "task_ids": ids}))
+    elif file is None:
+        stdout.print(ids[0], highlight=False)
+    else:
+        stdout.print(f"enqueued {len(ids)} task(s) from {file}", highlight=False)
+
+
+def refuse(problems: list[out.Problem], source: str | None) -> NoReturn:
+    """Report every problem of a task or file (the first few) and exit with code 2."""
+    for problem in problems[: out.MAX_PROBLEMS_SHOWN]:
+        say_error(problem.render(source))
+    if source is not None:
+        hidden = len(problems) - out.MAX_PROBLEMS_SHOWN
+        more = f" ({hidden} not shown)" if hidden > 0 else ""
+        say_error(f"{source}: {len(problems)} problem(s){more}; nothing was enqueued")
+    raise typer.Exit(EXIT_USAGE)
 
 
 @app.command()
@@ -349,5 +439,10 @@ def demo(
 
 
 def main() -> None:
-    """Entry point of the ``fairque`` script."""
-    app()
+    """Entry point of the ``fairque`` script: every failure ends in one ``error:`` line."""
+    try:
+        app()
+    except Exception as exc:  # a failure no command foresaw: still no traceback
+        log.debug("unexpected failure", exc_info=True)
+        say_error(f"unexpected {type(exc).__name__}: {exc} (--verbose shows the traceback)")
+        sys.exit(EXIT_FAILURE)

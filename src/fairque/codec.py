@@ -6,6 +6,7 @@ from typing import Any, Protocol
 
 import orjson
 
+from fairque.checks import non_finite_path
 from fairque.errors import ConfigError, SerializationError
 
 
@@ -24,15 +25,25 @@ class Serializer(Protocol):
 
 
 class JsonSerializer:
-    """JSON through orjson (str keys, no NaN, no arbitrary objects)."""
+    """JSON through orjson (str keys, no NaN or Infinity, no arbitrary objects)."""
 
     name = "json"
 
     def dumps(self, value: Any) -> bytes:
         try:
-            return orjson.dumps(value)
+            data = orjson.dumps(value)
         except TypeError as exc:
             raise SerializationError(f"value is not JSON serializable: {exc}") from exc
+        # orjson writes NaN and Infinity as null; only a value whose JSON holds a null
+        # can hold one, so the common value costs one substring search
+        if b"null" in data:
+            where = non_finite_path(value)
+            if where is not None:
+                raise SerializationError(
+                    f"value is not JSON serializable: NaN or Infinity at {where} "
+                    "(JSON has no such number)"
+                )
+        return data
 
     def loads(self, data: bytes) -> Any:
         try:

@@ -109,6 +109,9 @@ class WorkerConfig(BaseModel):
 class QueueSettings(QueueOptions):
     """The ``queue:`` section: the queue name plus every queue option."""
 
+    # environment variables are text: read "30" as a number here (never True)
+    model_config = ConfigDict(strict=False)
+
     name: str = "default"
 
     @field_validator("name")

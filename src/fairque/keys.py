@@ -29,6 +29,8 @@ def validate_queue_name(queue: str) -> str:
         raise ConfigError(f"queue name is longer than {MAX_QUEUE_NAME} characters")
     if any(c in queue for c in "{}") or any(c.isspace() for c in queue):
         raise ConfigError(f"queue name {queue!r} must not contain braces or whitespace")
+    if not queue.isascii() and any("\ud800" <= c <= "\udfff" for c in queue):
+        raise ConfigError("queue name must be valid Unicode (it holds a lone surrogate)")
     return queue
 
 

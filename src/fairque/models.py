@@ -3,19 +3,33 @@
 from __future__ import annotations
 
 import enum
-import re
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any, Literal
 
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from fairque.checks import (
+    MAX_DEPENDENCIES,
+    MAX_SECONDS,
+    MAX_TASK_ID,
+    MAX_USER_ID,
+    identifier_problem,
+    plain_identifier,
+)
 from fairque.errors import ValidationError
 
-#: Longest user id accepted.
-MAX_USER_ID = 256
-#: Longest task id / task name accepted.
-MAX_TASK_ID = 256
+__all__ = [
+    "MAX_TASK_ID",
+    "MAX_USER_ID",
+    "Priority",
+    "QueueStats",
+    "Task",
+    "TaskState",
+    "UserStats",
+    "WorkerInfo",
+    "plain_identifier",
+]
 
 
 class Priority(enum.IntEnum):
@@ -41,21 +55,10 @@ class TaskState(str, enum.Enum):
     CANCELED = "CANCELED"
 
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-
-
-def plain_identifier(value: object, limit: int) -> bool:
-    """True for a string that ``_check_identifier`` accepts as it is."""
-    return type(value) is str and 0 < len(value) <= limit and _CONTROL.search(value) is None
-
-
 def _check_identifier(value: str, what: str, limit: int) -> str:
-    if not value:
-        raise ValueError(f"{what} must not be empty")
-    if len(value) > limit:
-        raise ValueError(f"{what} is longer than {limit} characters")
-    if _CONTROL.search(value):
-        raise ValueError(f"{what} must not contain control characters")
+    problem = identifier_problem(value, what, limit)
+    if problem is not None:
+        raise ValueError(problem)
     return value
 
 
@@ -69,27 +72,36 @@ class Task(BaseModel):
     ``state``, ``created_at``, ``retry_count`` and, for a leased task, ``lease_token``,
     ``worker_id`` and ``lease_deadline``.
 
+    Numbers are taken as they are, never converted: ``True`` is not an integer and
+    ``"3"`` is not a number. Limits (see ``fairque.checks``): ids and names up to 256
+    characters of valid Unicode without control characters; ``timeout`` and
+    ``result_ttl`` finite and at most 10 years; ``execute_after`` at most 10 years
+    ahead; ``max_retries`` up to 1,000; at most 1,000 ``depends_on`` entries.
+
     Raises:
-        ValidationError: a field is invalid (empty user id, priority out of range...).
+        ValidationError: a field is invalid (empty user id, priority out of range...);
+            the message names the field.
     """
 
     model_config = ConfigDict(frozen=False, extra="forbid", use_enum_values=False)
 
-    user_id: str
-    name: str
+    user_id: str = Field(strict=True)
+    name: str = Field(strict=True)
     payload: Any = None
     priority: Priority = Priority.NORMAL
-    task_id: str | None = None
-    retry_count: int = Field(default=0, ge=0)
-    max_retries: int | None = Field(default=None, ge=0, le=1000)
+    task_id: str | None = Field(default=None, strict=True)
+    retry_count: int = Field(default=0, ge=0, strict=True)
+    max_retries: int | None = Field(default=None, ge=0, le=1000, strict=True)
     created_at: datetime | None = None
     execute_after: datetime | None = None
     state: TaskState | None = None
     depends_on: tuple[str, ...] = ()
     on_dependency_failure: Literal["cancel", "wait"] = "cancel"
-    timeout: float | None = Field(default=None, gt=0)
-    keep_result: bool = True
-    result_ttl: int | None = Field(default=None, ge=0)
+    timeout: float | None = Field(
+        default=None, gt=0, le=MAX_SECONDS, allow_inf_nan=False, strict=True
+    )
+    keep_result: bool = Field(default=True, strict=True)
+    result_ttl: int | None = Field(default=None, ge=0, le=MAX_SECONDS, strict=True)
     error: str | None = None
     lease_token: str | None = None
     worker_id: str | None = None
@@ -132,8 +144,17 @@ class Task(BaseModel):
     @field_validator("execute_after")
     @classmethod
     def _aware(cls, value: datetime | None) -> datetime | None:
-        if value is not None and value.tzinfo is None:
-            return value.replace(tzinfo=timezone.utc)
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=timezone.utc)
+        try:
+            late = value - datetime.now(timezone.utc) > timedelta(seconds=MAX_SECONDS)
+            value.timestamp()
+        except (OverflowError, ValueError, OSError):
+            late = True
+        if late:
+            raise ValueError("execute_after must be at most 10 years in the future")
         return value
 
     @field_validator("depends_on", mode="before")
@@ -148,7 +169,12 @@ class Task(BaseModel):
     def _dep_ids(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         for dep in value:
             _check_identifier(dep, "depends_on entry", MAX_TASK_ID)
-        return tuple(dict.fromkeys(value))
+        unique = tuple(dict.fromkeys(value))
+        if len(unique) > MAX_DEPENDENCIES:
+            raise ValueError(
+                f"depends_on names {len(unique)} tasks; the limit is {MAX_DEPENDENCIES}"
+            )
+        return unique
 
 
 class UserStats(BaseModel):

@@ -7,7 +7,7 @@ the two clients cannot drift apart.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, Generic, TypeVar
@@ -15,6 +15,22 @@ from typing import Any, Generic, TypeVar
 import orjson
 from redis.exceptions import ResponseError
 
+from fairque.checks import (
+    MAX_SCAN,
+    check_delays,
+    check_pop,
+    check_task_id,
+    check_task_list,
+    check_user_limits,
+    check_user_list,
+    check_wait,
+    check_xcom_key,
+    dump_value,
+    error_text,
+)
+from fairque.checks import check_int as _check_int
+from fairque.checks import check_timeout as check_timeout  # used by both clients
+from fairque.checks import seconds_ms as _seconds_ms
 from fairque.codec import Serializer, get_serializer
 from fairque.errors import (
     DependencyCycleError,
@@ -125,28 +141,6 @@ def _stored_task(**values: Any) -> Task:
 _PRIORITY_TYPES = (int, Priority)
 
 
-def _seconds_ms(seconds: float | timedelta, what: str) -> int:
-    if isinstance(seconds, timedelta):
-        seconds = seconds.total_seconds()
-    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
-        raise ValidationError(f"{what} must be a number of seconds, got {seconds!r}")
-    if seconds < 0 or seconds != seconds:
-        raise ValidationError(f"{what} must not be negative, got {seconds!r}")
-    return round(seconds * 1000)
-
-
-def _check_user_list(users: Sequence[str] | None, what: str) -> list[str]:
-    if users is None:
-        return []
-    if isinstance(users, str):
-        raise ValidationError(f"{what} must be a list of user ids, not a string")
-    out = list(users)
-    for u in out:
-        if not isinstance(u, str) or not u:
-            raise ValidationError(f"{what} must contain non-empty user ids, got {u!r}")
-    return out
-
-
 class Operations:
     """Builds the calls of one queue; shared by the sync and async clients."""
 
@@ -239,7 +233,7 @@ class Operations:
         return prepared, args
 
     def _dump_payload(self, payload: Any) -> bytes:
-        data = self.serializer.dumps(payload)
+        data = dump_value(self.serializer, payload, "payload")
         if len(data) > self.options.max_payload_bytes:
             raise PayloadTooLarge(
                 f"payload is {len(data)} bytes; the limit is {self.options.max_payload_bytes}"
@@ -256,15 +250,15 @@ class Operations:
 
     # operations -----------------------------------------------------------------
     def push_many(
-        self, tasks: Sequence[Task], delays: Sequence[float | timedelta | None] | None = None
+        self, tasks: Iterable[Task], delays: Sequence[float | timedelta | None] | None = None
     ) -> Call[list[Task]]:
         """Push tasks atomically; ``delays[i]`` (seconds) delays task i.
 
         Upstreams inside the batch are sent before their dependents; a cycle is
         rejected before anything reaches the server.
         """
-        if delays is not None and len(delays) != len(tasks):
-            raise ValidationError(f"{len(delays)} delays given for {len(tasks)} tasks")
+        tasks = check_task_list(tasks)
+        delays = check_delays(delays, len(tasks))
         encoded: list[tuple[Task, list[Any]]] = []
         seen: set[str] = set()
         for i, task in enumerate(tasks):
@@ -395,16 +389,10 @@ class Operations:
         steal_targets: Sequence[str] | None,
     ) -> Call[list[Task]]:
         """Lease up to ``count`` tasks."""
-        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-            raise ValidationError(f"count must be a positive integer, got {count!r}")
-        if not isinstance(worker_id, str):
-            raise ValidationError("worker_id must be a string")
         lease = self.options.lease_seconds if lease_seconds is None else lease_seconds
-        lease_ms = _seconds_ms(lease, "lease_seconds")
-        if lease_ms <= 0:
-            raise ValidationError("lease_seconds must be positive")
-        assigned = _check_user_list(assigned_users, "assigned_users")
-        steal = _check_user_list(steal_targets, "steal_targets")
+        lease_ms = check_pop(count, worker_id, lease)
+        assigned = check_user_list(assigned_users, "assigned_users")
+        steal = check_user_list(steal_targets, "steal_targets")
         k = self.keys
         args: list[Any] = [
             count, worker_id, lease_ms, self._base_ms, self._failed_ttl_ms,
@@ -462,7 +450,7 @@ class Operations:
         """
         if isinstance(result, EncodedResult):
             return result
-        return EncodedResult(self.serializer.dumps(result))
+        return EncodedResult(dump_value(self.serializer, result, "result"))
 
     @staticmethod
     def _lease_of(task: Task) -> tuple[str, str]:
@@ -490,8 +478,7 @@ class Operations:
     ) -> Call[TaskState]:
         """Record a failed attempt; retry (SCHEDULED) or FAILED."""
         task_id, token = self._lease_of(task)
-        if isinstance(error, BaseException):
-            error = f"{type(error).__name__}: {error}"
+        error = error_text(error)
         delay_ms = -1 if delay is None else _seconds_ms(delay, "delay")
         k = self.keys
         return self._call(
@@ -558,8 +545,7 @@ class Operations:
 
     def reclaim(self, limit: int) -> Call[int]:
         """Reclaim up to ``limit`` expired leases."""
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise ValidationError(f"limit must be a positive integer, got {limit!r}")
+        _check_int(limit, "limit", 1, MAX_SCAN)
         k = self.keys
         keys = [k.prefix, k.leases, k.delayed, k.failed, k.stats, k.inflight, k.wake]
         return self._call("reclaim", keys, [limit, self._base_ms, self._failed_ttl_ms], int)
@@ -634,7 +620,7 @@ class Operations:
         ttl_ms = _seconds_ms(ttl, "ttl")
         if ttl_ms <= 0:
             raise ValidationError("ttl must be positive")
-        data = self.serializer.dumps(value)
+        data = dump_value(self.serializer, value, "xcom value")
         if len(data) > self.options.max_payload_bytes:
             raise PayloadTooLarge(
                 f"value is {len(data)} bytes; the limit is {self.options.max_payload_bytes}"
@@ -654,12 +640,7 @@ class Operations:
 
         return Call(None, (self.keys.xcom(key),), ("GET",), parse)
 
-    @staticmethod
-    def _check_xcom_key(key: str) -> None:
-        if not isinstance(key, str) or not key or len(key) > 256:
-            raise ValidationError(
-                f"xcom key must be a non-empty string of at most 256 characters, got {key!r}"
-            )
+    _check_xcom_key = staticmethod(check_xcom_key)
 
     def next_wakeup(self) -> Call[float | None]:
         """Seconds until a scheduled task is due or a lease expires (None: nothing pending)."""
@@ -672,16 +653,14 @@ class Operations:
 
     def wait_for_work(self, timeout: float) -> Call[bool]:
         """Block until a push signals ready work or ``timeout`` seconds pass."""
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
-            raise ValidationError(f"timeout must be a positive number of seconds, got {timeout!r}")
+        timeout = check_wait(timeout)
         # BLPOP's timeout has millisecond resolution; never round a short wait to 0 (forever)
         wait = max(round(timeout, 3), 0.001)
         return Call(None, (self.keys.wake,), ("BLPOP", wait), lambda r: r is not None)
 
     def wake(self, n: int) -> Call[int]:
         """Push ``n`` wake-up tokens, so up to ``n`` idle workers look at the queue again."""
-        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= 64:
-            raise ValidationError(f"n must be an integer from 1 to 64, got {n!r}")
+        _check_int(n, "n", 1, 64)
         return Call(None, (self.keys.wake,), ("LPUSH", *("1" * n)), int)
 
     def retry(self, task_id: str) -> Call[TaskState]:
@@ -735,23 +714,14 @@ class Operations:
 
     def set_user_limits(self, user_id: str, weight: int, max_in_flight: int | None) -> Call[None]:
         """Set a user's round-robin weight and in-flight cap."""
-        if not isinstance(user_id, str) or not user_id:
-            raise ValidationError("user_id must be a non-empty string")
-        if isinstance(weight, bool) or not isinstance(weight, int) or not 1 <= weight <= 1000:
-            raise ValidationError(f"weight must be an integer 1..1000, got {weight!r}")
-        cap = 0 if max_in_flight is None else max_in_flight
-        if isinstance(cap, bool) or not isinstance(cap, int) or cap < 0:
-            raise ValidationError(
-                f"max_in_flight must be a positive integer or None, got {max_in_flight!r}"
-            )
+        cap = check_user_limits(user_id, weight, max_in_flight)
         k = self.keys
         keys = [k.prefix, k.weights, k.caps, k.ring, k.capped, k.inflight]
         return self._call("set_user", keys, [user_id, weight, cap], lambda r: None)
 
     def stats(self, user_limit: int) -> Call[QueueStats]:
         """A snapshot of counts, counters and per-user load."""
-        if isinstance(user_limit, bool) or not isinstance(user_limit, int) or user_limit < 0:
-            raise ValidationError("user_limit must be a non-negative integer")
+        _check_int(user_limit, "user_limit", 0, MAX_SCAN)
         k = self.keys
         keys = [
             k.prefix, k.delayed, k.deferred, k.queued, k.leases, k.finished, k.failed,
@@ -780,10 +750,7 @@ class Operations:
 
         return self._call("stats", keys, [max(user_limit, 1)], parse)
 
-    @staticmethod
-    def _check_id(task_id: str) -> None:
-        if not isinstance(task_id, str) or not task_id:
-            raise ValidationError(f"task_id must be a non-empty string, got {task_id!r}")
+    _check_id = staticmethod(check_task_id)
 
 
 def dependency_order(tasks: Sequence[Task]) -> list[int]:
@@ -821,12 +788,6 @@ def dependency_order(tasks: Sequence[Task]) -> list[int]:
                 state[node] = 2
                 order.append(node)
     return order
-
-
-def check_timeout(timeout: float) -> None:
-    """Reject a negative or non-numeric ``result()`` timeout."""
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout < 0:
-        raise ValidationError(f"timeout must be a non-negative number, got {timeout!r}")
 
 
 def outcome_value(task_id: str, code: int, value: Any) -> Any:

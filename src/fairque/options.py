@@ -5,9 +5,18 @@ from __future__ import annotations
 from typing import Any, Literal
 
 import pydantic
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from fairque.checks import MAX_SECONDS
 from fairque.errors import ConfigError
+
+#: Largest ``max_payload_bytes``: the servers' default limit of one bulk string.
+MAX_PAYLOAD_BYTES = 512 * 1024 * 1024
+
+_NUMBERS = (
+    "aging_horizon_seconds", "lease_seconds", "retry_base_seconds", "max_retries",
+    "max_payload_bytes", "result_ttl_seconds", "failed_ttl_seconds", "maintenance_batch",
+)  # fmt: skip
 
 
 class QueueOptions(BaseModel):
@@ -29,21 +38,36 @@ class QueueOptions(BaseModel):
             handled by each pop.
         on_duplicate: pushing an existing ``task_id`` returns the existing task
             (``"return"``) or raises ``DuplicateTask`` (``"error"``).
+
+    Every duration is a finite number of seconds of at most 10 years
+    (``fairque.checks.MAX_SECONDS``); ``max_payload_bytes`` is at most 512 MiB.
+    From Python, numbers must be numbers (``"30"`` and ``True`` are rejected); the
+    YAML/environment loader (``fairque.config``) reads numbers written as text.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     ordering: Literal["aging", "strict"] = "aging"
-    aging_horizon_seconds: float = Field(default=300.0, gt=0, le=10 * 365 * 86400)
-    lease_seconds: float = Field(default=30.0, gt=0)
-    retry_base_seconds: float = Field(default=1.0, ge=0)
+    aging_horizon_seconds: float = Field(default=300.0, gt=0, le=MAX_SECONDS, allow_inf_nan=False)
+    lease_seconds: float = Field(default=30.0, gt=0, le=MAX_SECONDS, allow_inf_nan=False)
+    retry_base_seconds: float = Field(default=1.0, ge=0, le=MAX_SECONDS, allow_inf_nan=False)
     max_retries: int = Field(default=3, ge=0, le=1000)
-    max_payload_bytes: int = Field(default=1_048_576, gt=0)
+    max_payload_bytes: int = Field(default=1_048_576, gt=0, le=MAX_PAYLOAD_BYTES)
     serializer: Literal["json", "msgpack"] = "json"
-    result_ttl_seconds: float = Field(default=86_400.0, ge=0)
-    failed_ttl_seconds: float = Field(default=7 * 86_400.0, gt=0)
+    result_ttl_seconds: float = Field(default=86_400.0, ge=0, le=MAX_SECONDS, allow_inf_nan=False)
+    failed_ttl_seconds: float = Field(
+        default=7 * 86_400.0, gt=0, le=MAX_SECONDS, allow_inf_nan=False
+    )
     maintenance_batch: int = Field(default=100, ge=1, le=10_000)
     on_duplicate: Literal["return", "error"] = "return"
+
+    @field_validator(*_NUMBERS, mode="before")
+    @classmethod
+    def _not_bool(cls, value: Any) -> Any:
+        # lax parsing (YAML, environment) would read True as 1
+        if isinstance(value, bool):
+            raise ValueError("must be a number, not a boolean")
+        return value
 
     @classmethod
     def build(cls, **values: Any) -> QueueOptions:

@@ -20,6 +20,7 @@ from fairque.ops import (
     outcome_value,
 )
 from fairque.options import QueueOptions
+from fairque.urls import check_url, url_errors
 
 T = TypeVar("T")
 
@@ -60,10 +61,12 @@ class FairQueue(QueueBase):
     ) -> FairQueue:
         """Connect to ``url``; a cluster is detected unless ``cluster`` says otherwise."""
         QueueOptions.build(**options)
-        if cluster is None:
-            cluster = is_cluster_url(url)
-        client: redis.Redis | redis.RedisCluster
-        client = redis.RedisCluster.from_url(url) if cluster else redis.Redis.from_url(url)
+        check_url(url)
+        with url_errors(url):
+            if cluster is None:
+                cluster = is_cluster_url(url)
+            client: redis.Redis | redis.RedisCluster
+            client = redis.RedisCluster.from_url(url) if cluster else redis.Redis.from_url(url)
         return cls(client, queue, **options)
 
     def _run(self, call: Call[T]) -> T:
@@ -121,7 +124,7 @@ class FairQueue(QueueBase):
             tasks: the tasks.
             delays: optional per-task delay in seconds (None: no delay), same length.
         """
-        return self._run(self.ops.push_many(list(tasks), delays))
+        return self._run(self.ops.push_many(tasks, delays))
 
     def enqueue(
         self,

@@ -15,12 +15,14 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from fairque.errors import FairqueError
+
 LUA_DIR = Path(__file__).parent / "lua"
 _INCLUDE = re.compile(r"^--\s*@include\s+([\w-]+)\s*$", re.MULTILINE)
 _KEY_DECL = re.compile(r"^KEYS\[(\d+)\]", re.MULTILINE)
 
 
-class ScriptLoadError(Exception):
+class ScriptLoadError(FairqueError):
     """A Lua script or one of its includes is missing or malformed."""
 
 

@@ -1,0 +1,273 @@
+"""Argument checks at the door: bad input raises a ``FairqueError`` naming the field.
+
+Every check here runs before anything is sent to the server, so a rejected call
+leaves the keyspace untouched. The limits are part of the public contract:
+
+- a duration (delay, timeout, lease, TTL, retry base...) is a finite number of
+  seconds of at most ``MAX_SECONDS`` (10 years); ``execute_after`` is at most that
+  far in the future;
+- a user id, task id, task name or worker id is a string of valid Unicode (no lone
+  surrogates) and at most 256 characters; user ids, task ids and names also carry
+  no control characters;
+- a task has at most ``MAX_DEPENDENCIES`` upstreams; ``push_many`` takes at most
+  ``MAX_BATCH`` tasks; ``pop_batch`` leases at most ``MAX_POP_COUNT`` tasks.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from fairque.errors import SerializationError, ValidationError
+
+if TYPE_CHECKING:
+    from fairque.codec import Serializer
+
+#: Longest duration accepted anywhere (seconds): 10 years.
+MAX_SECONDS = 10 * 365 * 86_400
+#: Longest user id accepted.
+MAX_USER_ID = 256
+#: Longest task id / task name accepted.
+MAX_TASK_ID = 256
+#: Longest worker id accepted.
+MAX_WORKER_ID = 256
+#: Longest XCom key accepted.
+MAX_XCOM_KEY = 256
+#: Most upstream tasks one task may depend on.
+MAX_DEPENDENCIES = 1_000
+#: Most tasks one ``push_many`` call may carry.
+MAX_BATCH = 10_000
+#: Most tasks one pop may lease.
+MAX_POP_COUNT = 10_000
+#: Largest ``user_limit`` of ``stats`` and ``limit`` of ``reclaim``.
+MAX_SCAN = 1_000_000
+#: Largest per-user round-robin weight.
+MAX_WEIGHT = 1_000
+#: Largest per-user in-flight cap.
+MAX_IN_FLIGHT = 1_000_000
+
+# control characters and lone surrogates (which cannot be encoded as UTF-8)
+_BAD_CHAR = re.compile(r"[\x00-\x1f\x7f\ud800-\udfff]")
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def plain_identifier(value: object, limit: int) -> bool:
+    """True for a string that ``identifier_problem`` accepts (the fast path's test)."""
+    return type(value) is str and 0 < len(value) <= limit and _BAD_CHAR.search(value) is None
+
+
+def identifier_problem(value: str, what: str, limit: int) -> str | None:
+    """Why ``value`` is not a valid identifier (None when it is)."""
+    if not value:
+        return f"{what} must not be empty"
+    if len(value) > limit:
+        return f"{what} is longer than {limit} characters"
+    bad = _BAD_CHAR.search(value)
+    if bad is not None:
+        if _SURROGATE.match(bad.group()):
+            return f"{what} must be valid Unicode (it holds a lone surrogate)"
+        return f"{what} must not contain control characters"
+    return None
+
+
+def check_identifier(value: object, what: str, limit: int) -> str:
+    """``value`` if it is a valid identifier string, else a ``ValidationError``."""
+    if not isinstance(value, str):
+        raise ValidationError(f"{what} must be a string, got {type(value).__name__}")
+    problem = identifier_problem(value, what, limit)
+    if problem is not None:
+        raise ValidationError(problem)
+    return value
+
+
+def check_text(value: object, what: str, limit: int, *, empty: bool = True) -> str:
+    """A free-form string (worker id, key): valid Unicode, at most ``limit`` characters."""
+    if not isinstance(value, str):
+        raise ValidationError(f"{what} must be a string, got {type(value).__name__}")
+    if not value and not empty:
+        raise ValidationError(f"{what} must not be empty")
+    if len(value) > limit:
+        raise ValidationError(f"{what} is longer than {limit} characters")
+    if not value.isascii() and _SURROGATE.search(value):
+        raise ValidationError(f"{what} must be valid Unicode (it holds a lone surrogate)")
+    return value
+
+
+def seconds_ms(seconds: object, what: str) -> int:
+    """``seconds`` (a number or a timedelta) as whole milliseconds.
+
+    Raises:
+        ValidationError: not a number (bool and str are not numbers), NaN, infinite,
+            negative or longer than ``MAX_SECONDS``; the message names ``what``.
+    """
+    if isinstance(seconds, timedelta):
+        seconds = seconds.total_seconds()
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+        raise ValidationError(f"{what} must be a number of seconds, got {seconds!r}")
+    if not 0 <= seconds <= MAX_SECONDS:  # also false for NaN
+        if seconds < 0:
+            raise ValidationError(f"{what} must not be negative, got {seconds!r}")
+        raise ValidationError(
+            f"{what} must be a finite number of seconds up to {MAX_SECONDS} (10 years), "
+            f"got {seconds!r}"
+        )
+    return round(seconds * 1000)
+
+
+def check_timeout(timeout: object) -> None:
+    """Reject a ``result()`` timeout that is not a number of seconds from 0 to 10 years."""
+    seconds_ms(timeout, "timeout")
+
+
+def check_wait(timeout: object) -> float:
+    """A blocking wait: a positive number of seconds up to 10 years (not a timedelta)."""
+    if isinstance(timeout, timedelta):
+        raise ValidationError(f"timeout must be a number of seconds, got {timeout!r}")
+    seconds_ms(timeout, "timeout")
+    if not timeout:
+        raise ValidationError(f"timeout must be a positive number of seconds, got {timeout!r}")
+    return float(timeout)  # type: ignore[arg-type]
+
+
+def check_int(value: object, what: str, low: int, high: int) -> int:
+    """``value`` if it is an int (not a bool) from ``low`` to ``high``."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValidationError(f"{what} must be an integer {low}..{high}, got {value!r}")
+    if not low <= value <= high:
+        raise ValidationError(f"{what} must be an integer {low}..{high}, got {value!r}")
+    return int(value)
+
+
+def check_user_list(users: object, what: str) -> list[str]:
+    """A worker's ``assigned_users`` / ``steal_targets`` as a list of user ids."""
+    if users is None:
+        return []
+    if isinstance(users, (str, bytes)) or not isinstance(users, Iterable):
+        raise ValidationError(f"{what} must be a list of user ids, not {type(users).__name__}")
+    out = list(users)
+    for u in out:
+        if not isinstance(u, str) or not u:
+            raise ValidationError(f"{what} must contain non-empty user ids, got {u!r}")
+        problem = identifier_problem(u, f"{what} entry", MAX_USER_ID)
+        if problem is not None:
+            raise ValidationError(problem)
+    return out
+
+
+def check_task_id(task_id: object) -> str:
+    """A task id argument (``get``, ``cancel``, ``result``...)."""
+    if not isinstance(task_id, str) or not task_id:
+        raise ValidationError(f"task_id must be a non-empty string, got {task_id!r}")
+    return check_identifier(task_id, "task_id", MAX_TASK_ID)
+
+
+def check_xcom_key(key: object) -> str:
+    """An XCom key: a non-empty string of valid Unicode, at most 256 characters."""
+    if not isinstance(key, str) or not key or len(key) > MAX_XCOM_KEY:
+        raise ValidationError(
+            f"xcom key must be a non-empty string of at most {MAX_XCOM_KEY} characters, got {key!r}"
+        )
+    return check_text(key, "xcom key", MAX_XCOM_KEY)
+
+
+def check_worker_id(worker_id: object) -> str:
+    """A worker id: a string of valid Unicode, at most 256 characters (may be empty)."""
+    return check_text(worker_id, "worker_id", MAX_WORKER_ID)
+
+
+def check_pop(count: object, worker_id: object, lease_seconds: object) -> int:
+    """A pop's count, worker id and lease; returns the lease in milliseconds."""
+    check_int(count, "count", 1, MAX_POP_COUNT)
+    check_worker_id(worker_id)
+    lease_ms = seconds_ms(lease_seconds, "lease_seconds")
+    if lease_ms <= 0:
+        raise ValidationError("lease_seconds must be positive")
+    return lease_ms
+
+
+def check_user_limits(user_id: object, weight: object, max_in_flight: object) -> int:
+    """``set_user_limits``' arguments; returns the cap (0: none)."""
+    if not isinstance(user_id, str) or not user_id:
+        raise ValidationError("user_id must be a non-empty string")
+    check_identifier(user_id, "user_id", MAX_USER_ID)
+    check_int(weight, "weight", 1, MAX_WEIGHT)
+    if max_in_flight is None:
+        return 0
+    if isinstance(max_in_flight, bool) or not isinstance(max_in_flight, int):
+        raise ValidationError(
+            f"max_in_flight must be a positive integer or None, got {max_in_flight!r}"
+        )
+    return check_int(max_in_flight, "max_in_flight", 0, MAX_IN_FLIGHT)
+
+
+def check_task_list(tasks: object) -> list[Any]:
+    """``push_many``'s tasks as a list: an iterable of at most ``MAX_BATCH`` items."""
+    if isinstance(tasks, (str, bytes, Mapping)) or not isinstance(tasks, Iterable):
+        raise ValidationError(f"tasks must be a list of Task, not {type(tasks).__name__}")
+    out = list(tasks)
+    if len(out) > MAX_BATCH:
+        raise ValidationError(f"tasks: {len(out)} in one batch; the limit is {MAX_BATCH}")
+    return out
+
+
+def check_delays(delays: object, n: int) -> Sequence[Any] | None:
+    """``push_many``'s delays: None or a sequence of ``n`` delays."""
+    if delays is None:
+        return None
+    if isinstance(delays, (str, bytes)) or not isinstance(delays, Sequence):
+        raise ValidationError(f"delays must be a list, not {type(delays).__name__}")
+    if len(delays) != n:
+        raise ValidationError(f"{len(delays)} delays given for {n} tasks")
+    return delays
+
+
+def error_text(error: object) -> str:
+    """A failure's error message as storable text.
+
+    A handler's exception message may hold lone surrogates (bytes decoded with
+    ``surrogateescape``); they are written as ``\\udcxx`` escapes so the failure
+    is recorded instead of being lost to an encoding error.
+    """
+    if isinstance(error, BaseException):
+        error = f"{type(error).__name__}: {error}"
+    text = str(error)
+    if not text.isascii() and _SURROGATE.search(text):
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
+
+
+def non_finite_path(value: Any) -> str | None:
+    """Where ``value`` holds a NaN or infinite float (``['a'][3]``), or None.
+
+    Walks what the JSON encoder turns into arrays and objects (dicts, lists, tuples,
+    dataclasses, enum values) without recursion.
+    """
+    stack: list[tuple[Any, str]] = [(value, "")]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, float):
+            if not math.isfinite(item):
+                return path or "the value itself"
+        elif isinstance(item, dict):
+            stack.extend((v, f"{path}[{k!r}]") for k, v in item.items())
+        elif isinstance(item, (list, tuple)):
+            stack.extend((v, f"{path}[{i}]") for i, v in enumerate(item))
+        elif isinstance(item, enum.Enum):
+            stack.append((item.value, path))
+        elif dataclasses.is_dataclass(item) and not isinstance(item, type):
+            fields = dataclasses.fields(item)
+            stack.extend((getattr(item, f.name), f"{path}.{f.name}") for f in fields)
+    return None
+
+
+def dump_value(serializer: Serializer, value: Any, what: str) -> bytes:
+    """``serializer.dumps(value)``; a failure names ``what`` (payload, result...)."""
+    try:
+        return serializer.dumps(value)
+    except SerializationError as exc:
+        raise SerializationError(f"{what}: {exc}") from exc

@@ -21,6 +21,7 @@ from worker_handlers import Harness, eventually, wait_registered, wait_state
 from fairque import AsyncFairQueue, Context, Registry, Retry, Task, TaskState, Worker, WorkerConfig
 from fairque.embedded import EmbeddedServer, free_port
 from fairque.keys import QueueKeys
+from fairque.worker.link import ErrorLog, Link, describe, redact
 
 
 @pytest.fixture
@@ -360,3 +361,93 @@ async def test_failures_and_give_backs_are_resent_after_a_connection_error(h: Ha
     await h.stop(worker)
     back = await wait_state(q, long.task_id, TaskState.QUEUED, timeout=0)
     assert back.retry_count == 0
+
+
+async def test_a_stop_during_an_outage_gives_up_on_held_outcomes_in_bounded_time(
+    private_server: EmbeddedServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    private_server.start()
+    h = Harness(ServerInfo("valkey", private_server.url, cluster=False))
+    try:
+        q, reg = h.queue(), Registry()
+        reg.register(lambda: "done", name="quick")
+        started = asyncio.Event()
+
+        @reg.task(name="slow")
+        async def slow() -> None:
+            started.set()
+            await asyncio.sleep(30)
+
+        worker = h.start(q, reg, shutdown_grace_seconds=0.2, lease_seconds=30)
+        await q.enqueue("slow", user_id="a")
+        await asyncio.wait_for(started.wait(), 5)
+        kill(private_server)
+        worker.request_stop()
+        begin = time.monotonic()
+        worker.request_stop()  # a second signal: give back now, give up on what cannot be sent
+        await asyncio.wait_for(h.runs[0][1], 10)
+        assert time.monotonic() - begin < 5
+        messages = [r.getMessage() for r in worker_records(caplog)]
+        assert any("gave up reporting the give-back of task" in m for m in messages), messages
+        assert [r for r in caplog.records if r.exc_info] == []
+    finally:
+        await h.close()
+
+
+# ---------------------------------------------------------------------------- the link itself
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_link_logs_one_line_per_outage_a_reminder_and_redacts(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO)
+    clock, logger = Clock(), logging.getLogger("fairque.test.link")
+    link = Link("worker w", logger, base=0.1, cap=2.0, remind_every=30, clock=clock)
+    exc = redis.ConnectionError("Error connecting to redis://fq:hunter2@db:6379/0\nrefused")
+    delays = []
+    for _ in range(12):
+        delays.append(link.failed(exc))
+        clock.now += 3
+    assert link.down
+    assert delays[0] <= 0.1
+    assert all(0.05 <= d <= 2.0 for d in delays)
+    assert delays[-1] >= 1.0  # capped, with jitter of at most half
+    link.ok()
+    link.ok()
+    messages = [r.getMessage() for r in caplog.records]
+    assert messages == [
+        "worker w: lost the connection to the server (ConnectionError: Error connecting to "
+        "redis://***@db:6379/0 refused); reconnecting with backoff",
+        "worker w: still no connection to the server after 30s (ConnectionError: Error "
+        "connecting to redis://***@db:6379/0 refused)",
+        "worker w: connection to the server is back after 36.0s",
+    ]
+    assert not link.down
+    assert link.failures == 0
+
+
+def test_describe_and_redact() -> None:
+    assert redact("rediss://user:p%40ss@h:1/0 and redis://:pw@x") == (
+        "rediss://***@h:1/0 and redis://***@x"
+    )
+    assert describe(ValueError("x" * 300)).endswith("...")
+    assert len(describe(ValueError("x" * 300))) == len("ValueError: ") + 200
+    assert describe(RuntimeError()) == "RuntimeError"
+
+
+def test_error_log_shows_a_traceback_once_then_one_line(caplog: pytest.LogCaptureFixture) -> None:
+    clock = Clock()
+    errors = ErrorLog(logging.getLogger("fairque.test.errors"), quiet_for=30, clock=clock)
+    for _ in range(3):
+        errors.error("call failed", RuntimeError("boom"))
+    clock.now += 31
+    errors.error("call failed", RuntimeError("boom"))
+    errors.error("call failed", RuntimeError("other"))
+    assert [bool(r.exc_info) for r in caplog.records] == [True, False, False, True, True]
+    assert caplog.records[1].getMessage() == "call failed (RuntimeError: boom; again)"

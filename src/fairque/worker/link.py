@@ -17,18 +17,23 @@ from collections.abc import Callable
 
 from redis.exceptions import (
     ClusterDownError,
+    ClusterError,
     ConnectionError,
+    SlotNotCoveredError,
     TimeoutError,
     TryAgainError,
 )
 
 #: Errors that mean "the server could not be reached or is not serving right now";
 #: the call may be sent again. ``BusyLoadingError`` (a server loading its data after a
-#: restart) and ``AuthenticationError`` are ``ConnectionError`` subclasses.
+#: restart) and ``AuthenticationError`` are ``ConnectionError`` subclasses; a cluster
+#: client raises ``ClusterError`` when its retries ran out while nodes were away.
 CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
     ConnectionError,
     TimeoutError,
     ClusterDownError,
+    ClusterError,
+    SlotNotCoveredError,
     TryAgainError,
 )
 
@@ -118,6 +123,7 @@ class Link:
 
     def ok(self) -> None:
         """Record a call that reached the server; logs the end of an outage."""
+        self.failures = 0
         if self.down_since is None:
             return
         self.log.warning(
@@ -125,7 +131,6 @@ class Link:
             self.name, self.clock() - self.down_since,
         )  # fmt: skip
         self.down_since = None
-        self.failures = 0
 
 
 class ErrorLog:

@@ -119,6 +119,8 @@ BAD_CALLS: list[tuple[str, Callable[[FairQueue], Any], type[FairqueError], str]]
     ("keep_result str", lambda q: q.enqueue("n", user_id="u", keep_result="yes"), ValidationError, "keep_result"),  # type: ignore[arg-type]
     ("task max_retries True", lambda q: q.push(Task(user_id="u", name="n", max_retries=True)), ValidationError, "max_retries"),
     ("task timeout inf", lambda q: q.push(Task(user_id="u", name="n", timeout=INF)), ValidationError, "timeout"),
+    ("task timeout set later", lambda q: setattr(Task(user_id="u", name="n"), "timeout", 1e300), ValidationError, "timeout"),
+    ("task user set later", lambda q: setattr(Task(user_id="u", name="n"), "user_id", SURROGATE), ValidationError, "user_id"),
     ("batch delay nan", lambda q: q.push_many([Task(user_id="u", name="n")], delays=[NAN]), ValidationError, "delay"),
     ("batch delay inf", lambda q: q.push_many([Task(user_id="u", name="n")], delays=[INF]), ValidationError, "delay"),
     ("pop lease inf", lambda q: q.pop("w", lease_seconds=INF), ValidationError, "lease_seconds"),
@@ -137,6 +139,7 @@ BAD_CALLS: list[tuple[str, Callable[[FairQueue], Any], type[FairqueError], str]]
     ("xcom ttl huge", lambda q: q.xcom_push("k", 1, ttl=1e12), ValidationError, "ttl"),
     ("result timeout nan", lambda q: q.result("x", timeout=NAN), ValidationError, "timeout"),
     ("result timeout inf", lambda q: q.result("x", timeout=INF), ValidationError, "timeout"),
+    ("result timeout timedelta", lambda q: q.result("x", timeout=timedelta(seconds=1)), ValidationError, "timeout"),  # type: ignore[arg-type]
     ("result timeout str", lambda q: q.result("x", timeout="1"), ValidationError, "timeout"),  # type: ignore[arg-type]
     ("wait_for_work nan", lambda q: q.wait_for_work(NAN), ValidationError, "timeout"),
     ("wait_for_work inf", lambda q: q.wait_for_work(INF), ValidationError, "timeout"),

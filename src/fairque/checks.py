@@ -121,6 +121,8 @@ def seconds_ms(seconds: object, what: str) -> int:
 
 def check_timeout(timeout: object) -> None:
     """Reject a ``result()`` timeout that is not a number of seconds from 0 to 10 years."""
+    if isinstance(timeout, timedelta):
+        raise ValidationError(f"timeout must be a number of seconds, got {timeout!r}")
     seconds_ms(timeout, "timeout")
 
 

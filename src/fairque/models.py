@@ -62,6 +62,12 @@ def _check_identifier(value: str, what: str, limit: int) -> str:
     return value
 
 
+def _problems(exc: pydantic.ValidationError) -> str:
+    return "; ".join(
+        f"{'.'.join(str(p) for p in err['loc']) or 'task'}: {err['msg']}" for err in exc.errors()
+    )
+
+
 class Task(BaseModel):
     """One unit of work owned by a user (tenant).
 
@@ -83,7 +89,11 @@ class Task(BaseModel):
             the message names the field.
     """
 
-    model_config = ConfigDict(frozen=False, extra="forbid", use_enum_values=False)
+    # assignments are checked too: a field changed after construction cannot smuggle
+    # a value in that the constructor would have rejected
+    model_config = ConfigDict(
+        frozen=False, extra="forbid", use_enum_values=False, validate_assignment=True
+    )
 
     user_id: str = Field(strict=True)
     name: str = Field(strict=True)
@@ -113,11 +123,13 @@ class Task(BaseModel):
         try:
             super().__init__(**data)
         except pydantic.ValidationError as exc:
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in err['loc']) or 'task'}: {err['msg']}"
-                for err in exc.errors()
-            )
-            raise ValidationError(f"invalid task: {problems}") from None
+            raise ValidationError(f"invalid task: {_problems(exc)}") from None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        try:
+            super().__setattr__(name, value)
+        except pydantic.ValidationError as exc:
+            raise ValidationError(f"invalid task: {_problems(exc)}") from None
 
     @field_validator("user_id")
     @classmethod

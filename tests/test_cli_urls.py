@@ -162,7 +162,7 @@ def test_database_out_of_range_is_a_config_error(acl_user: str, server: ServerIn
     result = run_cli("--url", url, "status")
     assert result.returncode == 2
     assert "error: Redis URL redis://fq-" in result.stderr
-    assert "no database with that index" in result.stderr
+    assert "has no database 99" in result.stderr
     assert_no_secret(result)
     with pytest.raises(ConfigError, match="no database"):
         FairQueue.from_url(url)
@@ -171,7 +171,7 @@ def test_database_out_of_range_is_a_config_error(acl_user: str, server: ServerIn
     # told it is no cluster, the client does not probe: the first command gets the answer
     unprobed = run_cli("--url", url, "status", env={"FAIRQUE_REDIS__CLUSTER": "false"})
     assert unprobed.returncode == 2
-    assert "no database with that index" in unprobed.stderr
+    assert "has no database 99" in unprobed.stderr
     assert_no_secret(unprobed)
     with pytest.raises(ConfigError, match="got 'x'"):
         FairQueue.from_url(server.url.replace("/0", "/x"))

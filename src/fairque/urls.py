@@ -155,7 +155,14 @@ def explain(exc: BaseException, url: str) -> ConfigError | None:
     shown = redact_url(url)
     message = str(exc)
     if isinstance(exc, ResponseError) and "DB index is out of range" in message:
-        return ConfigError(f"Redis URL {shown}: the server has no database with that index")
+        try:
+            db = redis.connection.parse_url(url).get("db")  # type: ignore[no-untyped-call]
+        except ValueError:  # pragma: no cover - check_url let it through
+            db = None
+        return ConfigError(
+            f"Redis URL {shown}: the server has no database {db} "
+            "(the databases setting of the server limits the index)"
+        )
     cluster_db = "SELECT is not allowed in cluster mode" in message  # the probe's SELECT
     if cluster_db or (isinstance(exc, RedisClusterException) and "db" in message):
         return ConfigError(f"Redis URL {shown}: a cluster has database 0 only")

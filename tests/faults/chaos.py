@@ -92,13 +92,18 @@ class Fleet:
     def alive(self) -> list[subprocess.Popen[bytes]]:
         return [p for p in self.procs if p.poll() is None]
 
-    def kill_random(self, rng: random.Random) -> int | None:
-        """SIGKILL a random worker that has run tasks; returns its pid (None: none has).
+    def kill_random(self, rng: random.Random, keep: int = 2) -> int | None:
+        """SIGKILL a random worker that has run tasks, if ``keep`` others have too.
 
         A worker still importing its modules holds nothing: killing it proves little.
+        Keeping a few serving workers makes the longest stall measure the queue's
+        recovery (lease expiry, reclaim), not the time a new process takes to start.
+
+        Returns:
+            The killed worker's pid, or None when no worker could be killed.
         """
         busy = [p for p in self.alive() if (self.record_dir / f"{p.pid}.log").exists()]
-        if not busy:
+        if len(busy) <= keep:
             return None
         victim = rng.choice(busy)
         victim.send_signal(signal.SIGKILL)

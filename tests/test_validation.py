@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 import math
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
@@ -26,9 +28,18 @@ from fairque import (
     SerializationError,
     Task,
     TaskNotFound,
+    TaskState,
     ValidationError,
 )
-from fairque.checks import MAX_BATCH, MAX_DEPENDENCIES, MAX_SECONDS
+from fairque.checks import (
+    MAX_BATCH,
+    MAX_DEPENDENCIES,
+    MAX_SECONDS,
+    check_text,
+    error_text,
+    non_finite_path,
+)
+from fairque.codec import get_serializer
 from fairque.config import load_settings
 from fairque.options import QueueOptions
 from fairque.scripts import ScriptLoadError
@@ -399,3 +410,65 @@ def test_random_junk_raises_fairque_errors_only(
         assert queue_snapshot(redis_client, q.queue) == before
     else:
         event("accepted")
+
+
+def test_a_failure_message_with_lone_surrogates_is_recorded_escaped(make_queue: MakeQueue) -> None:
+    q = make_queue()
+    q.enqueue("n", user_id="u")
+    task = q.pop("w")
+    assert task is not None
+    # a handler's message built from bytes decoded with surrogateescape
+    message = b"file \xff gone".decode("utf-8", "surrogateescape")
+    assert q.fail(task, RuntimeError(message), retry=False) == TaskState.FAILED
+    stored = q.get(str(task.task_id))
+    assert stored is not None
+    assert stored.error == "RuntimeError: file \\udcff gone"
+
+
+def test_non_finite_floats_are_found_wherever_json_would_write_them() -> None:
+    @dataclasses.dataclass
+    class Point:
+        x: float
+        y: float
+
+    class Level(enum.Enum):
+        TOP = math.inf
+
+    assert non_finite_path({"a": [1, {"b": (2.0, NAN)}]}) == "['a'][1]['b'][1]"
+    assert non_finite_path([Point(1.0, -INF)]) == "[0].y"
+    assert non_finite_path({"level": Level.TOP}) == "['level']"
+    assert non_finite_path(NAN) == "the value itself"
+    assert non_finite_path({"a": [None, "NaN", 1e308, Point(0.0, 0.0)]}) is None
+    with pytest.raises(SerializationError, match=r"NaN or Infinity at \[0\]\.y"):
+        get_serializer("json").dumps([Point(1.0, NAN)])
+    # msgpack has NaN and Infinity: kept exactly
+    packer = get_serializer("msgpack")
+    assert packer.loads(packer.dumps([INF]))[0] == INF
+
+
+@pytest.mark.parametrize(
+    ("when", "ok"),
+    [
+        (datetime.now() + timedelta(days=1), True),  # naive: taken as UTC
+        (datetime.now(timezone.utc) + timedelta(seconds=MAX_SECONDS - 86_400), True),
+        (datetime(1969, 1, 1, tzinfo=timezone.utc), True),  # in the past: due now
+        (datetime.max.replace(tzinfo=timezone(timedelta(hours=-12))), False),
+        (datetime.min.replace(tzinfo=timezone(timedelta(hours=12))), True),
+    ],
+)
+def test_execute_after_limits(when: datetime, ok: bool) -> None:
+    if ok:
+        assert Task(user_id="u", name="n", execute_after=when).execute_after is not None
+    else:
+        with pytest.raises(ValidationError, match="execute_after"):
+            Task(user_id="u", name="n", execute_after=when)
+
+
+def test_text_checks() -> None:
+    assert check_text("", "worker_id", 10) == ""
+    with pytest.raises(ValidationError, match="worker_id must not be empty"):
+        check_text("", "worker_id", 10, empty=False)
+    with pytest.raises(ValidationError, match="worker_id must be a string"):
+        check_text(b"w", "worker_id", 10)
+    assert error_text("plain") == "plain"
+    assert error_text(ValueError("x")) == "ValueError: x"

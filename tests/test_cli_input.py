@@ -12,7 +12,7 @@ from support import queue_snapshot, unique_queue
 from test_cli import run_cli
 
 from fairque import FairQueue, TaskState
-from fairque.console import MAX_FILE_TASKS, MAX_PROBLEMS_SHOWN
+from fairque.console import MAX_FILE_BYTES, MAX_FILE_TASKS, MAX_PROBLEMS_SHOWN
 
 
 @pytest.fixture
@@ -205,6 +205,14 @@ def test_a_file_over_the_atomic_limit_is_refused(
     path.write_text(line * MAX_FILE_TASKS)
     result = run_cli(*base, "enqueue", "--file", str(path))
     assert result.returncode == 0, result.stderr
+    assert q.stats().counts[TaskState.QUEUED] == MAX_FILE_TASKS
+
+    heavy = json.dumps({"name": "job", "user_id": "u", "payload": "x" * 1_000_000}) + "\n"
+    count = MAX_FILE_BYTES // 1_000_000 + 3
+    path.write_text(heavy * count)
+    result = run_cli(*base, "enqueue", "--file", str(path))
+    assert result.returncode == 2
+    assert f"bytes of tasks; one atomic push takes at most {MAX_FILE_BYTES:,}" in result.stderr
     assert q.stats().counts[TaskState.QUEUED] == MAX_FILE_TASKS
     q.close()
 

@@ -10,11 +10,12 @@ problem``, and only a file without problems is pushed, in one atomic
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -229,11 +230,17 @@ def read_task_file(path: Path, ops: Operations) -> TaskBatch:
     Raises:
         OSError: the file cannot be read.
     """
-    data = sys.stdin.buffer.read() if str(path) == "-" else path.read_bytes()
+    with contextlib.ExitStack() as stack:
+        source = sys.stdin.buffer if str(path) == "-" else stack.enter_context(path.open("rb"))
+        return _read_lines(source, ops)
+
+
+def _read_lines(source: Iterable[bytes], ops: Operations) -> TaskBatch:
+    """``read_task_file`` on an open file; at most ``MAX_FILE_BYTES`` of tasks are held."""
     batch = TaskBatch()
     first_line: dict[str, int] = {}
-    count = 0
-    for number, raw in enumerate(data.split(b"\n"), 1):
+    count = total = 0
+    for number, raw in enumerate(source, 1):
         if number == 1:
             raw = raw.removeprefix(b"\xef\xbb\xbf")  # a byte-order mark
         try:
@@ -266,7 +273,8 @@ def read_task_file(path: Path, ops: Operations) -> TaskBatch:
                     Problem("task_id", f"{task.task_id!r} is also on line {seen}", number)
                 )
                 continue
-        if not batch.problems:
+        total += size
+        if not batch.problems and total <= MAX_FILE_BYTES:
             batch.add(task, delay, number, size)
     if count == 0 and not batch.problems:
         batch.problems.append(Problem("file", "no tasks"))
@@ -275,9 +283,9 @@ def read_task_file(path: Path, ops: Operations) -> TaskBatch:
             Problem("file", f"{count:,} tasks; one atomic push takes at most "
                     f"{MAX_FILE_TASKS:,}: split the file (split -l {MAX_FILE_TASKS})")
         )  # fmt: skip
-    elif batch.size > MAX_FILE_BYTES:
+    elif total > MAX_FILE_BYTES:
         batch.problems.append(
-            Problem("file", f"{batch.size:,} bytes of tasks; one atomic push takes at most "
+            Problem("file", f"{total:,} bytes of tasks; one atomic push takes at most "
                     f"{MAX_FILE_BYTES:,}: split the file")
         )  # fmt: skip
     if not batch.problems:

@@ -96,4 +96,8 @@ def make_due(client: redis.Redis | redis.RedisCluster, queue: str, task_id: str)
 
 def expire_lease(client: redis.Redis | redis.RedisCluster, queue: str, task_id: str) -> None:
     """Move a lease deadline into the past, as if the worker had died long ago."""
-    client.zadd(QueueKeys(queue).leases, {task_id: 0})
+    keys = QueueKeys(queue)
+    client.zadd(keys.leases, {task_id: 0})
+    user: Any = client.hget(keys.task(task_id), "user")
+    if user is not None:
+        client.zadd(keys.held(user.decode()), {task_id: 0}, xx=True)

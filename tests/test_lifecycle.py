@@ -116,24 +116,34 @@ def test_explicit_reclaim_and_final_failure_after_expiries(
     assert final.retry_count == 1
 
 
-def test_racing_completions_exactly_one_wins(make_queue: MakeQueue) -> None:
-    q = make_queue()
+def test_racing_completions_exactly_one_wins(
+    make_queue: MakeQueue, redis_client: SyncClient
+) -> None:
+    """The holder of an expired lease and the current holder race: only the current
+    lease completes the task, once; copies of its acknowledgement (resends) all get
+    the same True answer without finishing it twice."""
+    q = make_queue(retry_base_seconds=0)
     q.enqueue("contended", user_id="u")
-    t = q.pop("w")
-    assert t is not None
-    results: list[bool] = []
+    old = q.pop("w1")
+    assert old is not None
+    expire_lease(redis_client, q.queue, old.task_id or "")
+    assert q.reclaim() == 1
+    current = q.pop("w2")
+    assert current is not None
+    assert current.lease_token != old.lease_token
+    results: list[tuple[str, bool]] = []
     barrier = threading.Barrier(8)
 
-    def racer() -> None:
+    def racer(holder: Task) -> None:
         barrier.wait()
-        results.append(q.complete(t.model_copy(), "r"))
+        results.append((holder.worker_id or "", q.complete(holder.model_copy(), "r")))
 
-    threads = [threading.Thread(target=racer) for _ in range(8)]
+    threads = [threading.Thread(target=racer, args=(h,)) for h in [old, current] * 4]
     for th in threads:
         th.start()
     for th in threads:
         th.join()
-    assert sorted(results) == [False] * 7 + [True]
+    assert sorted(results) == [("w1", False)] * 4 + [("w2", True)] * 4
     assert q.stats().counters["completed"] == 1
 
 

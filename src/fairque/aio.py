@@ -6,6 +6,7 @@ Docstrings live on ``FairQueue``; both clients execute the calls built by
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
@@ -16,10 +17,11 @@ import redis.asyncio as aredis
 from redis.exceptions import NoScriptError, ResponseError
 
 from fairque.base import QueueBase
-from fairque.errors import ResultTimeout
+from fairque.errors import FairqueError, ResultTimeout
 from fairque.models import Priority, QueueStats, Task, TaskState, WorkerInfo
 from fairque.ops import (
     Call,
+    Leased,
     check_timeout,
     outcome_value,
 )
@@ -129,7 +131,7 @@ class AsyncFairQueue(QueueBase):
     ) -> Task | None:
         """See ``FairQueue.pop``."""
         call = self.ops.pop(1, worker_id, lease_seconds, assigned_users, steal_targets)
-        tasks = await self._run(call)
+        tasks = await self._settle(await self._run(call))
         return tasks[0] if tasks else None
 
     async def pop_batch(
@@ -140,10 +142,13 @@ class AsyncFairQueue(QueueBase):
         *,
         assigned_users: Sequence[str] | None = None,
         steal_targets: Sequence[str] | None = None,
+        request_id: str | None = None,
     ) -> list[Task]:
         """See ``FairQueue.pop_batch``."""
-        call = self.ops.pop(count, worker_id, lease_seconds, assigned_users, steal_targets)
-        return await self._run(call)
+        call = self.ops.pop(
+            count, worker_id, lease_seconds, assigned_users, steal_targets, request_id
+        )
+        return await self._settle(await self._run(call))
 
     async def complete(self, task: Task, result: Any = None) -> bool:
         """See ``FairQueue.complete``."""
@@ -158,13 +163,14 @@ class AsyncFairQueue(QueueBase):
         *,
         assigned_users: Sequence[str] | None = None,
         steal_targets: Sequence[str] | None = None,
+        request_id: str | None = None,
     ) -> tuple[list[bool], list[Task]]:
         """See ``FairQueue.complete_and_pop``."""
-        return await self._run(
-            self.ops.complete_and_pop(
-                done, count, worker_id, lease_seconds, assigned_users, steal_targets
-            )
+        call = self.ops.complete_and_pop(
+            done, count, worker_id, lease_seconds, assigned_users, steal_targets, request_id
         )
+        acks, leased = await self._run(call)
+        return acks, await self._settle(leased)
 
     async def fail(
         self,
@@ -172,9 +178,11 @@ class AsyncFairQueue(QueueBase):
         error: str | BaseException = "",
         retry: bool = True,
         delay: float | None = None,
+        *,
+        max_retries: int | None = None,
     ) -> TaskState:
         """See ``FairQueue.fail``."""
-        return await self._run(self.ops.fail(task, error, retry, delay))
+        return await self._run(self.ops.fail(task, error, retry, delay, max_retries))
 
     async def extend(self, task: Task, seconds: float | None = None) -> datetime:
         """See ``FairQueue.extend``."""
@@ -254,17 +262,29 @@ class AsyncFairQueue(QueueBase):
         *,
         assigned_users: Sequence[str] | None = None,
         steal_targets: Sequence[str] | None = None,
+        request_id: str | None = None,
     ) -> list[Task]:
         """See ``FairQueue.wait_and_pop``."""
         calls = self._wait_and_pop_calls(
-            timeout, count, worker_id, lease_seconds, assigned_users, steal_targets
+            timeout, count, worker_id, lease_seconds, assigned_users, steal_targets, request_id
         )
-        leased: list[Task] = (await self._run_pipeline(calls))[1]
+        leased: Leased = (await self._run_pipeline(calls))[1]
+        return await self._settle(leased)
+
+    async def _settle(self, leased: Leased) -> Leased:
+        """See ``FairQueue._settle``."""
+        for call in self.ops.fail_undecodable(leased):
+            with contextlib.suppress(FairqueError):
+                await self._run(call)
         return leased
 
     async def wake(self, n: int = 1) -> int:
         """See ``FairQueue.wake``."""
         return await self._run(self.ops.wake(n))
+
+    async def maintain(self, batch: int = 1000) -> int:
+        """See ``FairQueue.maintain``."""
+        return await self._run(self.ops.maintain(batch))
 
     async def purge(self, batch: int = 1000) -> int:
         """See ``FairQueue.purge``."""

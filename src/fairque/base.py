@@ -8,6 +8,7 @@ from typing import Any, NoReturn
 from redis.exceptions import ResponseError
 
 from fairque.checks import check_wait
+from fairque.errors import ServerError
 from fairque.ops import Call, Operations, blocking_limit, translate_error
 from fairque.options import QueueOptions
 
@@ -43,11 +44,14 @@ class QueueBase:
         lease_seconds: float | None,
         assigned_users: Sequence[str] | None,
         steal_targets: Sequence[str] | None,
+        request_id: str | None = None,
     ) -> list[Call[Any]]:
         """``wait_and_pop``'s pipeline: the blocking wait, then the lease behind it."""
         return [
             self.ops.wait_for_work(self._bounded(timeout)),
-            self.ops.pop(count, worker_id, lease_seconds, assigned_users, steal_targets),
+            self.ops.pop(
+                count, worker_id, lease_seconds, assigned_users, steal_targets, request_id
+            ),
         ]
 
     @staticmethod
@@ -55,7 +59,7 @@ class QueueBase:
         """Raise the fairque exception a script's error reply stands for, else ``exc``."""
         err = translate_error(exc)
         if err is exc:
-            raise exc
+            raise ServerError(str(exc)) from exc
         raise err from None
 
     @staticmethod

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from redis.exceptions import ResponseError
+
 
 class FairqueError(Exception):
     """Base class of every error fairque raises."""
@@ -60,6 +62,10 @@ class DependencyCycleError(ValidationError):
 
 class DependencyNotFound(ValidationError):
     """A task depends on an id that does not exist."""
+
+
+class ServerError(FairqueError, ResponseError):
+    """The server refused a command (out of memory, read-only replica...): its reply."""
 
 
 #: Numeric error codes returned by Lua scripts, mapped to exception classes.

@@ -3,8 +3,7 @@
 All keys of one queue share the hash tag ``{<queue>}``, so a queue lives in one
 cluster slot and every script can touch all of its keys atomically.  Lua scripts
 receive the tagged prefix (``fq:{<queue>}:``) as ``KEYS[1]`` and derive per-task and
-per-user keys from it with the helpers in ``lua/includes/keys.lua``, which use the
-same suffixes as this module.
+per-user keys from it by appending the same suffixes as this module.
 """
 
 from __future__ import annotations
@@ -100,11 +99,6 @@ class QueueKeys:
         return self._k("stats")
 
     @property
-    def inflight(self) -> str:
-        """Hash user -> number of leased tasks."""
-        return self._k("inflight")
-
-    @property
     def weights(self) -> str:
         """Hash user -> round-robin weight (turns per round)."""
         return self._k("weights")
@@ -159,6 +153,26 @@ class QueueKeys:
     def deps_blocked(self, task_id: str) -> str:
         """Set of downstream task ids that ``task_id`` blocks."""
         return self._k(f"deps:blocked:{task_id}")
+
+    def held(self, user_id: str) -> str:
+        """A user's unexpired leases: task id -> lease deadline (ms).
+
+        A user's in-flight count is ``ZCOUNT held (now +inf``, so a lease that expires
+        or whose acknowledgement is lost frees its slot by itself.
+        """
+        return self._k(f"held:{user_id}")
+
+    def fetch(self, request_id: str) -> str:
+        """What one lease request leased (id, token pairs), so a resent request returns it."""
+        return self._k(f"fetch:{request_id}")
+
+    def gone(self, task_id: str) -> str:
+        """Tombstone of a task that ended and was kept less than a minute: ``'<state> <op>'``.
+
+        It lives for 60 s (the replay window), so a resent push or acknowledgement of a
+        task whose data is already gone is still recognised as a resend.
+        """
+        return self._k(f"gone:{task_id}")
 
     def watch(self, task_id: str) -> str:
         """Marker that a client waits in ``result()`` for ``task_id`` to end."""

@@ -6,6 +6,7 @@ the two clients cannot drift apart.
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -72,6 +73,23 @@ _STATE_ORDER = (
 
 class EncodedResult(bytes):
     """A result already serialized with the queue's serializer (sent as it is)."""
+
+
+class Leased(list[Task]):
+    """The tasks one lease request returned.
+
+    ``undecodable`` holds ``(task_id, lease_token, error)`` for leased tasks whose stored
+    data could not be decoded; the clients fail those on their own.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.undecodable: list[tuple[str, str, str]] = []
+
+
+def request_id() -> str:
+    """A new id for one request: the same id on a resend lets a script recognise it."""
+    return os.urandom(8).hex()
 
 
 @dataclass(frozen=True)
@@ -240,13 +258,12 @@ class Operations:
             )
         return data
 
-    def _push_head(self, n: int, generated: bool) -> list[Any]:
-        """The push script's arguments before the per-task values.
-
-        ``generated``: every id was made here (uuid4), so none can exist already.
-        """
-        on_dup = "new" if generated else self.options.on_duplicate
-        return [self.options.ordering, self._horizon_us, on_dup, n, self._failed_ttl_ms]
+    def _push_head(self, n: int) -> list[Any]:
+        """The push script's arguments before the per-task values."""
+        return [
+            self.options.ordering, self._horizon_us, self.options.on_duplicate, n,
+            self._failed_ttl_ms, request_id(),
+        ]  # fmt: skip
 
     # operations -----------------------------------------------------------------
     def push_many(
@@ -276,7 +293,7 @@ class Operations:
         if not encoded:
             raise ValidationError("push_many needs at least one task")
         order = dependency_order([p for p, _ in encoded])
-        args = self._push_head(len(encoded), all(t.task_id is None for t in tasks))
+        args = self._push_head(len(encoded))
         for i in order:
             args.extend(encoded[i][1])
         prepared = [encoded[i][0] for i in order]
@@ -293,7 +310,7 @@ class Operations:
                         p.model_copy(
                             update={
                                 "state": TaskState(_text(entry[1])),
-                                "created_at": _ms_to_dt(entry[2]),
+                                "created_at": _ms_to_dt(entry[2]) if len(entry) > 2 else None,
                                 "retry_count": 0,
                             }
                         )
@@ -358,7 +375,7 @@ class Operations:
         tid = task_id or uuid.uuid4().hex
         retries = self.options.max_retries if max_retries is None else max_retries
         ttl_s = self.options.result_ttl_seconds
-        args = self._push_head(1, task_id is None)
+        args = self._push_head(1)
         args += [
             tid, user_id, name, data, int(priority), retries, -1, -1, -1,
             1 if keep_result else 0, round(ttl_s * 1000), "", "cancel",
@@ -371,7 +388,7 @@ class Operations:
             return _stored_task(
                 task_id=tid, user_id=user_id, name=name, payload=payload,
                 priority=Priority(priority), retry_count=0, max_retries=retries,
-                created_at=_ms_to_dt(entry[2]), execute_after=None,
+                created_at=_ms_to_dt(entry[2]) if len(entry) > 2 else None, execute_after=None,
                 state=_STATES[_raw(entry[1])], depends_on=(), on_dependency_failure="cancel",
                 timeout=None, keep_result=keep_result, result_ttl=round(ttl_s), error=None,
                 lease_token=None, worker_id=None, lease_deadline=None, started_at=None,
@@ -387,8 +404,12 @@ class Operations:
         lease_seconds: float | None,
         assigned_users: Sequence[str] | None,
         steal_targets: Sequence[str] | None,
-    ) -> Call[list[Task]]:
-        """Lease up to ``count`` tasks."""
+        req: str | None = None,
+    ) -> Call[Leased]:
+        """Lease up to ``count`` tasks; ``req`` identifies the request (made here when None).
+
+        A resend of the same call (same ``req``) returns the tasks the first run leased.
+        """
         lease = self.options.lease_seconds if lease_seconds is None else lease_seconds
         lease_ms = check_pop(count, worker_id, lease)
         assigned = check_user_list(assigned_users, "assigned_users")
@@ -397,16 +418,12 @@ class Operations:
         args: list[Any] = [
             count, worker_id, lease_ms, self._base_ms, self._failed_ttl_ms,
             self.options.maintenance_batch, self.options.ordering, self._horizon_us,
-            len(assigned), *assigned, len(steal), *steal,
+            req or request_id(), len(assigned), *assigned, len(steal), *steal,
         ]  # fmt: skip
-
-        def parse(reply: list[Any]) -> list[Task]:
-            return [self.task_from_hash(flat) for flat in reply]
-
         keys = [
-            k.prefix, k.ring, k.leases, k.delayed, k.queued, k.meta, k.stats, k.inflight, k.wake,
+            k.prefix, k.ring, k.leases, k.delayed, k.queued, k.meta, k.stats, k.capped, k.wake,
         ]  # fmt: skip
-        return self._call("pop", keys, args, parse)
+        return self._call("pop", keys, args, self.leased)
 
     def complete_and_pop(
         self,
@@ -416,11 +433,16 @@ class Operations:
         lease_seconds: float | None,
         assigned_users: Sequence[str] | None,
         steal_targets: Sequence[str] | None,
-    ) -> Call[tuple[list[bool], list[Task]]]:
-        """Finish ``done`` (task, result) pairs and lease up to ``count`` tasks."""
+        req: str | None = None,
+    ) -> Call[tuple[list[bool], Leased]]:
+        """Finish ``done`` (task, result) pairs and lease up to ``count`` tasks.
+
+        A resend of the same call (same ``req``) answers the completions the same way
+        and returns the tasks the first run leased.
+        """
         if isinstance(count, bool) or not isinstance(count, int) or count < 0:
             raise ValidationError(f"count must be a non-negative integer, got {count!r}")
-        head = self.pop(max(count, 1), worker_id, lease_seconds, assigned_users, steal_targets)
+        head = self.pop(max(count, 1), worker_id, lease_seconds, assigned_users, steal_targets, req)
         pop_args = list(head.args)
         pop_args[0] = count
         completions: list[Any] = [len(done)]
@@ -432,13 +454,13 @@ class Operations:
         k = self.keys
         keys = [
             k.prefix, k.ring, k.leases, k.delayed, k.queued, k.finished, k.meta, k.stats,
-            k.inflight, k.wake,
+            k.capped, k.wake,
         ]  # fmt: skip
-        args = [*pop_args[:8], *completions, *pop_args[8:]]
+        args = [*pop_args[:9], *completions, *pop_args[9:]]
 
-        def parse(reply: list[Any]) -> tuple[list[bool], list[Task]]:
+        def parse(reply: list[Any]) -> tuple[list[bool], Leased]:
             acks, leased = reply
-            return [int(a) == 1 for a in acks], [self.task_from_hash(flat) for flat in leased]
+            return [int(a) == 1 for a in acks], self.leased(leased)
 
         return self._call("complete_pop", keys, args, parse)
 
@@ -468,33 +490,62 @@ class Operations:
         k = self.keys
         return self._call(
             "complete",
-            [k.prefix, k.leases, k.finished, k.stats, k.inflight, k.wake],
+            [k.prefix, k.leases, k.finished, k.stats, k.capped, k.wake],
             [task_id, token, 1 if has_result else 0, data, self.options.ordering, self._horizon_us],
             lambda r: int(r) == 1,
         )
 
     def fail(
-        self, task: Task, error: str | BaseException, retry: bool, delay: float | None
+        self,
+        task: Task,
+        error: str | BaseException,
+        retry: bool,
+        delay: float | None,
+        max_retries: int | None = None,
     ) -> Call[TaskState]:
-        """Record a failed attempt; retry (SCHEDULED) or FAILED."""
+        """Record a failed attempt; retry (SCHEDULED) or FAILED.
+
+        ``max_retries`` (when not None) replaces the task's own retry budget for this
+        decision, e.g. a handler's ``@task(max_retries=...)``.
+        """
         task_id, token = self._lease_of(task)
-        error = error_text(error)
         delay_ms = -1 if delay is None else _seconds_ms(delay, "delay")
+        budget = -1 if max_retries is None else _check_int(max_retries, "max_retries", 0, 1000)
+        return self._fail_call(task_id, token, error_text(error), retry, delay_ms, budget)
+
+    def _fail_call(
+        self, task_id: str, token: str, error: str, retry: bool, delay_ms: int, budget: int
+    ) -> Call[TaskState]:
         k = self.keys
-        return self._call(
-            "fail",
-            [k.prefix, k.leases, k.delayed, k.failed, k.stats, k.inflight, k.wake],
-            [
-                task_id,
-                token,
-                str(error),
-                1 if retry else 0,
-                self._base_ms,
-                self._failed_ttl_ms,
-                delay_ms,
-            ],
-            lambda r: TaskState(_text(r)),
-        )
+        keys = [k.prefix, k.leases, k.delayed, k.failed, k.stats, k.capped, k.wake]
+        args = [
+            task_id, token, error, 1 if retry else 0, self._base_ms, self._failed_ttl_ms,
+            delay_ms, budget,
+        ]  # fmt: skip
+        return self._call("fail", keys, args, lambda r: TaskState(_text(r)))
+
+    def leased(self, reply: Sequence[Any]) -> Leased:
+        """Decode a lease reply. A task that cannot be decoded does not take the batch
+        with it: it is listed in ``Leased.undecodable`` for ``fail_undecodable``."""
+        out = Leased()
+        for flat in reply:
+            try:
+                out.append(self.task_from_hash(flat))
+            except Exception as exc:  # any decoding problem of one stored task
+                fields = dict(zip(flat[::2], flat[1::2], strict=True))
+                out.undecodable.append(
+                    (_text(fields.get(b"id", fields.get("id", b""))),
+                     _text(fields.get(b"lease", fields.get("lease", b""))),
+                     f"undecodable task: {type(exc).__name__}: {exc}")
+                )  # fmt: skip
+        return out
+
+    def fail_undecodable(self, leased: Leased) -> list[Call[TaskState]]:
+        """FAILED, without retries, for each leased task that could not be decoded."""
+        return [
+            self._fail_call(task_id, token, error, False, -1, -1)
+            for task_id, token, error in leased.undecodable
+        ]
 
     def extend(self, task: Task, seconds: float | None) -> Call[datetime]:
         """Extend a held lease to now + seconds."""
@@ -538,7 +589,7 @@ class Operations:
         delay_ms = _seconds_ms(delay, "delay")
         k = self.keys
         keys = [
-            k.prefix, k.leases, k.delayed, k.queued, k.ring, k.meta, k.stats, k.inflight, k.wake,
+            k.prefix, k.leases, k.delayed, k.queued, k.ring, k.meta, k.stats, k.capped, k.wake,
         ]  # fmt: skip
         args = [task_id, token, delay_ms, self.options.ordering, self._horizon_us]
         return self._call("requeue", keys, args, lambda r: TaskState(_text(r)))
@@ -547,7 +598,7 @@ class Operations:
         """Reclaim up to ``limit`` expired leases."""
         _check_int(limit, "limit", 1, MAX_SCAN)
         k = self.keys
-        keys = [k.prefix, k.leases, k.delayed, k.failed, k.stats, k.inflight, k.wake]
+        keys = [k.prefix, k.leases, k.delayed, k.failed, k.stats, k.capped, k.wake]
         return self._call("reclaim", keys, [limit, self._base_ms, self._failed_ttl_ms], int)
 
     def cancel(self, task_id: str) -> Call[bool]:
@@ -563,9 +614,10 @@ class Operations:
             k.leases,
             k.canceled,
             k.stats,
-            k.inflight,
+            k.capped,
         ]
-        return self._call("cancel", keys, [task_id, self._failed_ttl_ms], lambda r: int(r) == 1)
+        args = [task_id, self._failed_ttl_ms, request_id()]
+        return self._call("cancel", keys, args, lambda r: int(r) == 1)
 
     def get(self, task_id: str) -> Call[Task | None]:
         """Read one task (a plain HGETALL)."""
@@ -668,7 +720,7 @@ class Operations:
         self._check_id(task_id)
         k = self.keys
         keys = [k.prefix, k.failed, k.canceled, k.queued, k.ring, k.meta, k.wake]
-        args = [task_id, self.options.ordering, self._horizon_us]
+        args = [task_id, self.options.ordering, self._horizon_us, request_id()]
         return self._call("retry", keys, args, lambda r: TaskState(_text(r)))
 
     def purge_step(self, limit: int) -> Call[tuple[int, int]]:
@@ -716,7 +768,7 @@ class Operations:
         """Set a user's round-robin weight and in-flight cap."""
         cap = check_user_limits(user_id, weight, max_in_flight)
         k = self.keys
-        keys = [k.prefix, k.weights, k.caps, k.ring, k.capped, k.inflight]
+        keys = [k.prefix, k.weights, k.caps, k.ring, k.capped]
         return self._call("set_user", keys, [user_id, weight, cap], lambda r: None)
 
     def stats(self, user_limit: int) -> Call[QueueStats]:
@@ -725,30 +777,38 @@ class Operations:
         k = self.keys
         keys = [
             k.prefix, k.delayed, k.deferred, k.queued, k.leases, k.finished, k.failed,
-            k.canceled, k.stats, k.inflight, k.ring, k.capped,
+            k.canceled, k.stats, k.ring, k.capped,
         ]  # fmt: skip
 
-        def pairs(flat: Sequence[Any]) -> dict[str, int]:
-            return {_text(flat[i]): int(flat[i + 1]) for i in range(0, len(flat), 2)}
-
         def parse(reply: list[Any]) -> QueueStats:
-            counts, counters, inflight, users, active, capped = reply
-            in_flight = pairs(inflight)
-            ready = pairs(users)
-            user_ids = list(dict.fromkeys([*ready, *in_flight]))
+            counts, counters, users, active, capped = reply
             return QueueStats(
                 queue=self.queue,
                 counts={s: int(c) for s, c in zip(_STATE_ORDER, counts, strict=True)},
-                counters=pairs(counters),
+                counters={
+                    _text(counters[i]): int(counters[i + 1]) for i in range(0, len(counters), 2)
+                },
                 users=[
-                    UserStats(user_id=u, ready=ready.get(u, 0), in_flight=in_flight.get(u, 0))
-                    for u in user_ids
+                    UserStats(
+                        user_id=_text(users[i]),
+                        ready=int(users[i + 1]),
+                        in_flight=int(users[i + 2]),
+                    )
+                    for i in range(0, len(users), 3)
                 ],
                 active_users=int(active),
                 capped_users=int(capped),
             )
 
         return self._call("stats", keys, [max(user_limit, 1)], parse)
+
+    def maintain(self, limit: int) -> Call[int]:
+        """Remove up to ``limit`` expired entries per terminal registry and expired
+        worker registrations; returns how many entries were removed."""
+        _check_int(limit, "batch", 1, MAX_SCAN)
+        k = self.keys
+        keys = [k.prefix, k.finished, k.failed, k.canceled, k.workers, k.workers_seen]
+        return self._call("maintain", keys, [limit], int)
 
     _check_id = staticmethod(check_task_id)
 

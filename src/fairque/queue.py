@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
@@ -12,10 +13,11 @@ import redis
 from redis.exceptions import NoScriptError, ResponseError
 
 from fairque.base import QueueBase
-from fairque.errors import ResultTimeout
+from fairque.errors import FairqueError, ResultTimeout
 from fairque.models import Priority, QueueStats, Task, TaskState, WorkerInfo
 from fairque.ops import (
     Call,
+    Leased,
     check_timeout,
     outcome_value,
 )
@@ -161,7 +163,8 @@ class FairQueue(QueueBase):
         steal_targets: Sequence[str] | None = None,
     ) -> Task | None:
         """Lease the next task by the fairness rules, or None when nothing is ready."""
-        tasks = self._run(self.ops.pop(1, worker_id, lease_seconds, assigned_users, steal_targets))
+        call = self.ops.pop(1, worker_id, lease_seconds, assigned_users, steal_targets)
+        tasks = self._settle(self._run(call))
         return tasks[0] if tasks else None
 
     def pop_batch(
@@ -172,11 +175,18 @@ class FairQueue(QueueBase):
         *,
         assigned_users: Sequence[str] | None = None,
         steal_targets: Sequence[str] | None = None,
+        request_id: str | None = None,
     ) -> list[Task]:
-        """Lease up to ``count`` tasks in one round trip, round robin across users."""
-        return self._run(
-            self.ops.pop(count, worker_id, lease_seconds, assigned_users, steal_targets)
+        """Lease up to ``count`` tasks in one round trip, round robin across users.
+
+        ``request_id`` (optional, any short string unique per request): sending the
+        same request again, e.g. after a connection error, returns the tasks the first
+        send leased instead of leasing more.
+        """
+        call = self.ops.pop(
+            count, worker_id, lease_seconds, assigned_users, steal_targets, request_id
         )
+        return self._settle(self._run(call))
 
     def complete(self, task: Task, result: Any = None) -> bool:
         """Finish a leased task; False when its lease was lost (nothing changes then)."""
@@ -191,21 +201,23 @@ class FairQueue(QueueBase):
         *,
         assigned_users: Sequence[str] | None = None,
         steal_targets: Sequence[str] | None = None,
+        request_id: str | None = None,
     ) -> tuple[list[bool], list[Task]]:
         """Finish several tasks and lease up to ``count`` more in one round trip.
 
         Args:
             done: (task, result) pairs of leased tasks that succeeded.
             count: tasks to lease afterwards (0: only finish).
+            request_id: see ``pop_batch``; completions are safe to resend anyway.
 
         Returns:
             One bool per finished task (False: its lease was lost), and the leased tasks.
         """
-        return self._run(
-            self.ops.complete_and_pop(
-                done, count, worker_id, lease_seconds, assigned_users, steal_targets
-            )
+        call = self.ops.complete_and_pop(
+            done, count, worker_id, lease_seconds, assigned_users, steal_targets, request_id
         )
+        acks, leased = self._run(call)
+        return acks, self._settle(leased)
 
     def fail(
         self,
@@ -213,13 +225,23 @@ class FairQueue(QueueBase):
         error: str | BaseException = "",
         retry: bool = True,
         delay: float | None = None,
+        *,
+        max_retries: int | None = None,
     ) -> TaskState:
         """Record a failed attempt: SCHEDULED for a retry, or FAILED when none is left.
+
+        Args:
+            task: the leased task.
+            error: the error kept on the task.
+            retry: False fails the task for good.
+            delay: seconds before the retry (None: exponential backoff).
+            max_retries: the retry budget to judge by instead of the task's own (a
+                handler's ``@task(max_retries=...)``).
 
         Raises:
             LeaseLost: the task's lease expired or was taken over.
         """
-        return self._run(self.ops.fail(task, error, retry, delay))
+        return self._run(self.ops.fail(task, error, retry, delay, max_retries))
 
     def extend(self, task: Task, seconds: float | None = None) -> datetime:
         """Extend the task's lease to now + ``seconds``; returns the new deadline.
@@ -337,6 +359,7 @@ class FairQueue(QueueBase):
         *,
         assigned_users: Sequence[str] | None = None,
         steal_targets: Sequence[str] | None = None,
+        request_id: str | None = None,
     ) -> list[Task]:
         """Wait like ``wait_for_work``, then lease up to ``count`` tasks, in one round trip.
 
@@ -348,14 +371,29 @@ class FairQueue(QueueBase):
             The leased tasks (empty when nothing was ready).
         """
         calls = self._wait_and_pop_calls(
-            timeout, count, worker_id, lease_seconds, assigned_users, steal_targets
+            timeout, count, worker_id, lease_seconds, assigned_users, steal_targets, request_id
         )
-        leased: list[Task] = self._run_pipeline(calls)[1]
+        leased: Leased = self._run_pipeline(calls)[1]
+        return self._settle(leased)
+
+    def _settle(self, leased: Leased) -> Leased:
+        """Fail, on their own, the leased tasks that could not be decoded."""
+        for call in self.ops.fail_undecodable(leased):
+            with contextlib.suppress(FairqueError):
+                self._run(call)
         return leased
 
     def wake(self, n: int = 1) -> int:
         """Wake up to ``n`` idle workers (1..64); returns the tokens now waiting."""
         return self._run(self.ops.wake(n))
+
+    def maintain(self, batch: int = 1000) -> int:
+        """Housekeeping, bounded by ``batch`` per registry: drop expired ids from the
+        FINISHED/FAILED/CANCELED registries and expired worker registrations.
+
+        Workers call this periodically; returns how many entries were removed.
+        """
+        return self._run(self.ops.maintain(batch))
 
     def purge(self, batch: int = 1000) -> int:
         """Delete every task and all state of this queue; returns the tasks deleted."""

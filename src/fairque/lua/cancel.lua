@@ -11,12 +11,14 @@ KEYS[5] deferred    DEFERRED registry
 KEYS[6] leases      STARTED registry
 KEYS[7] canceled    CANCELED registry (scored by expiry)
 KEYS[8] stats
-KEYS[9] inflight
+KEYS[9] capped      users held out of the ring by their in-flight cap
 
 ARGV[1] id
 ARGV[2] ttl_ms      how long the canceled task stays readable
+ARGV[3] req         request id (unique per call; the same when a call is resent)
 
-Reply: 1 canceled; 0 the task had already ended (FINISHED, FAILED or CANCELED).
+Reply: 1 canceled (also for a resend of a call that canceled it); 0 the task had
+       already ended (FINISHED, FAILED or CANCELED).
 Errors: 'FQERR -2' (TaskNotFound) when no such task exists.
 ]]
 -- @include now
@@ -25,11 +27,14 @@ Errors: 'FQERR -2' (TaskNotFound) when no such task exists.
 -- @include finalize
 -- @include detach_waiting
 -- @include cascade_failure
+-- @include replayed
+-- @include last_op
 
-local prefix, id = KEYS[1], ARGV[1]
+local prefix, id, req = KEYS[1], ARGV[1], ARGV[3]
 local tk = prefix .. 'task:' .. id
-local f = redis.call('HMGET', tk, 'state', 'user', 'prio')
+local f = redis.call('HMGET', tk, 'state', 'user', 'prio', 'op')
 local state, user = f[1], f[2]
+if replayed(last_op(prefix, id, state, f[4]), req) then return 1 end
 if not state then return redis.error_reply('FQERR -2 no task ' .. id) end
 if state == 'FINISHED' or state == 'FAILED' or state == 'CANCELED' then return 0 end
 local ms = now()
@@ -50,8 +55,8 @@ elseif state == 'DEFERRED' then
   redis.call('ZREM', KEYS[5], id)
   detach_waiting(prefix, id)
 elseif state == 'STARTED' then
-  end_attempt(prefix, id, user)
+  end_attempt(prefix, id, user, ms)
 end
-finalize(prefix, id, 'CANCELED', 'canceled', ms, tonumber(ARGV[2]), 'canceled')
+finalize(prefix, id, 'CANCELED', 'canceled', ms, tonumber(ARGV[2]), 'canceled', req .. ' 1')
 cascade_failure(prefix, id, ms, tonumber(ARGV[2]))
 return 1

@@ -6,7 +6,7 @@ KEYS[1] prefix      fq:{<queue>}:
 KEYS[2] leases      STARTED registry
 KEYS[3] finished    FINISHED registry (scored by expiry)
 KEYS[4] stats
-KEYS[5] inflight
+KEYS[5] capped      users held out of the ring by their in-flight cap
 KEYS[6] wake        wake-up list (signalled when dependents become ready)
 
 ARGV[1] id
@@ -16,8 +16,9 @@ ARGV[4] result      serialized result (ignored unless has_result and keep_result
 ARGV[5] ordering    'aging' | 'strict' (for released dependents)
 ARGV[6] horizon_us
 
-Reply: 1 when this call finished the task; 0 when the lease was lost (expired,
-reclaimed, canceled or finished by someone else); nothing changes then.
+Reply: 1 when this call finished the task, or when it is a resend of a completion
+that did (nothing changes then); 0 when the lease was lost (expired, reclaimed,
+canceled or finished by someone else); nothing changes then.
 ]]
 -- @include now
 -- @include complete_task

@@ -1,7 +1,9 @@
 --[[
 complete_pop: a worker's usual round trip in one call: finish the tasks it has
 completed (each fenced by its lease token, exactly as complete.lua) and lease its
-next tasks (exactly as pop.lua, maintenance included).
+next tasks (exactly as pop.lua, maintenance included). A resend of the same request
+(same `req`) answers the completions the same way and returns the tasks the first
+run leased, changing nothing.
 
 KEYS[1] prefix      fq:{<queue>}:
 KEYS[2] ring
@@ -11,7 +13,7 @@ KEYS[5] queued      QUEUED registry
 KEYS[6] finished    FINISHED registry
 KEYS[7] meta
 KEYS[8] stats
-KEYS[9] inflight
+KEYS[9] capped      users held out of the ring by their in-flight cap
 KEYS[10] wake       wake-up list (signalled when dependents became ready and this
                     call does not lease them all itself)
 
@@ -23,9 +25,10 @@ ARGV[5] failed_ttl_ms
 ARGV[6] batch       maintenance bound
 ARGV[7] ordering    'aging' | 'strict'
 ARGV[8] horizon_us
-ARGV[9] C           number of completions, then 4 values each:
+ARGV[9] req         request id (unique per call; the same when a call is resent)
+ARGV[10] C          number of completions, then 4 values each:
                     id, token, has_result (0|1), result
-ARGV[10+4C] A       number of assigned users, then A user ids, then S and S steal targets
+ARGV[11+4C] A       number of assigned users, then A user ids, then S and S steal targets
 
 Reply: {array of 1/0 per completion (0: lease lost), array of leased tasks (flat HGETALL)}.
 ]]
@@ -35,15 +38,16 @@ Reply: {array of 1/0 per completion (0: lease lost), array of leased tasks (flat
 -- @include reclaim_expired
 -- @include promote_due
 -- @include read_users
--- @include lease_tasks
+-- @include leased_before
+-- @include lease_request
 
-local prefix = KEYS[1]
+local prefix, req = KEYS[1], ARGV[9]
 local ms, us = now()
 local ordering, horizon_us = ARGV[7], tonumber(ARGV[8])
-local nc = tonumber(ARGV[9])
+local nc = tonumber(ARGV[10])
 local acks, ready = {}, 0
 for i = 0, nc - 1 do
-  local b = 10 + i * 4
+  local b = 11 + i * 4
   local r = complete_task(prefix, ARGV[b], ARGV[b + 1], ARGV[b + 2] == '1', ARGV[b + 3], ms, us,
     ordering, horizon_us)
   acks[#acks + 1] = r[1]
@@ -52,10 +56,14 @@ end
 local count = tonumber(ARGV[1])
 local leased = {}
 if count > 0 then
-  reclaim_expired(prefix, ms, tonumber(ARGV[6]), tonumber(ARGV[4]), tonumber(ARGV[5]))
-  promote_due(prefix, ms, tonumber(ARGV[6]), ordering, horizon_us)
-  local assigned, steal, any = read_users(ARGV, 10 + nc * 4)
-  leased = lease_tasks(prefix, count, ARGV[2], tonumber(ARGV[3]), ms, assigned, steal, any)
+  leased = leased_before(prefix, req)
+  if not leased then
+    reclaim_expired(prefix, ms, tonumber(ARGV[6]), tonumber(ARGV[4]), tonumber(ARGV[5]))
+    promote_due(prefix, ms, tonumber(ARGV[6]), ordering, horizon_us)
+    local assigned, steal, any = read_users(ARGV, 11 + nc * 4)
+    leased = lease_request(prefix, req, count, ARGV[2], tonumber(ARGV[3]), ms, assigned, steal,
+      any)
+  end
 end
 if ready > #leased then
   signal_wake(KEYS[1], 1)

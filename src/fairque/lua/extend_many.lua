@@ -19,10 +19,11 @@ local out = {}
 for i = 2, #ARGV, 2 do
   local id = ARGV[i]
   local tk = prefix .. 'task:' .. id
-  local f = redis.call('HMGET', tk, 'state', 'lease')
+  local f = redis.call('HMGET', tk, 'state', 'lease', 'user')
   if f[1] == 'STARTED' and f[2] == ARGV[i + 1] then
     redis.call('HSET', tk, 'deadline', deadline)
     redis.call('ZADD', KEYS[2], deadline, id)
+    redis.call('ZADD', prefix .. 'held:' .. f[3], deadline, id)
     out[#out + 1] = deadline
   else
     out[#out + 1] = -1

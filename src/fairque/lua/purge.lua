@@ -29,10 +29,11 @@ for i = 2, 8 do
       local tk = prefix .. 'task:' .. id
       local user = redis.call('HGET', tk, 'user')
       if user then
-        redis.call('DEL', prefix .. 'crit:' .. user, prefix .. 'norm:' .. user)
+        redis.call('DEL', prefix .. 'crit:' .. user, prefix .. 'norm:' .. user,
+          prefix .. 'held:' .. user)
       end
       redis.call('DEL', tk, prefix .. 'deps:waiting:' .. id, prefix .. 'deps:blocked:' .. id,
-        prefix .. 'watch:' .. id, prefix .. 'done:' .. id)
+        prefix .. 'watch:' .. id, prefix .. 'done:' .. id, prefix .. 'gone:' .. id)
     end
     redis.call('ZREM', KEYS[i], unpack(ids))
     budget = budget - #ids
@@ -48,7 +49,7 @@ if remaining == 0 then
   for _, u in ipairs(redis.call('SMEMBERS', prefix .. 'capped')) do
     redis.call('DEL', prefix .. 'crit:' .. u, prefix .. 'norm:' .. u)
   end
-  for _, k in ipairs({'ring', 'capped', 'meta', 'stats', 'inflight', 'turns', 'weights', 'caps', 'wake'}) do
+  for _, k in ipairs({'ring', 'capped', 'meta', 'stats', 'turns', 'weights', 'caps', 'wake'}) do
     redis.call('DEL', prefix .. k)
   end
 end

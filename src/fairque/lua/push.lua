@@ -16,19 +16,25 @@ KEYS[6] stats       throughput counters
 KEYS[7] wake        wake-up list idle workers block on
 KEYS[8] deferred    DEFERRED registry
 
+Every id is looked up first: a push of an id that exists (or ended within the last
+minute: its tombstone, see finalize) is a no-op that returns the stored task, so a
+resent push never writes a task twice.
+
 ARGV[1] ordering    'aging' | 'strict'
 ARGV[2] horizon_us  aging horizon in microseconds
-ARGV[3] on_dup      'return' (existing task is a no-op) | 'error' | 'new' (the client
-                    generated every id: there is nothing to look up)
+ARGV[3] on_dup      'return' (existing task is a no-op) | 'error' (DuplicateTask, except
+                    for a resend of the push that created it)
 ARGV[4] n           number of tasks; then 13 values per task:
         id, user, name, payload, prio (1..6), max_retries, delay_ms (-1 none),
         run_at_ms (-1 none), timeout_ms (-1 none), keep_result (0|1), result_ttl_ms,
         deps (JSON array of task ids, '' for none), on_dep_fail ('cancel'|'wait')
 ARGV[5] failed_ttl_ms  how long a task canceled at push stays readable
-  (the per-task values start at ARGV[6])
+ARGV[6] req         request id (unique per call; the same when a call is resent)
+  (the per-task values start at ARGV[7])
 
-Reply: one entry per task: {0, state, created_ms} for a new task, or
-       {1, <HGETALL of the existing task>} for an id that already exists.
+Reply: one entry per task: {0, state, created_ms} for a new task,
+       {1, <HGETALL of the existing task>} for an id that already exists, or
+       {2, state} for an id whose task ended and expired within the last minute.
 Errors: 'FQERR -3 <id>' (DuplicateTask) when on_dup is 'error'; 'FQERR -5'
         (DependencyNotFound) for an unknown upstream id. Nothing is written then.
 ]]
@@ -37,11 +43,12 @@ Errors: 'FQERR -3 <id>' (DuplicateTask) when on_dup is 'error'; 'FQERR -5'
 -- @include enqueue_ready
 -- @include finalize
 -- @include signal_wake
+-- @include sadd_all
 
 local prefix = KEYS[1]
 local ordering, horizon_us, on_dup = ARGV[1], tonumber(ARGV[2]), ARGV[3]
-local n, failed_ttl_ms = tonumber(ARGV[4]), tonumber(ARGV[5])
-local W, B = 13, 6
+local n, failed_ttl_ms, req = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
+local W, B = 13, 7
 
 local in_batch = {}
 for i = 0, n - 1 do in_batch[ARGV[B + i * W]] = true end
@@ -51,9 +58,10 @@ local existing = {}
 for i = 0, n - 1 do
   local b = B + i * W
   local id = ARGV[b]
-  local exists = on_dup ~= 'new' and redis.call('EXISTS', prefix .. 'task:' .. id) == 1
+  local tk = prefix .. 'task:' .. id
+  local exists = redis.call('EXISTS', tk, prefix .. 'gone:' .. id) > 0
   existing[id] = exists
-  if exists and on_dup == 'error' then
+  if exists and on_dup == 'error' and redis.call('HGET', tk, 'pushed') ~= req then
     return redis.error_reply('FQERR -3 task ' .. id .. ' already exists')
   end
   if not exists and ARGV[b + 11] ~= '' then
@@ -77,7 +85,13 @@ for i = 0, n - 1 do
   local deps, on_dep_fail = ARGV[b + 11], ARGV[b + 12]
   local tk = prefix .. 'task:' .. id
   if existing[id] then
-    reply[#reply + 1] = {1, redis.call('HGETALL', tk)}
+    local stored = redis.call('HGETALL', tk)
+    if #stored > 0 then
+      reply[#reply + 1] = {1, stored}
+    else
+      local gone = redis.call('GET', prefix .. 'gone:' .. id)
+      reply[#reply + 1] = {2, string.match(gone or 'CANCELED', '^%S+')}
+    end
   else
     local due = -1
     if run_at_ms >= 0 then due = run_at_ms elseif delay_ms >= 0 then due = ms + delay_ms end
@@ -88,6 +102,7 @@ for i = 0, n - 1 do
       'result_ttl', ttl}
     if plain then fields[#fields + 1] = 'state'; fields[#fields + 1] = 'QUEUED' end
     if timeout_ms >= 0 then fields[#fields + 1] = 'timeout'; fields[#fields + 1] = timeout_ms end
+    if on_dup == 'error' then fields[#fields + 1] = 'pushed'; fields[#fields + 1] = req end
     redis.call('HSET', tk, unpack(fields))
     if due > ms then redis.call('HSET', tk, 'run_at', due) end
     -- dependencies: which upstreams are still pending, and did one already fail?
@@ -112,7 +127,7 @@ for i = 0, n - 1 do
       state = 'DEFERRED'
       redis.call('HSET', tk, 'state', state)
       redis.call('ZADD', KEYS[8], ms, id)
-      redis.call('SADD', prefix .. 'deps:waiting:' .. id, unpack(pending))
+      sadd_all(prefix .. 'deps:waiting:' .. id, pending)
       for _, up in ipairs(pending) do
         local bk = prefix .. 'deps:blocked:' .. up
         redis.call('SADD', bk, id)

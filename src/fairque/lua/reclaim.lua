@@ -7,7 +7,7 @@ KEYS[2] leases      STARTED registry
 KEYS[3] delayed     SCHEDULED registry
 KEYS[4] failed      FAILED registry
 KEYS[5] stats
-KEYS[6] inflight
+KEYS[6] capped      users held out of the ring by their in-flight cap
 KEYS[7] wake        wake-up list
 
 ARGV[1] limit       at most this many leases

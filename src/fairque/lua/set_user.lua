@@ -1,20 +1,20 @@
 --[[
 set_user: set a user's round-robin weight and in-flight cap, and re-evaluate its
-place in the ring at once.
+place in the ring at once. Setting the same values again changes nothing.
 
 KEYS[1] prefix      fq:{<queue>}:
 KEYS[2] weights
 KEYS[3] caps
 KEYS[4] ring
 KEYS[5] capped
-KEYS[6] inflight
 
 ARGV[1] user
 ARGV[2] weight      turns per round (1 = default; stored only when > 1)
-ARGV[3] cap         maximum tasks in flight (0 = unlimited)
+ARGV[3] cap         maximum tasks in flight (0 = unlimited), counted from unexpired leases
 
 Reply: 1.
 ]]
+-- @include now
 -- @include has_ready
 -- @include ring_join
 
@@ -26,7 +26,7 @@ else
   redis.call('HDEL', KEYS[2], user)
 end
 redis.call('HDEL', prefix .. 'turns', user)
-local inflight = tonumber(redis.call('HGET', KEYS[6], user) or '0')
+local inflight = redis.call('ZCOUNT', prefix .. 'held:' .. user, '(' .. now(), '+inf')
 if cap > 0 then
   redis.call('HSET', KEYS[3], user, cap)
 else

@@ -1,25 +1,22 @@
 --[[
 worker_beat: register a worker or refresh its heartbeat, and forget workers whose
-last heartbeat is older than `ttl_ms` (they died without leaving).
+registration has expired (they died without leaving). A resend refreshes again.
 
 KEYS[1] prefix        fq:{<queue>}:
-KEYS[2] workers       hash id -> JSON description
-KEYS[3] workers_seen  sorted set id -> last heartbeat (ms)
+KEYS[2] workers       hash id -> '<last heartbeat ms> <JSON description>'
+KEYS[3] workers_seen  sorted set id -> registration expiry (ms)
 
 ARGV[1] id
 ARGV[2] info          JSON description (host, pid, started, in_flight...)
-ARGV[3] ttl_ms
+ARGV[3] ttl_ms        the registration expires this long after the heartbeat
 
-Reply: the number of stale workers forgotten.
+Reply: the number of expired workers forgotten.
 ]]
 -- @include now
+-- @include forget_workers
 
 local ms = now()
-local stale = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', ms - tonumber(ARGV[3]))
-for _, id in ipairs(stale) do
-  redis.call('HDEL', KEYS[2], id)
-  redis.call('ZREM', KEYS[3], id)
-end
-redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
-redis.call('ZADD', KEYS[3], ms, ARGV[1])
-return #stale
+local forgotten = forget_workers(KEYS[2], KEYS[3], ms, 100)
+redis.call('HSET', KEYS[2], ARGV[1], ms .. ' ' .. ARGV[2])
+redis.call('ZADD', KEYS[3], ms + tonumber(ARGV[3]), ARGV[1])
+return forgotten

@@ -1,9 +1,10 @@
 --[[
-workers: the registered workers with the age of their last heartbeat.
+workers: the live registered workers with the age of their last heartbeat. A worker
+whose registration expired (it died without leaving) is never listed.
 
 KEYS[1] prefix        fq:{<queue>}:
-KEYS[2] workers
-KEYS[3] workers_seen
+KEYS[2] workers       hash id -> '<last heartbeat ms> <JSON description>'
+KEYS[3] workers_seen  sorted set id -> registration expiry (ms)
 
 Reply: flat list {info JSON, milliseconds since last heartbeat, ...}.
 ]]
@@ -11,12 +12,12 @@ Reply: flat list {info JSON, milliseconds since last heartbeat, ...}.
 
 local ms = now()
 local out = {}
-local seen = redis.call('ZRANGE', KEYS[3], 0, -1, 'WITHSCORES')
-for i = 1, #seen, 2 do
-  local info = redis.call('HGET', KEYS[2], seen[i])
-  if info then
-    out[#out + 1] = info
-    out[#out + 1] = ms - tonumber(seen[i + 1])
+for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '(' .. ms, '+inf')) do
+  local entry = redis.call('HGET', KEYS[2], id)
+  local sp = entry and string.find(entry, ' ', 1, true)
+  if sp then
+    out[#out + 1] = string.sub(entry, sp + 1)
+    out[#out + 1] = ms - tonumber(string.sub(entry, 1, sp - 1))
   end
 end
 return out

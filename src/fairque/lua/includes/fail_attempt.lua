@@ -2,31 +2,41 @@
 -- @include signal_wake
 -- @include finalize
 -- @include cascade_failure
--- fail_attempt(prefix, id, error, retry, ms, base_ms, failed_ttl_ms, delay_ms): a STARTED
--- attempt failed.  With retry and retries left, schedule the next attempt after
--- delay_ms (or base * 2^(n-1) when delay_ms < 0) and return 'SCHEDULED'; otherwise the
--- task is FAILED, keeping the error, and 'FAILED' is returned.
-local function fail_attempt(prefix, id, err, retry, ms, base_ms, failed_ttl_ms, delay_ms)
+-- fail_attempt(prefix, id, error, retry, ms, base_ms, failed_ttl_ms, delay_ms, req,
+-- max_retries): a STARTED attempt failed. With retry and retries left (the task's own
+-- budget, or `max_retries` when >= 0), schedule the next attempt after delay_ms (or
+-- base * 2^(n-1) when delay_ms < 0) and return 'SCHEDULED'; otherwise the task is
+-- FAILED, keeping the error, and 'FAILED' is returned. `req` (or nil for a reclaimed
+-- lease) records the answer for a resent request (see replayed).
+local function fail_attempt(prefix, id, err, retry, ms, base_ms, failed_ttl_ms, delay_ms, req,
+                            max_retries)
   local tk = prefix .. 'task:' .. id
   local f = redis.call('HMGET', tk, 'user', 'retries', 'max_retries')
   if not f[1] then
     redis.call('ZREM', prefix .. 'leases', id)
     return 'MISSING'
   end
-  end_attempt(prefix, id, f[1])
-  redis.call('HSET', tk, 'error', err)
+  end_attempt(prefix, id, f[1], ms)
   local n = tonumber(f[2])
-  if retry and n < tonumber(f[3]) then
+  local limit = tonumber(f[3])
+  if max_retries and max_retries >= 0 then limit = max_retries end
+  if retry and n < limit then
     n = n + 1
     if delay_ms < 0 then delay_ms = base_ms * 2 ^ (n - 1) end
     local due = ms + math.floor(delay_ms)
-    redis.call('HSET', tk, 'retries', n, 'state', 'SCHEDULED', 'run_at', due)
+    if req then
+      redis.call('HSET', tk, 'error', err, 'retries', n, 'state', 'SCHEDULED', 'run_at', due,
+        'op', req .. ' SCHEDULED')
+    else
+      redis.call('HSET', tk, 'error', err, 'retries', n, 'state', 'SCHEDULED', 'run_at', due)
+    end
     redis.call('ZADD', prefix .. 'delayed', due, id)
     redis.call('HINCRBY', prefix .. 'stats', 'retried', 1)
     signal_wake(prefix, 1)
     return 'SCHEDULED'
   end
-  finalize(prefix, id, 'FAILED', 'failed', ms, failed_ttl_ms, 'failed')
+  redis.call('HSET', tk, 'error', err)
+  finalize(prefix, id, 'FAILED', 'failed', ms, failed_ttl_ms, 'failed', req and req .. ' FAILED')
   cascade_failure(prefix, id, ms, failed_ttl_ms)
   return 'FAILED'
 end

@@ -5,7 +5,7 @@ local function reclaim_expired(prefix, ms, limit, base_ms, failed_ttl_ms)
   local expired = redis.call('ZRANGEBYSCORE', prefix .. 'leases', '-inf', ms, 'LIMIT', 0, limit)
   for _, id in ipairs(expired) do
     redis.call('HINCRBY', prefix .. 'stats', 'reclaimed', 1)
-    fail_attempt(prefix, id, 'lease expired', true, ms, base_ms, failed_ttl_ms, -1)
+    fail_attempt(prefix, id, 'lease expired', true, ms, base_ms, failed_ttl_ms, -1, nil, -1)
   end
   return #expired
 end

@@ -217,7 +217,7 @@ class QueueMachine(RuleBasedStateMachine):
             m = self.tasks[task_id]
             if m.state is not S.STARTED or m.token != self.held[task_id].lease_token:
                 self.stale.append(self.held.pop(task_id))
-        del self.stale[:-6]
+        del self.stale[:-4]
 
     def _expiring(self, step: Step) -> None:
         """A script that reclaims expired leases ran between ``t0`` and ``t1``."""
@@ -309,9 +309,17 @@ class QueueMachine(RuleBasedStateMachine):
         task = Task(user_id=m.user, name="again", priority=Priority.CRITICAL, task_id=task_id)
         self._push([task], [None], twice, quick)
 
-    @initialize(data=st.data(), size=st.integers(2, 4), twice=st.booleans())
-    def seed(self, data: st.DataObject, size: int, twice: bool) -> None:
-        """Every example starts with some work (Hypothesis favours short examples)."""
+    @initialize(
+        data=st.data(),
+        size=st.integers(2, 4),
+        cap=st.sampled_from([None, 1, 2]),
+        twice=st.booleans(),
+    )
+    def seed(self, data: st.DataObject, size: int, cap: int | None, twice: bool) -> None:
+        """Every example starts with some work, and often a capped user (Hypothesis
+        favours short examples, where a cap would rarely be reached)."""
+        if cap is not None:
+            self.set_user_limits(USERS[0], cap, twice)
         self.push_many(data, size, twice)
 
     @rule(data=st.data(), size=st.integers(1, 3), twice=st.booleans())
@@ -320,8 +328,9 @@ class QueueMachine(RuleBasedStateMachine):
         delays: list[float | None] = []
         for i in range(size):
             deps: list[str] = []
-            if i and data.draw(st.booleans()):
-                deps.append(data.draw(st.sampled_from([t.task_id or "" for t in tasks])))
+            if i:  # upstreams pushed earlier in the same batch
+                ids = [t.task_id or "" for t in tasks]
+                deps += data.draw(st.lists(st.sampled_from(ids), max_size=2, unique=True))
             if self.tasks and data.draw(st.integers(0, 3)) == 0:
                 deps.append(self._nth(data.draw(PICK), list(self.tasks)))
             delay = None if deps else data.draw(DELAY)
@@ -405,8 +414,12 @@ class QueueMachine(RuleBasedStateMachine):
     @precondition(lambda self: bool(self.tasks))
     @rule(pick=PICK)
     def wait_for_expiry(self, pick: int) -> None:
-        """Sleep past one lease (at most 0.5 s): it expires on its own."""
-        pool = sorted(m.deadline for m in self.tasks.values() if m.state is S.STARTED)
+        """Sleep past one lease (it expires on its own) or until a delayed task is due."""
+        pool = sorted(
+            m.deadline if m.state is S.STARTED else m.due
+            for m in self.tasks.values()
+            if m.state in (S.STARTED, S.SCHEDULED)
+        )
         if not pool:
             return
         deadline = self._nth(pick, pool)
@@ -421,10 +434,10 @@ class QueueMachine(RuleBasedStateMachine):
         return pool[pick % len(pool)]
 
     def _pick(self, pick: int) -> Task | None:
-        """A lease a worker holds, or (one time in four) one it lost."""
+        """A lease a worker holds, or (one time in three) one it lost."""
         held, stale = list(self.held.values()), self.stale
-        pool = (stale or held) if pick % 4 == 0 else (held or stale)
-        return self._nth(pick // 4, pool) if pool else None
+        pool = (stale or held) if pick % 3 == 0 else (held or stale)
+        return self._nth(pick // 3, pool) if pool else None
 
     def _current(self, task: Task) -> bool:
         m = self.tasks[task.task_id or ""]

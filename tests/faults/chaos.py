@@ -198,6 +198,11 @@ class Producer:
         except BaseException as exc:
             self.error = exc
 
+    @property
+    def pushing(self) -> bool:
+        """The producer is still pushing (it stops at ``limit`` batches or ``finish()``)."""
+        return self._thread is not None and self._thread.is_alive()
+
     def stop(self) -> None:
         """Stop pushing (for cleanup: raises nothing)."""
         self._stop.set()

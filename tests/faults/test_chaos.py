@@ -41,7 +41,7 @@ from faults.proxy import FaultProxy
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(180)]
 
 WORKERS = 4
-KILL_WORKERS = 8  # a replacement may need seconds to start on a small, busy machine
+KILL_WORKERS = 10  # a replacement may need seconds to start on a small, busy machine
 KILLS = 12
 DRAIN_SECONDS = 30.0
 RECOVERY_SECONDS = 30.0
@@ -67,7 +67,7 @@ def test_worker_sigkill_chaos(
         server.url, queue, tmp_path, cluster=server.cluster,
         env={"FAIRQUE_WORKER__LEASE_SECONDS": "1"},
     )  # fmt: skip
-    producer = Producer(q, batch=150, seed=1)  # ~375 tasks a second
+    producer = Producer(q, batch=150, limit=40, seed=1)  # 375 tasks a second, 6000 at most
     try:
         for _ in range(KILL_WORKERS):
             fleet.spawn()
@@ -76,11 +76,12 @@ def test_worker_sigkill_chaos(
         rng = random.Random(7)
         kills = 0
         deadline = time.monotonic() + 40
-        while kills < KILLS and time.monotonic() < deadline:
+        while kills < KILLS and producer.pushing and time.monotonic() < deadline:
             time.sleep(rng.uniform(0.5, 0.8))
             if fleet.kill_random(rng) is not None:  # only workers that have run tasks
-                kills += 1
                 fleet.spawn()
+                if producer.pushing:  # a kill after the last push would prove less
+                    kills += 1
         time.sleep(1.0)  # the last victims' leases expire while tasks still arrive
         producer.finish()
         wait_drained(q, len(producer.ids), DRAIN_SECONDS)
@@ -88,7 +89,8 @@ def test_worker_sigkill_chaos(
         rec = Records.read(fleet.record_dir)
         t = tally(
             f"worker-sigkill[{server.kind}]", q, producer.ids, rec,
-            kills=kills, workers_started=len(fleet.procs),
+            kills=len(fleet.killed), kills_while_pushing=kills,
+            workers_started=len(fleet.procs),
         )  # fmt: skip
         assert kills >= 10
         assert_sound(t, rec, producer.ids, fleet)

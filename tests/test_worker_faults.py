@@ -21,6 +21,7 @@ from worker_handlers import Harness, eventually, wait_registered, wait_state
 from fairque import AsyncFairQueue, Context, Registry, Retry, Task, TaskState, Worker, WorkerConfig
 from fairque.embedded import EmbeddedServer, free_port
 from fairque.keys import QueueKeys
+from fairque.worker import runner
 from fairque.worker.link import ErrorLog, Link, describe, redact
 
 
@@ -192,6 +193,27 @@ async def test_worker_runs_maintenance_periodically(h: Harness, redis_client: Sy
     h.start(q, reg, maintenance_interval_seconds=0.2)
     canceled = await wait_state(q, dependent.task_id, TaskState.CANCELED, timeout=5)
     assert canceled.state == TaskState.CANCELED
+
+
+async def test_a_maintenance_round_is_bounded_and_the_next_resumes(
+    h: Harness, redis_client: SyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(runner, "CLEANUP_BATCH", 1)
+    monkeypatch.setattr(runner, "CLEANUP_STEPS", 1)
+    q = h.queue()
+    dependents = []
+    for user in ("a", "b"):
+        upstream = await q.enqueue("never", user_id=user, delay=3600)
+        up_id = cast(str, upstream.task_id)
+        dependents.append(await q.enqueue("never", user_id=user, depends_on=[up_id]))
+        redis_client.delete(QueueKeys(q.queue).task(up_id))
+    worker = Worker(q, Registry(), WorkerConfig())
+    assert await worker.maintain() == 1  # one DEFERRED task examined in this round
+    states = {cast(Task, await q.get(cast(str, t.task_id))).state for t in dependents}
+    assert states == {TaskState.CANCELED, TaskState.DEFERRED}
+    assert await worker.maintain() == 1
+    for t in dependents:
+        await wait_state(q, t.task_id, TaskState.CANCELED, timeout=0)
 
 
 class MaintainedQueue(AsyncFairQueue):

@@ -31,6 +31,11 @@ T = TypeVar("T")
 
 #: Seconds a stopping worker keeps resending held outcomes after its grace period.
 OUTCOME_PATIENCE = 10.0
+#: Maintenance bounds: DEFERRED tasks examined per script call, calls per round, and the
+#: batch of registry entries and worker records ``maintain`` looks at per call.
+CLEANUP_BATCH = 500
+CLEANUP_STEPS = 10
+MAINTAIN_BATCH = 1000
 
 Ack = tuple[Task, Any, "asyncio.Future[bool]"]
 
@@ -41,6 +46,23 @@ class UnknownTaskError(Exception):
 
 #: ``asyncio.timeout`` (Python 3.11+), which bounds a handler inside the running task.
 _TIMEOUT_SCOPE: Any = getattr(asyncio, "timeout", None)
+
+
+async def _wait_event(event: asyncio.Event, timeout: float | None) -> None:
+    """Wait until ``event`` is set, at most ``timeout`` seconds (None: no limit).
+
+    Without a timeout (the driver's usual case) no task is created.
+    """
+    if event.is_set():
+        return
+    if timeout is None:
+        await event.wait()
+        return
+    waiter = asyncio.ensure_future(event.wait())
+    try:
+        await asyncio.wait({waiter}, timeout=timeout)
+    finally:
+        waiter.cancel()
 
 
 class Worker:
@@ -105,7 +127,7 @@ class Worker:
         self._grace_deadline: float | None = None
         self._give_up_at = float("inf")
         self._threads = HandlerThreads(self.config.max_concurrent_tasks, self._thread_returned)
-        self._fail_takes_budget = "max_retries" in inspect.signature(queue.fail).parameters
+        self._cleanup_offset = 0  # where the next maintenance round resumes its walk
 
     # ------------------------------------------------------------------ control
     @property
@@ -220,8 +242,7 @@ class Worker:
 
     async def _pause(self, seconds: float) -> None:
         """Sleep ``seconds``, or less when a stop is requested meanwhile."""
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(self._poke.wait(), seconds)
+        await _wait_event(self._poke, seconds)
 
     async def _stop_helpers(self, helpers: list[asyncio.Task[None]]) -> None:
         """Stop the heartbeat and maintenance, even if a cancellation gets lost.
@@ -324,8 +345,7 @@ class Worker:
             now = time.monotonic()
             ends = [t for t in (self._grace_deadline, self._give_up_at) if t > now]
             timeout = min(ends) - now if ends else 0.05
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(self._wakeup.wait(), timeout)
+        await _wait_event(self._wakeup, timeout)
 
     def _interrupt_handlers(self) -> None:
         """Cancel every running handler: its task is given back without a failure."""
@@ -518,14 +538,20 @@ class Worker:
     async def maintain(self) -> int:
         """One round of queue maintenance; returns how many items it repaired or trimmed.
 
-        Cancels dependents of upstreams whose data expired (``cleanup_dependencies``)
-        and, where the client offers it, trims expired ids from the finished/failed/
-        canceled registries and prunes dead workers (``maintain``). Each script call
-        is bounded.
+        Cancels dependents of upstreams whose data expired, walking at most
+        ``CLEANUP_STEPS`` batches of the DEFERRED registry per round (the next round
+        resumes where this one stopped), then trims expired ids from the finished/
+        failed/canceled registries and prunes dead workers (``maintain``). Every
+        script call is bounded.
         """
-        canceled = await self.queue.cleanup_dependencies()
-        trim: Callable[..., Awaitable[int]] | None = getattr(self.queue, "maintain", None)
-        trimmed = await trim(batch=1000) if trim is not None else 0
+        canceled = 0
+        for _ in range(CLEANUP_STEPS):
+            call = self.queue.ops.cleanup_step(self._cleanup_offset, CLEANUP_BATCH)
+            _, n, self._cleanup_offset = await self.queue._run(call)
+            canceled += n
+            if self._cleanup_offset == 0:
+                break
+        trimmed = await self.queue.maintain(batch=MAINTAIN_BATCH)
         if canceled or trimmed:
             log.info(
                 "worker %s: maintenance canceled %d orphaned dependent(s), trimmed %d item(s)",
@@ -642,15 +668,10 @@ class Worker:
         budget: int | None = None,
     ) -> Outcome:
         """Report a failure (retry or FAILED), resending it through outages."""
-        kwargs: dict[str, Any] = {"retry": retry, "delay": delay}
-        if budget is not None:
-            if self._fail_takes_budget:
-                kwargs["max_retries"] = budget
-            elif task.retry_count >= budget:
-                kwargs["retry"] = False  # until the client can raise the stored budget
         try:
             state = await self._resend(
-                f"failure of task {task.task_id}", lambda: self.queue.fail(task, reason, **kwargs)
+                f"failure of task {task.task_id}",
+                lambda: self.queue.fail(task, reason, retry, delay, max_retries=budget),
             )
         except LeaseLost:
             log.warning("task %s failed but its lease was lost", task.task_id)

@@ -109,15 +109,15 @@ def test_stall_times_out_clients_and_delivers_late(proxied: tuple[FaultProxy, re
     proxy, direct = proxied
     client = no_retry(proxy.port, timeout=0.3)
     assert client.ping()
-    assert proxy.stall(1.0) == 1
+    assert proxy.stall(2.0) == 1
     started = time.monotonic()
     with pytest.raises(redis.TimeoutError):
         client.incr("late")
-    assert time.monotonic() - started < 0.8
+    assert time.monotonic() - started < 1.5  # the timeout, not the stall, ended it
     assert direct.get("late") is None  # held in the proxy...
     fresh = no_retry(proxy.port)
     assert fresh.ping()  # ...while a new connection is served
-    time.sleep(1.0)
+    time.sleep(2.0)
     assert direct.get("late") == b"1"  # ...then run by the server after the client gave up
     client.close()
     fresh.close()

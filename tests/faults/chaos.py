@@ -141,6 +141,15 @@ class Fleet:
                 proc.kill()
                 proc.wait()
 
+    def log_lines(self) -> tuple[int, int]:
+        """The most lines one worker logged, and the tracebacks all workers logged."""
+        most = tracebacks = 0
+        for path in self.workdir.glob("worker-*.log"):
+            text = path.read_text(errors="replace").splitlines()
+            most = max(most, len(text))
+            tracebacks += sum(1 for line in text if line.startswith("Traceback"))
+        return most, tracebacks
+
     def log_tail(self, lines: int = 15) -> str:
         """The last lines of every worker log, for failure messages."""
         out = []
@@ -316,8 +325,14 @@ class Tally:
         )
 
 
-def tally(scenario: str, q: FairQueue, ids: list[str], rec: Records, **extra: Any) -> Tally:
-    """Count lost, completed-twice and executed-twice tasks of ``ids``."""
+def tally(
+    scenario: str, q: FairQueue, ids: list[str], rec: Records, fleet: Fleet, **extra: Any
+) -> Tally:
+    """Count lost, completed-twice and executed-twice tasks of ``ids``.
+
+    The worker logs' size is reported too (not asserted): an outage should cost a
+    few lines, not a traceback per retry.
+    """
     states: Counter[str] = Counter()
     not_finished = []
     for task_id in ids:
@@ -347,6 +362,7 @@ def tally(scenario: str, q: FairQueue, ids: list[str], rec: Records, **extra: An
         not_finished=not_finished,
         extra=extra,
     )
+    result.extra["worker_log_lines_max"], result.extra["tracebacks"] = fleet.log_lines()
     SUMMARY.append(result.line())
     print(result.line())
     return result

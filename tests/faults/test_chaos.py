@@ -88,7 +88,7 @@ def test_worker_sigkill_chaos(
         fleet.stop()
         rec = Records.read(fleet.record_dir)
         t = tally(
-            f"worker-sigkill[{server.kind}]", q, producer.ids, rec,
+            f"worker-sigkill[{server.kind}]", q, producer.ids, rec, fleet,
             kills=len(fleet.killed), kills_while_pushing=kills,
             workers_started=len(fleet.procs),
         )  # fmt: skip
@@ -150,7 +150,7 @@ def test_server_restart_with_aof(tmp_path: Path) -> None:
         fleet.stop()
         rec = Records.read(fleet.record_dir)
         t = tally(
-            "server-restart-aof", q, producer.ids, rec,
+            "server-restart-aof", q, producer.ids, rec, fleet,
             outages="+".join(f"{o:.1f}s" for o in outages),
         )  # fmt: skip
         assert_sound(t, rec, producer.ids, fleet)
@@ -199,7 +199,7 @@ def test_connection_cuts_and_stalls(tmp_path: Path) -> None:
         rec = Records.read(fleet.record_dir)
         s = proxy.stats
         t = tally(
-            "connection-cuts", direct, producer.ids, rec,
+            "connection-cuts", direct, producer.ids, rec, fleet,
             cuts=s.cuts, stalls=s.stalls, connections_cut=s.connections_cut,
             connections_stalled=s.connections_stalled,
         )  # fmt: skip

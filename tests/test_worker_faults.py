@@ -392,18 +392,26 @@ async def test_a_stop_during_an_outage_gives_up_on_held_outcomes_in_bounded_time
     h = Harness(ServerInfo("valkey", private_server.url, cluster=False))
     try:
         q, reg = h.queue(), Registry()
-        reg.register(lambda: "done", name="quick")
-        started = asyncio.Event()
+        started, gate = [], asyncio.Event()
 
         @reg.task(name="slow")
         async def slow() -> None:
-            started.set()
+            started.append("slow")
             await asyncio.sleep(30)
+
+        @reg.task(name="late")
+        async def late() -> str:
+            started.append("late")
+            await gate.wait()
+            return "finished while the server was away"
 
         worker = h.start(q, reg, shutdown_grace_seconds=0.2, lease_seconds=30)
         await q.enqueue("slow", user_id="a")
-        await asyncio.wait_for(started.wait(), 5)
+        await q.enqueue("late", user_id="b")
+        await eventually(lambda: len(started) == 2)
         kill(private_server)
+        gate.set()  # its completion cannot be sent: it is held
+        await asyncio.sleep(0.3)
         worker.request_stop()
         begin = time.monotonic()
         worker.request_stop()  # a second signal: give back now, give up on what cannot be sent
@@ -411,6 +419,7 @@ async def test_a_stop_during_an_outage_gives_up_on_held_outcomes_in_bounded_time
         assert time.monotonic() - begin < 5
         messages = [r.getMessage() for r in worker_records(caplog)]
         assert any("gave up reporting the give-back of task" in m for m in messages), messages
+        assert any("could not report 1 outcome(s) before exiting" in m for m in messages)
         assert [r for r in caplog.records if r.exc_info] == []
     finally:
         await h.close()

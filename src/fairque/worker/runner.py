@@ -298,14 +298,15 @@ class Worker:
             if acks or want:
                 leased = await self._exchange(acks, want)
                 if leased is None:
-                    await self._pause(self.link.delay())
+                    await self._pause(self._until_deadline(self.link.delay()))
                     continue
                 for task in leased:
                     self._spawn(task)
                 if leased or (acks and not want):
                     continue  # more may be ready, or more acks came in meanwhile
-                if want and not self._fetching:
-                    self._start_idle_fetch(want)
+                free = self._free_slots()  # an idle fetch may have ended meanwhile
+                if free and not self._fetching:
+                    self._start_idle_fetch(free)
             await self._wait_for_wakeup()
 
     async def _draining(self) -> bool:
@@ -337,6 +338,12 @@ class Worker:
             self._acks.clear()
             return False
         return True
+
+    def _until_deadline(self, seconds: float) -> float:
+        """``seconds``, shortened to end at the stop's next deadline (grace, giving up)."""
+        now = time.monotonic()
+        ends = [t - now for t in (self._grace_deadline, self._give_up_at) if t and t > now]
+        return min([seconds, *ends])
 
     async def _wait_for_wakeup(self) -> None:
         assert self._wakeup is not None

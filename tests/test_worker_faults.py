@@ -21,8 +21,9 @@ from worker_handlers import Harness, eventually, wait_registered, wait_state
 from fairque import AsyncFairQueue, Context, Registry, Retry, Task, TaskState, Worker, WorkerConfig
 from fairque.embedded import EmbeddedServer, free_port
 from fairque.keys import QueueKeys
+from fairque.urls import redact_text as redact
 from fairque.worker import runner
-from fairque.worker.link import ErrorLog, Link, describe, redact
+from fairque.worker.link import ErrorLog, Link, describe
 
 
 @pytest.fixture
@@ -465,7 +466,7 @@ def test_link_logs_one_line_per_outage_a_reminder_and_redacts(
 
 def test_describe_and_redact() -> None:
     assert redact("rediss://user:p%40ss@h:1/0 and redis://:pw@x") == (
-        "rediss://***@h:1/0 and redis://***@x"
+        "rediss://user:***@h:1/0 and redis://:***@x"
     )
     assert describe(ValueError("x" * 300)).endswith("...")
     assert len(describe(ValueError("x" * 300))) == len("ValueError: ") + 200
@@ -482,3 +483,56 @@ def test_error_log_shows_a_traceback_once_then_one_line(caplog: pytest.LogCaptur
     errors.error("call failed", RuntimeError("other"))
     assert [bool(r.exc_info) for r in caplog.records] == [True, False, False, True, True]
     assert caplog.records[1].getMessage() == "call failed (RuntimeError: boom; again)"
+
+
+# ---------------------------------------------------------------------------- lost replies
+class LosingQueue(AsyncFairQueue):
+    """A real queue whose first lease replies are lost on the way back: the server ran
+    the call and leased the tasks, then the client saw a connection error."""
+
+    to_lose: int
+
+    async def wait_and_pop(
+        self, timeout: float, count: int = 1, *args: Any, **kwargs: Any
+    ) -> list[Task]:
+        leased = await super().wait_and_pop(timeout, count, *args, **kwargs)
+        return self._maybe_lose(leased)
+
+    async def complete_and_pop(
+        self, done: Sequence[tuple[Task, Any]], count: int = 1, *args: Any, **kwargs: Any
+    ) -> tuple[list[bool], list[Task]]:
+        acks, leased = await super().complete_and_pop(done, count, *args, **kwargs)
+        self._maybe_lose(leased)
+        return acks, leased
+
+    def _maybe_lose(self, leased: list[Task]) -> list[Task]:
+        if leased and self.to_lose > 0:
+            self.to_lose -= 1
+            raise redis.ConnectionError("connection reset while reading the reply")
+        return leased
+
+
+async def test_a_lease_reply_lost_to_a_connection_error_is_recovered_at_once(
+    h: Harness,
+) -> None:
+    """The worker resends the lease request under the same id, so the server hands back
+    the tasks it leased for the lost reply: they run now, once, as first attempts,
+    instead of waiting for their leases (30 s) to expire and counting a failure."""
+    q = cast(
+        LosingQueue,
+        LosingQueue.from_url(
+            h.server.url, unique_queue(), cluster=h.server.cluster, lease_seconds=30
+        ),
+    )
+    q.to_lose = 2
+    h.queues.append(q)
+    ran: list[str] = []
+    reg = Registry()
+    reg.register(lambda ctx: ran.append(ctx.task_id), name="job")
+    tasks = [await q.enqueue("job", user_id=f"u{i}") for i in range(6)]
+    h.start(q, reg, id="unlucky", max_concurrent_tasks=2, batch_size=2)
+    for t in tasks:
+        done = await wait_state(q, t.task_id, TaskState.FINISHED, timeout=10)
+        assert done.retry_count == 0
+    assert q.to_lose == 0
+    assert sorted(ran) == sorted(t.task_id or "" for t in tasks)

@@ -290,3 +290,37 @@ def test_cli_waits_for_the_server_then_says_so_in_one_line(tmp_path: Path) -> No
     assert SECRET not in output
     assert "Traceback" not in output
     assert "cannot reach the server; waiting up to 1s" in output
+
+
+def test_cli_worker_waits_for_a_server_that_starts_late(tmp_path: Path) -> None:
+    """With no cluster setting the worker asks the server what it is: that question
+    waits for the server too, instead of ending the worker at once."""
+    server = EmbeddedServer(port=free_port(), workdir=tmp_path / "late")
+    queue = unique_queue()
+    env = worker_env(ServerInfo("valkey", server.url, cluster=False))
+    del env["FAIRQUE_REDIS__CLUSTER"]
+    cmd = [sys.executable, "-m", "fairque", "--queue", queue, "worker", "--import",
+           "proc_handlers", "--wait-for-server", "30"]  # fmt: skip
+    proc = subprocess.Popen(cmd, env=env, cwd=TESTS, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(1.5)
+        assert proc.poll() is None  # still waiting
+        server.start()
+        with FairQueue.from_url(server.url, queue) as q:
+            t = q.enqueue("record", {"sleep": 0}, user_id="u")
+            wait_until(
+                lambda: (
+                    (got := q.get(t.task_id or "")) is not None and got.state == TaskState.FINISHED
+                ),
+                30,
+                "the late server's task to finish",
+            )
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+        assert "waiting for the server" in err
+        assert "Traceback" not in err
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        server.stop()

@@ -26,7 +26,7 @@ from fairque.config import Settings, load_settings
 from fairque.errors import ConfigError, FairqueError, ValidationError
 from fairque.ops import Operations
 from fairque.options import QueueOptions
-from fairque.queue import FairQueue
+from fairque.queue import FairQueue, is_cluster_url
 
 app = typer.Typer(
     name="fairque",
@@ -242,11 +242,18 @@ def worker(
         import_handlers(cfg.worker.imports)
         from fairque.aio import AsyncFairQueue
         from fairque.worker import Worker
+        from fairque.worker.link import Link, wait_for_probe
         from fairque.worker.supervisor import supervisor_pid
 
         with guarded(url):
+            cluster = cfg.redis.cluster
+            if cluster is None:  # asking the server: wait for it as the worker would
+                link = Link(f"worker {cfg.worker.id}", logging.getLogger("fairque.worker"))
+                cluster = wait_for_probe(
+                    lambda: is_cluster_url(url), link, cfg.worker.wait_for_server_seconds
+                )
             queue = AsyncFairQueue.from_url(
-                url, cfg.queue.name, cluster=cfg.redis.cluster, **cfg.queue.options()
+                url, cfg.queue.name, cluster=cluster, **cfg.queue.options()
             )
             runner = Worker(queue, config=cfg.worker)
             runner.parent_pid = supervisor_pid()

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import logging
 import random
-import re
 import time
 from collections.abc import Callable
+from typing import TypeVar
 
 from redis.exceptions import (
     ClusterDownError,
@@ -23,6 +23,10 @@ from redis.exceptions import (
     TimeoutError,
     TryAgainError,
 )
+
+from fairque.urls import redact_text
+
+T = TypeVar("T")
 
 #: Errors that mean "the server could not be reached or is not serving right now";
 #: the call may be sent again. ``BusyLoadingError`` (a server loading its data after a
@@ -37,17 +41,10 @@ CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
     TryAgainError,
 )
 
-_USERINFO = re.compile(r"(?P<scheme>[a-zA-Z][\w+.-]*://)[^/@\s]*@")
-
-
-def redact(text: str) -> str:
-    """``text`` with the user and password of every URL in it replaced by ``***``."""
-    return _USERINFO.sub(r"\g<scheme>***@", text)
-
 
 def describe(exc: BaseException, limit: int = 200) -> str:
     """One line naming an error: its type and its (redacted, shortened) message."""
-    message = " ".join(redact(str(exc)).split())
+    message = " ".join(redact_text(str(exc)).split())
     if len(message) > limit:
         message = message[: limit - 3] + "..."
     return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
@@ -163,3 +160,20 @@ class ErrorLog:
             self._seen.clear()
         self._seen[key] = now
         self.log.error("%s (%s)", message, describe(exc), exc_info=exc)
+
+
+def wait_for_probe(probe: Callable[[], T], link: Link, wait_seconds: float) -> T:
+    """``probe()``, retried with the link's backoff while the server is unreachable,
+    for at most ``wait_seconds`` (then its connection error is raised)."""
+    deadline = link.clock() + wait_seconds
+    while True:
+        try:
+            value = probe()
+        except CONNECTION_ERRORS as exc:
+            pause = link.failed(exc, first="waiting for the server")
+            if link.clock() + pause > deadline:
+                raise
+            time.sleep(pause)
+        else:
+            link.ok()
+            return value

@@ -19,7 +19,7 @@ from fairque.aio import AsyncFairQueue
 from fairque.config import WorkerConfig
 from fairque.errors import LeaseLost, SerializationError
 from fairque.models import Task, TaskState, WorkerInfo
-from fairque.ops import EncodedResult
+from fairque.ops import EncodedResult, request_id
 from fairque.worker.context import Context, Retry, task_logger
 from fairque.worker.hooks import Hooks, Outcome
 from fairque.worker.link import CONNECTION_ERRORS, ErrorLog, Link, describe
@@ -112,6 +112,9 @@ class Worker:
         self.parent_pid: int | None = None
         self.link = Link(f"worker {self.id}", log)
         self._errors = ErrorLog(log)
+        # the id of a lease request whose reply a connection error swallowed: the next
+        # lease request resends it, so the server returns what it leased then
+        self._lost_request: str | None = None
         # every job until it ends / jobs holding a slot / jobs inside their handler
         self._running: dict[asyncio.Task[None], Task] = {}
         self._executing: set[asyncio.Task[None]] = set()
@@ -362,6 +365,7 @@ class Worker:
     async def _exchange(self, acks: list[Ack], want: int) -> list[Task] | None:
         """One ``complete_and_pop`` call; None (completions held) when it failed."""
         cfg = self.config
+        req = self._lease_request() if want > 0 else None
         try:
             won, leased = await self.queue.complete_and_pop(
                 [(task, result) for task, result, _ in acks],
@@ -370,9 +374,11 @@ class Worker:
                 self.lease_seconds,
                 assigned_users=cfg.assigned_users or None,
                 steal_targets=cfg.steal_targets or None,
+                request_id=req,
             )
         except CONNECTION_ERRORS as exc:
             self._acks[:0] = acks
+            self._lost_request = req or self._lost_request
             self.link.failed(exc)
             return None
         except Exception as exc:
@@ -426,11 +432,13 @@ class Worker:
         assert self._stopping is not None
         cfg = self.config
         leased: list[Task] = []
+        req: str | None = None
         try:
             timeout = cfg.poll_interval_seconds
             due = await self.queue.next_wakeup()
             if due is not None:
                 timeout = min(timeout, max(due, 0.001))
+            req = self._lease_request()
             leased = await self.queue.wait_and_pop(
                 timeout,
                 count,
@@ -438,8 +446,10 @@ class Worker:
                 self.lease_seconds,
                 assigned_users=cfg.assigned_users or None,
                 steal_targets=cfg.steal_targets or None,
+                request_id=req,
             )
         except CONNECTION_ERRORS as exc:
+            self._lost_request = req or self._lost_request
             await self._pause(self.link.failed(exc))
         except Exception as exc:
             self._errors.error(f"worker {self.id}: waiting for work failed", exc)
@@ -455,6 +465,12 @@ class Worker:
             for task in leased:
                 self._spawn(task)
         self._wakeup.set()
+
+    def _lease_request(self) -> str:
+        """The id of the next lease request: the one a connection error left unanswered,
+        taken by one call only, or a new one."""
+        req, self._lost_request = self._lost_request or request_id(), None
+        return req
 
     async def _wake_idle_fetch(self) -> bool:
         """Wake an idle fetch in progress; False when there is none."""

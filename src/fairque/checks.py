@@ -58,11 +58,17 @@ _SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 def plain_identifier(value: object, limit: int) -> bool:
     """True for a string that ``identifier_problem`` accepts (the fast path's test)."""
-    return type(value) is str and 0 < len(value) <= limit and _BAD_CHAR.search(value) is None
+    if type(value) is not str or not 0 < len(value) <= limit:
+        return False
+    if value.isascii():  # printable ASCII has no control character: no regex needed
+        return value.isprintable()
+    return _BAD_CHAR.search(value) is None
 
 
 def identifier_problem(value: str, what: str, limit: int) -> str | None:
     """Why ``value`` is not a valid identifier (None when it is)."""
+    if plain_identifier(value, limit):
+        return None
     if not value:
         return f"{what} must not be empty"
     if len(value) > limit:
@@ -209,9 +215,12 @@ def check_user_limits(user_id: object, weight: object, max_in_flight: object) ->
 
 def check_task_list(tasks: object) -> list[Any]:
     """``push_many``'s tasks as a list: an iterable of at most ``MAX_BATCH`` items."""
-    if isinstance(tasks, (str, bytes, Mapping)) or not isinstance(tasks, Iterable):
+    if type(tasks) is list:  # the common case skips the ABC checks
+        out: list[Any] = tasks
+    elif isinstance(tasks, (str, bytes, Mapping)) or not isinstance(tasks, Iterable):
         raise ValidationError(f"tasks must be a list of Task, not {type(tasks).__name__}")
-    out = list(tasks)
+    else:
+        out = list(tasks)
     if len(out) > MAX_BATCH:
         raise ValidationError(f"tasks: {len(out)} in one batch; the limit is {MAX_BATCH}")
     return out
@@ -221,7 +230,9 @@ def check_delays(delays: object, n: int) -> Sequence[Any] | None:
     """``push_many``'s delays: None or a sequence of ``n`` delays."""
     if delays is None:
         return None
-    if isinstance(delays, (str, bytes)) or not isinstance(delays, Sequence):
+    if type(delays) is not list and (
+        isinstance(delays, (str, bytes)) or not isinstance(delays, Sequence)
+    ):
         raise ValidationError(f"delays must be a list, not {type(delays).__name__}")
     if len(delays) != n:
         raise ValidationError(f"{len(delays)} delays given for {n} tasks")

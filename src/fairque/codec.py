@@ -35,8 +35,9 @@ class JsonSerializer:
         except TypeError as exc:
             raise SerializationError(f"value is not JSON serializable: {exc}") from exc
         # orjson writes NaN and Infinity as null; only a value whose JSON holds a null
-        # can hold one, so the common value costs one substring search
-        if b"null" in data:
+        # can hold one, so the common value costs one substring search (find: ``in``
+        # would first try the operand as an integer and build an exception)
+        if data.find(b"null") != -1:
             where = non_finite_path(value)
             if where is not None:
                 raise SerializationError(

@@ -56,6 +56,8 @@ class TaskState(str, enum.Enum):
 
 
 def _check_identifier(value: str, what: str, limit: int) -> str:
+    if 0 < len(value) <= limit and value.isascii() and value.isprintable():
+        return value  # the common case, inline: this runs for every task built
     problem = identifier_problem(value, what, limit)
     if problem is not None:
         raise ValueError(problem)

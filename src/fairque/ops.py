@@ -38,6 +38,7 @@ from fairque.errors import (
     FairqueError,
     LeaseLost,
     PayloadTooLarge,
+    SerializationError,
     TaskCanceled,
     TaskFailed,
     ValidationError,
@@ -251,7 +252,10 @@ class Operations:
         return prepared, args
 
     def _dump_payload(self, payload: Any) -> bytes:
-        data = dump_value(self.serializer, payload, "payload")
+        try:  # inline (not dump_value): this runs on every push
+            data = self.serializer.dumps(payload)
+        except SerializationError as exc:
+            raise SerializationError(f"payload: {exc}") from exc
         if len(data) > self.options.max_payload_bytes:
             raise PayloadTooLarge(
                 f"payload is {len(data)} bytes; the limit is {self.options.max_payload_bytes}"

@@ -186,7 +186,7 @@ class QueueMachine(RuleBasedStateMachine):
             allowed = step.allowed.get(task_id, {old})
             if old is S.DEFERRED and now is not old and now not in allowed:
                 ups = [new[d] for d in m.deps if d in new]
-                if now is S.QUEUED:
+                if now in (S.QUEUED, S.STARTED):  # released (and leased in the same call)
                     assert all(u is S.FINISHED for u in ups), f"{task_id} released early: {ups}"
                 elif now is S.CANCELED:
                     assert S.FAILED in ups or S.CANCELED in ups, f"{task_id} canceled: {ups}"
@@ -351,25 +351,53 @@ class QueueMachine(RuleBasedStateMachine):
     def pop_batch(self, count: int, lease: float, twice: bool) -> None:
         self._lease(count, lease, twice)
 
-    def _lease(self, count: int, lease: float, twice: bool) -> None:
+    @precondition(lambda self: bool(self.tasks))
+    @rule(pick=PICK, count=st.integers(0, 3), lease=LEASE, twice=st.booleans())
+    def complete_and_pop(self, pick: int, count: int, lease: float, twice: bool) -> None:
+        task = self._pick(pick)
+        if task is not None:
+            self._lease(count, lease, twice, task)
+
+    def _lease(self, count: int, lease: float, twice: bool, done: Task | None = None) -> None:
         step = Step(self._now())
-        live_before = {u: self._live(u, step.t0) for u in USERS}
-        call = self.q.ops.pop(count, f"w{count}", lease, None, None)
-        sent = self._send(call, twice)
+        current = done is not None and self._current(done)
+        acks: list[bool] = []
+        if done is None:
+            sent = self._send(self.q.ops.pop(count, f"w{count}", lease, None, None), twice)
+            first, answer = sent.first, sent.answer
+        else:
+            call = self.q.ops.complete_and_pop([(done, {"id": done.task_id})], count, "wc", lease,
+                                               None, None)  # fmt: skip
+            both = self._send(call, twice)
+            assert isinstance(both.first, tuple), both.first
+            assert isinstance(both.answer, tuple), both.answer
+            (acks_first, first), (acks, answer) = both.first, both.answer
+            assert acks_first == acks, f"complete_and_pop resent: acks {acks_first}, {acks}"
         ring_after = self.client.zcard(self.k.ring)
         step.t1 = self._now()
-        answer = sent.answer
         assert isinstance(answer, list)
-        if sent.replayed:
-            assert isinstance(sent.first, list)
-            assert _lease_view(answer) == _lease_view(sent.first), "pop resent: other leases"
-        self._expiring(step)
+        assert isinstance(first, list)
+        if twice:
+            assert _lease_view(answer) == _lease_view(first), "lease request resent: other leases"
+        if count:  # maintenance runs with the lease request
+            self._expiring(step)
         for task_id, m in self.tasks.items():
             if m.state is S.QUEUED:
                 step.allowed[task_id] = {S.QUEUED, S.STARTED}
-            elif m.state is S.SCHEDULED and m.due <= step.t1:
+            elif m.state is S.SCHEDULED and m.due <= step.t1 and count:
                 promoted = {S.QUEUED, S.STARTED}
                 step.allowed[task_id] = promoted if m.due <= step.t0 else {S.SCHEDULED, *promoted}
+        if done is not None:
+            tid, token = done.task_id or "", done.lease_token or ""
+            if current and (acks[0] or self.tasks[tid].deadline > step.t1):
+                assert acks == [True], f"complete_and_pop of a held lease answered {acks}"
+                step.allowed[tid] = {S.FINISHED}
+                self.tasks[tid].wins.add(token)
+                self.acks[("complete", tid, token)] = True
+            elif ("complete", tid, token) in self.acks:
+                assert acks == [True], f"complete resent late with its winning token: {acks}"
+            else:
+                assert acks == [False], f"complete_and_pop with a lost lease answered {acks}"
         for t in answer:
             assert t.state is S.STARTED, t
             assert t.lease_token, t
@@ -384,7 +412,7 @@ class QueueMachine(RuleBasedStateMachine):
             got = sum(1 for t in answer if t.user_id == user)
             if got:
                 live = self._live(user, step.t1)
-                assert live <= cap, f"{user}: {live} leases, cap {cap} ({live_before[user]})"
+                assert live <= cap, f"{user}: {live} leases after a lease request, cap {cap}"
 
     def _live(self, user: str, at: int) -> int:
         """The user's leases known to run past ``at``."""

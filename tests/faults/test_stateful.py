@@ -2,8 +2,8 @@
 
 A Hypothesis state machine drives one private queue per example through push,
 push_many (with dependencies inside the batch), pop and pop_batch with short
-leases, complete, fail, extend, requeue, cancel, retry, reclaim, per-user caps and
-real lease expiry (it sleeps past leases). Any script call may be executed twice,
+leases, complete, complete_and_pop, fail, extend, requeue, cancel, retry, reclaim,
+per-user caps and real lease expiry (it sleeps past leases). Any script call may be executed twice,
 the same ``Call`` object sent again as a client does after a lost reply; the second
 reply is the answer, and where the contract says so it must equal the first.
 

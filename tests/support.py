@@ -98,6 +98,7 @@ def expire_lease(client: redis.Redis | redis.RedisCluster, queue: str, task_id: 
     """Move a lease deadline into the past, as if the worker had died long ago."""
     keys = QueueKeys(queue)
     client.zadd(keys.leases, {task_id: 0})
+    client.hset(keys.task(task_id), "deadline", 0)
     user: Any = client.hget(keys.task(task_id), "user")
     if user is not None:
         client.zadd(keys.held(user.decode()), {task_id: 0}, xx=True)

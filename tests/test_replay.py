@@ -16,7 +16,7 @@ import pytest
 from servers import SyncClient
 from support import expire_lease, queue_snapshot
 
-from fairque import DuplicateTask, FairQueue, Priority, Task, TaskState
+from fairque import DuplicateTask, FairQueue, LeaseLost, Priority, Task, TaskState
 from fairque.keys import QueueKeys
 from fairque.ops import Call
 
@@ -335,3 +335,41 @@ def test_fail_judges_by_the_given_retry_budget(make_queue: MakeQueue) -> None:
     stored = q.get(t.task_id or "")
     assert stored is not None
     assert stored.state == TaskState.FAILED
+
+
+def test_an_expired_lease_cannot_be_revived_past_its_users_cap(
+    make_queue: MakeQueue,
+) -> None:
+    """Once a lease's deadline passed it no longer counts in flight, so the user's cap
+    may let another task start; extending the old lease then would put the user over
+    its cap: it is lost instead (found by the state-machine test)."""
+    q = make_queue()
+    q.set_user_limits("uc", max_in_flight=1)
+    q.enqueue("job", user_id="uc")
+    q.enqueue("job", user_id="uc")
+    first = q.pop("w", lease_seconds=0.2)
+    assert first is not None
+    time.sleep(0.3)
+    q.set_user_limits("uc", max_in_flight=1)  # no live lease: uc is back in the ring
+    with pytest.raises(LeaseLost):
+        q.extend(first, 30)
+    assert q.extend_many([first], 30) == [False]
+    second = q.pop("w", lease_seconds=30)
+    assert second is not None
+    assert [u.in_flight for u in q.stats().users if u.user_id == "uc"] == [1]
+
+
+def test_retry_backoff_is_capped_at_ten_years(
+    make_queue: MakeQueue, redis_client: SyncClient
+) -> None:
+    q = make_queue()
+    t = q.enqueue("n", user_id="u", max_retries=1000)
+    task = q.pop("w")
+    assert task is not None
+    redis_client.hset(QueueKeys(q.queue).task(t.task_id or ""), "retries", 60)
+    assert q.fail(task, "x") == TaskState.SCHEDULED
+    stored = q.get(t.task_id or "")  # readable: its due time is a real date
+    assert stored is not None
+    assert stored.execute_after is not None
+    ahead = stored.execute_after.timestamp() - time.time()
+    assert 9.9 * 365 * 86400 < ahead <= 10 * 365 * 86400 + 60

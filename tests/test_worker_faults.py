@@ -455,9 +455,9 @@ def test_link_logs_one_line_per_outage_a_reminder_and_redacts(
     messages = [r.getMessage() for r in caplog.records]
     assert messages == [
         "worker w: lost the connection to the server (ConnectionError: Error connecting to "
-        "redis://***@db:6379/0 refused); reconnecting with backoff",
+        "redis://fq:***@db:6379/0 refused); reconnecting with backoff",
         "worker w: still no connection to the server after 30s (ConnectionError: Error "
-        "connecting to redis://***@db:6379/0 refused)",
+        "connecting to redis://fq:***@db:6379/0 refused)",
         "worker w: connection to the server is back after 36.0s",
     ]
     assert not link.down

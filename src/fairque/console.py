@@ -23,6 +23,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from fairque.checks import MAX_BATCH
 from fairque.errors import (
     DependencyCycleError,
     FairqueError,
@@ -35,7 +36,7 @@ from fairque.ops import Operations
 #: Most tasks one ``enqueue --file`` pushes. The file is pushed in one script, so
 #: all-or-nothing holds; the server runs nothing else meanwhile (about 20 us per
 #: task: 10,000 tasks hold it for about 0.2 s), so larger files are refused.
-MAX_FILE_TASKS = 10_000
+MAX_FILE_TASKS = MAX_BATCH  # one atomic push_many
 #: Most bytes of task data (payloads, ids, names) one ``enqueue --file`` pushes.
 MAX_FILE_BYTES = 64 * 1024 * 1024
 #: Problems printed for a bad file; the rest are counted.

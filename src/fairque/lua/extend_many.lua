@@ -1,6 +1,7 @@
 --[[
 extend_many: heartbeat for many leases at once: push each held lease's deadline to
-now + ms. Leases no longer held are reported, not touched.
+now + ms. Leases no longer held, or whose deadline has passed (see extend.lua), are
+reported, not touched.
 
 KEYS[1] prefix      fq:{<queue>}:
 KEYS[2] leases      STARTED registry
@@ -14,13 +15,14 @@ lease was lost.
 -- @include now
 
 local prefix = KEYS[1]
-local deadline = now() + tonumber(ARGV[1])
+local ms = now()
+local deadline = ms + tonumber(ARGV[1])
 local out = {}
 for i = 2, #ARGV, 2 do
   local id = ARGV[i]
   local tk = prefix .. 'task:' .. id
-  local f = redis.call('HMGET', tk, 'state', 'lease', 'user')
-  if f[1] == 'STARTED' and f[2] == ARGV[i + 1] then
+  local f = redis.call('HMGET', tk, 'state', 'lease', 'user', 'deadline')
+  if f[1] == 'STARTED' and f[2] == ARGV[i + 1] and tonumber(f[4]) > ms then
     redis.call('HSET', tk, 'deadline', deadline)
     redis.call('ZADD', KEYS[2], deadline, id)
     redis.call('ZADD', prefix .. 'held:' .. f[3], deadline, id)

@@ -5,9 +5,9 @@
 -- fail_attempt(prefix, id, error, retry, ms, base_ms, failed_ttl_ms, delay_ms, req,
 -- max_retries): a STARTED attempt failed. With retry and retries left (the task's own
 -- budget, or `max_retries` when >= 0), schedule the next attempt after delay_ms (or
--- base * 2^(n-1) when delay_ms < 0) and return 'SCHEDULED'; otherwise the task is
--- FAILED, keeping the error, and 'FAILED' is returned. `req` (or nil for a reclaimed
--- lease) records the answer for a resent request (see replayed).
+-- base * 2^(n-1) when delay_ms < 0, at most 10 years) and return 'SCHEDULED';
+-- otherwise the task is FAILED, keeping the error, and 'FAILED' is returned. `req`
+-- (or nil for a reclaimed lease) records the answer for a resent request (see replayed).
 local function fail_attempt(prefix, id, err, retry, ms, base_ms, failed_ttl_ms, delay_ms, req,
                             max_retries)
   local tk = prefix .. 'task:' .. id
@@ -22,7 +22,7 @@ local function fail_attempt(prefix, id, err, retry, ms, base_ms, failed_ttl_ms, 
   if max_retries and max_retries >= 0 then limit = max_retries end
   if retry and n < limit then
     n = n + 1
-    if delay_ms < 0 then delay_ms = base_ms * 2 ^ (n - 1) end
+    if delay_ms < 0 then delay_ms = math.min(base_ms * 2 ^ (n - 1), 315360000000) end
     local due = ms + math.floor(delay_ms)
     if req then
       redis.call('HSET', tk, 'error', err, 'retries', n, 'state', 'SCHEDULED', 'run_at', due,

@@ -373,3 +373,16 @@ def test_retry_backoff_is_capped_at_ten_years(
     assert stored.execute_after is not None
     ahead = stored.execute_after.timestamp() - time.time()
     assert 9.9 * 365 * 86400 < ahead <= 10 * 365 * 86400 + 60
+
+
+def test_a_resent_lease_request_that_found_nothing_still_finds_nothing(
+    make_queue: MakeQueue,
+) -> None:
+    """The same answer, even when work arrived between the run and its resend: the
+    client sees one reply, and a resend must not lease tasks nobody will run."""
+    q = make_queue()
+    call = q.ops.pop(3, "w", None, None, None)
+    assert q._run(call) == []
+    q.enqueue("n", user_id="u")
+    assert q._run(call) == []
+    assert q.pop("w") is not None

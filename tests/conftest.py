@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, cast
 
 import pytest
@@ -35,6 +35,7 @@ from servers import (
     unavailable,
 )
 from support import BlockingAsyncQueue, LoopThread, unique_queue
+from worker_handlers import Harness
 
 from fairque import FairQueue
 
@@ -156,3 +157,13 @@ def make_queue(
     yield factory
     for q in created:
         q.close()
+
+
+@pytest.fixture
+async def h(server: ServerInfo, key_audit: list[ServerInfo]) -> AsyncIterator[Harness]:
+    """Queues and workers on ``server`` (async tests), stopped and closed afterwards."""
+    if server not in key_audit:
+        key_audit.append(server)
+    harness = Harness(server)
+    yield harness
+    await harness.close()

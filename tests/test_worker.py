@@ -11,12 +11,11 @@ import signal
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator
 from typing import Any, cast
 
 import pytest
 import redis.asyncio as aredis
-from servers import ServerInfo, SyncClient
+from servers import SyncClient
 from support import unique_queue
 from worker_handlers import (
     Broken,
@@ -46,15 +45,6 @@ from fairque import (
 from fairque.worker import Handler, default_registry
 
 VAR: contextvars.ContextVar[str] = contextvars.ContextVar("VAR", default="unset")
-
-
-@pytest.fixture
-async def h(server: ServerInfo, key_audit: list[ServerInfo]) -> AsyncIterator[Harness]:
-    if server not in key_audit:
-        key_audit.append(server)
-    harness = Harness(server)
-    yield harness
-    await harness.close()
 
 
 # ---------------------------------------------------------------------------- execution

@@ -8,7 +8,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -24,15 +24,6 @@ from fairque.keys import QueueKeys
 from fairque.urls import redact_text as redact
 from fairque.worker import runner
 from fairque.worker.link import ErrorLog, Link, describe
-
-
-@pytest.fixture
-async def h(server: ServerInfo, key_audit: list[ServerInfo]) -> AsyncIterator[Harness]:
-    if server not in key_audit:
-        key_audit.append(server)
-    harness = Harness(server)
-    yield harness
-    await harness.close()
 
 
 def worker_records(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:

@@ -45,32 +45,43 @@ def redact_url(url: str) -> str:
     scheme and the last ``@`` before the query is credentials. A user name alone
     (``redis://alice@host``) is kept.
     """
-    scheme, sep, rest = url.partition("://")
-    if not sep:
+    parts = _split_url(url)
+    if parts is None:
         return url
-    head, qmark, query = rest.partition("?")
-    at = head.rfind("@")
-    if at >= 0:
-        user, colon, _password = head[:at].partition(":")
-        if colon:
-            head = f"{user}:{MASK}{head[at:]}"
+    scheme, head, qmark, query, user, password = parts
+    if password is not None:
+        head = f"{user}:{MASK}{head[head.rfind('@') :]}"
     if qmark:
         query = _SECRET_PARAM.sub(lambda m: m.group(1) + MASK, "?" + query)[1:]
-    return f"{scheme}{sep}{head}{qmark}{query}"
+    return f"{scheme}://{head}{qmark}{query}"
+
+
+def _split_url(url: str) -> tuple[str, str, str, str, str, str | None] | None:
+    """(scheme, hosts part, '?' or '', query, user, password or None); None: no scheme.
+
+    Everything between the scheme and the last ``@`` before the query is credentials.
+    """
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return None
+    head, qmark, query = rest.partition("?")
+    user, password = "", None
+    at = head.rfind("@")
+    if at >= 0:
+        user, colon, secret = head[:at].partition(":")
+        password = secret if colon else None
+    return scheme, head, qmark, query, user, password
 
 
 def url_secrets(url: str) -> set[str]:
     """The credentials in ``url``, as written and percent-decoded (empty: none)."""
     found: set[str] = set()
-    _scheme, sep, rest = url.partition("://")
-    if not sep:
+    parts = _split_url(url)
+    if parts is None:
         return found
-    head, _, query = rest.partition("?")
-    at = head.rfind("@")
-    if at >= 0:
-        _user, colon, password = head[:at].partition(":")
-        if colon and password:
-            found.update({password, unquote(password)})
+    _scheme, _head, _qmark, query, _user, password = parts
+    if password:
+        found.update({password, unquote(password)})
     for match in _SECRET_PARAM.finditer("?" + query):
         if match.group(2):
             found.update({match.group(2), unquote(match.group(2))})

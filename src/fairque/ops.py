@@ -263,11 +263,14 @@ class Operations:
         return data
 
     def _push_head(self, n: int) -> list[Any]:
-        """The push script's arguments before the per-task values."""
-        return [
-            self.options.ordering, self._horizon_us, self.options.on_duplicate, n,
-            self._failed_ttl_ms, request_id(),
-        ]  # fmt: skip
+        """The push script's arguments before the per-task values.
+
+        Only ``on_duplicate="error"`` needs a request id (to tell its own resend from a
+        duplicate); otherwise an existing id is a no-op anyway.
+        """
+        on_dup = self.options.on_duplicate
+        req = request_id() if on_dup == "error" else ""
+        return [self.options.ordering, self._horizon_us, on_dup, n, self._failed_ttl_ms, req]
 
     # operations -----------------------------------------------------------------
     def push_many(

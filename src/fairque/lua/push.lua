@@ -29,7 +29,8 @@ ARGV[4] n           number of tasks; then 13 values per task:
         run_at_ms (-1 none), timeout_ms (-1 none), keep_result (0|1), result_ttl_ms,
         deps (JSON array of task ids, '' for none), on_dep_fail ('cancel'|'wait')
 ARGV[5] failed_ttl_ms  how long a task canceled at push stays readable
-ARGV[6] req         request id (unique per call; the same when a call is resent)
+ARGV[6] req         request id (unique per call; the same when a call is resent;
+                    '' unless on_dup is 'error')
   (the per-task values start at ARGV[7])
 
 Reply: one entry per task: {0, state, created_ms} for a new task,

@@ -27,7 +27,6 @@ Errors: 'FQERR -1' (LeaseLost) when the token does not hold the lease.
 -- @include enqueue_ready
 -- @include signal_wake
 -- @include replayed
--- @include remember
 
 local prefix, id = KEYS[1], ARGV[1]
 local req = 'R' .. ARGV[2]
@@ -49,6 +48,6 @@ if delay_ms > 0 then
   redis.call('ZADD', KEYS[3], due, id)
   return 'SCHEDULED'
 end
-remember(tk, req, 'QUEUED')
+redis.call('HSET', tk, 'op', req .. ' QUEUED')
 enqueue_ready(prefix, id, f[3], tonumber(f[4]), mono_us(prefix, us), ms, ARGV[4], tonumber(ARGV[5]))
 return 'QUEUED'

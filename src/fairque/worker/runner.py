@@ -517,17 +517,24 @@ class Worker:
                 log.warning("worker %s: its supervisor is gone; stopping", self.id)
                 self.parent_pid = None
                 self.request_stop()
-            try:
-                await self._extend_all()
-                await self._beat()
-            except asyncio.CancelledError:
-                raise
-            except CONNECTION_ERRORS as exc:
-                self.link.failed(exc)
-            except Exception as exc:
-                self._errors.error(f"worker {self.id}: heartbeat failed", exc)
-            else:
-                self.link.ok()
+            await self._background("heartbeat", self._heartbeat)
+
+    async def _heartbeat(self) -> None:
+        await self._extend_all()
+        await self._beat()
+
+    async def _background(self, what: str, call: Callable[[], Awaitable[Any]]) -> None:
+        """Run a background call; an outage or an error is logged, never raised."""
+        try:
+            await call()
+        except asyncio.CancelledError:
+            raise
+        except CONNECTION_ERRORS as exc:
+            self.link.failed(exc)
+        except Exception as exc:
+            self._errors.error(f"worker {self.id}: {what} failed", exc)
+        else:
+            self.link.ok()
 
     async def _extend_all(self) -> None:
         jobs = list(self._running.items())
@@ -548,14 +555,7 @@ class Worker:
             return
         await asyncio.sleep(interval * random.uniform(0.5, 1.0))  # workers do not run in step
         while not self._closing:
-            try:
-                await self.maintain()
-            except asyncio.CancelledError:
-                raise
-            except CONNECTION_ERRORS as exc:
-                self.link.failed(exc)
-            except Exception as exc:
-                self._errors.error(f"worker {self.id}: maintenance failed", exc)
+            await self._background("maintenance", self.maintain)
             await asyncio.sleep(interval * random.uniform(0.9, 1.1))
 
     async def maintain(self) -> int:

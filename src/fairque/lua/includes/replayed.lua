@@ -1,5 +1,5 @@
 -- replayed(op, req): the answer a request already got, or nil. A script that changes a
--- task records '<request id> <answer>' in the task's 'op' field (remember); when a
+-- task records '<request id> <answer>' in the task's 'op' field; when a
 -- client resends the same request after a lost reply, the script finds its own request
 -- id there and returns the same answer without changing anything. Lease tokens serve
 -- as request ids for a worker's acknowledgements ('L<token>'), client-made ids for

@@ -231,7 +231,7 @@ class AsyncFairQueue(QueueBase):
         """See ``FairQueue.cleanup_dependencies``."""
         offset, canceled = 0, 0
         while True:
-            _, n, offset = await self._run(self.ops.cleanup_step(offset, batch))
+            _, n, offset = await self._run(self.ops.cleanup_dependencies(offset, batch))
             canceled += n
             if offset == 0:
                 return canceled
@@ -290,18 +290,18 @@ class AsyncFairQueue(QueueBase):
         """See ``FairQueue.purge``."""
         total = 0
         while True:
-            deleted, remaining = await self._run(self.ops.purge_step(batch))
+            deleted, remaining = await self._run(self.ops.purge(batch))
             total += deleted
             if remaining == 0:
                 return total
 
     async def register_worker(self, info: WorkerInfo, ttl_seconds: float) -> int:
         """See ``FairQueue.register_worker``."""
-        return await self._run(self.ops.worker_beat(info, ttl_seconds))
+        return await self._run(self.ops.register_worker(info, ttl_seconds))
 
     async def unregister_worker(self, worker_id: str) -> bool:
         """See ``FairQueue.unregister_worker``."""
-        return await self._run(self.ops.worker_leave(worker_id))
+        return await self._run(self.ops.unregister_worker(worker_id))
 
     async def workers(self) -> list[WorkerInfo]:
         """See ``FairQueue.workers``."""

@@ -172,18 +172,14 @@ class Operations:
         self._horizon_us = round(options.aging_horizon_seconds * 1_000_000)
         self._base_ms = round(options.retry_base_seconds * 1000)
         self._failed_ttl_ms = round(options.failed_ttl_seconds * 1000)
-        k = self.keys
-        self._push_key_list = (
-            k.prefix, k.queued, k.delayed, k.ring, k.meta, k.stats, k.wake, k.deferred,
-        )  # fmt: skip
+        self._script_keys = {
+            name: tuple(getattr(self.keys, key) for key in script.key_names)
+            for name, script in self.scripts.items()
+        }
 
-    def _call(
-        self, name: str, keys: Sequence[str], args: Sequence[Any], parse: Callable[[Any], T]
-    ) -> Call[T]:
-        script = self.scripts[name]
-        if len(keys) != script.num_keys:  # pragma: no cover - guards edits of this module
-            raise AssertionError(f"{name}: {len(keys)} keys passed, {script.num_keys} declared")
-        return Call(script, tuple(keys), tuple(args), parse)
+    def _call(self, name: str, args: Sequence[Any], parse: Callable[[Any], T]) -> Call[T]:
+        """A call of script ``name``: its KEYS are the ones its header names, in order."""
+        return Call(self.scripts[name], self._script_keys[name], tuple(args), parse)
 
     # tasks <-> hashes -----------------------------------------------------------
     def task_from_hash(self, flat: Sequence[Any] | Mapping[Any, Any]) -> Task:
@@ -324,7 +320,7 @@ class Operations:
                     )
             return out
 
-        return self._call("push", self._push_key_list, args, parse)
+        return self._call("push", args, parse)
 
     def enqueue(
         self,
@@ -402,7 +398,7 @@ class Operations:
                 ended_at=None,
             )  # fmt: skip
 
-        return self._call("push", self._push_key_list, args, parse)
+        return self._call("push", args, parse)
 
     def pop(
         self,
@@ -421,16 +417,12 @@ class Operations:
         lease_ms = check_pop(count, worker_id, lease)
         assigned = check_user_list(assigned_users, "assigned_users")
         steal = check_user_list(steal_targets, "steal_targets")
-        k = self.keys
         args: list[Any] = [
             count, worker_id, lease_ms, self._base_ms, self._failed_ttl_ms,
             self.options.maintenance_batch, self.options.ordering, self._horizon_us,
             req or request_id(), len(assigned), *assigned, len(steal), *steal,
         ]  # fmt: skip
-        keys = [
-            k.prefix, k.ring, k.leases, k.delayed, k.queued, k.meta, k.stats, k.capped, k.wake,
-        ]  # fmt: skip
-        return self._call("pop", keys, args, self.leased)
+        return self._call("pop", args, self.leased)
 
     def complete_and_pop(
         self,
@@ -458,18 +450,13 @@ class Operations:
             has_result = result is not None
             data = self.encode_result(result) if has_result else b""
             completions.extend((task_id, token, 1 if has_result else 0, data))
-        k = self.keys
-        keys = [
-            k.prefix, k.ring, k.leases, k.delayed, k.queued, k.finished, k.meta, k.stats,
-            k.capped, k.wake,
-        ]  # fmt: skip
         args = [*pop_args[:9], *completions, *pop_args[9:]]
 
         def parse(reply: list[Any]) -> tuple[list[bool], Leased]:
             acks, leased = reply
             return [int(a) == 1 for a in acks], self.leased(leased)
 
-        return self._call("complete_pop", keys, args, parse)
+        return self._call("complete_and_pop", args, parse)
 
     def encode_result(self, result: Any) -> EncodedResult:
         """``result`` serialized once; an ``EncodedResult`` passes through unchanged.
@@ -494,10 +481,8 @@ class Operations:
         task_id, token = self._lease_of(task)
         has_result = result is not None
         data = self.encode_result(result) if has_result else b""
-        k = self.keys
         return self._call(
             "complete",
-            [k.prefix, k.leases, k.finished, k.stats, k.capped, k.wake],
             [task_id, token, 1 if has_result else 0, data, self.options.ordering, self._horizon_us],
             lambda r: int(r) == 1,
         )
@@ -523,13 +508,11 @@ class Operations:
     def _fail_call(
         self, task_id: str, token: str, error: str, retry: bool, delay_ms: int, budget: int
     ) -> Call[TaskState]:
-        k = self.keys
-        keys = [k.prefix, k.leases, k.delayed, k.failed, k.stats, k.capped, k.wake]
         args = [
             task_id, token, error, 1 if retry else 0, self._base_ms, self._failed_ttl_ms,
             delay_ms, budget,
         ]  # fmt: skip
-        return self._call("fail", keys, args, lambda r: TaskState(_text(r)))
+        return self._call("fail", args, lambda r: TaskState(_text(r)))
 
     def leased(self, reply: Sequence[Any]) -> Leased:
         """Decode a lease reply. A task that cannot be decoded does not take the batch
@@ -560,7 +543,6 @@ class Operations:
         ms = _seconds_ms(self.options.lease_seconds if seconds is None else seconds, "seconds")
         if ms <= 0:
             raise ValidationError("seconds must be positive")
-        k = self.keys
 
         def parse(reply: Any) -> datetime:
             deadline = _ms_to_dt(reply)
@@ -568,7 +550,7 @@ class Operations:
             task.lease_deadline = deadline
             return deadline
 
-        return self._call("extend", [k.prefix, k.leases], [task_id, token, ms], parse)
+        return self._call("extend", [task_id, token, ms], parse)
 
     def extend_many(self, tasks: Sequence[Task], seconds: float | None) -> Call[list[bool]]:
         """Extend several held leases in one call; False for each lease that was lost."""
@@ -578,7 +560,6 @@ class Operations:
         args: list[Any] = [ms]
         for task in tasks:
             args.extend(self._lease_of(task))
-        k = self.keys
 
         def parse(reply: list[Any]) -> list[bool]:
             out = []
@@ -588,43 +569,25 @@ class Operations:
                 out.append(int(deadline) >= 0)
             return out
 
-        return self._call("extend_many", [k.prefix, k.leases], args, parse)
+        return self._call("extend_many", args, parse)
 
     def requeue(self, task: Task, delay: float) -> Call[TaskState]:
         """Give a leased task back without counting a failed attempt."""
         task_id, token = self._lease_of(task)
         delay_ms = _seconds_ms(delay, "delay")
-        k = self.keys
-        keys = [
-            k.prefix, k.leases, k.delayed, k.queued, k.ring, k.meta, k.stats, k.capped, k.wake,
-        ]  # fmt: skip
         args = [task_id, token, delay_ms, self.options.ordering, self._horizon_us]
-        return self._call("requeue", keys, args, lambda r: TaskState(_text(r)))
+        return self._call("requeue", args, lambda r: TaskState(_text(r)))
 
     def reclaim(self, limit: int) -> Call[int]:
         """Reclaim up to ``limit`` expired leases."""
         _check_int(limit, "limit", 1, MAX_SCAN)
-        k = self.keys
-        keys = [k.prefix, k.leases, k.delayed, k.failed, k.stats, k.capped, k.wake]
-        return self._call("reclaim", keys, [limit, self._base_ms, self._failed_ttl_ms], int)
+        return self._call("reclaim", [limit, self._base_ms, self._failed_ttl_ms], int)
 
     def cancel(self, task_id: str) -> Call[bool]:
         """Cancel a task that has not ended."""
         self._check_id(task_id)
-        k = self.keys
-        keys = [
-            k.prefix,
-            k.ring,
-            k.queued,
-            k.delayed,
-            k.deferred,
-            k.leases,
-            k.canceled,
-            k.stats,
-            k.capped,
-        ]
         args = [task_id, self._failed_ttl_ms, request_id()]
-        return self._call("cancel", keys, args, lambda r: int(r) == 1)
+        return self._call("cancel", args, lambda r: int(r) == 1)
 
     def get(self, task_id: str) -> Call[Task | None]:
         """Read one task (a plain HGETALL)."""
@@ -655,7 +618,7 @@ class Operations:
 
         watch_ms = max(round(watch_seconds * 1000), 0)
         args = [task_id, 1 if consume else 0, 1 if watch_ms else 0, watch_ms + 1000]
-        return self._call("result", [self.keys.prefix], args, parse)
+        return self._call("result", args, parse)
 
     def wait_done(self, task_id: str, timeout: float) -> Call[bool]:
         """Block until the task's ending script signals, or ``timeout`` seconds pass."""
@@ -663,12 +626,10 @@ class Operations:
         wait = max(round(timeout, 3), 0.001)
         return Call(None, (done, done), ("BLMOVE", "RIGHT", "LEFT", wait), lambda r: r is not None)
 
-    def cleanup_step(self, offset: int, limit: int) -> Call[tuple[int, int, int]]:
+    def cleanup_dependencies(self, offset: int, limit: int) -> Call[tuple[int, int, int]]:
         """One pass of dependency repair: (examined, canceled, next offset)."""
-        k = self.keys
         return self._call(
-            "cleanup_deps",
-            [k.prefix, k.deferred],
+            "cleanup_dependencies",
             [offset, limit, self._failed_ttl_ms],
             lambda r: (int(r[0]), int(r[1]), int(r[2])),
         )
@@ -703,12 +664,11 @@ class Operations:
 
     def next_wakeup(self) -> Call[float | None]:
         """Seconds until a scheduled task is due or a lease expires (None: nothing pending)."""
-        k = self.keys
 
         def parse(reply: Any) -> float | None:
             return None if int(reply) < 0 else int(reply) / 1000
 
-        return self._call("next_due", [k.prefix, k.delayed, k.leases], [], parse)
+        return self._call("next_wakeup", [], parse)
 
     def wait_for_work(self, timeout: float) -> Call[bool]:
         """Block until a push signals ready work or ``timeout`` seconds pass."""
@@ -725,42 +685,24 @@ class Operations:
     def retry(self, task_id: str) -> Call[TaskState]:
         """Re-queue a FAILED or CANCELED task with a fresh retry budget."""
         self._check_id(task_id)
-        k = self.keys
-        keys = [k.prefix, k.failed, k.canceled, k.queued, k.ring, k.meta, k.wake]
         args = [task_id, self.options.ordering, self._horizon_us, request_id()]
-        return self._call("retry", keys, args, lambda r: TaskState(_text(r)))
+        return self._call("retry", args, lambda r: TaskState(_text(r)))
 
-    def purge_step(self, limit: int) -> Call[tuple[int, int]]:
+    def purge(self, limit: int) -> Call[tuple[int, int]]:
         """Delete up to ``limit`` tasks; returns (deleted, remaining)."""
-        k = self.keys
-        keys = [
-            k.prefix,
-            k.delayed,
-            k.deferred,
-            k.queued,
-            k.leases,
-            k.finished,
-            k.failed,
-            k.canceled,
-        ]
-        return self._call("purge", keys, [limit], lambda r: (int(r[0]), int(r[1])))
+        return self._call("purge", [limit], lambda r: (int(r[0]), int(r[1])))
 
-    def worker_beat(self, info: WorkerInfo, ttl_seconds: float) -> Call[int]:
+    def register_worker(self, info: WorkerInfo, ttl_seconds: float) -> Call[int]:
         """Register or refresh a worker; forget workers silent for ``ttl_seconds``."""
-        k = self.keys
-        keys = [k.prefix, k.workers, k.workers_seen]
         args = [info.worker_id, info.model_dump_json(), round(ttl_seconds * 1000)]
-        return self._call("worker_beat", keys, args, int)
+        return self._call("register_worker", args, int)
 
-    def worker_leave(self, worker_id: str) -> Call[bool]:
+    def unregister_worker(self, worker_id: str) -> Call[bool]:
         """Remove a worker's registration."""
-        k = self.keys
-        keys = [k.prefix, k.workers, k.workers_seen]
-        return self._call("worker_leave", keys, [worker_id], lambda r: int(r) == 1)
+        return self._call("unregister_worker", [worker_id], lambda r: int(r) == 1)
 
     def workers(self) -> Call[list[WorkerInfo]]:
         """The registered workers, with the age of their last heartbeat."""
-        k = self.keys
 
         def parse(reply: list[Any]) -> list[WorkerInfo]:
             out = []
@@ -769,23 +711,16 @@ class Operations:
                 out.append(info.model_copy(update={"last_seen_seconds": int(reply[i + 1]) / 1000}))
             return out
 
-        return self._call("workers", [k.prefix, k.workers, k.workers_seen], [], parse)
+        return self._call("workers", [], parse)
 
     def set_user_limits(self, user_id: str, weight: int, max_in_flight: int | None) -> Call[None]:
         """Set a user's round-robin weight and in-flight cap."""
         cap = check_user_limits(user_id, weight, max_in_flight)
-        k = self.keys
-        keys = [k.prefix, k.weights, k.caps, k.ring, k.capped]
-        return self._call("set_user", keys, [user_id, weight, cap], lambda r: None)
+        return self._call("set_user_limits", [user_id, weight, cap], lambda r: None)
 
     def stats(self, user_limit: int) -> Call[QueueStats]:
         """A snapshot of counts, counters and per-user load."""
         _check_int(user_limit, "user_limit", 0, MAX_SCAN)
-        k = self.keys
-        keys = [
-            k.prefix, k.delayed, k.deferred, k.queued, k.leases, k.finished, k.failed,
-            k.canceled, k.stats, k.ring, k.capped,
-        ]  # fmt: skip
 
         def parse(reply: list[Any]) -> QueueStats:
             counts, counters, users, active, capped = reply
@@ -807,15 +742,13 @@ class Operations:
                 capped_users=int(capped),
             )
 
-        return self._call("stats", keys, [max(user_limit, 1)], parse)
+        return self._call("stats", [max(user_limit, 1)], parse)
 
     def maintain(self, limit: int) -> Call[int]:
         """Remove up to ``limit`` expired entries per terminal registry and expired
         worker registrations; returns how many entries were removed."""
         _check_int(limit, "batch", 1, MAX_SCAN)
-        k = self.keys
-        keys = [k.prefix, k.finished, k.failed, k.canceled, k.workers, k.workers_seen]
-        return self._call("maintain", keys, [limit], int)
+        return self._call("maintain", [limit], int)
 
     _check_id = staticmethod(check_task_id)
 

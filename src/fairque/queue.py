@@ -328,7 +328,7 @@ class FairQueue(QueueBase):
         """Cancel DEFERRED tasks whose upstream expired before finishing; returns how many."""
         offset, canceled = 0, 0
         while True:
-            _, n, offset = self._run(self.ops.cleanup_step(offset, batch))
+            _, n, offset = self._run(self.ops.cleanup_dependencies(offset, batch))
             canceled += n
             if offset == 0:
                 return canceled
@@ -399,18 +399,18 @@ class FairQueue(QueueBase):
         """Delete every task and all state of this queue; returns the tasks deleted."""
         total = 0
         while True:
-            deleted, remaining = self._run(self.ops.purge_step(batch))
+            deleted, remaining = self._run(self.ops.purge(batch))
             total += deleted
             if remaining == 0:
                 return total
 
     def register_worker(self, info: WorkerInfo, ttl_seconds: float) -> int:
         """Register or refresh a worker; forgets workers silent for ``ttl_seconds``."""
-        return self._run(self.ops.worker_beat(info, ttl_seconds))
+        return self._run(self.ops.register_worker(info, ttl_seconds))
 
     def unregister_worker(self, worker_id: str) -> bool:
         """Remove a worker's registration."""
-        return self._run(self.ops.worker_leave(worker_id))
+        return self._run(self.ops.unregister_worker(worker_id))
 
     def workers(self) -> list[WorkerInfo]:
         """Registered workers with the age of their last heartbeat."""

@@ -19,7 +19,7 @@ from fairque.errors import FairqueError
 
 LUA_DIR = Path(__file__).parent / "lua"
 _INCLUDE = re.compile(r"^--\s*@include\s+([\w-]+)\s*$", re.MULTILINE)
-_KEY_DECL = re.compile(r"^KEYS\[(\d+)\]", re.MULTILINE)
+_KEY_DECL = re.compile(r"^KEYS\[(\d+)\][ \t]+(\w+)", re.MULTILINE)
 
 
 class ScriptLoadError(FairqueError):
@@ -33,7 +33,12 @@ class Script:
     name: str
     source: str
     sha: str
-    num_keys: int
+    key_names: tuple[str, ...]
+
+    @property
+    def num_keys(self) -> int:
+        """How many KEYS the script takes."""
+        return len(self.key_names)
 
 
 def resolve_includes(source: str, include_dir: Path, _stack: tuple[str, ...] = ()) -> str:
@@ -63,29 +68,35 @@ def resolve_includes(source: str, include_dir: Path, _stack: tuple[str, ...] = (
     return expand(source, _stack)
 
 
-def declared_keys(source: str) -> int:
-    """The number of ``KEYS[i]`` entries a script's header declares.
+def declared_keys(source: str) -> tuple[str, ...]:
+    """The names of the ``KEYS[i] <name>`` entries a script's header declares, in order.
+
+    Each name is a ``QueueKeys`` attribute: the client fills ``KEYS`` from it.
 
     Raises:
-        ScriptLoadError: the header declares no keys or skips a number.
+        ScriptLoadError: the header declares no keys, skips a number or repeats a name.
     """
     header = source.split("]]", 1)[0]
-    numbers = sorted(int(n) for n in _KEY_DECL.findall(header))
+    declared = [(int(n), name) for n, name in _KEY_DECL.findall(header)]
+    numbers = [n for n, _ in declared]
     if not numbers or numbers != list(range(1, len(numbers) + 1)):
-        raise ScriptLoadError("the header must declare KEYS[1]..KEYS[n] in order")
-    return len(numbers)
+        raise ScriptLoadError("the header must declare KEYS[1] <name> .. KEYS[n] <name> in order")
+    names = tuple(name for _, name in declared)
+    if len(set(names)) != len(names):
+        raise ScriptLoadError(f"the header declares a key twice: {', '.join(names)}")
+    return names
 
 
 def load_script(path: Path, include_dir: Path | None = None) -> Script:
     """Load one script file, resolving includes relative to ``include_dir``."""
     raw = path.read_text()
     try:
-        num_keys = declared_keys(raw)
+        key_names = declared_keys(raw)
         source = resolve_includes(raw, include_dir or path.parent / "includes")
     except ScriptLoadError as exc:
         raise ScriptLoadError(f"{path.name}: {exc}") from None
     sha = hashlib.sha1(source.encode()).hexdigest()
-    return Script(name=path.stem, source=source, sha=sha, num_keys=num_keys)
+    return Script(name=path.stem, source=source, sha=sha, key_names=key_names)
 
 
 @cache

@@ -569,7 +569,7 @@ class Worker:
         """
         canceled = 0
         for _ in range(CLEANUP_STEPS):
-            call = self.queue.ops.cleanup_step(self._cleanup_offset, CLEANUP_BATCH)
+            call = self.queue.ops.cleanup_dependencies(self._cleanup_offset, CLEANUP_BATCH)
             _, n, self._cleanup_offset = await self.queue._run(call)
             canceled += n
             if self._cleanup_offset == 0:

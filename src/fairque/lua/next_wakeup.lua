@@ -1,5 +1,5 @@
 --[[
-next_due: how long until the queue needs attention without a push: the earliest
+next_wakeup: how long until the queue needs attention without a push: the earliest
 SCHEDULED task becomes due or the earliest lease expires. Idle workers use it to
 bound their blocking wait.
 

@@ -1,5 +1,5 @@
 --[[
-cleanup_deps: repair dependency data left behind by expired tasks. Looks at up to
+cleanup_dependencies: repair dependency data left behind by expired tasks. Looks at up to
 `limit` DEFERRED tasks from `offset`: an upstream whose data has expired can never
 finish, so it is dropped from the waiting set and the dependent is CANCELED (with
 its own dependents, as for a failure). Blocked sets of expired upstreams are

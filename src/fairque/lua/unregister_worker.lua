@@ -1,5 +1,5 @@
 --[[
-worker_leave: a worker stops and removes its registration.
+unregister_worker: a worker stops and removes its registration.
 
 KEYS[1] prefix        fq:{<queue>}:
 KEYS[2] workers

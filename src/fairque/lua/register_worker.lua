@@ -1,5 +1,5 @@
 --[[
-worker_beat: register a worker or refresh its heartbeat, and forget workers whose
+register_worker: register a worker or refresh its heartbeat, and forget workers whose
 registration has expired (they died without leaving). A resend refreshes again.
 
 KEYS[1] prefix        fq:{<queue>}:

@@ -1,5 +1,5 @@
 --[[
-set_user: set a user's round-robin weight and in-flight cap, and re-evaluate its
+set_user_limits: set a user's round-robin weight and in-flight cap, and re-evaluate its
 place in the ring at once. Setting the same values again changes nothing.
 
 KEYS[1] prefix      fq:{<queue>}:

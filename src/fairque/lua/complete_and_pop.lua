@@ -1,5 +1,5 @@
 --[[
-complete_pop: a worker's usual round trip in one call: finish the tasks it has
+complete_and_pop: a worker's usual round trip in one call: finish the tasks it has
 completed (each fenced by its lease token, exactly as complete.lua) and lease its
 next tasks (exactly as pop.lua, maintenance included). A resend of the same request
 (same `req`) answers the completions the same way and returns the tasks the first

@@ -20,7 +20,7 @@ import uuid
 from typing import Any
 
 from fairque import AsyncFairQueue, FairQueue, Registry, Task, TaskState, Worker, WorkerConfig
-from fairque.embedded import EmbeddedServer
+from fairque.cli.embedded import EmbeddedServer
 
 
 def log(message: str) -> None:

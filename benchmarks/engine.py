@@ -59,7 +59,7 @@ from typing import Any
 import redis
 
 from fairque import FairQueue, Task, TaskState
-from fairque.embedded import EmbeddedServer, find_valkey_server
+from fairque.cli.embedded import EmbeddedServer, find_valkey_server
 
 #: Lease long enough that no lease expires (and gets reclaimed) while a sample is open.
 LEASE_SECONDS = 600.0

@@ -33,7 +33,7 @@ from typing import Any
 import redis
 
 from fairque import FairQueue, Task
-from fairque.embedded import EmbeddedServer
+from fairque.cli.embedded import EmbeddedServer
 from fairque.scripts import load_all
 
 HERE = Path(__file__).parent

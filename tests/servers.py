@@ -15,7 +15,7 @@ from typing import NoReturn
 import pytest
 import redis
 
-from fairque.embedded import EmbeddedServer, find_valkey_cli, find_valkey_server, free_port
+from fairque.cli.embedded import EmbeddedServer, find_valkey_cli, find_valkey_server, free_port
 
 SERVER_KINDS: tuple[str, ...] = ("valkey", "redis", "cluster")
 """Every server kind the ``server`` fixture can provide, in test order."""

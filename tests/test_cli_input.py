@@ -12,7 +12,7 @@ from support import queue_snapshot, unique_queue
 from test_cli import run_cli
 
 from fairque import FairQueue, TaskState
-from fairque.console import MAX_FILE_BYTES, MAX_FILE_TASKS, MAX_PROBLEMS_SHOWN
+from fairque.cli.render import MAX_FILE_BYTES, MAX_FILE_TASKS, MAX_PROBLEMS_SHOWN
 
 
 @pytest.fixture

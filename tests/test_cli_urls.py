@@ -188,7 +188,7 @@ def test_a_cluster_has_database_zero_only(server: ServerInfo) -> None:
 def test_unexpected_failures_are_one_line(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from fairque import cli
+    from fairque.cli import commands as cli
 
     def broken() -> None:
         raise RuntimeError(f"lost redis://:{SECRET}@h/0")

@@ -1,4 +1,4 @@
-"""Tests for fairque.embedded and the private test servers."""
+"""Tests for fairque.cli.embedded and the private test servers."""
 
 from __future__ import annotations
 
@@ -26,8 +26,8 @@ from servers import (
     unavailable,
 )
 
-from fairque import embedded
-from fairque.embedded import EmbeddedServer, find_valkey_cli, find_valkey_server, free_port
+from fairque.cli import embedded
+from fairque.cli.embedded import EmbeddedServer, find_valkey_cli, find_valkey_server, free_port
 
 
 def _process_exists(pid: int) -> bool:

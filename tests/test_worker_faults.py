@@ -19,7 +19,7 @@ from support import unique_queue
 from worker_handlers import Harness, eventually, wait_registered, wait_state
 
 from fairque import AsyncFairQueue, Context, Registry, Retry, Task, TaskState, Worker, WorkerConfig
-from fairque.embedded import EmbeddedServer, free_port
+from fairque.cli.embedded import EmbeddedServer, free_port
 from fairque.keys import QueueKeys
 from fairque.urls import redact_text as redact
 from fairque.worker import runner

@@ -18,7 +18,7 @@ from servers import ServerInfo, SyncClient
 from support import unique_queue
 
 from fairque import FairQueue, Task, TaskState
-from fairque.embedded import EmbeddedServer, free_port
+from fairque.cli.embedded import EmbeddedServer, free_port
 
 TESTS = Path(__file__).parent
 

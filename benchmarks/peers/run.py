@@ -46,7 +46,7 @@ import redis
 from metrics import summarize, windows
 from systems import ADAPTERS, HERE, SYSTEMS, System
 
-from fairque.embedded import EmbeddedServer
+from fairque.cli.embedded import EmbeddedServer
 
 AGENT = HERE / "agent.py"
 LOGS = HERE / ".logs"

@@ -1,7 +1,14 @@
-"""fairque: fair, multi-tenant task processing on Redis, Valkey and Redis Cluster."""
+"""fairque: fair, multi-tenant task processing on Redis, Valkey and Redis Cluster.
 
-from fairque.aio import AsyncFairQueue
-from fairque.config import WorkerConfig
+``from fairque import FairQueue`` loads the producer API only: the async client, the
+worker runtime and its configuration (PyYAML, pydantic-settings) load on first use.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from fairque.errors import (
     ConfigError,
     DependencyCycleError,
@@ -22,7 +29,32 @@ from fairque.errors import (
 from fairque.models import Priority, QueueStats, Task, TaskState, UserStats, WorkerInfo
 from fairque.options import QueueOptions
 from fairque.queue import FairQueue
-from fairque.worker import Context, Hooks, Registry, Retry, Worker, task
+
+if TYPE_CHECKING:
+    from fairque.aio import AsyncFairQueue
+    from fairque.config import WorkerConfig
+    from fairque.worker import Context, Hooks, Registry, Retry, Worker, task
+
+# name -> the module that defines it, imported when the name is first used
+_LAZY = {
+    "AsyncFairQueue": "fairque.aio",
+    "WorkerConfig": "fairque.config",
+    **dict.fromkeys(("Context", "Hooks", "Registry", "Retry", "Worker", "task"), "fairque.worker"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'fairque' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
 
 __version__ = "0.1.0"
 

@@ -23,7 +23,7 @@ from servers import ServerInfo
 from support import unique_queue
 
 from fairque import FairQueue
-from fairque.embedded import EmbeddedServer, find_valkey_server, free_port
+from fairque.cli.embedded import EmbeddedServer, find_valkey_server, free_port
 from faults.chaos import (
     Fleet,
     Producer,

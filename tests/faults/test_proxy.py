@@ -13,7 +13,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from fairque.embedded import EmbeddedServer
+from fairque.cli.embedded import EmbeddedServer
 from faults.proxy import FaultProxy
 
 pytestmark = pytest.mark.faults

@@ -20,8 +20,8 @@ from redis.exceptions import RedisClusterException
 from rich.console import Console
 from rich.markup import escape
 
-from fairque import console as out
 from fairque import urls
+from fairque.cli import render as out
 from fairque.config import Settings, load_settings
 from fairque.errors import ConfigError, FairqueError, ValidationError
 from fairque.ops import Operations
@@ -114,7 +114,7 @@ def server_url(cfg: Settings, *, embedded_ok: bool) -> Iterator[str]:
         return
     if not embedded_ok:
         fail("no Redis configured: pass --url, set FAIRQUE_URL or redis.url in --config", 2)
-    from fairque.embedded import EmbeddedServer
+    from fairque.cli.embedded import EmbeddedServer
 
     try:
         server = EmbeddedServer()
@@ -435,7 +435,7 @@ def demo(
     quick: Annotated[bool, typer.Option(help="A short run (a few seconds).")] = False,
 ) -> None:
     """Show fairness: a noisy tenant floods the queue; small tenants are still served fast."""
-    from fairque.demo import DemoPlan, run_demo
+    from fairque.cli.demo import DemoPlan, run_demo
 
     if quick:
         flood, tenants, tasks_per_tenant, work_ms = min(flood, 400), min(tenants, 4), 5, 10.0

@@ -1,0 +1,8 @@
+"""The ``fairque`` command line: commands, their rendering, the demo and the embedded server.
+
+Nothing in the producer or worker API imports this package.
+"""
+
+from fairque.cli.commands import app, main
+
+__all__ = ["app", "main"]

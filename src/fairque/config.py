@@ -30,6 +30,7 @@ from pydantic_settings import (
 from fairque.errors import ConfigError
 from fairque.keys import validate_queue_name
 from fairque.options import QueueOptions
+from fairque.service.settings import DispatchSettings, ServerSettings
 
 
 def default_worker_id() -> str:
@@ -137,6 +138,8 @@ class Settings(BaseSettings):
     redis: RedisSettings = Field(default_factory=RedisSettings)
     worker: WorkerConfig = Field(default_factory=WorkerConfig)
     queue: QueueSettings = Field(default_factory=QueueSettings)
+    server: ServerSettings = Field(default_factory=ServerSettings)
+    dispatch: DispatchSettings = Field(default_factory=DispatchSettings)
 
 
 def _describe(exc: pydantic.ValidationError) -> str:

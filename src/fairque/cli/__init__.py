@@ -3,6 +3,9 @@
 Nothing in the producer or worker API imports this package.
 """
 
+from fairque.cli import service
 from fairque.cli.commands import app, main
+
+service.register(app)
 
 __all__ = ["app", "main"]

@@ -1,0 +1,1 @@
+"""The HTTP service: ``fairque serve`` (the queue API) and ``fairque dispatch`` (push workers)."""

@@ -272,3 +272,54 @@ def test_redis_url_needs_a_server() -> None:
     assert not settings.configured
     with pytest.raises(ConfigError, match=r"no Redis configured: set redis\.url or redis\.host"):
         settings.to_url()
+
+
+def test_short_variables_name_the_url_and_the_queue(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FAIRQUE_QUEUE", "emails")
+    monkeypatch.setenv("FAIRQUE_URL", "redis://cache:6380/2")
+    s = load_settings()
+    assert s.queue.name == "emails"
+    assert s.redis.to_url() == "redis://cache:6380/2"
+    monkeypatch.setenv("FAIRQUE_QUEUE__NAME", "other")  # the short one wins, as --queue reads it
+    monkeypatch.setenv("FAIRQUE_QUEUE__LEASE_SECONDS", "12")
+    s = load_settings()
+    assert (s.queue.name, s.queue.lease_seconds) == ("emails", 12)
+    assert load_settings(queue={"name": "given"}).queue.name == "given"
+    monkeypatch.setenv("FAIRQUE_QUEUE", "bad name")
+    with pytest.raises(ConfigError, match=re.escape("queue.name = 'bad name'")):
+        load_settings()
+
+
+def test_a_section_variable_that_is_not_json_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FAIRQUE_WORKER", '{"id": "w9"}')  # a whole section as JSON
+    assert load_settings().worker.id == "w9"
+    monkeypatch.setenv("FAIRQUE_WORKER", "w9")
+    with pytest.raises(ConfigError) as info:
+        load_settings()
+    assert "FAIRQUE_WORKER = 'w9' is not valid JSON" in str(info.value)
+    assert "FAIRQUE_WORKER__KEY" in str(info.value)
+
+
+def test_messages_carry_no_pydantic_prefix(write_yaml: WriteYaml) -> None:
+    path = write_yaml("redis: {url: 'http://x'}\nworker: {assigned_users: ['']}\n")
+    with pytest.raises(ConfigError) as info:
+        load_settings(path)
+    assert "Value error" not in str(info.value)
+    assert "redis.url = 'http://x': must start with redis://" in str(info.value)
+
+
+def test_a_yaml_error_names_the_file_and_line(write_yaml: WriteYaml) -> None:
+    path = write_yaml("worker:\n  id: w1\n  imports: [a, b\nqueue: {}\n")
+    with pytest.raises(ConfigError) as info:
+        load_settings(path)
+    message = str(info.value)
+    assert message.startswith(f"config file {path} is not valid YAML: line ")
+    assert "<unicode string>" not in message
+    assert "\n" not in message
+
+
+def test_every_settings_section_may_be_in_the_file(write_yaml: WriteYaml) -> None:
+    s = load_settings(write_yaml("server: {port: 8123}\ndispatch: {}\nqueue: {name: q}\n"))
+    assert s.server.port == 8123
+    with pytest.raises(ConfigError, match=r"unknown section\(s\) \['srever'\] \(known: "):
+        load_settings(write_yaml("srever: {port: 1}\n"))

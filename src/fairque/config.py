@@ -3,6 +3,11 @@
 Precedence, highest first: explicit arguments (the CLI's options), environment
 variables (``FAIRQUE_WORKER__MAX_CONCURRENT_TASKS=20``; nested keys joined by ``__``,
 lists as JSON), the YAML file, the defaults.  Every error names the bad key and value.
+
+``FAIRQUE_URL`` and ``FAIRQUE_QUEUE`` (the environment variables of the CLI's
+``--url`` and ``--queue``) are short for ``FAIRQUE_REDIS__URL`` and
+``FAIRQUE_QUEUE__NAME``, and win over them when both are set. ``FAIRQUE_REDIS``,
+``FAIRQUE_WORKER``... hold a whole section as a JSON object.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 from pydantic_settings import (
     BaseSettings,
+    EnvSettingsSource,
     InitSettingsSource,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
@@ -142,14 +148,49 @@ class Settings(BaseSettings):
     dispatch: DispatchSettings = Field(default_factory=DispatchSettings)
 
 
+#: short environment variables -> the nested variable they stand for
+SHORT_VARIABLES = {"FAIRQUE_URL": "FAIRQUE_REDIS__URL", "FAIRQUE_QUEUE": "FAIRQUE_QUEUE__NAME"}
+
+
+class _Environment(EnvSettingsSource):
+    """``FAIRQUE_...`` variables, with ``FAIRQUE_URL`` and ``FAIRQUE_QUEUE`` as shorthands.
+
+    ``FAIRQUE_QUEUE`` is the queue's name (``--queue`` reads it), never the
+    ``queue:`` section as JSON.
+    """
+
+    def _load_env_vars(self) -> Mapping[str, str | None]:
+        env = dict(super()._load_env_vars())
+        for short, nested in SHORT_VARIABLES.items():
+            if not self.case_sensitive:
+                short, nested = short.lower(), nested.lower()
+            value = env.pop(short, None)
+            if value is not None:
+                env[nested] = value
+        return env
+
+
+def _message(err: Any) -> str:
+    """pydantic's message without its ``Value error, `` prefix."""
+    return str(err["msg"]).removeprefix("Value error, ")
+
+
 def _describe(exc: pydantic.ValidationError) -> str:
     parts = []
     for err in exc.errors():
         key = ".".join(str(p) for p in err["loc"])
         shown = err.get("input")
         value = "" if isinstance(shown, dict) else f" = {shown!r}"
-        parts.append(f"{key}{value}: {err['msg']}")
+        parts.append(f"{key}{value}: {_message(err)}")
     return "; ".join(parts)
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """One line: where the YAML parser stopped (line, column) and why."""
+    if isinstance(exc, yaml.MarkedYAMLError) and exc.problem_mark is not None:
+        mark = exc.problem_mark
+        return f"line {mark.line + 1}, column {mark.column + 1}: {exc.problem}"
+    return " ".join(str(exc).split())
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
@@ -158,12 +199,17 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     try:
         data = yaml.safe_load(path.read_text())
     except yaml.YAMLError as exc:
-        raise ConfigError(f"config file {path} is not valid YAML: {exc}") from None
+        raise ConfigError(f"config file {path} is not valid YAML: {_yaml_problem(exc)}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"config file {path} cannot be read: {exc}") from None
     if data is not None and not isinstance(data, dict):
         raise ConfigError(f"config file {path} must hold a mapping at the top level")
-    unknown = set(data or {}) - {"redis", "worker", "queue"}
+    unknown = {str(k) for k in data or {}} - set(Settings.model_fields)
     if unknown:
-        raise ConfigError(f"config file {path}: unknown section(s) {sorted(unknown)}")
+        raise ConfigError(
+            f"config file {path}: unknown section(s) {sorted(unknown)} "
+            f"(known: {', '.join(Settings.model_fields)})"
+        )
     # a section whose keys are all commented out reads as None: it means the defaults
     return {section: values or {} for section, values in (data or {}).items()}
 
@@ -171,6 +217,18 @@ def _read_yaml(path: Path) -> dict[str, Any]:
 def _env_problem(environ: Mapping[str, str]) -> str:
     """Name the ``FAIRQUE_`` variables holding a list or mapping that is not valid JSON."""
     bad = []
+    for section in Settings.model_fields:
+        var = f"FAIRQUE_{section.upper()}"
+        value = environ.get(var)
+        if value is None or var in SHORT_VARIABLES:
+            continue
+        try:
+            json.loads(value)
+        except ValueError:
+            bad.append(
+                f"{var} = {value!r} is not valid JSON (it holds the whole {section}: "
+                f"section, e.g. '{{\"key\": 1}}'; set one key with {var}__KEY)"
+            )
     for section, model in (
         ("redis", RedisSettings),
         ("worker", WorkerConfig),
@@ -221,7 +279,7 @@ def load_settings(config: str | Path | None = None, **overrides: Any) -> Setting
             dotenv_settings: PydanticBaseSettingsSource,
             file_secret_settings: PydanticBaseSettingsSource,
         ) -> tuple[PydanticBaseSettingsSource, ...]:
-            sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+            sources: list[PydanticBaseSettingsSource] = [init_settings, _Environment(settings_cls)]
             if file_values is not None:
                 sources.append(InitSettingsSource(settings_cls, init_kwargs=file_values))
             return tuple(sources)

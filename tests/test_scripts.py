@@ -87,7 +87,10 @@ def test_every_script_has_a_full_contract_header() -> None:
         for n in set(re.findall(r"ARGV\[(\d+)\]", body)):
             assert f"ARGV[{n}]" in header, (name, n)
     for path in (LUA_DIR / "includes").glob("*.lua"):
-        assert path.read_text().count("local function") == 1, path.name
+        # one local function per include; keys.lua, the key builders, holds one per
+        # derived key (test_lua_key_builders_match_keys_py)
+        if path.stem != "keys":
+            assert path.read_text().count("local function") == 1, path.name
 
 
 def test_every_declared_key_is_a_queue_key() -> None:

@@ -3,15 +3,18 @@ cancel: cancel a task that has not ended. A leased task loses its lease, so its
 worker's complete() returns False. A DEFERRED task leaves its upstreams' blocked
 sets; dependents of the canceled task are canceled too (unless they wait).
 
-KEYS[1] prefix      fq:{<queue>}:
-KEYS[2] ring
-KEYS[3] queued      QUEUED registry
-KEYS[4] delayed     SCHEDULED registry
-KEYS[5] deferred    DEFERRED registry
-KEYS[6] leases      STARTED registry
-KEYS[7] canceled    CANCELED registry (scored by expiry)
-KEYS[8] stats
-KEYS[9] capped      users held out of the ring by their in-flight cap
+KEYS[1] prefix    fq:{<queue>}:  per-task and per-user keys derive from it (includes/keys.lua)
+KEYS[2] ring      users with ready work, by last-served virtual time
+KEYS[3] delayed   SCHEDULED registry: task id -> due time
+KEYS[4] leases    STARTED registry: task id -> lease deadline
+KEYS[5] queued    QUEUED registry: task id -> enqueue time
+KEYS[6] deferred  DEFERRED registry: task id -> push time
+KEYS[7] canceled  CANCELED registry: task id -> expiry time
+KEYS[8] meta      queue counters: ring clock, lease sequence, push clock
+KEYS[9] stats     throughput counters
+KEYS[10] caps     user -> in-flight cap
+KEYS[11] turns    user -> turns used in the current round
+KEYS[12] capped   users held out of the ring by their in-flight cap
 
 ARGV[1] id
 ARGV[2] ttl_ms      how long the canceled task stays readable
@@ -22,7 +25,9 @@ Reply: 1 canceled (also for a resend of a call that canceled it); 0 the task had
 Errors: 'FQERR -2' (TaskNotFound) when no such task exists.
 ]]
 -- @include now
+-- @include keys
 -- @include has_ready
+-- @include leave_ring
 -- @include end_attempt
 -- @include finalize
 -- @include detach_waiting
@@ -30,33 +35,32 @@ Errors: 'FQERR -2' (TaskNotFound) when no such task exists.
 -- @include replayed
 -- @include last_op
 
-local prefix, id, req = KEYS[1], ARGV[1], ARGV[3]
-local tk = prefix .. 'task:' .. id
-local f = redis.call('HMGET', tk, 'state', 'user', 'prio', 'op')
+local K = {prefix = KEYS[1], ring = KEYS[2], delayed = KEYS[3], leases = KEYS[4],
+  queued = KEYS[5], deferred = KEYS[6], canceled = KEYS[7], meta = KEYS[8], stats = KEYS[9],
+  caps = KEYS[10], turns = KEYS[11], capped = KEYS[12]}
+local id, req = ARGV[1], ARGV[3]
+local f = redis.call('HMGET', task_key(K, id), 'state', 'user', 'prio', 'op')
 local state, user = f[1], f[2]
-if replayed(last_op(prefix, id, state, f[4]), req) then return 1 end
+if replayed(last_op(K, id, state, f[4]), req) then return 1 end
 if not state then return redis.error_reply('FQERR -2 no task ' .. id) end
 if state == 'FINISHED' or state == 'FAILED' or state == 'CANCELED' then return 0 end
 local ms = now()
 if state == 'QUEUED' then
   if tonumber(f[3]) >= 6 then
-    redis.call('LREM', prefix .. 'crit:' .. user, 1, id)
+    redis.call('LREM', critical_key(K, user), 1, id)
   else
-    redis.call('ZREM', prefix .. 'norm:' .. user, id)
+    redis.call('ZREM', normal_key(K, user), id)
   end
-  redis.call('ZREM', KEYS[3], id)
-  if not has_ready(prefix, user) then
-    redis.call('ZREM', KEYS[2], user)
-    redis.call('HDEL', prefix .. 'turns', user)
-  end
+  redis.call('ZREM', K.queued, id)
+  if not has_ready(K, user) then leave_ring(K, user) end
 elseif state == 'SCHEDULED' then
-  redis.call('ZREM', KEYS[4], id)
+  redis.call('ZREM', K.delayed, id)
 elseif state == 'DEFERRED' then
-  redis.call('ZREM', KEYS[5], id)
-  detach_waiting(prefix, id)
+  redis.call('ZREM', K.deferred, id)
+  detach_waiting(K, id)
 elseif state == 'STARTED' then
-  end_attempt(prefix, id, user, ms)
+  end_attempt(K, id, user, ms)
 end
-finalize(prefix, id, 'CANCELED', 'canceled', ms, tonumber(ARGV[2]), 'canceled', req .. ' 1')
-cascade_failure(prefix, id, ms, tonumber(ARGV[2]))
+finalize(K, id, 'CANCELED', K.canceled, ms, tonumber(ARGV[2]), 'canceled', req .. ' 1')
+cascade_failure(K, id, ms, tonumber(ARGV[2]))
 return 1

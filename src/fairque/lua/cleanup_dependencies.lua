@@ -5,8 +5,10 @@ finish, so it is dropped from the waiting set and the dependent is CANCELED (wit
 its own dependents, as for a failure). Blocked sets of expired upstreams are
 deleted. Safe to run at any time; call again with the returned offset until it is 0.
 
-KEYS[1] prefix      fq:{<queue>}:
-KEYS[2] deferred    DEFERRED registry
+KEYS[1] prefix    fq:{<queue>}:  per-task and per-user keys derive from it (includes/keys.lua)
+KEYS[2] deferred  DEFERRED registry: task id -> push time
+KEYS[3] canceled  CANCELED registry: task id -> expiry time
+KEYS[4] stats     throughput counters
 
 ARGV[1] offset      position in the DEFERRED registry to start at
 ARGV[2] limit       tasks to examine
@@ -15,34 +17,35 @@ ARGV[3] ttl_ms      how long a canceled task stays readable
 Reply: {tasks examined, tasks canceled (cascades included), next offset (0 when done)}.
 ]]
 -- @include now
+-- @include keys
 -- @include detach_waiting
 -- @include finalize
 -- @include cascade_failure
 
-local prefix = KEYS[1]
+local K = {prefix = KEYS[1], deferred = KEYS[2], canceled = KEYS[3], stats = KEYS[4]}
 local offset, limit, ttl_ms = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local ms = now()
-local ids = redis.call('ZRANGE', KEYS[2], offset, offset + limit - 1)
+local ids = redis.call('ZRANGE', K.deferred, offset, offset + limit - 1)
 local canceled, direct = 0, 0
 for _, id in ipairs(ids) do
-  local tk = prefix .. 'task:' .. id
+  local tk = task_key(K, id)
   local gone = nil
-  for _, up in ipairs(redis.call('SMEMBERS', prefix .. 'deps:waiting:' .. id)) do
-    if redis.call('EXISTS', prefix .. 'task:' .. up) == 0 then
+  for _, up in ipairs(redis.call('SMEMBERS', deps_waiting_key(K, id))) do
+    if redis.call('EXISTS', task_key(K, up)) == 0 then
       gone = gone or up
-      redis.call('DEL', prefix .. 'deps:blocked:' .. up)
+      redis.call('DEL', deps_blocked_key(K, up))
     end
   end
   if redis.call('EXISTS', tk) == 0 then
-    detach_waiting(prefix, id)
-    redis.call('ZREM', KEYS[2], id)
+    detach_waiting(K, id)
+    redis.call('ZREM', K.deferred, id)
     direct = direct + 1
   elseif gone then
-    detach_waiting(prefix, id)
-    redis.call('ZREM', KEYS[2], id)
+    detach_waiting(K, id)
+    redis.call('ZREM', K.deferred, id)
     redis.call('HSET', tk, 'error', 'dependency ' .. gone .. ' expired before finishing')
-    finalize(prefix, id, 'CANCELED', 'canceled', ms, ttl_ms, 'canceled')
-    canceled = canceled + cascade_failure(prefix, id, ms, ttl_ms)
+    finalize(K, id, 'CANCELED', K.canceled, ms, ttl_ms, 'canceled')
+    canceled = canceled + cascade_failure(K, id, ms, ttl_ms)
     direct = direct + 1
   end
 end

@@ -2,12 +2,18 @@
 complete: finish a leased task, fenced by its lease token, and release the
 dependents that were waiting only for it.
 
-KEYS[1] prefix      fq:{<queue>}:
-KEYS[2] leases      STARTED registry
-KEYS[3] finished    FINISHED registry (scored by expiry)
-KEYS[4] stats
-KEYS[5] capped      users held out of the ring by their in-flight cap
-KEYS[6] wake        wake-up list (signalled when dependents become ready)
+KEYS[1] prefix    fq:{<queue>}:  per-task and per-user keys derive from it (includes/keys.lua)
+KEYS[2] ring      users with ready work, by last-served virtual time
+KEYS[3] delayed   SCHEDULED registry: task id -> due time
+KEYS[4] leases    STARTED registry: task id -> lease deadline
+KEYS[5] queued    QUEUED registry: task id -> enqueue time
+KEYS[6] deferred  DEFERRED registry: task id -> push time
+KEYS[7] finished  FINISHED registry: task id -> expiry time
+KEYS[8] meta      queue counters: ring clock, lease sequence, push clock
+KEYS[9] stats     throughput counters
+KEYS[10] caps     user -> in-flight cap
+KEYS[11] capped   users held out of the ring by their in-flight cap
+KEYS[12] wake     wake-up list (signalled when dependents become ready)
 
 ARGV[1] id
 ARGV[2] token       lease token given by pop
@@ -24,10 +30,13 @@ canceled or finished by someone else); nothing changes then.
 -- @include complete_task
 -- @include signal_wake
 
+local K = {prefix = KEYS[1], ring = KEYS[2], delayed = KEYS[3], leases = KEYS[4],
+  queued = KEYS[5], deferred = KEYS[6], finished = KEYS[7], meta = KEYS[8], stats = KEYS[9],
+  caps = KEYS[10], capped = KEYS[11], wake = KEYS[12]}
 local ms, us = now()
-local r = complete_task(KEYS[1], ARGV[1], ARGV[2], ARGV[3] == '1', ARGV[4], ms, us, ARGV[5],
+local r = complete_task(K, ARGV[1], ARGV[2], ARGV[3] == '1', ARGV[4], ms, us, ARGV[5],
   tonumber(ARGV[6]))
 if r[2] > 0 then
-  signal_wake(KEYS[1], 1)
+  signal_wake(K, 1)
 end
 return r[1]

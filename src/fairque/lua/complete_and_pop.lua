@@ -5,17 +5,22 @@ next tasks (exactly as pop.lua, maintenance included). A resend of the same requ
 (same `req`) answers the completions the same way and returns the tasks the first
 run leased, changing nothing.
 
-KEYS[1] prefix      fq:{<queue>}:
-KEYS[2] ring
-KEYS[3] leases      STARTED registry
-KEYS[4] delayed     SCHEDULED registry
-KEYS[5] queued      QUEUED registry
-KEYS[6] finished    FINISHED registry
-KEYS[7] meta
-KEYS[8] stats
-KEYS[9] capped      users held out of the ring by their in-flight cap
-KEYS[10] wake       wake-up list (signalled when dependents became ready and this
-                    call does not lease them all itself)
+KEYS[1] prefix    fq:{<queue>}:  per-task and per-user keys derive from it (includes/keys.lua)
+KEYS[2] ring      users with ready work, by last-served virtual time
+KEYS[3] delayed   SCHEDULED registry: task id -> due time
+KEYS[4] leases    STARTED registry: task id -> lease deadline
+KEYS[5] queued    QUEUED registry: task id -> enqueue time
+KEYS[6] deferred  DEFERRED registry: task id -> push time
+KEYS[7] finished  FINISHED registry: task id -> expiry time
+KEYS[8] failed    FAILED registry: task id -> expiry time
+KEYS[9] canceled  CANCELED registry: task id -> expiry time
+KEYS[10] meta     queue counters: ring clock, lease sequence, push clock
+KEYS[11] stats    throughput counters
+KEYS[12] weights  user -> turns per round
+KEYS[13] caps     user -> in-flight cap
+KEYS[14] turns    user -> turns used in the current round
+KEYS[15] capped   users held out of the ring by their in-flight cap
+KEYS[16] wake     wake-up list (dependents made ready that this call does not lease)
 
 ARGV[1] count       tasks to lease (0: only complete)
 ARGV[2] worker
@@ -41,14 +46,18 @@ Reply: {array of 1/0 per completion (0: lease lost), array of leased tasks (flat
 -- @include leased_before
 -- @include lease_request
 
-local prefix, req = KEYS[1], ARGV[9]
+local K = {prefix = KEYS[1], ring = KEYS[2], delayed = KEYS[3], leases = KEYS[4],
+  queued = KEYS[5], deferred = KEYS[6], finished = KEYS[7], failed = KEYS[8], canceled = KEYS[9],
+  meta = KEYS[10], stats = KEYS[11], weights = KEYS[12], caps = KEYS[13], turns = KEYS[14],
+  capped = KEYS[15], wake = KEYS[16]}
+local req = ARGV[9]
 local ms, us = now()
 local ordering, horizon_us = ARGV[7], tonumber(ARGV[8])
 local nc = tonumber(ARGV[10])
 local acks, ready = {}, 0
 for i = 0, nc - 1 do
   local b = 11 + i * 4
-  local r = complete_task(prefix, ARGV[b], ARGV[b + 1], ARGV[b + 2] == '1', ARGV[b + 3], ms, us,
+  local r = complete_task(K, ARGV[b], ARGV[b + 1], ARGV[b + 2] == '1', ARGV[b + 3], ms, us,
     ordering, horizon_us)
   acks[#acks + 1] = r[1]
   ready = ready + r[2]
@@ -56,16 +65,16 @@ end
 local count = tonumber(ARGV[1])
 local leased = {}
 if count > 0 then
-  leased = leased_before(prefix, req)
+  leased = leased_before(K, req)
   if not leased then
-    reclaim_expired(prefix, ms, tonumber(ARGV[6]), tonumber(ARGV[4]), tonumber(ARGV[5]))
-    promote_due(prefix, ms, tonumber(ARGV[6]), ordering, horizon_us)
+    reclaim_expired(K, ms, tonumber(ARGV[6]), tonumber(ARGV[4]), tonumber(ARGV[5]))
+    promote_due(K, ms, tonumber(ARGV[6]), ordering, horizon_us)
     local assigned, steal, any = read_users(ARGV, 11 + nc * 4)
-    leased = lease_request(prefix, req, count, ARGV[2], tonumber(ARGV[3]), ms, assigned, steal,
+    leased = lease_request(K, req, count, ARGV[2], tonumber(ARGV[3]), ms, assigned, steal,
       any)
   end
 end
 if ready > #leased then
-  signal_wake(KEYS[1], 1)
+  signal_wake(K, 1)
 end
 return {acks, leased}

@@ -1,8 +1,8 @@
 --[[
 extend: push a held lease's deadline to now + ms (worker heartbeat).
 
-KEYS[1] prefix      fq:{<queue>}:
-KEYS[2] leases      STARTED registry
+KEYS[1] prefix  fq:{<queue>}:  per-task and per-user keys derive from it (includes/keys.lua)
+KEYS[2] leases  STARTED registry: task id -> lease deadline
 
 ARGV[1] id
 ARGV[2] token
@@ -15,16 +15,18 @@ Errors: 'FQERR -1' (LeaseLost) when the token does not hold the lease, or its
         user's cap may have let another task start: it cannot be revived).
 ]]
 -- @include now
+-- @include keys
+-- @include lease_fence
 
-local prefix, id = KEYS[1], ARGV[1]
-local tk = prefix .. 'task:' .. id
-local f = redis.call('HMGET', tk, 'state', 'lease', 'user', 'deadline')
+local K = {prefix = KEYS[1], leases = KEYS[2]}
+local id = ARGV[1]
+local held, f = lease_fence(K, id, ARGV[2], 'user', 'deadline')
 local ms = now()
-if f[1] ~= 'STARTED' or f[2] ~= ARGV[2] or tonumber(f[4]) <= ms then
+if not held or tonumber(f[4]) <= ms then
   return redis.error_reply('FQERR -1 lease lost for task ' .. id)
 end
 local deadline = ms + tonumber(ARGV[3])
-redis.call('HSET', tk, 'deadline', deadline)
-redis.call('ZADD', KEYS[2], deadline, id)
-redis.call('ZADD', prefix .. 'held:' .. f[3], deadline, id)
+redis.call('HSET', task_key(K, id), 'deadline', deadline)
+redis.call('ZADD', K.leases, deadline, id)
+redis.call('ZADD', held_key(K, f[3]), deadline, id)
 return deadline

@@ -1,13 +1,18 @@
 --[[
 fail: record a failed attempt of a leased task; retry it with backoff or fail it.
 
-KEYS[1] prefix      fq:{<queue>}:
-KEYS[2] leases      STARTED registry
-KEYS[3] delayed     SCHEDULED registry
-KEYS[4] failed      FAILED registry (scored by expiry)
-KEYS[5] stats
-KEYS[6] capped      users held out of the ring by their in-flight cap
-KEYS[7] wake        wake-up list (a scheduled retry shortens idle waits)
+KEYS[1] prefix    fq:{<queue>}:  per-task and per-user keys derive from it (includes/keys.lua)
+KEYS[2] ring      users with ready work, by last-served virtual time
+KEYS[3] delayed   SCHEDULED registry: task id -> due time
+KEYS[4] leases    STARTED registry: task id -> lease deadline
+KEYS[5] deferred  DEFERRED registry: task id -> push time
+KEYS[6] failed    FAILED registry: task id -> expiry time
+KEYS[7] canceled  CANCELED registry: task id -> expiry time
+KEYS[8] meta      queue counters: ring clock, lease sequence, push clock
+KEYS[9] stats     throughput counters
+KEYS[10] caps     user -> in-flight cap
+KEYS[11] capped   users held out of the ring by their in-flight cap
+KEYS[12] wake     wake-up list (a scheduled retry shortens idle waits)
 
 ARGV[1] id
 ARGV[2] token
@@ -23,18 +28,22 @@ Reply: 'SCHEDULED' (will retry) or 'FAILED'; a resend of a call that succeeded
 Errors: 'FQERR -1' (LeaseLost) when the token does not hold the lease.
 ]]
 -- @include now
+-- @include lease_fence
 -- @include fail_attempt
 -- @include replayed
 -- @include last_op
 
-local prefix, id = KEYS[1], ARGV[1]
+local K = {prefix = KEYS[1], ring = KEYS[2], delayed = KEYS[3], leases = KEYS[4],
+  deferred = KEYS[5], failed = KEYS[6], canceled = KEYS[7], meta = KEYS[8], stats = KEYS[9],
+  caps = KEYS[10], capped = KEYS[11], wake = KEYS[12]}
+local id = ARGV[1]
 local req = 'L' .. ARGV[2]
-local f = redis.call('HMGET', prefix .. 'task:' .. id, 'state', 'lease', 'op')
-if f[1] ~= 'STARTED' or f[2] ~= ARGV[2] then
-  local again = replayed(last_op(prefix, id, f[1], f[3]), req)
+local held, f = lease_fence(K, id, ARGV[2], 'op')
+if not held then
+  local again = replayed(last_op(K, id, f[1], f[3]), req)
   if again == 'SCHEDULED' or again == 'FAILED' then return again end
   return redis.error_reply('FQERR -1 lease lost for task ' .. id)
 end
 local ms = now()
-return fail_attempt(prefix, id, ARGV[3], ARGV[4] == '1', ms, tonumber(ARGV[5]),
+return fail_attempt(K, id, ARGV[3], ARGV[4] == '1', ms, tonumber(ARGV[5]),
   tonumber(ARGV[6]), tonumber(ARGV[7]), req, tonumber(ARGV[8]))

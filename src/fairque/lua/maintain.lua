@@ -4,12 +4,12 @@ Removes up to `limit` expired ids from each terminal registry (their task data h
 already expired) and up to `limit` expired worker registrations. Workers call it
 periodically; running it twice is harmless.
 
-KEYS[1] prefix        fq:{<queue>}:
-KEYS[2] finished      FINISHED registry (scored by expiry)
-KEYS[3] failed        FAILED registry (scored by expiry)
-KEYS[4] canceled      CANCELED registry (scored by expiry)
-KEYS[5] workers
-KEYS[6] workers_seen
+KEYS[1] prefix        fq:{<queue>}:  per-task and per-user keys derive from it (includes/keys.lua)
+KEYS[2] finished      FINISHED registry: task id -> expiry time
+KEYS[3] failed        FAILED registry: task id -> expiry time
+KEYS[4] canceled      CANCELED registry: task id -> expiry time
+KEYS[5] workers       worker id -> '<last heartbeat ms> <JSON description>'
+KEYS[6] workers_seen  worker id -> registration expiry (ms)
 
 ARGV[1] limit         entries to remove per registry
 
@@ -18,13 +18,15 @@ Reply: the number of entries removed.
 -- @include now
 -- @include forget_workers
 
+local K = {prefix = KEYS[1], finished = KEYS[2], failed = KEYS[3], canceled = KEYS[4],
+  workers = KEYS[5], workers_seen = KEYS[6]}
 local ms = now()
 local limit = tonumber(ARGV[1])
 local removed = 0
-for i = 2, 4 do
-  local expired = math.min(redis.call('ZCOUNT', KEYS[i], '-inf', ms), limit)
+for _, registry in ipairs({K.finished, K.failed, K.canceled}) do
+  local expired = math.min(redis.call('ZCOUNT', registry, '-inf', ms), limit)
   if expired > 0 then
-    removed = removed + redis.call('ZREMRANGEBYRANK', KEYS[i], 0, expired - 1)
+    removed = removed + redis.call('ZREMRANGEBYRANK', registry, 0, expired - 1)
   end
 end
-return removed + forget_workers(KEYS[5], KEYS[6], ms, limit)
+return removed + forget_workers(K, ms, limit)

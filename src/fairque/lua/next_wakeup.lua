@@ -3,18 +3,19 @@ next_wakeup: how long until the queue needs attention without a push: the earlie
 SCHEDULED task becomes due or the earliest lease expires. Idle workers use it to
 bound their blocking wait.
 
-KEYS[1] prefix      fq:{<queue>}:
-KEYS[2] delayed     SCHEDULED registry
-KEYS[3] leases      STARTED registry
+KEYS[1] prefix   fq:{<queue>}:  per-task and per-user keys derive from it (includes/keys.lua)
+KEYS[2] delayed  SCHEDULED registry: task id -> due time
+KEYS[3] leases   STARTED registry: task id -> lease deadline
 
 Reply: milliseconds from now (0 when already due), or -1 when nothing is pending.
 ]]
 -- @include now
 
+local K = {prefix = KEYS[1], delayed = KEYS[2], leases = KEYS[3]}
 local ms = now()
 local best = -1
-for i = 2, 3 do
-  local head = redis.call('ZRANGE', KEYS[i], 0, 0, 'WITHSCORES')
+for _, registry in ipairs({K.delayed, K.leases}) do
+  local head = redis.call('ZRANGE', registry, 0, 0, 'WITHSCORES')
   if head[2] then
     local wait = math.max(0, tonumber(head[2]) - ms)
     if best < 0 or wait < best then best = wait end

@@ -6,15 +6,21 @@ to `batch` due SCHEDULED tasks, so no separate maintenance process is required.
 Selection rules: see includes/lease_tasks.lua. A resend of the same request (same
 `req`) returns the tasks the first run leased and changes nothing.
 
-KEYS[1] prefix      fq:{<queue>}:
-KEYS[2] ring
-KEYS[3] leases      STARTED registry
-KEYS[4] delayed     SCHEDULED registry
-KEYS[5] queued      QUEUED registry
-KEYS[6] meta
-KEYS[7] stats
-KEYS[8] capped      users held out of the ring by their in-flight cap
-KEYS[9] wake        wake-up list (reclaimed leases scheduled for retry)
+KEYS[1] prefix    fq:{<queue>}:  per-task and per-user keys derive from it (includes/keys.lua)
+KEYS[2] ring      users with ready work, by last-served virtual time
+KEYS[3] delayed   SCHEDULED registry: task id -> due time
+KEYS[4] leases    STARTED registry: task id -> lease deadline
+KEYS[5] queued    QUEUED registry: task id -> enqueue time
+KEYS[6] deferred  DEFERRED registry: task id -> push time
+KEYS[7] failed    FAILED registry: task id -> expiry time
+KEYS[8] canceled  CANCELED registry: task id -> expiry time
+KEYS[9] meta      queue counters: ring clock, lease sequence, push clock
+KEYS[10] stats    throughput counters
+KEYS[11] weights  user -> turns per round
+KEYS[12] caps     user -> in-flight cap
+KEYS[13] turns    user -> turns used in the current round
+KEYS[14] capped   users held out of the ring by their in-flight cap
+KEYS[15] wake     wake-up list (reclaimed leases scheduled for retry)
 
 ARGV[1] count       tasks to lease (>= 1)
 ARGV[2] worker      worker id recorded on the lease
@@ -37,12 +43,16 @@ Reply: array of leased tasks, each the flat HGETALL of its hash.
 -- @include leased_before
 -- @include lease_request
 
-local prefix, req = KEYS[1], ARGV[9]
-local again = leased_before(prefix, req)
+local K = {prefix = KEYS[1], ring = KEYS[2], delayed = KEYS[3], leases = KEYS[4],
+  queued = KEYS[5], deferred = KEYS[6], failed = KEYS[7], canceled = KEYS[8], meta = KEYS[9],
+  stats = KEYS[10], weights = KEYS[11], caps = KEYS[12], turns = KEYS[13], capped = KEYS[14],
+  wake = KEYS[15]}
+local req = ARGV[9]
+local again = leased_before(K, req)
 if again then return again end
 local ms = now()
-reclaim_expired(prefix, ms, tonumber(ARGV[6]), tonumber(ARGV[4]), tonumber(ARGV[5]))
-promote_due(prefix, ms, tonumber(ARGV[6]), ARGV[7], tonumber(ARGV[8]))
+reclaim_expired(K, ms, tonumber(ARGV[6]), tonumber(ARGV[4]), tonumber(ARGV[5]))
+promote_due(K, ms, tonumber(ARGV[6]), ARGV[7], tonumber(ARGV[8]))
 local assigned, steal, any = read_users(ARGV, 10)
-return lease_request(prefix, req, tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), ms, assigned,
+return lease_request(K, req, tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), ms, assigned,
   steal, any)

@@ -4,53 +4,66 @@ queue never blocks the server for long; call again until it reports 0 remaining.
 The last call also removes the ring, counters, user lanes and limits. Registered
 workers are kept.
 
-KEYS[1] prefix      fq:{<queue>}:
-KEYS[2] delayed     SCHEDULED
-KEYS[3] deferred    DEFERRED
-KEYS[4] queued      QUEUED
-KEYS[5] leases      STARTED
-KEYS[6] finished    FINISHED
-KEYS[7] failed      FAILED
-KEYS[8] canceled    CANCELED
+KEYS[1] prefix    fq:{<queue>}:  per-task and per-user keys derive from it (includes/keys.lua)
+KEYS[2] ring      users with ready work, by last-served virtual time
+KEYS[3] delayed   SCHEDULED registry: task id -> due time
+KEYS[4] leases    STARTED registry: task id -> lease deadline
+KEYS[5] queued    QUEUED registry: task id -> enqueue time
+KEYS[6] deferred  DEFERRED registry: task id -> push time
+KEYS[7] finished  FINISHED registry: task id -> expiry time
+KEYS[8] failed    FAILED registry: task id -> expiry time
+KEYS[9] canceled  CANCELED registry: task id -> expiry time
+KEYS[10] meta     queue counters: ring clock, lease sequence, push clock
+KEYS[11] stats    throughput counters
+KEYS[12] weights  user -> turns per round
+KEYS[13] caps     user -> in-flight cap
+KEYS[14] turns    user -> turns used in the current round
+KEYS[15] capped   users held out of the ring by their in-flight cap
+KEYS[16] wake     wake-up list idle workers block on
 
 ARGV[1] limit       tasks to delete in this call
 
 Reply: {tasks deleted by this call, tasks remaining}.
 ]]
+-- @include keys
 
-local prefix = KEYS[1]
+local K = {prefix = KEYS[1], ring = KEYS[2], delayed = KEYS[3], leases = KEYS[4],
+  queued = KEYS[5], deferred = KEYS[6], finished = KEYS[7], failed = KEYS[8], canceled = KEYS[9],
+  meta = KEYS[10], stats = KEYS[11], weights = KEYS[12], caps = KEYS[13], turns = KEYS[14],
+  capped = KEYS[15], wake = KEYS[16]}
+local registries = {K.delayed, K.deferred, K.queued, K.leases, K.finished, K.failed,
+  K.canceled}
 local budget = tonumber(ARGV[1])
 local deleted = 0
-for i = 2, 8 do
+for _, registry in ipairs(registries) do
   while budget > 0 do
-    local ids = redis.call('ZRANGE', KEYS[i], 0, math.min(budget, 500) - 1)
+    local ids = redis.call('ZRANGE', registry, 0, math.min(budget, 500) - 1)
     if #ids == 0 then break end
     for _, id in ipairs(ids) do
-      local tk = prefix .. 'task:' .. id
+      local tk = task_key(K, id)
       local user = redis.call('HGET', tk, 'user')
       if user then
-        redis.call('DEL', prefix .. 'crit:' .. user, prefix .. 'norm:' .. user,
-          prefix .. 'held:' .. user)
+        redis.call('DEL', critical_key(K, user), normal_key(K, user), held_key(K, user))
       end
-      redis.call('DEL', tk, prefix .. 'deps:waiting:' .. id, prefix .. 'deps:blocked:' .. id,
-        prefix .. 'watch:' .. id, prefix .. 'done:' .. id, prefix .. 'gone:' .. id)
+      redis.call('DEL', tk, deps_waiting_key(K, id), deps_blocked_key(K, id), watch_key(K, id),
+        done_key(K, id), gone_key(K, id))
     end
-    redis.call('ZREM', KEYS[i], unpack(ids))
+    redis.call('ZREM', registry, unpack(ids))
     budget = budget - #ids
     deleted = deleted + #ids
   end
 end
 local remaining = 0
-for i = 2, 8 do remaining = remaining + redis.call('ZCARD', KEYS[i]) end
+for _, registry in ipairs(registries) do
+  remaining = remaining + redis.call('ZCARD', registry)
+end
 if remaining == 0 then
-  for _, u in ipairs(redis.call('ZRANGE', prefix .. 'ring', 0, -1)) do
-    redis.call('DEL', prefix .. 'crit:' .. u, prefix .. 'norm:' .. u)
+  for _, u in ipairs(redis.call('ZRANGE', K.ring, 0, -1)) do
+    redis.call('DEL', critical_key(K, u), normal_key(K, u))
   end
-  for _, u in ipairs(redis.call('SMEMBERS', prefix .. 'capped')) do
-    redis.call('DEL', prefix .. 'crit:' .. u, prefix .. 'norm:' .. u)
+  for _, u in ipairs(redis.call('SMEMBERS', K.capped)) do
+    redis.call('DEL', critical_key(K, u), normal_key(K, u))
   end
-  for _, k in ipairs({'ring', 'capped', 'meta', 'stats', 'turns', 'weights', 'caps', 'wake'}) do
-    redis.call('DEL', prefix .. k)
-  end
+  redis.call('DEL', K.ring, K.capped, K.meta, K.stats, K.turns, K.weights, K.caps, K.wake)
 end
 return {deleted, remaining}

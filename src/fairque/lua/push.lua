@@ -7,14 +7,16 @@ pushed in the same batch (the client orders a batch so upstreams come first and
 rejects cycles before calling). An upstream already FAILED or CANCELED cancels the
 new task at once, unless it chose on_dep_fail='wait'.
 
-KEYS[1] prefix      fq:{<queue>}:  (per-task and per-user keys derive from it)
-KEYS[2] queued      QUEUED registry
-KEYS[3] delayed     SCHEDULED registry
-KEYS[4] ring        users with ready work
-KEYS[5] meta        queue counters
-KEYS[6] stats       throughput counters
-KEYS[7] wake        wake-up list idle workers block on
-KEYS[8] deferred    DEFERRED registry
+KEYS[1] prefix    fq:{<queue>}:  per-task and per-user keys derive from it (includes/keys.lua)
+KEYS[2] ring      users with ready work, by last-served virtual time
+KEYS[3] delayed   SCHEDULED registry: task id -> due time
+KEYS[4] queued    QUEUED registry: task id -> enqueue time
+KEYS[5] deferred  DEFERRED registry: task id -> push time
+KEYS[6] canceled  CANCELED registry: task id -> expiry time
+KEYS[7] meta      queue counters: ring clock, lease sequence, push clock
+KEYS[8] stats     throughput counters
+KEYS[9] capped    users held out of the ring by their in-flight cap
+KEYS[10] wake     wake-up list idle workers block on
 
 Every id is looked up first: a push of an id that exists (or ended within the last
 minute: its tombstone, see finalize) is a no-op that returns the stored task, so a
@@ -40,13 +42,16 @@ Errors: 'FQERR -3 <id>' (DuplicateTask) when on_dup is 'error'; 'FQERR -5'
         (DependencyNotFound) for an unknown upstream id. Nothing is written then.
 ]]
 -- @include now
+-- @include keys
 -- @include mono_us
 -- @include enqueue_ready
 -- @include finalize
 -- @include signal_wake
 -- @include sadd_all
 
-local prefix = KEYS[1]
+local K = {prefix = KEYS[1], ring = KEYS[2], delayed = KEYS[3], queued = KEYS[4],
+  deferred = KEYS[5], canceled = KEYS[6], meta = KEYS[7], stats = KEYS[8], capped = KEYS[9],
+  wake = KEYS[10]}
 local ordering, horizon_us, on_dup = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local n, failed_ttl_ms, req = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
 local W, B = 13, 7
@@ -59,15 +64,15 @@ local existing = {}
 for i = 0, n - 1 do
   local b = B + i * W
   local id = ARGV[b]
-  local tk = prefix .. 'task:' .. id
-  local exists = redis.call('EXISTS', tk, prefix .. 'gone:' .. id) > 0
+  local tk = task_key(K, id)
+  local exists = redis.call('EXISTS', tk, gone_key(K, id)) > 0
   existing[id] = exists
   if exists and on_dup == 'error' and redis.call('HGET', tk, 'pushed') ~= req then
     return redis.error_reply('FQERR -3 task ' .. id .. ' already exists')
   end
   if not exists and ARGV[b + 11] ~= '' then
     for _, up in ipairs(cjson.decode(ARGV[b + 11])) do
-      if not in_batch[up] and redis.call('EXISTS', prefix .. 'task:' .. up) == 0 then
+      if not in_batch[up] and redis.call('EXISTS', task_key(K, up)) == 0 then
         return redis.error_reply('FQERR -5 task ' .. id .. ' depends on unknown task ' .. up)
       end
     end
@@ -84,13 +89,13 @@ for i = 0, n - 1 do
   local delay_ms, run_at_ms = tonumber(ARGV[b + 6]), tonumber(ARGV[b + 7])
   local timeout_ms, keep, ttl = tonumber(ARGV[b + 8]), ARGV[b + 9], ARGV[b + 10]
   local deps, on_dep_fail = ARGV[b + 11], ARGV[b + 12]
-  local tk = prefix .. 'task:' .. id
+  local tk = task_key(K, id)
   if existing[id] then
     local stored = redis.call('HGETALL', tk)
     if #stored > 0 then
       reply[#reply + 1] = {1, stored}
     else
-      local gone = redis.call('GET', prefix .. 'gone:' .. id)
+      local gone = redis.call('GET', gone_key(K, id))
       reply[#reply + 1] = {2, string.match(gone or 'CANCELED', '^%S+')}
     end
   else
@@ -111,7 +116,7 @@ for i = 0, n - 1 do
     if deps ~= '' then
       redis.call('HSET', tk, 'deps', deps, 'on_dep_fail', on_dep_fail)
       for _, up in ipairs(cjson.decode(deps)) do
-        local st = redis.call('HGET', prefix .. 'task:' .. up, 'state')
+        local st = redis.call('HGET', task_key(K, up), 'state')
         if st == 'FAILED' or st == 'CANCELED' then
           if on_dep_fail == 'wait' then pending[#pending + 1] = up else dead = dead or (up .. ' is ' .. st) end
         elseif st ~= 'FINISHED' then
@@ -123,33 +128,33 @@ for i = 0, n - 1 do
     if dead then
       state = 'CANCELED'
       redis.call('HSET', tk, 'error', 'dependency ' .. dead)
-      finalize(prefix, id, 'CANCELED', 'canceled', ms, failed_ttl_ms, 'canceled')
+      finalize(K, id, 'CANCELED', K.canceled, ms, failed_ttl_ms, 'canceled')
     elseif #pending > 0 then
       state = 'DEFERRED'
       redis.call('HSET', tk, 'state', state)
-      redis.call('ZADD', KEYS[8], ms, id)
-      sadd_all(prefix .. 'deps:waiting:' .. id, pending)
+      redis.call('ZADD', K.deferred, ms, id)
+      sadd_all(deps_waiting_key(K, id), pending)
       for _, up in ipairs(pending) do
-        local bk = prefix .. 'deps:blocked:' .. up
+        local bk = deps_blocked_key(K, up)
         redis.call('SADD', bk, id)
         -- an upstream that already ended keeps its set only as long as its own data
-        local up_ttl = redis.call('PTTL', prefix .. 'task:' .. up)
+        local up_ttl = redis.call('PTTL', task_key(K, up))
         if up_ttl > 0 then redis.call('PEXPIRE', bk, up_ttl) end
       end
     elseif due > ms then
       state = 'SCHEDULED'
       redis.call('HSET', tk, 'state', state)
-      redis.call('ZADD', KEYS[3], due, id)
+      redis.call('ZADD', K.delayed, due, id)
       ready = ready + 1  -- idle workers must shorten their wait to the new due time
     else
       state = 'QUEUED'
-      enqueue_ready(prefix, id, user, prio, mono_us(prefix, us), ms, ordering, horizon_us, plain)
+      enqueue_ready(K, id, user, prio, mono_us(K, us), ms, ordering, horizon_us, plain)
       ready = ready + 1
     end
-    redis.call('HINCRBY', prefix .. 'stats', 'pushed', 1)
+    redis.call('HINCRBY', K.stats, 'pushed', 1)
     reply[#reply + 1] = {0, state, ms}
   end
 end
 -- one token per ready (or newly scheduled) task, bounded, wakes as many idle workers
-if ready > 0 then signal_wake(prefix, ready) end
+if ready > 0 then signal_wake(K, ready) end
 return reply

@@ -2,13 +2,18 @@
 reclaim: treat expired leases as failed attempts (retry with backoff or FAILED).
 pop does this too, bounded, on every call; this script is the explicit form.
 
-KEYS[1] prefix      fq:{<queue>}:
-KEYS[2] leases      STARTED registry
-KEYS[3] delayed     SCHEDULED registry
-KEYS[4] failed      FAILED registry
-KEYS[5] stats
-KEYS[6] capped      users held out of the ring by their in-flight cap
-KEYS[7] wake        wake-up list
+KEYS[1] prefix    fq:{<queue>}:  per-task and per-user keys derive from it (includes/keys.lua)
+KEYS[2] ring      users with ready work, by last-served virtual time
+KEYS[3] delayed   SCHEDULED registry: task id -> due time
+KEYS[4] leases    STARTED registry: task id -> lease deadline
+KEYS[5] deferred  DEFERRED registry: task id -> push time
+KEYS[6] failed    FAILED registry: task id -> expiry time
+KEYS[7] canceled  CANCELED registry: task id -> expiry time
+KEYS[8] meta      queue counters: ring clock, lease sequence, push clock
+KEYS[9] stats     throughput counters
+KEYS[10] caps     user -> in-flight cap
+KEYS[11] capped   users held out of the ring by their in-flight cap
+KEYS[12] wake     wake-up list (reclaimed leases scheduled for retry)
 
 ARGV[1] limit       at most this many leases
 ARGV[2] base_ms     retry backoff base
@@ -19,4 +24,7 @@ Reply: the number of leases reclaimed.
 -- @include now
 -- @include reclaim_expired
 
-return reclaim_expired(KEYS[1], now(), tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]))
+local K = {prefix = KEYS[1], ring = KEYS[2], delayed = KEYS[3], leases = KEYS[4],
+  deferred = KEYS[5], failed = KEYS[6], canceled = KEYS[7], meta = KEYS[8], stats = KEYS[9],
+  caps = KEYS[10], capped = KEYS[11], wake = KEYS[12]}
+return reclaim_expired(K, now(), tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]))

@@ -2,9 +2,9 @@
 register_worker: register a worker or refresh its heartbeat, and forget workers whose
 registration has expired (they died without leaving). A resend refreshes again.
 
-KEYS[1] prefix        fq:{<queue>}:
-KEYS[2] workers       hash id -> '<last heartbeat ms> <JSON description>'
-KEYS[3] workers_seen  sorted set id -> registration expiry (ms)
+KEYS[1] prefix        fq:{<queue>}:  per-task and per-user keys derive from it (includes/keys.lua)
+KEYS[2] workers       worker id -> '<last heartbeat ms> <JSON description>'
+KEYS[3] workers_seen  worker id -> registration expiry (ms)
 
 ARGV[1] id
 ARGV[2] info          JSON description (host, pid, started, in_flight...)
@@ -15,8 +15,9 @@ Reply: the number of expired workers forgotten.
 -- @include now
 -- @include forget_workers
 
+local K = {prefix = KEYS[1], workers = KEYS[2], workers_seen = KEYS[3]}
 local ms = now()
-local forgotten = forget_workers(KEYS[2], KEYS[3], ms, 100)
-redis.call('HSET', KEYS[2], ARGV[1], ms .. ' ' .. ARGV[2])
-redis.call('ZADD', KEYS[3], ms + tonumber(ARGV[3]), ARGV[1])
+local forgotten = forget_workers(K, ms, 100)
+redis.call('HSET', K.workers, ARGV[1], ms .. ' ' .. ARGV[2])
+redis.call('ZADD', K.workers_seen, ms + tonumber(ARGV[3]), ARGV[1])
 return forgotten

@@ -1,15 +1,16 @@
 --[[
 requeue: give a leased task back without counting a failed attempt.
 
-KEYS[1] prefix      fq:{<queue>}:
-KEYS[2] leases      STARTED registry
-KEYS[3] delayed     SCHEDULED registry
-KEYS[4] queued      QUEUED registry
-KEYS[5] ring
-KEYS[6] meta
-KEYS[7] stats
-KEYS[8] capped      users held out of the ring by their in-flight cap
-KEYS[9] wake        wake-up list
+KEYS[1] prefix   fq:{<queue>}:  per-task and per-user keys derive from it (includes/keys.lua)
+KEYS[2] ring     users with ready work, by last-served virtual time
+KEYS[3] delayed  SCHEDULED registry: task id -> due time
+KEYS[4] leases   STARTED registry: task id -> lease deadline
+KEYS[5] queued   QUEUED registry: task id -> enqueue time
+KEYS[6] meta     queue counters: ring clock, lease sequence, push clock
+KEYS[7] stats    throughput counters
+KEYS[8] caps     user -> in-flight cap
+KEYS[9] capped   users held out of the ring by their in-flight cap
+KEYS[10] wake    wake-up list idle workers block on
 
 ARGV[1] id
 ARGV[2] token
@@ -22,32 +23,37 @@ Reply: 'QUEUED' or 'SCHEDULED'; a resend of a call that succeeded returns the sa
 Errors: 'FQERR -1' (LeaseLost) when the token does not hold the lease.
 ]]
 -- @include now
+-- @include keys
+-- @include lease_fence
 -- @include mono_us
 -- @include end_attempt
 -- @include enqueue_ready
 -- @include signal_wake
 -- @include replayed
 
-local prefix, id = KEYS[1], ARGV[1]
+local K = {prefix = KEYS[1], ring = KEYS[2], delayed = KEYS[3], leases = KEYS[4],
+  queued = KEYS[5], meta = KEYS[6], stats = KEYS[7], caps = KEYS[8], capped = KEYS[9],
+  wake = KEYS[10]}
+local id = ARGV[1]
 local req = 'R' .. ARGV[2]
-local tk = prefix .. 'task:' .. id
-local f = redis.call('HMGET', tk, 'state', 'lease', 'user', 'prio', 'op')
-if f[1] ~= 'STARTED' or f[2] ~= ARGV[2] then
+local held, f = lease_fence(K, id, ARGV[2], 'user', 'prio', 'op')
+if not held then
   local again = replayed(f[5], req)
   if again then return again end
   return redis.error_reply('FQERR -1 lease lost for task ' .. id)
 end
 local ms, us = now()
-end_attempt(prefix, id, f[3], ms)
-redis.call('HINCRBY', prefix .. 'stats', 'requeued', 1)
-signal_wake(prefix, 1)
+end_attempt(K, id, f[3], ms)
+redis.call('HINCRBY', K.stats, 'requeued', 1)
+signal_wake(K, 1)
+local tk = task_key(K, id)
 local delay_ms = tonumber(ARGV[3])
 if delay_ms > 0 then
   local due = ms + delay_ms
   redis.call('HSET', tk, 'state', 'SCHEDULED', 'run_at', due, 'op', req .. ' SCHEDULED')
-  redis.call('ZADD', KEYS[3], due, id)
+  redis.call('ZADD', K.delayed, due, id)
   return 'SCHEDULED'
 end
 redis.call('HSET', tk, 'op', req .. ' QUEUED')
-enqueue_ready(prefix, id, f[3], tonumber(f[4]), mono_us(prefix, us), ms, ARGV[4], tonumber(ARGV[5]))
+enqueue_ready(K, id, f[3], tonumber(f[4]), mono_us(K, us), ms, ARGV[4], tonumber(ARGV[5]))
 return 'QUEUED'

@@ -3,13 +3,14 @@ retry: put a FAILED or CANCELED task back in its user's lane with a fresh retry
 budget (an operator's "try again"). Dependents still waiting for it (policy 'wait')
 are released when it finishes.
 
-KEYS[1] prefix      fq:{<queue>}:
-KEYS[2] failed      FAILED registry
-KEYS[3] canceled    CANCELED registry
-KEYS[4] queued      QUEUED registry
-KEYS[5] ring
-KEYS[6] meta
-KEYS[7] wake
+KEYS[1] prefix    fq:{<queue>}:  per-task and per-user keys derive from it (includes/keys.lua)
+KEYS[2] ring      users with ready work, by last-served virtual time
+KEYS[3] queued    QUEUED registry: task id -> enqueue time
+KEYS[4] failed    FAILED registry: task id -> expiry time
+KEYS[5] canceled  CANCELED registry: task id -> expiry time
+KEYS[6] meta      queue counters: ring clock, lease sequence, push clock
+KEYS[7] capped    users held out of the ring by their in-flight cap
+KEYS[8] wake      wake-up list idle workers block on
 
 ARGV[1] id
 ARGV[2] ordering    'aging' | 'strict'
@@ -21,27 +22,30 @@ Errors: 'FQERR -2' (TaskNotFound) no such task; 'FQERR -4' (InvalidTransition) t
 task is not FAILED or CANCELED.
 ]]
 -- @include now
+-- @include keys
 -- @include mono_us
 -- @include enqueue_ready
 -- @include signal_wake
 -- @include replayed
 -- @include last_op
 
-local prefix, id, req = KEYS[1], ARGV[1], ARGV[4]
-local tk = prefix .. 'task:' .. id
+local K = {prefix = KEYS[1], ring = KEYS[2], queued = KEYS[3], failed = KEYS[4],
+  canceled = KEYS[5], meta = KEYS[6], capped = KEYS[7], wake = KEYS[8]}
+local id, req = ARGV[1], ARGV[4]
+local tk = task_key(K, id)
 local f = redis.call('HMGET', tk, 'state', 'user', 'prio', 'op')
-if replayed(last_op(prefix, id, f[1], f[4]), req) then return 'QUEUED' end
+if replayed(last_op(K, id, f[1], f[4]), req) then return 'QUEUED' end
 if not f[1] then return redis.error_reply('FQERR -2 no task ' .. id) end
 if f[1] ~= 'FAILED' and f[1] ~= 'CANCELED' then
   return redis.error_reply('FQERR -4 task ' .. id .. ' is ' .. f[1] .. ', not FAILED or CANCELED')
 end
 local ms, us = now()
-redis.call('ZREM', KEYS[2], id)
-redis.call('ZREM', KEYS[3], id)
+redis.call('ZREM', K.failed, id)
+redis.call('ZREM', K.canceled, id)
 redis.call('PERSIST', tk)
-redis.call('PERSIST', prefix .. 'deps:blocked:' .. id)
+redis.call('PERSIST', deps_blocked_key(K, id))
 redis.call('HSET', tk, 'retries', 0, 'op', req .. ' QUEUED')
 redis.call('HDEL', tk, 'error', 'ended', 'result', 'run_at')
-enqueue_ready(prefix, id, f[2], tonumber(f[3]), mono_us(prefix, us), ms, ARGV[2], tonumber(ARGV[3]))
-signal_wake(prefix, 1)
+enqueue_ready(K, id, f[2], tonumber(f[3]), mono_us(K, us), ms, ARGV[2], tonumber(ARGV[3]))
+signal_wake(K, 1)
 return 'QUEUED'

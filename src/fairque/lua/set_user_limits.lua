@@ -2,11 +2,13 @@
 set_user_limits: set a user's round-robin weight and in-flight cap, and re-evaluate its
 place in the ring at once. Setting the same values again changes nothing.
 
-KEYS[1] prefix      fq:{<queue>}:
-KEYS[2] weights
-KEYS[3] caps
-KEYS[4] ring
-KEYS[5] capped
+KEYS[1] prefix   fq:{<queue>}:  per-task and per-user keys derive from it (includes/keys.lua)
+KEYS[2] ring     users with ready work, by last-served virtual time
+KEYS[3] meta     queue counters: ring clock, lease sequence, push clock
+KEYS[4] weights  user -> turns per round
+KEYS[5] caps     user -> in-flight cap
+KEYS[6] turns    user -> turns used in the current round
+KEYS[7] capped   users held out of the ring by their in-flight cap
 
 ARGV[1] user
 ARGV[2] weight      turns per round (1 = default; stored only when > 1)
@@ -15,28 +17,33 @@ ARGV[3] cap         maximum tasks in flight (0 = unlimited), counted from unexpi
 Reply: 1.
 ]]
 -- @include now
+-- @include keys
 -- @include has_ready
+-- @include leave_ring
 -- @include ring_join
 
-local prefix, user = KEYS[1], ARGV[1]
+local K = {prefix = KEYS[1], ring = KEYS[2], meta = KEYS[3], weights = KEYS[4], caps = KEYS[5],
+  turns = KEYS[6], capped = KEYS[7]}
+local user = ARGV[1]
 local weight, cap = tonumber(ARGV[2]), tonumber(ARGV[3])
 if weight > 1 then
-  redis.call('HSET', KEYS[2], user, weight)
+  redis.call('HSET', K.weights, user, weight)
 else
-  redis.call('HDEL', KEYS[2], user)
+  redis.call('HDEL', K.weights, user)
 end
-redis.call('HDEL', prefix .. 'turns', user)
-local inflight = redis.call('ZCOUNT', prefix .. 'held:' .. user, '(' .. now(), '+inf')
+local inflight = redis.call('ZCOUNT', held_key(K, user), '(' .. now(), '+inf')
 if cap > 0 then
-  redis.call('HSET', KEYS[3], user, cap)
+  redis.call('HSET', K.caps, user, cap)
 else
-  redis.call('HDEL', KEYS[3], user)
+  redis.call('HDEL', K.caps, user)
 end
+-- either way the user starts a new round: its turns are forgotten
 if cap > 0 and inflight >= cap then
-  redis.call('ZREM', KEYS[4], user)
-  redis.call('SADD', KEYS[5], user)
+  leave_ring(K, user)
+  redis.call('SADD', K.capped, user)
 else
-  redis.call('SREM', KEYS[5], user)
-  if has_ready(prefix, user) then ring_join(prefix, user) end
+  redis.call('HDEL', K.turns, user)
+  redis.call('SREM', K.capped, user)
+  if has_ready(K, user) then ring_join(K, user) end
 end
 return 1

@@ -2,50 +2,56 @@
 stats: a consistent snapshot of one queue. Trims expired entries from the terminal
 registries first, so counts never include tasks whose data has expired.
 
-KEYS[1] prefix      fq:{<queue>}:
-KEYS[2] delayed     SCHEDULED
-KEYS[3] deferred    DEFERRED
-KEYS[4] queued      QUEUED
-KEYS[5] leases      STARTED
-KEYS[6] finished    FINISHED
-KEYS[7] failed      FAILED
-KEYS[8] canceled    CANCELED
-KEYS[9] stats       counters
-KEYS[10] ring
-KEYS[11] capped
+KEYS[1] prefix    fq:{<queue>}:  per-task and per-user keys derive from it (includes/keys.lua)
+KEYS[2] ring      users with ready work, by last-served virtual time
+KEYS[3] delayed   SCHEDULED registry: task id -> due time
+KEYS[4] leases    STARTED registry: task id -> lease deadline
+KEYS[5] queued    QUEUED registry: task id -> enqueue time
+KEYS[6] deferred  DEFERRED registry: task id -> push time
+KEYS[7] finished  FINISHED registry: task id -> expiry time
+KEYS[8] failed    FAILED registry: task id -> expiry time
+KEYS[9] canceled  CANCELED registry: task id -> expiry time
+KEYS[10] stats    throughput counters
+KEYS[11] capped   users held out of the ring by their in-flight cap
 
 ARGV[1] user_limit  report at most this many users from each of: the ring's head, the
                     capped users, the holders of the soonest-expiring leases
 
-Reply: {counts[7] (registry order above), counters (flat hash), users (flat list
+Reply: {counts[7] (SCHEDULED, DEFERRED, QUEUED, STARTED, FINISHED, FAILED, CANCELED), counters (flat hash), users (flat list
         user, ready, in flight), ring size, capped size}
 ]]
 -- @include now
+-- @include keys
 
-local prefix = KEYS[1]
+local K = {prefix = KEYS[1], ring = KEYS[2], delayed = KEYS[3], leases = KEYS[4],
+  queued = KEYS[5], deferred = KEYS[6], finished = KEYS[7], failed = KEYS[8], canceled = KEYS[9],
+  stats = KEYS[10], capped = KEYS[11]}
 local limit = tonumber(ARGV[1])
 local ms = now()
+for _, registry in ipairs({K.finished, K.failed, K.canceled}) do
+  redis.call('ZREMRANGEBYSCORE', registry, '-inf', ms)
+end
 local counts = {}
-for i = 2, 8 do
-  if i >= 6 then redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', ms) end
-  counts[#counts + 1] = redis.call('ZCARD', KEYS[i])
+for _, registry in ipairs({K.delayed, K.deferred, K.queued, K.leases, K.finished, K.failed,
+                           K.canceled}) do
+  counts[#counts + 1] = redis.call('ZCARD', registry)
 end
 -- users worth showing, bounded: in-flight work is counted from unexpired leases
 local order, seen = {}, {}
 local function add(u)
   if u and not seen[u] then seen[u] = true; order[#order + 1] = u end
 end
-for _, u in ipairs(redis.call('ZRANGE', KEYS[10], 0, limit - 1)) do add(u) end
-for _, u in ipairs(redis.call('SRANDMEMBER', KEYS[11], limit)) do add(u) end
-for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[5], '(' .. ms, '+inf', 'LIMIT', 0, limit)) do
-  add(redis.call('HGET', prefix .. 'task:' .. id, 'user'))
+for _, u in ipairs(redis.call('ZRANGE', K.ring, 0, limit - 1)) do add(u) end
+for _, u in ipairs(redis.call('SRANDMEMBER', K.capped, limit)) do add(u) end
+for _, id in ipairs(redis.call('ZRANGEBYSCORE', K.leases, '(' .. ms, '+inf', 'LIMIT', 0, limit)) do
+  add(redis.call('HGET', task_key(K, id), 'user'))
 end
 local users = {}
 for _, u in ipairs(order) do
   users[#users + 1] = u
-  users[#users + 1] = redis.call('LLEN', prefix .. 'crit:' .. u)
-    + redis.call('ZCARD', prefix .. 'norm:' .. u)
-  users[#users + 1] = redis.call('ZCOUNT', prefix .. 'held:' .. u, '(' .. ms, '+inf')
+  users[#users + 1] = redis.call('LLEN', critical_key(K, u))
+    + redis.call('ZCARD', normal_key(K, u))
+  users[#users + 1] = redis.call('ZCOUNT', held_key(K, u), '(' .. ms, '+inf')
 end
-return {counts, redis.call('HGETALL', KEYS[9]), users, redis.call('ZCARD', KEYS[10]),
-  redis.call('SCARD', KEYS[11])}
+return {counts, redis.call('HGETALL', K.stats), users, redis.call('ZCARD', K.ring),
+  redis.call('SCARD', K.capped)}

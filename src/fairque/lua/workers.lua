@@ -2,18 +2,19 @@
 workers: the live registered workers with the age of their last heartbeat. A worker
 whose registration expired (it died without leaving) is never listed.
 
-KEYS[1] prefix        fq:{<queue>}:
-KEYS[2] workers       hash id -> '<last heartbeat ms> <JSON description>'
-KEYS[3] workers_seen  sorted set id -> registration expiry (ms)
+KEYS[1] prefix        fq:{<queue>}:  per-task and per-user keys derive from it (includes/keys.lua)
+KEYS[2] workers       worker id -> '<last heartbeat ms> <JSON description>'
+KEYS[3] workers_seen  worker id -> registration expiry (ms)
 
 Reply: flat list {info JSON, milliseconds since last heartbeat, ...}.
 ]]
 -- @include now
 
+local K = {prefix = KEYS[1], workers = KEYS[2], workers_seen = KEYS[3]}
 local ms = now()
 local out = {}
-for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '(' .. ms, '+inf')) do
-  local entry = redis.call('HGET', KEYS[2], id)
+for _, id in ipairs(redis.call('ZRANGEBYSCORE', K.workers_seen, '(' .. ms, '+inf')) do
+  local entry = redis.call('HGET', K.workers, id)
   local sp = entry and string.find(entry, ' ', 1, true)
   if sp then
     out[#out + 1] = string.sub(entry, sp + 1)

@@ -1,22 +1,23 @@
+-- @include keys
 -- @include end_attempt
 -- @include signal_wake
 -- @include finalize
 -- @include cascade_failure
--- fail_attempt(prefix, id, error, retry, ms, base_ms, failed_ttl_ms, delay_ms, req,
+-- fail_attempt(K, id, error, retry, ms, base_ms, failed_ttl_ms, delay_ms, req,
 -- max_retries): a STARTED attempt failed. With retry and retries left (the task's own
 -- budget, or `max_retries` when >= 0), schedule the next attempt after delay_ms (or
 -- base * 2^(n-1) when delay_ms < 0, at most 10 years) and return 'SCHEDULED';
 -- otherwise the task is FAILED, keeping the error, and 'FAILED' is returned. `req`
 -- (or nil for a reclaimed lease) records the answer for a resent request (see replayed).
-local function fail_attempt(prefix, id, err, retry, ms, base_ms, failed_ttl_ms, delay_ms, req,
+local function fail_attempt(K, id, err, retry, ms, base_ms, failed_ttl_ms, delay_ms, req,
                             max_retries)
-  local tk = prefix .. 'task:' .. id
+  local tk = task_key(K, id)
   local f = redis.call('HMGET', tk, 'user', 'retries', 'max_retries')
   if not f[1] then
-    redis.call('ZREM', prefix .. 'leases', id)
+    redis.call('ZREM', K.leases, id)
     return 'MISSING'
   end
-  end_attempt(prefix, id, f[1], ms)
+  end_attempt(K, id, f[1], ms)
   local n = tonumber(f[2])
   local limit = tonumber(f[3])
   if max_retries and max_retries >= 0 then limit = max_retries end
@@ -30,13 +31,13 @@ local function fail_attempt(prefix, id, err, retry, ms, base_ms, failed_ttl_ms, 
     else
       redis.call('HSET', tk, 'error', err, 'retries', n, 'state', 'SCHEDULED', 'run_at', due)
     end
-    redis.call('ZADD', prefix .. 'delayed', due, id)
-    redis.call('HINCRBY', prefix .. 'stats', 'retried', 1)
-    signal_wake(prefix, 1)
+    redis.call('ZADD', K.delayed, due, id)
+    redis.call('HINCRBY', K.stats, 'retried', 1)
+    signal_wake(K, 1)
     return 'SCHEDULED'
   end
   redis.call('HSET', tk, 'error', err)
-  finalize(prefix, id, 'FAILED', 'failed', ms, failed_ttl_ms, 'failed', req and req .. ' FAILED')
-  cascade_failure(prefix, id, ms, failed_ttl_ms)
+  finalize(K, id, 'FAILED', K.failed, ms, failed_ttl_ms, 'failed', req and req .. ' FAILED')
+  cascade_failure(K, id, ms, failed_ttl_ms)
   return 'FAILED'
 end

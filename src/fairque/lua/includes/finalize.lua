@@ -1,29 +1,29 @@
+-- @include keys
 -- @include notify_waiters
--- finalize(prefix, id, state, registry, ms, ttl_ms, counter, op): move a task to a
--- terminal state, index it in its registry by expiry time, trim expired entries, set
--- the TTL (its dependency set expires with it), and wake result() waiters. `op` (or
--- nil) is the request record of the call that ended it (see replayed). A task kept
--- for less than the replay window (60 s) leaves a tombstone 'gone:<id>' ('<state>
--- <op>') for that long, so a resent push or acknowledgement is still recognised.
-local function finalize(prefix, id, state, registry, ms, ttl_ms, counter, op)
-  local tk = prefix .. 'task:' .. id
+-- finalize(K, id, state, registry, ms, ttl_ms, counter, op): move a task to a terminal
+-- state, index it in its `registry` key by expiry time, trim expired entries, set the
+-- TTL (its dependency set expires with it), and wake result() waiters. `op` (or nil)
+-- is the request record of the call that ended it (see replayed). A task kept for less
+-- than the replay window (60 s) leaves a tombstone 'gone:<id>' ('<state> <op>') for
+-- that long, so a resent push or acknowledgement is still recognised.
+local function finalize(K, id, state, registry, ms, ttl_ms, counter, op)
+  local tk = task_key(K, id)
   if op then
     redis.call('HSET', tk, 'state', state, 'ended', ms, 'op', op)
   else
     redis.call('HSET', tk, 'state', state, 'ended', ms)
   end
-  redis.call('HINCRBY', prefix .. 'stats', counter, 1)
-  local reg = prefix .. registry
-  redis.call('ZREMRANGEBYSCORE', reg, '-inf', ms)
-  notify_waiters(prefix, id)
+  redis.call('HINCRBY', K.stats, counter, 1)
+  redis.call('ZREMRANGEBYSCORE', registry, '-inf', ms)
+  notify_waiters(K, id)
   if ttl_ms < 60000 then
-    redis.call('SET', prefix .. 'gone:' .. id, state .. ' ' .. (op or ''), 'PX', 60000)
+    redis.call('SET', gone_key(K, id), state .. ' ' .. (op or ''), 'PX', 60000)
   end
   if ttl_ms <= 0 then
     redis.call('DEL', tk)
     return
   end
-  redis.call('ZADD', reg, ms + ttl_ms, id)
+  redis.call('ZADD', registry, ms + ttl_ms, id)
   redis.call('PEXPIRE', tk, ttl_ms)
-  redis.call('PEXPIRE', prefix .. 'deps:blocked:' .. id, ttl_ms)
+  redis.call('PEXPIRE', deps_blocked_key(K, id), ttl_ms)
 end

@@ -1,5 +1,6 @@
--- has_ready(prefix, user): true when the user has anything in either lane.
-local function has_ready(prefix, user)
-  return redis.call('LLEN', prefix .. 'crit:' .. user) > 0
-    or redis.call('ZCARD', prefix .. 'norm:' .. user) > 0
+-- @include keys
+-- has_ready(K, user): true when the user has anything in either lane.
+local function has_ready(K, user)
+  return redis.call('LLEN', critical_key(K, user)) > 0
+    or redis.call('ZCARD', normal_key(K, user)) > 0
 end

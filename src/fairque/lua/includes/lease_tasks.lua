@@ -1,62 +1,60 @@
+-- @include keys
 -- @include has_ready
+-- @include leave_ring
 -- @include pick_user
--- lease_tasks(prefix, count, worker, lease_ms, ms, assigned, steal, any): lease up to
+-- lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any): lease up to
 -- `count` ready tasks, choosing users round robin (see pick_user). A served user moves
 -- to the ring's tail (after `weight` consecutive turns for a weighted user); a user
 -- whose unexpired leases reach its in-flight cap leaves the ring until a slot frees.
 -- Returns the leased tasks (each the flat HGETALL of its hash) and the flat list of
 -- their (id, lease token) pairs.
-local function lease_tasks(prefix, count, worker, lease_ms, ms, assigned, steal, any)
-  local ring = prefix .. 'ring'
+local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any)
   local deadline = ms + lease_ms
   local out, tokens = {}, {}
   local guard = 0
   while #out < count and guard < count + 64 do
     guard = guard + 1
-    local user = pick_user(ring, assigned, steal, any)
+    local user = pick_user(K.ring, assigned, steal, any)
     if not user then break end
-    local id = redis.call('LPOP', prefix .. 'crit:' .. user)
-    if not id then id = redis.call('ZPOPMIN', prefix .. 'norm:' .. user)[1] end
+    local id = redis.call('LPOP', critical_key(K, user))
+    if not id then id = redis.call('ZPOPMIN', normal_key(K, user))[1] end
     if not id then
-      redis.call('ZREM', ring, user)
-      redis.call('HDEL', prefix .. 'turns', user)
+      leave_ring(K, user)
     else
-      if not has_ready(prefix, user) then
-        redis.call('ZREM', ring, user)
-        redis.call('HDEL', prefix .. 'turns', user)
+      if not has_ready(K, user) then
+        leave_ring(K, user)
       else
         local rotate = true
-        local w = tonumber(redis.call('HGET', prefix .. 'weights', user) or '1')
+        local w = tonumber(redis.call('HGET', K.weights, user) or '1')
         if w > 1 then
-          if redis.call('HINCRBY', prefix .. 'turns', user, 1) < w then
+          if redis.call('HINCRBY', K.turns, user, 1) < w then
             rotate = false
           else
-            redis.call('HDEL', prefix .. 'turns', user)
+            redis.call('HDEL', K.turns, user)
           end
         end
         if rotate then
-          redis.call('ZADD', ring, redis.call('HINCRBY', prefix .. 'meta', 'clock', 1), user)
+          redis.call('ZADD', K.ring, redis.call('HINCRBY', K.meta, 'clock', 1), user)
         end
       end
-      local held = prefix .. 'held:' .. user
+      local held = held_key(K, user)
       redis.call('ZADD', held, deadline, id)
-      local cap = tonumber(redis.call('HGET', prefix .. 'caps', user) or '0')
+      local cap = tonumber(redis.call('HGET', K.caps, user) or '0')
       if cap > 0 and redis.call('ZCOUNT', held, '(' .. ms, '+inf') >= cap then
-        redis.call('ZREM', ring, user)
-        redis.call('HDEL', prefix .. 'turns', user)
-        redis.call('SADD', prefix .. 'capped', user)
+        leave_ring(K, user)
+        redis.call('SADD', K.capped, user)
       end
-      local token = redis.call('HINCRBY', prefix .. 'meta', 'lease', 1)
-      local tk = prefix .. 'task:' .. id
+      local token = redis.call('HINCRBY', K.meta, 'lease', 1)
+      local tk = task_key(K, id)
       redis.call('HSET', tk, 'state', 'STARTED', 'lease', token, 'worker', worker,
         'deadline', deadline, 'started', ms)
-      redis.call('ZREM', prefix .. 'queued', id)
-      redis.call('ZADD', prefix .. 'leases', deadline, id)
+      redis.call('ZREM', K.queued, id)
+      redis.call('ZADD', K.leases, deadline, id)
       out[#out + 1] = redis.call('HGETALL', tk)
       tokens[#tokens + 1] = id
       tokens[#tokens + 1] = token
     end
   end
-  if #out > 0 then redis.call('HINCRBY', prefix .. 'stats', 'popped', #out) end
+  if #out > 0 then redis.call('HINCRBY', K.stats, 'popped', #out) end
   return out, tokens
 end

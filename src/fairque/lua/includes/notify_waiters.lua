@@ -1,10 +1,11 @@
--- notify_waiters(prefix, id): wake clients blocked in result() on this task. Only
+-- @include keys
+-- notify_waiters(K, id): wake clients blocked in result() on this task. Only
 -- tasks someone is waiting for (a 'watch' key) get a token, so the common path
 -- costs one EXISTS.
-local function notify_waiters(prefix, id)
-  local watch = prefix .. 'watch:' .. id
+local function notify_waiters(K, id)
+  local watch = watch_key(K, id)
   if redis.call('EXISTS', watch) == 1 then
-    local done = prefix .. 'done:' .. id
+    local done = done_key(K, id)
     redis.call('RPUSH', done, '1')
     redis.call('PEXPIRE', done, 60000)
     redis.call('DEL', watch)

@@ -1,15 +1,16 @@
+-- @include keys
 -- @include enqueue_ready
--- promote_due(prefix, ms, limit, ordering, horizon_us): move up to `limit` due
+-- promote_due(K, ms, limit, ordering, horizon_us): move up to `limit` due
 -- SCHEDULED tasks into their users' lanes; returns how many moved.
-local function promote_due(prefix, ms, limit, ordering, horizon_us)
-  local due = redis.call('ZRANGEBYSCORE', prefix .. 'delayed', '-inf', ms, 'WITHSCORES', 'LIMIT', 0, limit)
+local function promote_due(K, ms, limit, ordering, horizon_us)
+  local due = redis.call('ZRANGEBYSCORE', K.delayed, '-inf', ms, 'WITHSCORES', 'LIMIT', 0, limit)
   for i = 1, #due, 2 do
     local id = due[i]
     local at = tonumber(due[i + 1])
-    redis.call('ZREM', prefix .. 'delayed', id)
-    local f = redis.call('HMGET', prefix .. 'task:' .. id, 'user', 'prio')
+    redis.call('ZREM', K.delayed, id)
+    local f = redis.call('HMGET', task_key(K, id), 'user', 'prio')
     if f[1] then
-      enqueue_ready(prefix, id, f[1], tonumber(f[2]), at * 1000, ms, ordering, horizon_us)
+      enqueue_ready(K, id, f[1], tonumber(f[2]), at * 1000, ms, ordering, horizon_us)
     end
   end
   return #due / 2

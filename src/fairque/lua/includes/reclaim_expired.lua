@@ -1,11 +1,11 @@
 -- @include fail_attempt
--- reclaim_expired(prefix, ms, limit, base_ms, failed_ttl_ms): treat up to `limit`
+-- reclaim_expired(K, ms, limit, base_ms, failed_ttl_ms): treat up to `limit`
 -- expired leases as failed attempts (retry or FAILED); returns how many.
-local function reclaim_expired(prefix, ms, limit, base_ms, failed_ttl_ms)
-  local expired = redis.call('ZRANGEBYSCORE', prefix .. 'leases', '-inf', ms, 'LIMIT', 0, limit)
+local function reclaim_expired(K, ms, limit, base_ms, failed_ttl_ms)
+  local expired = redis.call('ZRANGEBYSCORE', K.leases, '-inf', ms, 'LIMIT', 0, limit)
   for _, id in ipairs(expired) do
-    redis.call('HINCRBY', prefix .. 'stats', 'reclaimed', 1)
-    fail_attempt(prefix, id, 'lease expired', true, ms, base_ms, failed_ttl_ms, -1, nil, -1)
+    redis.call('HINCRBY', K.stats, 'reclaimed', 1)
+    fail_attempt(K, id, 'lease expired', true, ms, base_ms, failed_ttl_ms, -1, nil, -1)
   end
   return #expired
 end

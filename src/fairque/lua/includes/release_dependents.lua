@@ -1,35 +1,36 @@
+-- @include keys
 -- @include mono_us
 -- @include enqueue_ready
--- release_dependents(prefix, id, ms, us, ordering, horizon_us): `id` FINISHED. Remove
+-- release_dependents(K, id, ms, us, ordering, horizon_us): `id` FINISHED. Remove
 -- it from each dependent's waiting set; a dependent with nothing left to wait for
 -- moves DEFERRED -> QUEUED (or SCHEDULED when its execute_after is still ahead).
 -- Returns how many became ready now.
-local function release_dependents(prefix, id, ms, us, ordering, horizon_us)
-  local bk = prefix .. 'deps:blocked:' .. id
+local function release_dependents(K, id, ms, us, ordering, horizon_us)
+  local bk = deps_blocked_key(K, id)
   local ready = 0
   local clock = nil
   for _, down in ipairs(redis.call('SMEMBERS', bk)) do
-    local wk = prefix .. 'deps:waiting:' .. down
+    local wk = deps_waiting_key(K, down)
     redis.call('SREM', wk, id)
     if redis.call('SCARD', wk) == 0 then
       redis.call('DEL', wk)
-      local dk = prefix .. 'task:' .. down
+      local dk = task_key(K, down)
       local f = redis.call('HMGET', dk, 'state', 'user', 'prio', 'run_at')
       if f[1] == 'DEFERRED' then
-        redis.call('ZREM', prefix .. 'deferred', down)
+        redis.call('ZREM', K.deferred, down)
         local due = tonumber(f[4] or '0')
         if due > ms then
           redis.call('HSET', dk, 'state', 'SCHEDULED')
-          redis.call('ZADD', prefix .. 'delayed', due, down)
+          redis.call('ZADD', K.delayed, due, down)
         else
-          clock = clock and clock + 1 or mono_us(prefix, us)
-          enqueue_ready(prefix, down, f[2], tonumber(f[3]), clock, ms, ordering, horizon_us)
+          clock = clock and clock + 1 or mono_us(K, us)
+          enqueue_ready(K, down, f[2], tonumber(f[3]), clock, ms, ordering, horizon_us)
           ready = ready + 1
         end
       end
     end
   end
   redis.call('DEL', bk)
-  if clock then redis.call('HSET', prefix .. 'meta', 'mono', clock) end
+  if clock then redis.call('HSET', K.meta, 'mono', clock) end
   return ready
 end

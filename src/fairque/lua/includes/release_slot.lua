@@ -1,16 +1,17 @@
+-- @include keys
 -- @include has_ready
 -- @include ring_join
--- release_slot(prefix, user, id, ms): the lease of task `id` ended; drop it from the
+-- release_slot(K, user, id, ms): the lease of task `id` ended; drop it from the
 -- user's held leases and let the user back into the ring when its cap no longer holds
 -- it out. In-flight work is counted from unexpired leases, never from a counter.
-local function release_slot(prefix, user, id, ms)
-  local held = prefix .. 'held:' .. user
+local function release_slot(K, user, id, ms)
+  local held = held_key(K, user)
   redis.call('ZREM', held, id)
-  if redis.call('SISMEMBER', prefix .. 'capped', user) == 1 then
-    local cap = tonumber(redis.call('HGET', prefix .. 'caps', user) or '0')
+  if redis.call('SISMEMBER', K.capped, user) == 1 then
+    local cap = tonumber(redis.call('HGET', K.caps, user) or '0')
     if cap == 0 or redis.call('ZCOUNT', held, '(' .. ms, '+inf') < cap then
-      redis.call('SREM', prefix .. 'capped', user)
-      if has_ready(prefix, user) then ring_join(prefix, user) end
+      redis.call('SREM', K.capped, user)
+      if has_ready(K, user) then ring_join(K, user) end
     end
   end
 end

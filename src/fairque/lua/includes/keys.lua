@@ -1,0 +1,14 @@
+-- The per-task and per-user keys of a queue, built from its prefix with the same suffixes
+-- as fairque.keys.QueueKeys (a test compares them). A script receives every fixed key in
+-- KEYS, named by its header and bound to its key table K; this is the only file that
+-- derives a key from K.prefix.
+local function task_key(K, id) return K.prefix .. 'task:' .. id end
+local function critical_key(K, user) return K.prefix .. 'crit:' .. user end
+local function normal_key(K, user) return K.prefix .. 'norm:' .. user end
+local function held_key(K, user) return K.prefix .. 'held:' .. user end
+local function deps_waiting_key(K, id) return K.prefix .. 'deps:waiting:' .. id end
+local function deps_blocked_key(K, id) return K.prefix .. 'deps:blocked:' .. id end
+local function fetch_key(K, req) return K.prefix .. 'fetch:' .. req end
+local function gone_key(K, id) return K.prefix .. 'gone:' .. id end
+local function watch_key(K, id) return K.prefix .. 'watch:' .. id end
+local function done_key(K, id) return K.prefix .. 'done:' .. id end

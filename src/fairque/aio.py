@@ -6,8 +6,6 @@ Docstrings live on ``FairQueue``; both clients execute the calls built by
 
 from __future__ import annotations
 
-import contextlib
-import time
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from types import TracebackType
@@ -16,18 +14,9 @@ from typing import Any, Literal, TypeVar
 import redis.asyncio as aredis
 from redis.exceptions import NoScriptError, ResponseError
 
-from fairque.base import QueueBase
-from fairque.errors import FairqueError, ResultTimeout
+from fairque.base import Flow, QueueBase, connect, run_flow_async
 from fairque.models import Priority, QueueStats, Task, TaskState, WorkerInfo
-from fairque.ops import (
-    Call,
-    Leased,
-    check_timeout,
-    outcome_value,
-)
-from fairque.options import QueueOptions
-from fairque.queue import is_cluster_url
-from fairque.urls import check_url, url_errors
+from fairque.records import Call, Leased, LeaseRequest
 
 T = TypeVar("T")
 
@@ -46,13 +35,9 @@ class AsyncFairQueue(QueueBase):
         cls, url: str, queue: str = "default", *, cluster: bool | None = None, **options: Any
     ) -> AsyncFairQueue:
         """Connect to ``url``; a cluster is detected unless ``cluster`` says otherwise."""
-        QueueOptions.build(**options)
-        check_url(url)
-        with url_errors(url):
-            if cluster is None:
-                cluster = is_cluster_url(url)
-            client: aredis.Redis | aredis.RedisCluster
-            client = aredis.RedisCluster.from_url(url) if cluster else aredis.Redis.from_url(url)
+        client: aredis.Redis | aredis.RedisCluster = connect(
+            url, cluster, options, aredis.Redis.from_url, aredis.RedisCluster.from_url
+        )
         return cls(client, queue, **options)
 
     async def _run(self, call: Call[T]) -> T:
@@ -69,21 +54,20 @@ class AsyncFairQueue(QueueBase):
             self._reraise(exc)
         return call.parse(raw)
 
-    async def _run_pipeline(self, calls: Sequence[Call[Any]]) -> list[Any]:
-        """See ``FairQueue._run_pipeline``."""
+    async def _send_pipeline(self, calls: Sequence[Call[Any]]) -> list[Any]:
+        """See ``FairQueue._send_pipeline``."""
         pipe = self.client.pipeline(transaction=False)
         for call in calls:
             pipe.execute_command(*self._command(call))
-        raws = await pipe.execute(raise_on_error=False)
-        out: list[Any] = []
-        for call, raw in zip(calls, raws, strict=True):
-            if isinstance(raw, NoScriptError):
-                out.append(await self._run(call))
-            elif isinstance(raw, ResponseError):
-                self._reraise(raw)
-            else:
-                out.append(call.parse(raw))
-        return out
+        return await pipe.execute(raise_on_error=False)
+
+    async def _drive(self, flow: Flow[T]) -> T:
+        """See ``FairQueue._drive``."""
+        return await run_flow_async(flow, self._run, self._send_pipeline)
+
+    async def _settle(self, leased: Leased) -> Leased:
+        """See ``FairQueue._settle``."""
+        return await self._drive(self._settle_flow(leased)) if leased.undecodable else leased
 
     async def push(self, task: Task) -> Task:
         """See ``FairQueue.push``."""
@@ -130,8 +114,8 @@ class AsyncFairQueue(QueueBase):
         steal_targets: Sequence[str] | None = None,
     ) -> Task | None:
         """See ``FairQueue.pop``."""
-        call = self.ops.pop(1, worker_id, lease_seconds, assigned_users, steal_targets)
-        tasks = await self._settle(await self._run(call))
+        request = LeaseRequest(1, worker_id, lease_seconds, assigned_users, steal_targets)
+        tasks = await self._settle(await self._run(self.ops.pop(request)))
         return tasks[0] if tasks else None
 
     async def pop_batch(
@@ -145,10 +129,10 @@ class AsyncFairQueue(QueueBase):
         request_id: str | None = None,
     ) -> list[Task]:
         """See ``FairQueue.pop_batch``."""
-        call = self.ops.pop(
+        request = LeaseRequest(
             count, worker_id, lease_seconds, assigned_users, steal_targets, request_id
         )
-        return await self._settle(await self._run(call))
+        return await self._settle(await self._run(self.ops.pop(request)))
 
     async def complete(self, task: Task, result: Any = None) -> bool:
         """See ``FairQueue.complete``."""
@@ -166,10 +150,10 @@ class AsyncFairQueue(QueueBase):
         request_id: str | None = None,
     ) -> tuple[list[bool], list[Task]]:
         """See ``FairQueue.complete_and_pop``."""
-        call = self.ops.complete_and_pop(
-            done, count, worker_id, lease_seconds, assigned_users, steal_targets, request_id
+        request = LeaseRequest(
+            count, worker_id, lease_seconds, assigned_users, steal_targets, request_id
         )
-        acks, leased = await self._run(call)
+        acks, leased = await self._run(self.ops.complete_and_pop(done, request))
         return acks, await self._settle(leased)
 
     async def fail(
@@ -216,25 +200,11 @@ class AsyncFairQueue(QueueBase):
 
     async def result(self, task_id: str, timeout: float = 0, *, consume: bool = False) -> Any:
         """See ``FairQueue.result``."""
-        check_timeout(timeout)
-        deadline = time.monotonic() + timeout
-        code, value = await self._run(self.ops.result(task_id, consume, timeout))
-        while code == 4:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise ResultTimeout(f"task {task_id} is still {value} after {timeout:g}s")
-            await self._run(self.ops.wait_done(task_id, self._bounded(remaining)))
-            code, value = await self._run(self.ops.result(task_id, consume, max(remaining, 0.001)))
-        return outcome_value(task_id, code, value)
+        return await self._drive(self._result_flow(task_id, timeout, consume))
 
     async def cleanup_dependencies(self, batch: int = 500) -> int:
         """See ``FairQueue.cleanup_dependencies``."""
-        offset, canceled = 0, 0
-        while True:
-            _, n, offset = await self._run(self.ops.cleanup_dependencies(offset, batch))
-            canceled += n
-            if offset == 0:
-                return canceled
+        return await self._drive(self._cleanup_dependencies_flow(batch))
 
     async def xcom_push(self, key: str, value: Any, ttl: float = 86_400) -> None:
         """See ``FairQueue.xcom_push``."""
@@ -265,18 +235,10 @@ class AsyncFairQueue(QueueBase):
         request_id: str | None = None,
     ) -> list[Task]:
         """See ``FairQueue.wait_and_pop``."""
-        calls = self._wait_and_pop_calls(
-            timeout, count, worker_id, lease_seconds, assigned_users, steal_targets, request_id
+        request = LeaseRequest(
+            count, worker_id, lease_seconds, assigned_users, steal_targets, request_id
         )
-        leased: Leased = (await self._run_pipeline(calls))[1]
-        return await self._settle(leased)
-
-    async def _settle(self, leased: Leased) -> Leased:
-        """See ``FairQueue._settle``."""
-        for call in self.ops.fail_undecodable(leased):
-            with contextlib.suppress(FairqueError):
-                await self._run(call)
-        return leased
+        return await self._drive(self._wait_and_pop_flow(timeout, request))
 
     async def wake(self, n: int = 1) -> int:
         """See ``FairQueue.wake``."""
@@ -288,12 +250,7 @@ class AsyncFairQueue(QueueBase):
 
     async def purge(self, batch: int = 1000) -> int:
         """See ``FairQueue.purge``."""
-        total = 0
-        while True:
-            deleted, remaining = await self._run(self.ops.purge(batch))
-            total += deleted
-            if remaining == 0:
-                return total
+        return await self._drive(self._purge_flow(batch))
 
     async def register_worker(self, info: WorkerInfo, ttl_seconds: float) -> int:
         """See ``FairQueue.register_worker``."""

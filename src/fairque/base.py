@@ -1,20 +1,152 @@
-"""What the sync and async clients share: operations, options, limits, error mapping."""
+"""What the sync and async clients share: operations, options, limits, error mapping,
+and the control flow of every method that takes more than one round trip.
+
+A method that needs several round trips (``result`` waits, ``purge`` and
+``cleanup_dependencies`` loop, ``wait_and_pop`` pipelines) is written once here as a
+*flow*: a generator that yields what to send and receives the answer. It yields a
+``Call`` to get its parsed answer (a call that fails is raised inside the flow, at its
+``yield``), or a tuple of calls to send them as one pipeline and get their raw replies,
+errors included (``_pipeline`` parses them). ``run_flow`` drives a flow with the
+blocking client, ``run_flow_async`` with the asyncio one; neither knows any method,
+and the clients add nothing but the sending.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, NoReturn
+import contextlib
+import time
+from collections.abc import Awaitable, Callable, Generator, Sequence
+from typing import Any, NoReturn, TypeAlias, TypeVar
 
-from redis.exceptions import ResponseError
+import redis
+from redis.exceptions import NoScriptError, ResponseError
 
-from fairque.checks import check_wait
-from fairque.errors import ServerError
-from fairque.ops import Call, Operations, blocking_limit, translate_error
+from fairque.checks import check_timeout, check_wait
+from fairque.errors import (
+    FairqueError,
+    ResultTimeout,
+    ServerError,
+    TaskCanceled,
+    TaskFailed,
+    script_error,
+)
+from fairque.ops import Operations
 from fairque.options import QueueOptions
+from fairque.records import Call, Leased, LeaseRequest
+from fairque.urls import check_url, url_errors
+
+T = TypeVar("T")
+
+#: What a flow sends next: one call, or several sent as one pipeline (raw replies back).
+Step: TypeAlias = Call[Any] | tuple[Call[Any], ...]
+#: A method's control flow: yields steps, receives their answers, returns its result.
+Flow = Generator[Step, Any, T]
+
+
+def run_flow(
+    flow: Flow[T],
+    run: Callable[[Call[Any]], Any],
+    send_pipeline: Callable[[Sequence[Call[Any]]], list[Any]],
+) -> T:
+    """Drive ``flow`` with a blocking client; returns what the flow returns."""
+    try:
+        step = next(flow)
+        while True:
+            try:
+                answer = run(step) if isinstance(step, Call) else send_pipeline(step)
+            except Exception as exc:
+                step = flow.throw(exc)
+            else:
+                step = flow.send(answer)
+    except StopIteration as stop:
+        result: T = stop.value
+        return result
+
+
+async def run_flow_async(
+    flow: Flow[T],
+    run: Callable[[Call[Any]], Awaitable[Any]],
+    send_pipeline: Callable[[Sequence[Call[Any]]], Awaitable[list[Any]]],
+) -> T:
+    """Drive ``flow`` with an asyncio client; returns what the flow returns."""
+    try:
+        step = next(flow)
+        while True:
+            try:
+                answer = await (run(step) if isinstance(step, Call) else send_pipeline(step))
+            except Exception as exc:
+                step = flow.throw(exc)
+            else:
+                step = flow.send(answer)
+    except StopIteration as stop:
+        result: T = stop.value
+        return result
+
+
+def translate_error(exc: ResponseError) -> FairqueError | ResponseError:
+    """Turn a script's ``FQERR <code> <detail>`` error reply into its exception."""
+    message = str(exc)
+    marker = message.find("FQERR ")
+    if marker < 0:
+        return exc
+    code_text, _, detail = message[marker + 6 :].partition(" ")
+    try:
+        code = int(code_text)
+    except ValueError:
+        return exc
+    return script_error(code, detail.split(" script:", 1)[0].strip())
+
+
+def blocking_limit(client: Any) -> float | None:
+    """The longest blocking wait ``client`` allows before its socket timeout fires.
+
+    redis-py clients may carry a ``socket_timeout`` (redis-py 8 sets 5 s by default);
+    a BLPOP or BLMOVE longer than that would fail with a TimeoutError, so blocking
+    waits are cut into pieces shorter than it.
+    """
+    kwargs = getattr(getattr(client, "connection_pool", None), "connection_kwargs", None)
+    if kwargs is None:
+        kwargs = getattr(getattr(client, "nodes_manager", None), "connection_kwargs", None) or {}
+    # redis-py 8 keeps its 5 s default out of connection_kwargs; assume it when unsure
+    timeout = kwargs.get("socket_timeout", kwargs.get("orig_socket_timeout", 5.0))
+    if not timeout:
+        return None
+    return max(float(timeout) - 0.5, float(timeout) / 2)
+
+
+def is_cluster_url(url: str) -> bool:
+    """Ask the server at ``url`` whether it runs in cluster mode."""
+    probe = redis.Redis.from_url(url)
+    try:
+        info = probe.info("cluster")
+        return bool(info.get("cluster_enabled"))
+    finally:
+        probe.close()
+
+
+def connect(
+    url: str,
+    cluster: bool | None,
+    options: dict[str, Any],
+    single: Callable[[str], Any],
+    clustered: Callable[[str], Any],
+) -> Any:
+    """A client for ``url`` made by ``single`` or, for a cluster, ``clustered``.
+
+    The options and the URL are checked first, so a bad call fails before connecting;
+    a cluster is detected unless ``cluster`` says otherwise.
+    """
+    QueueOptions.build(**options)
+    check_url(url)
+    with url_errors(url):
+        if cluster is None:
+            cluster = is_cluster_url(url)
+        return clustered(url) if cluster else single(url)
 
 
 class QueueBase:
-    """State common to ``FairQueue`` and ``AsyncFairQueue``; they only add I/O."""
+    """State and control flow common to ``FairQueue`` and ``AsyncFairQueue``; they
+    only add I/O."""
 
     def __init__(self, client: Any, queue: str, **options: Any) -> None:
         self.ops = Operations(queue, QueueOptions.build(**options))
@@ -36,24 +168,6 @@ class QueueBase:
         limit = self._block_limit
         return seconds if limit is None or seconds <= limit else limit
 
-    def _wait_and_pop_calls(
-        self,
-        timeout: float,
-        count: int,
-        worker_id: str,
-        lease_seconds: float | None,
-        assigned_users: Sequence[str] | None,
-        steal_targets: Sequence[str] | None,
-        request_id: str | None = None,
-    ) -> list[Call[Any]]:
-        """``wait_and_pop``'s pipeline: the blocking wait, then the lease behind it."""
-        return [
-            self.ops.wait_for_work(self._bounded(timeout)),
-            self.ops.pop(
-                count, worker_id, lease_seconds, assigned_users, steal_targets, request_id
-            ),
-        ]
-
     @staticmethod
     def _reraise(exc: ResponseError) -> NoReturn:
         """Raise the fairque exception a script's error reply stands for, else ``exc``."""
@@ -68,3 +182,68 @@ class QueueBase:
         if call.script is None:
             return (call.args[0], *call.keys, *call.args[1:])
         return ("EVALSHA", call.script.sha, len(call.keys), *call.keys, *call.args)
+
+    # flows ----------------------------------------------------------------------
+    def _pipeline(self, calls: tuple[Call[Any], ...]) -> Flow[list[Any]]:
+        """Send ``calls`` as one pipeline (the server runs them in order, back to back);
+        their parsed answers. A call whose script the server lost is sent again alone."""
+        raws = yield calls
+        out: list[Any] = []
+        for call, raw in zip(calls, raws, strict=True):
+            if isinstance(raw, NoScriptError):
+                out.append((yield call))
+            elif isinstance(raw, ResponseError):
+                self._reraise(raw)
+            else:
+                out.append(call.parse(raw))
+        return out
+
+    def _settle_flow(self, leased: Leased) -> Flow[Leased]:
+        """Fail, each on its own, the leased tasks that could not be decoded."""
+        for call in self.ops.fail_undecodable(leased):
+            with contextlib.suppress(FairqueError):  # e.g. its lease was reclaimed meanwhile
+                yield call
+        return leased
+
+    def _wait_and_pop_flow(self, timeout: float, request: LeaseRequest) -> Flow[Leased]:
+        """``wait_and_pop``: the blocking wait with the lease pipelined behind it."""
+        wait = self.ops.wait_for_work(self._bounded(timeout))
+        _, leased = yield from self._pipeline((wait, self.ops.pop(request)))
+        return (yield from self._settle_flow(leased))
+
+    def _result_flow(self, task_id: str, timeout: float, consume: bool) -> Flow[Any]:
+        """``result``: read the outcome; while the task is pending, block on its signal."""
+        check_timeout(timeout)
+        deadline = time.monotonic() + timeout
+        code, value = yield self.ops.result(task_id, consume, timeout)
+        while code == 4:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise ResultTimeout(f"task {task_id} is still {value} after {timeout:g}s")
+            yield self.ops.wait_done(task_id, self._bounded(remaining))
+            code, value = yield self.ops.result(task_id, consume, max(remaining, 0.001))
+        if code == 2:
+            raise TaskFailed(f"task {task_id} failed: {value}")
+        if code == 3:
+            raise TaskCanceled(f"task {task_id} was canceled{': ' + value if value else ''}")
+        return value
+
+    def _cleanup_dependencies_flow(self, batch: int) -> Flow[int]:
+        """``cleanup_dependencies``: bounded passes until the scan wraps around."""
+        offset, canceled = 0, 0
+        n: int
+        while True:
+            _, n, offset = yield self.ops.cleanup_dependencies(offset, batch)
+            canceled += n
+            if offset == 0:
+                return canceled
+
+    def _purge_flow(self, batch: int) -> Flow[int]:
+        """``purge``: bounded rounds until nothing is left."""
+        total = 0
+        deleted: int
+        while True:
+            deleted, remaining = yield self.ops.purge(batch)
+            total += deleted
+            if remaining == 0:
+                return total

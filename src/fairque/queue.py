@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import time
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from types import TracebackType
@@ -12,29 +10,12 @@ from typing import Any, Literal, TypeVar
 import redis
 from redis.exceptions import NoScriptError, ResponseError
 
-from fairque.base import QueueBase
-from fairque.errors import FairqueError, ResultTimeout
+from fairque.base import Flow, QueueBase, connect, run_flow
+from fairque.base import is_cluster_url as is_cluster_url
 from fairque.models import Priority, QueueStats, Task, TaskState, WorkerInfo
-from fairque.ops import (
-    Call,
-    Leased,
-    check_timeout,
-    outcome_value,
-)
-from fairque.options import QueueOptions
-from fairque.urls import check_url, url_errors
+from fairque.records import Call, Leased, LeaseRequest
 
 T = TypeVar("T")
-
-
-def is_cluster_url(url: str) -> bool:
-    """Ask the server at ``url`` whether it runs in cluster mode."""
-    probe = redis.Redis.from_url(url)
-    try:
-        info = probe.info("cluster")
-        return bool(info.get("cluster_enabled"))
-    finally:
-        probe.close()
 
 
 class FairQueue(QueueBase):
@@ -62,13 +43,9 @@ class FairQueue(QueueBase):
         cls, url: str, queue: str = "default", *, cluster: bool | None = None, **options: Any
     ) -> FairQueue:
         """Connect to ``url``; a cluster is detected unless ``cluster`` says otherwise."""
-        QueueOptions.build(**options)
-        check_url(url)
-        with url_errors(url):
-            if cluster is None:
-                cluster = is_cluster_url(url)
-            client: redis.Redis | redis.RedisCluster
-            client = redis.RedisCluster.from_url(url) if cluster else redis.Redis.from_url(url)
+        client: redis.Redis | redis.RedisCluster = connect(
+            url, cluster, options, redis.Redis.from_url, redis.RedisCluster.from_url
+        )
         return cls(client, queue, **options)
 
     def _run(self, call: Call[T]) -> T:
@@ -90,21 +67,20 @@ class FairQueue(QueueBase):
             self._reraise(exc)
         return call.parse(raw)
 
-    def _run_pipeline(self, calls: Sequence[Call[Any]]) -> list[Any]:
-        """Send ``calls`` in one pipeline; the server runs them in order, back to back."""
+    def _send_pipeline(self, calls: Sequence[Call[Any]]) -> list[Any]:
+        """Send ``calls`` in one pipeline; their raw replies, errors included."""
         pipe = self.client.pipeline(transaction=False)
         for call in calls:
             pipe.execute_command(*self._command(call))
-        raws = pipe.execute(raise_on_error=False)
-        out: list[Any] = []
-        for call, raw in zip(calls, raws, strict=True):
-            if isinstance(raw, NoScriptError):  # the server lost its scripts: run it alone
-                out.append(self._run(call))
-            elif isinstance(raw, ResponseError):
-                self._reraise(raw)
-            else:
-                out.append(call.parse(raw))
-        return out
+        return pipe.execute(raise_on_error=False)
+
+    def _drive(self, flow: Flow[T]) -> T:
+        """Run one of the control flows ``QueueBase`` writes once for both clients."""
+        return run_flow(flow, self._run, self._send_pipeline)
+
+    def _settle(self, leased: Leased) -> Leased:
+        """Fail, on their own, the leased tasks that could not be decoded."""
+        return self._drive(self._settle_flow(leased)) if leased.undecodable else leased
 
     def push(self, task: Task) -> Task:
         """Push one task; returns it with ``task_id``, ``state`` and ``created_at`` filled.
@@ -163,8 +139,8 @@ class FairQueue(QueueBase):
         steal_targets: Sequence[str] | None = None,
     ) -> Task | None:
         """Lease the next task by the fairness rules, or None when nothing is ready."""
-        call = self.ops.pop(1, worker_id, lease_seconds, assigned_users, steal_targets)
-        tasks = self._settle(self._run(call))
+        request = LeaseRequest(1, worker_id, lease_seconds, assigned_users, steal_targets)
+        tasks = self._settle(self._run(self.ops.pop(request)))
         return tasks[0] if tasks else None
 
     def pop_batch(
@@ -183,10 +159,10 @@ class FairQueue(QueueBase):
         same request again, e.g. after a connection error, returns the tasks the first
         send leased instead of leasing more.
         """
-        call = self.ops.pop(
+        request = LeaseRequest(
             count, worker_id, lease_seconds, assigned_users, steal_targets, request_id
         )
-        return self._settle(self._run(call))
+        return self._settle(self._run(self.ops.pop(request)))
 
     def complete(self, task: Task, result: Any = None) -> bool:
         """Finish a leased task; False when its lease was lost (nothing changes then)."""
@@ -213,10 +189,10 @@ class FairQueue(QueueBase):
         Returns:
             One bool per finished task (False: its lease was lost), and the leased tasks.
         """
-        call = self.ops.complete_and_pop(
-            done, count, worker_id, lease_seconds, assigned_users, steal_targets, request_id
+        request = LeaseRequest(
+            count, worker_id, lease_seconds, assigned_users, steal_targets, request_id
         )
-        acks, leased = self._run(call)
+        acks, leased = self._run(self.ops.complete_and_pop(done, request))
         return acks, self._settle(leased)
 
     def fail(
@@ -313,25 +289,11 @@ class FairQueue(QueueBase):
             TaskCanceled: the task was CANCELED.
             ResultTimeout: the task had not ended within ``timeout``.
         """
-        check_timeout(timeout)
-        deadline = time.monotonic() + timeout
-        code, value = self._run(self.ops.result(task_id, consume, timeout))
-        while code == 4:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise ResultTimeout(f"task {task_id} is still {value} after {timeout:g}s")
-            self._run(self.ops.wait_done(task_id, self._bounded(remaining)))
-            code, value = self._run(self.ops.result(task_id, consume, max(remaining, 0.001)))
-        return outcome_value(task_id, code, value)
+        return self._drive(self._result_flow(task_id, timeout, consume))
 
     def cleanup_dependencies(self, batch: int = 500) -> int:
         """Cancel DEFERRED tasks whose upstream expired before finishing; returns how many."""
-        offset, canceled = 0, 0
-        while True:
-            _, n, offset = self._run(self.ops.cleanup_dependencies(offset, batch))
-            canceled += n
-            if offset == 0:
-                return canceled
+        return self._drive(self._cleanup_dependencies_flow(batch))
 
     def xcom_push(self, key: str, value: Any, ttl: float = 86_400) -> None:
         """Share ``value`` under ``key`` for ``ttl`` seconds (tasks of a workflow)."""
@@ -370,18 +332,10 @@ class FairQueue(QueueBase):
         Returns:
             The leased tasks (empty when nothing was ready).
         """
-        calls = self._wait_and_pop_calls(
-            timeout, count, worker_id, lease_seconds, assigned_users, steal_targets, request_id
+        request = LeaseRequest(
+            count, worker_id, lease_seconds, assigned_users, steal_targets, request_id
         )
-        leased: Leased = self._run_pipeline(calls)[1]
-        return self._settle(leased)
-
-    def _settle(self, leased: Leased) -> Leased:
-        """Fail, on their own, the leased tasks that could not be decoded."""
-        for call in self.ops.fail_undecodable(leased):
-            with contextlib.suppress(FairqueError):
-                self._run(call)
-        return leased
+        return self._drive(self._wait_and_pop_flow(timeout, request))
 
     def wake(self, n: int = 1) -> int:
         """Wake up to ``n`` idle workers (1..64); returns the tokens now waiting."""
@@ -397,12 +351,7 @@ class FairQueue(QueueBase):
 
     def purge(self, batch: int = 1000) -> int:
         """Delete every task and all state of this queue; returns the tasks deleted."""
-        total = 0
-        while True:
-            deleted, remaining = self._run(self.ops.purge(batch))
-            total += deleted
-            if remaining == 0:
-                return total
+        return self._drive(self._purge_flow(batch))
 
     def register_worker(self, info: WorkerInfo, ttl_seconds: float) -> int:
         """Register or refresh a worker; forgets workers silent for ``ttl_seconds``."""

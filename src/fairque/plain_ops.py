@@ -1,0 +1,88 @@
+"""The operations that are one plain Redis command, not a script.
+
+Reading a task, blocking on a task's end or on ready work, waking idle workers and
+XCom values need no transition, so no Lua: each is a single command on one key of
+the queue, built here as a ``Call`` without a script. ``Operations`` (``fairque.ops``)
+inherits these builders; everything that changes a task's state is a script there.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fairque.checks import check_int as _check_int
+from fairque.checks import check_task_id, check_wait, check_xcom_key, dump_value
+from fairque.checks import seconds_ms as _seconds_ms
+from fairque.codec import Serializer
+from fairque.errors import PayloadTooLarge, ValidationError
+from fairque.keys import QueueKeys
+from fairque.models import Task
+from fairque.options import QueueOptions
+from fairque.records import Call
+from fairque.taskhash import TaskCodec
+
+
+class PlainOperations:
+    """Builders of the plain-command calls (the attributes are set by ``Operations``)."""
+
+    keys: QueueKeys
+    options: QueueOptions
+    serializer: Serializer
+    codec: TaskCodec
+
+    def get(self, task_id: str) -> Call[Task | None]:
+        """Read one task (a plain HGETALL)."""
+        self._check_id(task_id)
+
+        def parse(reply: Any) -> Task | None:
+            return self.codec.task_from_hash(reply) if reply else None
+
+        return Call(None, (self.keys.task(task_id),), ("HGETALL",), parse)
+
+    def wait_done(self, task_id: str, timeout: float) -> Call[bool]:
+        """Block until the task's ending script signals, or ``timeout`` seconds pass."""
+        done = self.keys.done(task_id)
+        wait = max(round(timeout, 3), 0.001)
+        return Call(None, (done, done), ("BLMOVE", "RIGHT", "LEFT", wait), lambda r: r is not None)
+
+    def xcom_push(self, key: str, value: Any, ttl: float) -> Call[None]:
+        """Store a shared value under ``key`` for ``ttl`` seconds."""
+        self._check_xcom_key(key)
+        ttl_ms = _seconds_ms(ttl, "ttl")
+        if ttl_ms <= 0:
+            raise ValidationError("ttl must be positive")
+        data = dump_value(self.serializer, value, "xcom value")
+        if len(data) > self.options.max_payload_bytes:
+            raise PayloadTooLarge(
+                f"value is {len(data)} bytes; the limit is {self.options.max_payload_bytes}"
+            )
+        return Call(None, (self.keys.xcom(key),), ("SET", data, "PX", ttl_ms), lambda r: None)
+
+    def xcom_pull(self, key: str) -> Call[tuple[bool, Any]]:
+        """Read a shared value: (found, value)."""
+        self._check_xcom_key(key)
+
+        def parse(reply: Any) -> tuple[bool, Any]:
+            if reply is None:
+                return False, None
+            return True, self.serializer.loads(
+                reply if isinstance(reply, bytes) else reply.encode()
+            )
+
+        return Call(None, (self.keys.xcom(key),), ("GET",), parse)
+
+    _check_xcom_key = staticmethod(check_xcom_key)
+
+    def wait_for_work(self, timeout: float) -> Call[bool]:
+        """Block until a push signals ready work or ``timeout`` seconds pass."""
+        timeout = check_wait(timeout)
+        # BLPOP's timeout has millisecond resolution; never round a short wait to 0 (forever)
+        wait = max(round(timeout, 3), 0.001)
+        return Call(None, (self.keys.wake,), ("BLPOP", wait), lambda r: r is not None)
+
+    def wake(self, n: int) -> Call[int]:
+        """Push ``n`` wake-up tokens, so up to ``n`` idle workers look at the queue again."""
+        _check_int(n, "n", 1, 64)
+        return Call(None, (self.keys.wake,), ("LPUSH", *("1" * n)), int)
+
+    _check_id = staticmethod(check_task_id)

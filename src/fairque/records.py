@@ -1,0 +1,74 @@
+"""The records passed between ``Operations`` and the clients that execute its calls.
+
+A ``Call`` is one round trip, built once by ``fairque.ops`` and sent by either client.
+A ``LeaseRequest`` is what every lease (``pop``, ``pop_batch``, ``complete_and_pop``,
+``wait_and_pop``) asks for; the clients spell its fields out as keyword arguments and
+hand the record down from there.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
+
+from fairque.models import Task
+
+if TYPE_CHECKING:
+    from fairque.scripts import Script
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Call(Generic[T]):
+    """One round trip: a script (or a plain command when ``script`` is None).
+
+    For a plain command ``args[0]`` is the command name and the keys follow it.
+    ``parse`` turns the server's reply into the operation's answer.
+    """
+
+    script: Script | None
+    keys: tuple[str, ...]
+    args: tuple[Any, ...]
+    parse: Callable[[Any], T]
+
+
+class LeaseRequest(NamedTuple):
+    """What one lease asks for.
+
+    ``count`` tasks for ``worker_id``, each held ``lease_seconds`` (None: the queue's
+    default), served from ``assigned_users`` first and ``steal_targets`` when those are
+    idle (both None: the whole ring). ``request_id`` names the request: a resend with
+    the same id returns the tasks the first send leased (None: a new id per call).
+    """
+
+    # a NamedTuple (cheap to build on the hot path) whose ``count`` hides tuple.count
+    count: int  # type: ignore[assignment]
+    worker_id: str = ""
+    lease_seconds: float | None = None
+    assigned_users: Sequence[str] | None = None
+    steal_targets: Sequence[str] | None = None
+    request_id: str | None = None
+
+
+class Leased(list[Task]):
+    """The tasks one lease request returned.
+
+    ``undecodable`` holds ``(task_id, lease_token, error)`` for leased tasks whose stored
+    data could not be decoded; the clients fail those on their own.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.undecodable: list[tuple[str, str, str]] = []
+
+
+class EncodedResult(bytes):
+    """A result already serialized with the queue's serializer (sent as it is)."""
+
+
+def request_id() -> str:
+    """A new id for one request: the same id on a resend lets a script recognise it."""
+    return os.urandom(8).hex()

@@ -1,0 +1,333 @@
+"""The task hash: how a ``Task`` is stored, field by field, and the codec both ways.
+
+Each task lives in one hash, ``fq:{<queue>}:task:<id>`` (``QueueKeys.task``). Python
+and Lua call its fields by different names: the hash field is the short name the
+scripts read and write (``prio``, ``retries``, ``run_at``, ``lease``, ``deadline``...),
+the ``Task`` attribute is the public name. ``FIELDS`` is the one table that maps them
+and says which slot of the push record (``PushRecord``: the per-task values in
+``push.lua``'s ARGV) carries each field in. The decoder (``TaskCodec.task_from_hash``)
+is driven by ``FIELDS``; the encoder (``TaskCodec.encode``) fills the push record whose
+slots it names. Tests hold ``FIELDS`` to ``Task``, to ``push.lua``'s header, to every
+hash the scripts write, and to this copy of it for readers of the Lua side:
+
+=====================  ============  =============  ===========================================
+Task attribute         hash field    push slot      stored value (times in ms since the epoch)
+=====================  ============  =============  ===========================================
+task_id                id            id             the task id
+user_id                user          user           the owner (tenant)
+name                   name          name           the handler name
+payload                payload       payload        bytes of the queue's serializer
+priority               prio          prio           1..5; 6 = CRITICAL (the critical lane)
+retry_count            retries       -              failed attempts so far (push writes 0)
+max_retries            max_retries   max_retries    the retry budget
+created_at             created       -              push time (server clock)
+execute_after          run_at        run_at_ms      due time (push also takes delay_ms)
+state                  state         -              a ``TaskState`` value
+depends_on             deps          deps           JSON array of upstream ids
+on_dependency_failure  on_dep_fail   on_dep_fail    'cancel' | 'wait' (kept with deps only)
+timeout                timeout       timeout_ms     handler timeout
+keep_result            keep_result   keep_result    '1' keep the result, '0' drop it
+result_ttl             result_ttl    result_ttl_ms  how long a result is kept
+error                  error         -              the last error message
+lease_token            lease         -              fencing token of the current lease
+worker_id              worker        -              the worker holding the lease
+lease_deadline         deadline      -              lease expiry
+started_at             started       -              start of the current attempt
+ended_at               ended         -              when the task ended
+-                      result        -              the serialized result (complete writes it)
+-                      op            -              '<request id> <answer>' of the last
+                                                    recorded transition (a resend's answer)
+-                      pushed        -              request id of the push that created the
+                                                    task (only with on_duplicate='error')
+=====================  ============  =============  ===========================================
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Any, NamedTuple
+
+import orjson
+
+from fairque.checks import seconds_ms
+from fairque.codec import Serializer
+from fairque.errors import PayloadTooLarge, SerializationError, ValidationError
+from fairque.models import Priority, Task, TaskState
+from fairque.options import QueueOptions
+from fairque.records import Leased
+
+
+def text(value: Any) -> str:
+    """A reply value as text (bytes from a raw client, str from a decoding one)."""
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def raw(value: Any) -> bytes:
+    """A reply value as the bytes a non-decoding client returns."""
+    return value if isinstance(value, bytes) else str(value).encode()
+
+
+def ms_to_dt(value: Any) -> datetime | None:
+    """Milliseconds since the epoch (server time) as an aware datetime; '' is None."""
+    if value is None or value == b"" or value == "":
+        return None
+    return datetime.fromtimestamp(int(value) / 1000, tz=timezone.utc)
+
+
+_PRIORITIES = {str(int(p)).encode(): p for p in Priority}
+_PRIORITY_OF = {int(p): p for p in Priority}
+_STATES = {s.value.encode(): s for s in TaskState}
+#: ``Field.missing`` of a field every stored task has: its absence fails the decoding.
+REQUIRED: Any = object()
+
+
+@dataclass(frozen=True)
+class Field:
+    """One field of the task hash (see the module's table)."""
+
+    attr: str | None  # the Task attribute; None for fields only the scripts read
+    hash: str  # the field's name in the hash, as the scripts spell it
+    push: str | None  # the PushRecord slot that carries it in; None: the scripts set it
+    decode: Callable[[bytes], Any] | None  # stored bytes -> value (None: the serializer)
+    missing: Any = None  # the value of an absent field (REQUIRED: none may be absent)
+
+
+def _ids(value: bytes) -> tuple[str, ...]:
+    return tuple(orjson.loads(value)) if value else ()
+
+
+def _ms_seconds(value: bytes) -> float:
+    return int(value) / 1000
+
+
+def _ms_whole_seconds(value: bytes) -> int:
+    return round(int(value) / 1000)
+
+
+def _flag(value: bytes) -> bool:
+    return value == b"1"
+
+
+_text = bytes.decode
+FIELDS: tuple[Field, ...] = (
+    Field("task_id", "id", "id", _text, REQUIRED),
+    Field("user_id", "user", "user", _text, REQUIRED),
+    Field("name", "name", "name", _text, REQUIRED),
+    Field("payload", "payload", "payload", None),
+    Field("priority", "prio", "prio", _PRIORITIES.__getitem__, REQUIRED),
+    Field("retry_count", "retries", None, int, 0),
+    Field("max_retries", "max_retries", "max_retries", int, 0),
+    Field("created_at", "created", None, ms_to_dt),
+    Field("execute_after", "run_at", "run_at_ms", ms_to_dt),
+    Field("state", "state", None, _STATES.get),
+    Field("depends_on", "deps", "deps", _ids, ()),
+    Field("on_dependency_failure", "on_dep_fail", "on_dep_fail", _text, "cancel"),
+    Field("timeout", "timeout", "timeout_ms", _ms_seconds),
+    Field("keep_result", "keep_result", "keep_result", _flag, True),
+    Field("result_ttl", "result_ttl", "result_ttl_ms", _ms_whole_seconds, 0),
+    Field("error", "error", None, _text),
+    Field("lease_token", "lease", None, _text),
+    Field("worker_id", "worker", None, _text),
+    Field("lease_deadline", "deadline", None, ms_to_dt),
+    Field("started_at", "started", None, ms_to_dt),
+    Field("ended_at", "ended", None, ms_to_dt),
+    Field(None, "result", None, None),
+    Field(None, "op", None, None),
+    Field(None, "pushed", None, None),
+)
+_TASK_FIELDS = frozenset(Task.model_fields)
+
+
+class PushRecord(NamedTuple):
+    """One task's values in ``push.lua``'s ARGV, in its order (13 per task).
+
+    The slots are named as ``push.lua``'s header names them; ``-1`` stands for "none"
+    in the numeric slots. ``delay_ms`` is the one slot no hash field keeps: the script
+    turns it into ``run_at``.
+    """
+
+    id: str
+    user: str
+    name: str
+    payload: bytes
+    prio: int
+    max_retries: int
+    delay_ms: int
+    run_at_ms: int
+    timeout_ms: int
+    keep_result: int
+    result_ttl_ms: int
+    deps: str
+    on_dep_fail: str
+
+
+def stored_task(values: dict[str, Any]) -> Task:
+    """A Task from trusted, complete values (every field), without validation.
+
+    Does what ``Task.model_construct`` does for a complete set of fields, minus the
+    per-field default handling that made it the costliest step of leasing a task.
+    """
+    task = object.__new__(Task)
+    object.__setattr__(task, "__dict__", values)
+    object.__setattr__(task, "__pydantic_fields_set__", set(_TASK_FIELDS))
+    object.__setattr__(task, "__pydantic_extra__", None)
+    object.__setattr__(task, "__pydantic_private__", None)
+    return task
+
+
+#: A task's field values before the queue fills its defaults (``TaskCodec.plain``).
+_BLANK: dict[str, Any] = dict.fromkeys(Task.model_fields)
+_BLANK.update(retry_count=0, depends_on=(), on_dependency_failure="cancel", keep_result=True)
+
+
+class TaskCodec:
+    """Turns Tasks into push records and task hashes back into Tasks, for one queue."""
+
+    def __init__(self, serializer: Serializer, options: QueueOptions) -> None:
+        self.serializer = serializer
+        self.options = options
+        self._decoders = tuple(
+            (f.attr, f.hash.encode(), f.decode or serializer.loads, f.missing)
+            for f in FIELDS
+            if f.attr is not None
+        )
+
+    def task_from_hash(self, flat: Sequence[Any] | Mapping[Any, Any]) -> Task:
+        """Build a Task from an HGETALL reply (flat list or mapping).
+
+        This runs once per leased task: fields are looked up as the bytes the server
+        sent, and decoded by the converters ``FIELDS`` lists.
+
+        Raises:
+            KeyError: a required field is absent or the priority is unknown.
+        """
+        fields: dict[Any, Any]
+        if type(flat) is list or not isinstance(flat, Mapping):
+            it = iter(flat)
+            fields = dict(zip(it, it, strict=True))
+        else:
+            fields = dict(flat)
+        if fields and type(next(iter(fields))) is not bytes:  # a client that decodes replies
+            fields = {raw(k): raw(v) for k, v in fields.items()}
+        get = fields.get
+        values: dict[str, Any] = {}
+        for attr, key, decode, missing in self._decoders:
+            value = get(key)
+            if value is not None:
+                values[attr] = decode(value)
+            elif missing is REQUIRED:
+                raise KeyError(key)
+            else:
+                values[attr] = missing
+        return stored_task(values)
+
+    def leased(self, reply: Sequence[Any]) -> Leased:
+        """Decode a lease reply. A task that cannot be decoded does not take the batch
+        with it: it is listed in ``Leased.undecodable`` for the clients to fail."""
+        out = Leased()
+        for flat in reply:
+            try:
+                out.append(self.task_from_hash(flat))
+            except Exception as exc:  # any decoding problem of one stored task
+                fields = dict(zip(flat[::2], flat[1::2], strict=True))
+                out.undecodable.append(
+                    (text(fields.get(b"id", fields.get("id", b""))),
+                     text(fields.get(b"lease", fields.get("lease", b""))),
+                     f"undecodable task: {type(exc).__name__}: {exc}")
+                )  # fmt: skip
+        return out
+
+    def dump_payload(self, payload: Any) -> bytes:
+        """``payload`` serialized, within the queue's ``max_payload_bytes``."""
+        try:  # inline (not checks.dump_value): this runs on every push
+            data = self.serializer.dumps(payload)
+        except SerializationError as exc:
+            raise SerializationError(f"payload: {exc}") from exc
+        if len(data) > self.options.max_payload_bytes:
+            raise PayloadTooLarge(
+                f"payload is {len(data)} bytes; the limit is {self.options.max_payload_bytes}"
+            )
+        return data
+
+    def encode(self, values: dict[str, Any], delay: float | timedelta | None = None) -> PushRecord:
+        """The push record of a task given as its field values (``Task.__dict__``).
+
+        Fills in ``values`` the defaults the queue decides: ``task_id`` (a new one),
+        ``max_retries`` and ``result_ttl``. ``delay`` (seconds) delays the task; it
+        excludes ``execute_after``.
+
+        Raises:
+            ValidationError: a bad delay, or both delay and execute_after.
+            SerializationError: the payload does not serialize.
+            PayloadTooLarge: the payload is over the queue's limit.
+        """
+        payload = self.dump_payload(values["payload"])
+        options = self.options
+        task_id = values["task_id"] or uuid.uuid4().hex
+        max_retries = values["max_retries"]
+        if max_retries is None:
+            max_retries = options.max_retries
+        ttl_s = values["result_ttl"]
+        if ttl_s is None:
+            ttl_s = options.result_ttl_seconds
+        after, timeout, deps = values["execute_after"], values["timeout"], values["depends_on"]
+        delay_ms = -1
+        if delay is not None:
+            if after is not None:
+                raise ValidationError("give either delay or execute_after, not both")
+            delay_ms = seconds_ms(delay, "delay")
+        values["task_id"], values["max_retries"] = task_id, max_retries
+        values["result_ttl"] = round(ttl_s)
+        return PushRecord(
+            id=task_id,
+            user=values["user_id"],
+            name=values["name"],
+            payload=payload,
+            prio=int(values["priority"]),
+            max_retries=max_retries,
+            delay_ms=delay_ms,
+            run_at_ms=-1 if after is None else round(after.timestamp() * 1000),
+            timeout_ms=-1 if timeout is None else round(timeout * 1000),
+            keep_result=1 if values["keep_result"] else 0,
+            result_ttl_ms=round(ttl_s * 1000),
+            deps=orjson.dumps(list(deps)).decode() if deps else "",
+            on_dep_fail=values["on_dependency_failure"],
+        )
+
+    @staticmethod
+    def plain(
+        name: str,
+        payload: Any,
+        user_id: str,
+        priority: int,
+        task_id: str | None,
+        max_retries: int | None,
+        keep_result: bool,
+    ) -> dict[str, Any]:
+        """The field values of a task whose arguments ``enqueue`` already checked."""
+        values = _BLANK.copy()
+        values["task_id"], values["user_id"], values["name"] = task_id, user_id, name
+        values["payload"], values["priority"] = payload, _PRIORITY_OF[priority]
+        values["max_retries"], values["keep_result"] = max_retries, keep_result
+        return values
+
+    def pushed(self, entry: Sequence[Any], values: dict[str, Any], task: Task | None) -> Task:
+        """The Task one entry of ``push.lua``'s reply stands for.
+
+        ``{1, <hash>}``: the id existed; the stored task. ``{0, state, created_ms}`` or
+        ``{2, state}`` (ended and expired within the last minute): the task pushed,
+        from its encoded ``values``, with the state the script gave it. ``task`` is the
+        Task those values came from (None: ``plain`` made them); the answer is a copy.
+        """
+        if int(entry[0]) == 1:
+            return self.task_from_hash(entry[1])
+        values = values.copy()  # a resent call parses its reply again
+        values["state"] = _STATES[raw(entry[1])]
+        values["created_at"] = ms_to_dt(entry[2]) if len(entry) > 2 else None
+        values["retry_count"] = 0
+        if task is None or type(task) is Task:  # without pydantic's copy machinery
+            return stored_task(values)
+        return task.model_copy(update=values)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import re
 from pathlib import Path
 
 import pytest
@@ -12,9 +13,19 @@ from fairque import ops as ops_module
 from fairque.aio import AsyncFairQueue
 from fairque.keys import QueueKeys
 from fairque.queue import FairQueue
-from fairque.scripts import LUA_DIR, ScriptLoadError, declared_keys, load_all, load_script
+from fairque.scripts import (
+    KEY_INCLUDE,
+    LUA_DIR,
+    ScriptLoadError,
+    declared_keys,
+    load_all,
+    load_script,
+)
 
-HEADER = "--[[\nx\nKEYS[1] prefix\nKEYS[2] other\n]]\n"
+HEADER = (
+    "--[[\nx\nKEYS[1] prefix\nKEYS[2] other\n]]\n"
+    "local K = {prefix = KEYS[1], other = KEYS[2]}\nredis.call('GET', K.other)\n"
+)
 
 
 def write(tmp: Path, name: str, text: str) -> Path:
@@ -51,6 +62,145 @@ def test_include_cycle_is_an_error(tmp_path: Path) -> None:
         load_script(path)
 
 
+def keyed_script(tmp: Path, declared: str, body: str, **includes: str) -> Path:
+    """A script declaring ``declared`` (comma-separated), binding them to K, then ``body``."""
+    names = declared.split(",")
+    header = "".join(f"KEYS[{n}] {name}  the {name} key\n" for n, name in enumerate(names, 1))
+    binding = ", ".join(f"{name} = KEYS[{n}]" for n, name in enumerate(names, 1))
+    for name, text in includes.items():
+        write(tmp, f"includes/{name}.lua", text)
+    return write(tmp, "s.lua", f"--[[\nx\n{header}]]\nlocal K = {{{binding}}}\n{body}")
+
+
+RING_JOIN = (
+    "local function ring_join(K, user)\n"
+    "  if redis.call('SISMEMBER', K.capped, user) == 0 then\n"
+    "    redis.call('ZADD', K.ring, 1, user)\n"
+    "  end\n"
+    "end\n"
+)
+
+
+def test_keys_used_through_includes_must_be_declared(tmp_path: Path) -> None:
+    body = "-- @include ring_join\nring_join(K, ARGV[1])\n"
+    path = keyed_script(tmp_path, "prefix,ring", body, ring_join=RING_JOIN)
+    with pytest.raises(
+        ScriptLoadError, match=r"s\.lua: uses keys its header does not declare: capped"
+    ):
+        load_script(path)
+    script = load_script(keyed_script(tmp_path, "prefix,ring,capped", body))
+    assert script.key_names == ("prefix", "ring", "capped")
+
+
+def test_declared_keys_must_be_used(tmp_path: Path) -> None:
+    # a key named only in a comment is not used
+    path = keyed_script(
+        tmp_path, "prefix,ring,wake", "-- K.wake\nreturn redis.call('ZCARD', K.ring)\n"
+    )
+    with pytest.raises(ScriptLoadError, match="declares keys it never uses: wake"):
+        load_script(path)
+
+
+def test_the_prefix_may_go_unused(tmp_path: Path) -> None:
+    """Every header starts with the prefix, also where no key is derived from it."""
+    assert load_script(keyed_script(tmp_path, "prefix,wake", "return redis.call('LLEN', K.wake)\n"))
+
+
+@pytest.mark.parametrize(
+    "binding",
+    [
+        "",
+        "local K = {prefix = KEYS[1]}\n",
+        "local K = {ring = KEYS[2], prefix = KEYS[1]}\n",
+        "local K = {prefix = KEYS[1], ring = KEYS[3]}\n",
+        "local K = {prefix = KEYS[1], ring = KEYS[2], wake = KEYS[3]}\n",
+        "local K = {prefix = KEYS[1], ring = KEYS[2]}\n" * 2,
+    ],
+)
+def test_the_binding_must_match_the_header(tmp_path: Path, binding: str) -> None:
+    header = "--[[\nx\nKEYS[1] prefix\nKEYS[2] ring\n]]\n"
+    path = write(tmp_path, "s.lua", header + binding + "return redis.call('ZCARD', K.ring)\n")
+    expected = "local K = {prefix = KEYS[1], ring = KEYS[2]}"
+    with pytest.raises(ScriptLoadError, match=re.escape(expected)):
+        load_script(path)
+
+
+def test_a_binding_may_span_lines(tmp_path: Path) -> None:
+    header = "--[[\nx\nKEYS[1] prefix\nKEYS[2] ring\n]]\n"
+    body = "local K = {prefix = KEYS[1],\n  ring = KEYS[2]}\nreturn redis.call('ZCARD', K.ring)\n"
+    assert load_script(write(tmp_path, "s.lua", header + body)).key_names == ("prefix", "ring")
+
+
+@pytest.mark.parametrize(
+    ("body", "include", "message"),
+    [
+        ("return redis.call('GET', KEYS[2])\n", "", "the script reads KEYS outside the key table"),
+        ("-- @include x\nreturn x()\n", "return KEYS[1]", "includes/x.lua reads KEYS outside"),
+        ("return redis.call('GET', K[ARGV[1]])\n", "", "the script indexes K with an expression"),
+        (
+            "-- @include x\nreturn x(K, '1')\n",
+            "return redis.call('GET', K.prefix .. 'task:' .. id)",
+            r"includes/x\.lua builds a key from K\.prefix: only includes/keys\.lua may",
+        ),
+        (
+            "local p = ARGV[1]\nreturn redis.call('ZCARD', p .. 'ring')\n",
+            "",
+            "the script builds key 'ring' by concatenation",
+        ),
+        (
+            "-- @include x\nreturn x(K, '1')\n",
+            'local p = ARGV[1]\nreturn redis.call("ZCARD", p .. "held:" .. id)',
+            "includes/x.lua builds key 'held:' by concatenation",
+        ),
+    ],
+)
+def test_keys_come_only_from_the_key_table_and_the_key_include(
+    tmp_path: Path, body: str, include: str, message: str
+) -> None:
+    x = f"local function x(K, id)\n  {include}\nend\n"
+    path = keyed_script(tmp_path, "prefix,wake", "redis.call('LLEN', K.wake)\n" + body, x=x)
+    with pytest.raises(ScriptLoadError, match=message):
+        load_script(path)
+
+
+def test_the_key_include_derives_keys_from_the_prefix(tmp_path: Path) -> None:
+    keys_lua = "local function task_key(K, id) return K.prefix .. 'task:' .. id end\n"
+    body = f"-- @include {KEY_INCLUDE}\nreturn redis.call('HGETALL', task_key(K, ARGV[1]))\n"
+    assert load_script(keyed_script(tmp_path, "prefix", body, **{KEY_INCLUDE: keys_lua}))
+
+
+def test_lua_key_builders_match_keys_py() -> None:
+    """``includes/keys.lua`` builds the per-task and per-user keys exactly as keys.py does."""
+    text = (LUA_DIR / "includes" / f"{KEY_INCLUDE}.lua").read_text()
+    builder = re.compile(
+        r"^local function (\w+)_key\(K, (\w+)\) return K\.prefix \.\. '([^']+)' \.\. \2 end$"
+    )
+    functions = [line for line in text.splitlines() if line.startswith("local function")]
+    keys = QueueKeys("q")
+    built = set()
+    for line in functions:
+        match = builder.match(line)
+        assert match, line
+        name, suffix = match.group(1), match.group(3)
+        assert getattr(keys, name)("ID") == keys.prefix + suffix + "ID", name
+        built.add(name)
+    derived = {
+        name
+        for name, attr in vars(QueueKeys).items()
+        if not name.startswith("_") and inspect.isfunction(attr)
+    }
+    # workflow values (xcom) are read and written by the clients only
+    assert built == derived - {"xcom"}
+
+
+def test_every_declared_key_has_a_description() -> None:
+    for path in LUA_DIR.glob("*.lua"):
+        header = path.read_text().split("]]", 1)[0]
+        for line in header.splitlines():
+            if line.startswith("KEYS["):
+                assert len(line.split(None, 2)) == 3, (path.name, line)
+
+
 @pytest.mark.parametrize(
     "header",
     ["--[[ no keys ]]", "--[[\nKEYS[1] a\nKEYS[3] c\n]]", "--[[\nKEYS[1] a\nKEYS[2] a\n]]"],
@@ -82,8 +232,6 @@ def test_every_script_has_a_full_contract_header() -> None:
         assert "@include" not in script.source, name
         # every ARGV the body reads is documented in the header
         body = raw.split("]]", 1)[1]
-        import re
-
         for n in set(re.findall(r"ARGV\[(\d+)\]", body)):
             assert f"ARGV[{n}]" in header, (name, n)
     for path in (LUA_DIR / "includes").glob("*.lua"):

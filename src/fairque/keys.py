@@ -1,9 +1,11 @@
 """Every Redis key fairque uses, built in one place.
 
 All keys of one queue share the hash tag ``{<queue>}``, so a queue lives in one
-cluster slot and every script can touch all of its keys atomically.  Lua scripts
-receive the tagged prefix (``fq:{<queue>}:``) as ``KEYS[1]`` and derive per-task and
-per-user keys from it by appending the same suffixes as this module.
+cluster slot and every script can touch all of its keys atomically.  A Lua script's
+header names, by the attribute names of ``QueueKeys``, every fixed key it touches; the
+client passes those keys, after the tagged prefix (``fq:{<queue>}:``) in ``KEYS[1]``.
+Per-task and per-user keys are derived from the prefix in ``lua/includes/keys.lua``
+alone, with the same suffixes as this module (``tests/test_scripts.py`` compares them).
 """
 
 from __future__ import annotations

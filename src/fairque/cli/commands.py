@@ -2,31 +2,56 @@
 
 from __future__ import annotations
 
-import contextlib
-import importlib
 import json
 import logging
 import math
-import os
 import sys
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
-import redis
 import typer
-from redis.exceptions import RedisClusterException
-from rich.console import Console
-from rich.markup import escape
 
 from fairque import urls
 from fairque.cli import render as out
-from fairque.config import Settings, load_settings
-from fairque.errors import ConfigError, FairqueError, ValidationError
+from fairque.cli.base import (
+    EXIT_FAILURE,
+    EXIT_USAGE,
+    Common,
+    ConfigOption,
+    QueueOption,
+    UrlOption,
+    VerboseOption,
+    configure_logging,
+    fail,
+    guarded,
+    log,
+    open_queue,
+    say_error,
+    server_url,
+    settings,
+    shared,
+    stdout,
+)
+from fairque.errors import ConfigError, FairqueError, TaskNotFound, ValidationError
 from fairque.ops import Operations
 from fairque.options import QueueOptions
-from fairque.queue import FairQueue, is_cluster_url
+
+# the helpers other command modules (fairque.cli.service) take from here
+__all__ = [
+    "EXIT_FAILURE",
+    "EXIT_USAGE",
+    "app",
+    "fail",
+    "guarded",
+    "main",
+    "open_queue",
+    "say_error",
+    "server_url",
+    "settings",
+    "shared",
+    "stderr",
+    "stdout",
+]
 
 app = typer.Typer(
     name="fairque",
@@ -34,160 +59,28 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    epilog="Exit codes: 0 success; 1 the command failed (server unreachable or refusing, "
+    "unknown task, a state that does not allow it); 2 bad usage, input or configuration "
+    "(nothing changed).",
 )
-stdout = Console(soft_wrap=True)
-stderr = Console(stderr=True, soft_wrap=True)
-
-EXIT_FAILURE = 1
-EXIT_USAGE = 2
-LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
-log = logging.getLogger("fairque.cli")
-
-
-@dataclass
-class Common:
-    """The options every command shares."""
-
-    url: str | None
-    queue: str | None
-    config: Path | None
-
-
-def say_error(message: str) -> None:
-    """Print ``error: message`` on stderr, credentials hidden, as plain text."""
-    stderr.print(f"[bold red]error:[/] {escape(urls.redact_text(message))}", highlight=False)
-
-
-def fail(message: str, code: int = EXIT_FAILURE) -> NoReturn:
-    """Print ``error: message`` on stderr (credentials hidden) and exit with ``code``."""
-    say_error(message)
-    raise typer.Exit(code)
 
 
 @app.callback()
 def options(
     ctx: typer.Context,
-    url: Annotated[
-        str | None, typer.Option("--url", "-u", envvar="FAIRQUE_URL", help="Redis URL.")
-    ] = None,
-    queue: Annotated[
-        str | None, typer.Option("--queue", "-q", envvar="FAIRQUE_QUEUE", help="Queue name.")
-    ] = None,
-    config: Annotated[
-        Path | None,
-        typer.Option("--config", "-c", envvar="FAIRQUE_CONFIG", help="YAML settings file."),
-    ] = None,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Debug logging.")] = False,
+    url: UrlOption = None,
+    queue: QueueOption = None,
+    config: ConfigOption = None,
+    verbose: VerboseOption = False,
 ) -> None:
     """Shared options; precedence is CLI > environment > YAML > defaults."""
     urls.remember_secrets(url)
-    handler = logging.StreamHandler()
-    handler.setFormatter(urls.RedactingFormatter(LOG_FORMAT))
-    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, handlers=[handler])
-    ctx.obj = Common(url=url, queue=queue, config=config)
-
-
-def settings(ctx: typer.Context, **worker: Any) -> Settings:
-    """Load settings for a command, turning configuration errors into exit code 2."""
-    common: Common = ctx.obj
-    try:
-        cfg = load_settings(
-            common.config, redis={"url": common.url}, queue={"name": common.queue}, worker=worker
-        )
-        if cfg.redis.configured:
-            urls.remember_secrets(cfg.redis.to_url())
-    except ConfigError as exc:
-        fail(str(exc), EXIT_USAGE)
-    return cfg
-
-
-@contextlib.contextmanager
-def server_url(cfg: Settings, *, embedded_ok: bool) -> Iterator[str]:
-    """The configured server's URL, or a private embedded Valkey when allowed."""
-    if cfg.redis.configured:
-        url = cfg.redis.to_url()
-        try:
-            urls.check_url(url)
-        except ConfigError as exc:
-            fail(str(exc), EXIT_USAGE)
-        yield url
-        return
-    if not embedded_ok:
-        fail("no Redis configured: pass --url, set FAIRQUE_URL or redis.url in --config", 2)
-    from fairque.cli.embedded import EmbeddedServer
-
-    try:
-        server = EmbeddedServer()
-        server.start()
-    except (FileNotFoundError, RuntimeError) as exc:
-        fail(f"no Redis configured and the embedded server could not start: {exc}")
-    stderr.print(
-        f"[yellow]No Redis configured: started an embedded Valkey at {server.url}[/] "
-        "(private to this process, data is discarded on exit)",
-        highlight=False,
-    )
-    try:
-        yield server.url
-    finally:
-        server.stop()
-
-
-@contextlib.contextmanager
-def open_queue(ctx: typer.Context, cfg: Settings | None = None) -> Iterator[FairQueue]:
-    """A connected FairQueue for the configured server and queue."""
-    if cfg is None:
-        cfg = settings(ctx)
-    with server_url(cfg, embedded_ok=False) as url, guarded(url):
-        q = FairQueue.from_url(
-            url, cfg.queue.name, cluster=cfg.redis.cluster, **cfg.queue.options()
-        )
-        try:
-            yield q
-        finally:
-            q.close()
-
-
-@contextlib.contextmanager
-def guarded(url: str) -> Iterator[None]:
-    """Turn server, connection and queue errors into one line and an exit code."""
-    try:
-        yield
-    except (redis.RedisError, RedisClusterException, FairqueError) as exc:
-        fail(*describe_failure(exc, url))
-
-
-def describe_failure(exc: Exception, url: str) -> tuple[str, int]:
-    """The one-line message and exit code for a failure talking to ``url``.
-
-    Exit code 2 for bad input or configuration (including a URL naming a database
-    the server does not have), 1 for everything else. The URL is shown redacted.
-    """
-    shown = urls.redact_url(url)
-    known = exc if isinstance(exc, ConfigError) else urls.explain(exc, url)
-    if known is not None:
-        return str(known), EXIT_USAGE
-    if isinstance(exc, redis.TimeoutError):
-        return f"no answer from {shown} in time: {exc}", EXIT_FAILURE
-    if isinstance(exc, redis.ConnectionError):
-        return f"cannot connect to {shown}: {exc}", EXIT_FAILURE
-    if isinstance(exc, ValidationError):
-        return f"{type(exc).__name__}: {exc}", EXIT_USAGE
-    if isinstance(exc, FairqueError):
-        return f"{type(exc).__name__}: {exc}", EXIT_FAILURE
-    return f"server {shown} answered: {type(exc).__name__}: {exc}", EXIT_FAILURE
-
-
-def import_handlers(modules: list[str]) -> None:
-    """Import the modules that register handlers (``worker.imports`` / ``--import``)."""
-    sys.path.insert(0, str(Path.cwd()))
-    for name in modules:
-        try:
-            importlib.import_module(name)
-        except ImportError as exc:
-            fail(f"cannot import handler module {name!r}: {exc}", EXIT_USAGE)
+    configure_logging(logging.DEBUG if verbose else logging.INFO)
+    ctx.obj = Common(url=url, queue=queue, config=config, verbose=verbose)
 
 
 @app.command()
+@shared
 def worker(
     ctx: typer.Context,
     processes: Annotated[int, typer.Option(min=1, max=256, help="Worker processes.")] = 1,
@@ -207,12 +100,27 @@ def worker(
             help="Wait this long for an unreachable server at start (default 30).",
         ),
     ] = None,
+    log_level: Annotated[
+        str | None,
+        typer.Option("--log-level", metavar="LEVEL", help="DEBUG, INFO (default), WARNING, ERROR."),
+    ] = None,
+    log_format: Annotated[
+        str | None,
+        typer.Option("--log-format", metavar="FORMAT", help="text (default) or json lines."),
+    ] = None,
 ) -> None:
     """Run worker processes until SIGTERM/SIGINT (a second signal stops at once).
 
-    With --processes, one Ctrl-C (or SIGTERM to the supervisor) drains every child
-    gracefully; the server URL reaches the children through their environment.
+    Needs a server (--url, FAIRQUE_URL or redis: in --config) and at least one
+    handler (--import MODULE, or worker.imports). At start it logs the task names
+    it handles and the users it serves. With --processes, one Ctrl-C (or SIGTERM
+    to the supervisor) drains every child gracefully; the server URL reaches the
+    children through their environment.
     """
+    from fairque.cli.run import run_worker, set_up_logging
+
+    common: Common = ctx.obj
+    set_up_logging(log_level, log_format, common.verbose)
     overrides: dict[str, Any] = {
         "max_concurrent_tasks": concurrency,
         "id": worker_id,
@@ -221,52 +129,14 @@ def worker(
     if imports:
         overrides["imports"] = imports
     cfg = settings(ctx, **overrides)
-    with server_url(cfg, embedded_ok=True) as url:
-        if processes > 1:
-            from fairque.worker.supervisor import run_processes, worker_command
-
-            common: Common = ctx.obj
-            base = ["--queue", cfg.queue.name]
-            if common.config is not None:
-                base += ["--config", str(common.config)]
-            extra = ["--concurrency", str(cfg.worker.max_concurrent_tasks)]
-            extra += ["--wait-for-server", f"{cfg.worker.wait_for_server_seconds:g}"]
-            for module in cfg.worker.imports:
-                extra += ["--import", module]
-            commands = [
-                [*worker_command(base, f"{cfg.worker.id}-{i + 1}"), *extra]
-                for i in range(processes)
-            ]
-            # the URL may hold a password: environment, never the command line (``ps``)
-            raise typer.Exit(run_processes(commands, env={"FAIRQUE_URL": url}))
-        import_handlers(cfg.worker.imports)
-        from fairque.aio import AsyncFairQueue
-        from fairque.worker import Worker
-        from fairque.worker.link import Link, wait_for_probe
-        from fairque.worker.supervisor import supervisor_pid
-
-        with guarded(url):
-            cluster = cfg.redis.cluster
-            if cluster is None:  # asking the server: wait for it as the worker would
-                link = Link(f"worker {cfg.worker.id}", logging.getLogger("fairque.worker"))
-                cluster = wait_for_probe(
-                    lambda: is_cluster_url(url), link, cfg.worker.wait_for_server_seconds
-                )
-            queue = AsyncFairQueue.from_url(
-                url, cfg.queue.name, cluster=cluster, **cfg.queue.options()
-            )
-            runner = Worker(queue, config=cfg.worker)
-            runner.parent_pid = supervisor_pid()
-            runner.run()
-        if runner.threads_busy:
-            # their tasks are back in the queue; the interpreter would wait for the threads
-            stderr.print(f"abandoning {runner.threads_busy} handler thread(s) still running")
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(0)
+    level = "DEBUG" if common.verbose and log_level is None else log_level
+    logs = [] if level is None else ["--log-level", level]
+    logs += [] if log_format is None else ["--log-format", log_format]
+    run_worker(common, cfg, processes, logs)
 
 
 @app.command()
+@shared
 def enqueue(
     ctx: typer.Context,
     name: Annotated[str | None, typer.Argument(help="Task name.")] = None,
@@ -288,12 +158,19 @@ def enqueue(
 ) -> None:
     """Enqueue one task, or every task of a JSON-lines file: all or nothing.
 
-    Each line of a file is an object with the fields name, user_id and optionally
-    payload, priority, task_id, max_retries, timeout, keep_result, result_ttl,
-    delay, depends_on, on_dependency_failure. The whole file is checked before
-    anything is sent (every problem is reported as file:line: field: problem, exit
-    code 2) and then pushed in one atomic batch: every task or none. A file of more
-    than 10,000 tasks or 64 MiB is refused; split it.
+    Each line of a file is one JSON object (blank lines are skipped): name
+    (string, required), user_id (string, required), payload (any JSON value),
+    priority (1..5, or 6 for the critical lane; default 3), task_id (string),
+    max_retries (integer), timeout (seconds), keep_result (true or false),
+    result_ttl (integer seconds), delay (seconds), depends_on (list of task ids,
+    in the file or already queued), on_dependency_failure ("cancel" or "wait").
+    Numbers are never read from strings. Example:
+    {"name": "send_email", "user_id": "alice", "payload": {"to": "a@example.com"}}
+
+    The whole file is checked before anything is sent (every problem is reported as
+    file:line: field: problem, exit code 2) and then pushed in one atomic batch:
+    every task or none. A file of more than 10,000 tasks or 64 MiB is refused;
+    split it.
     """
     single = (payload, user, priority, delay, task_id, max_retries)
     if file is not None and (name is not None or any(v is not None for v in single)):
@@ -358,6 +235,7 @@ def refuse(problems: list[out.Problem], source: str | None) -> NoReturn:
 
 
 @app.command()
+@shared
 def status(
     ctx: typer.Context,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
@@ -378,6 +256,7 @@ def status(
 
 
 @app.command("task")
+@shared
 def show_task(
     ctx: typer.Context,
     task_id: Annotated[str, typer.Argument(help="Task id.")],
@@ -387,7 +266,7 @@ def show_task(
     with open_queue(ctx) as q:
         task = q.get(task_id)
     if task is None:
-        fail(f"no task {task_id!r} in queue {q.queue!r}")
+        no_task(task_id, q.queue)
     if as_json:
         stdout.print_json(task.model_dump_json())
         return
@@ -395,23 +274,38 @@ def show_task(
 
 
 @app.command()
+@shared
 def cancel(ctx: typer.Context, task_id: Annotated[str, typer.Argument()]) -> None:
     """Cancel a task that has not ended."""
     with open_queue(ctx) as q:
-        if not q.cancel(task_id):
-            fail(f"task {task_id} had already ended")
+        try:
+            canceled = q.cancel(task_id)
+        except TaskNotFound:
+            no_task(task_id, q.queue)
+        if not canceled:
+            fail(f"task {task_id!r} had already ended")
     stdout.print(f"canceled {task_id}")
 
 
 @app.command()
+@shared
 def retry(ctx: typer.Context, task_id: Annotated[str, typer.Argument()]) -> None:
     """Re-queue a FAILED or CANCELED task with a fresh retry budget."""
     with open_queue(ctx) as q:
-        q.retry(task_id)
+        try:
+            q.retry(task_id)
+        except TaskNotFound:
+            no_task(task_id, q.queue)
     stdout.print(f"re-queued {task_id}")
 
 
+def no_task(task_id: str, queue: str) -> NoReturn:
+    """Exit 1: the queue has no task ``task_id`` (never pushed, or expired)."""
+    fail(f"no task {task_id!r} in queue {queue!r}")
+
+
 @app.command()
+@shared
 def purge(
     ctx: typer.Context,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask.")] = False,
@@ -425,6 +319,7 @@ def purge(
 
 
 @app.command()
+@shared
 def demo(
     ctx: typer.Context,
     flood: Annotated[int, typer.Option(min=1, help="Tasks of the noisy tenant.")] = 2000,

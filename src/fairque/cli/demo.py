@@ -13,6 +13,7 @@ from rich.console import Console, Group
 from rich.live import Live
 from rich.progress_bar import ProgressBar
 from rich.table import Table
+from rich.text import Text
 
 from fairque.aio import AsyncFairQueue
 from fairque.config import WorkerConfig
@@ -125,9 +126,12 @@ class Demo:
         await self._submit(q, NOISY, plan.flood)
         runner = asyncio.create_task(worker.run_async())
         self.console.print(
-            f"[bold]{NOISY}[/] queued {plan.flood} tasks; {plan.tenants} small tenants will "
-            f"submit {plan.tasks_per_tenant} each while it drains "
-            f"({plan.concurrency} tasks at a time, {_ms(plan.work_seconds)} of work each)."
+            Text.assemble(
+                (NOISY, "bold"),
+                f" queued {plan.flood} tasks; {plan.tenants} small tenants will "
+                f"submit {plan.tasks_per_tenant} each while it drains "
+                f"({plan.concurrency} tasks at a time, {_ms(plan.work_seconds)} of work each).",
+            )
         )
         try:
             with Live(self._table(), console=self.console, refresh_per_second=8) as live:

@@ -323,8 +323,15 @@ def print_status(console: Console, stats: QueueStats, workers: list[WorkerInfo],
             users.add_row(u.user_id, str(u.ready), str(u.in_flight))
         console.print(users)
     table = Table(title=f"workers ({len(workers)})", title_justify="left")
-    for column in ("id", "host", "pid", "in flight", "processed", "failed", "heartbeat"):
-        table.add_column(column)
+    # ids are shown whole (two processes of one host differ only at the end)
+    widest = max((len(w.worker_id) for w in workers), default=2)
+    table.add_column("id", min_width=min(widest, max(console.width - 45, 10)), overflow="fold")
+    table.add_column("host", overflow="fold")
+    table.add_column("pid")
+    table.add_column("in flight")
+    table.add_column("finished", justify="right")  # tasks
+    table.add_column("failed attempts", justify="right")  # retried ones too
+    table.add_column("heartbeat")
     for w in workers:
         stuck = f" ({w.threads_stuck} threads stuck)" if w.threads_stuck else ""
         table.add_row(
@@ -332,6 +339,12 @@ def print_status(console: Console, stats: QueueStats, workers: list[WorkerInfo],
             str(w.processed), str(w.failed), _age(w.last_seen_seconds),
         )  # fmt: skip
     console.print(table)
+    if workers:
+        console.print(
+            "finished: tasks this worker completed; failed attempts: attempts that raised "
+            "or timed out (a task retried three times counts three), unlike the queue's "
+            "FAILED count of tasks"
+        )
 
 
 def print_task(console: Console, task: Task) -> None:

@@ -1,0 +1,239 @@
+"""What every command shares: options, settings, the server, errors and exit codes.
+
+Exit codes: 0 success (a worker stopped by SIGTERM/SIGINT too); 1 the command
+failed (server unreachable or refusing, unknown task, a transition the task's state
+does not allow, a confirmation declined); 2 bad usage, input or configuration
+(nothing was changed).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import importlib
+import inspect
+import logging
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, NoReturn, TypeVar, cast
+
+import redis
+import typer
+from redis.exceptions import RedisClusterException
+from rich.console import Console
+from rich.text import Text
+
+from fairque import urls
+from fairque.config import Settings, load_settings
+from fairque.errors import ConfigError, FairqueError, ValidationError
+from fairque.queue import FairQueue
+
+# no markup: task ids, user ids and messages are shown as they are ("[x]" stays "[x]");
+# styled output is built from rich Text
+stdout = Console(soft_wrap=True, markup=False)
+stderr = Console(stderr=True, soft_wrap=True, markup=False)
+
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+log = logging.getLogger("fairque.cli")
+
+
+SHARED_PANEL = "Shared options (before or after the command)"
+UrlOption = Annotated[
+    str | None,
+    typer.Option(
+        "--url", "-u", envvar="FAIRQUE_URL", help="Redis URL.", rich_help_panel=SHARED_PANEL
+    ),
+]
+QueueOption = Annotated[
+    str | None,
+    typer.Option(
+        "--queue", "-q", envvar="FAIRQUE_QUEUE", help="Queue name.", rich_help_panel=SHARED_PANEL
+    ),
+]
+ConfigOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--config",
+        "-c",
+        envvar="FAIRQUE_CONFIG",
+        help="YAML settings file.",
+        rich_help_panel=SHARED_PANEL,
+    ),
+]
+VerboseOption = Annotated[
+    bool, typer.Option("--verbose", "-v", help="Debug logging.", rich_help_panel=SHARED_PANEL)
+]
+#: the shared options: name -> (annotation, default)
+SHARED: dict[str, tuple[Any, Any]] = {
+    "url": (UrlOption, None),
+    "queue": (QueueOption, None),
+    "config": (ConfigOption, None),
+    "verbose": (VerboseOption, False),
+}
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@dataclass
+class Common:
+    """The options every command shares."""
+
+    url: str | None
+    queue: str | None
+    config: Path | None
+    verbose: bool = False
+
+
+def say_error(message: str) -> None:
+    """Print ``error: message`` on stderr, credentials hidden, as plain text."""
+    stderr.print(Text.assemble(("error:", "bold red"), " ", urls.redact_text(message)))
+
+
+def fail(message: str, code: int = EXIT_FAILURE) -> NoReturn:
+    """Print ``error: message`` on stderr (credentials hidden) and exit with ``code``."""
+    say_error(message)
+    raise typer.Exit(code)
+
+
+def configure_logging(level: int, formatter: logging.Formatter | None = None) -> None:
+    """Log to stderr at ``level``, every line redacted (``RedactingFormatter`` by default)."""
+    handler = logging.StreamHandler()
+    handler.setFormatter(formatter or urls.RedactingFormatter(LOG_FORMAT))
+    logging.basicConfig(level=level, handlers=[handler], force=True)
+
+
+def shared(func: F) -> F:
+    """Let a command take the shared options after its name too (``fairque status --url``).
+
+    Given after the command, an option wins over the same option given before it;
+    an option read from its environment variable never overrides one given before.
+    """
+    signature = inspect.signature(func, eval_str=True)
+    params = list(signature.parameters.values())
+    for name, (annotation, default) in SHARED.items():
+        params.append(
+            inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default,
+                              annotation=annotation)
+        )  # fmt: skip
+
+    @functools.wraps(func)
+    def command(*args: Any, **kwargs: Any) -> Any:
+        ctx: typer.Context = kwargs["ctx"]
+        common: Common = ctx.obj
+        for name in SHARED:
+            value = kwargs.pop(name)
+            source = ctx.get_parameter_source(name)
+            if source is not None and source.name == "COMMANDLINE":
+                setattr(common, name, value)
+        if common.verbose:
+            logging.getLogger().setLevel(logging.DEBUG)
+        urls.remember_secrets(common.url)
+        return func(*args, **kwargs)
+
+    command.__signature__ = signature.replace(parameters=params)  # type: ignore[attr-defined]
+    command.__annotations__ = {p.name: p.annotation for p in params}
+    return cast(F, command)
+
+
+def settings(ctx: typer.Context, **worker: Any) -> Settings:
+    """Load settings for a command, turning configuration errors into exit code 2."""
+    common: Common = ctx.obj
+    try:
+        cfg = load_settings(
+            common.config, redis={"url": common.url}, queue={"name": common.queue}, worker=worker
+        )
+        if cfg.redis.configured:
+            urls.remember_secrets(cfg.redis.to_url())
+    except ConfigError as exc:
+        fail(str(exc), EXIT_USAGE)
+    return cfg
+
+
+@contextlib.contextmanager
+def server_url(cfg: Settings, *, embedded_ok: bool) -> Iterator[str]:
+    """The configured server's URL, or a private embedded Valkey when allowed."""
+    if cfg.redis.configured:
+        url = cfg.redis.to_url()
+        try:
+            urls.check_url(url)
+        except ConfigError as exc:
+            fail(str(exc), EXIT_USAGE)
+        yield url
+        return
+    if not embedded_ok:
+        fail("no Redis configured: pass --url, set FAIRQUE_URL or redis.url in --config", 2)
+    from fairque.cli.embedded import EmbeddedServer
+
+    try:
+        server = EmbeddedServer()
+        server.start()
+    except (FileNotFoundError, RuntimeError) as exc:
+        fail(f"no Redis configured and the embedded server could not start: {exc}")
+    stderr.print(
+        Text.assemble(
+            (f"No Redis configured: started an embedded Valkey at {server.url}", "yellow"),
+            " (private to this process, data is discarded on exit)",
+        )
+    )
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+@contextlib.contextmanager
+def open_queue(ctx: typer.Context, cfg: Settings | None = None) -> Iterator[FairQueue]:
+    """A connected FairQueue for the configured server and queue."""
+    if cfg is None:
+        cfg = settings(ctx)
+    with server_url(cfg, embedded_ok=False) as url, guarded(url):
+        q = FairQueue.from_url(
+            url, cfg.queue.name, cluster=cfg.redis.cluster, **cfg.queue.options()
+        )
+        try:
+            yield q
+        finally:
+            q.close()
+
+
+@contextlib.contextmanager
+def guarded(url: str) -> Iterator[None]:
+    """Turn server, connection and queue errors into one line and an exit code."""
+    try:
+        yield
+    except (redis.RedisError, RedisClusterException, FairqueError) as exc:
+        fail(*describe_failure(exc, url))
+
+
+def describe_failure(exc: Exception, url: str) -> tuple[str, int]:
+    """The one-line message and exit code for a failure talking to ``url``.
+
+    Exit code 2 for bad input or configuration (including a URL naming a database
+    the server does not have), 1 for everything else. The URL is shown redacted.
+    """
+    shown = urls.redact_url(url)
+    known = exc if isinstance(exc, ConfigError) else urls.explain(exc, url)
+    if known is not None:
+        return str(known), EXIT_USAGE
+    if isinstance(exc, redis.TimeoutError):
+        return f"no answer from {shown} in time: {exc}", EXIT_FAILURE
+    if isinstance(exc, redis.ConnectionError):
+        return f"cannot connect to {shown}: {exc}", EXIT_FAILURE
+    if isinstance(exc, ValidationError):
+        return f"{type(exc).__name__}: {exc}", EXIT_USAGE
+    if isinstance(exc, FairqueError):
+        return f"{type(exc).__name__}: {exc}", EXIT_FAILURE
+    return f"server {shown} answered: {type(exc).__name__}: {exc}", EXIT_FAILURE
+
+
+def import_handlers(modules: list[str]) -> None:
+    """Import the modules that register handlers (``worker.imports`` / ``--import``)."""
+    sys.path.insert(0, str(Path.cwd()))
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except ImportError as exc:
+            fail(f"cannot import handler module {name!r}: {exc}", EXIT_USAGE)

@@ -1,0 +1,148 @@
+"""``fairque worker``: start-up checks, the start banner, log formats, processes."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from datetime import datetime, timezone
+from typing import Any
+
+import typer
+
+from fairque import urls
+from fairque.cli.base import (
+    EXIT_USAGE,
+    LOG_FORMAT,
+    Common,
+    configure_logging,
+    fail,
+    guarded,
+    import_handlers,
+    server_url,
+    stderr,
+)
+from fairque.config import Settings, WorkerConfig
+from fairque.queue import is_cluster_url
+
+log = logging.getLogger("fairque.worker")
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+LOG_FORMATS = ("text", "json")
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, message and the traceback if any.
+
+    Every string passes through ``redact_text``, so no password reaches the log.
+    """
+
+    def format(self, record: logging.LogRecord) -> str:
+        doc: dict[str, Any] = {
+            "time": datetime.fromtimestamp(record.created, timezone.utc).isoformat(),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": urls.redact_text(record.getMessage()),
+        }
+        if record.exc_info:
+            doc["traceback"] = urls.redact_text(self.formatException(record.exc_info))
+        return json.dumps(doc, ensure_ascii=False)
+
+
+def set_up_logging(level: str | None, fmt: str | None, verbose: bool) -> None:
+    """Apply ``--log-level`` / ``--log-format`` (``--verbose`` means DEBUG)."""
+    name = "DEBUG" if verbose and level is None else (level or "INFO").upper()
+    if name not in LOG_LEVELS:
+        fail(f"--log-level must be one of {', '.join(LOG_LEVELS)}, got {level!r}", EXIT_USAGE)
+    if (fmt or "text") not in LOG_FORMATS:
+        fail(f"--log-format must be text or json, got {fmt!r}", EXIT_USAGE)
+    formatter = JsonFormatter() if fmt == "json" else urls.RedactingFormatter(LOG_FORMAT)
+    configure_logging(getattr(logging, name), formatter)
+
+
+def served_users(config: WorkerConfig) -> str:
+    """Which users' tasks this worker leases, and which it never does."""
+    assigned, steal = config.assigned_users, config.steal_targets
+    if not assigned and not steal:
+        return "every user (the global ring)"
+    if "*" in steal:
+        first = f"{', '.join(assigned)} first, then " if assigned else ""
+        return f"{first}every user"
+    named = [*assigned, *(u for u in steal if u not in assigned)]
+    return f"only {', '.join(named)}; never any other user"
+
+
+def banner(cfg: Settings, url: str, names: list[str]) -> str:
+    """The start-up line: worker, queue, server, concurrency, task names, users."""
+    w = cfg.worker
+    return (
+        f"worker {w.id} on queue {cfg.queue.name!r} at {urls.redact_url(url)}: "
+        f"{w.max_concurrent_tasks} task(s) at a time; handles {len(names)} task name(s): "
+        f"{', '.join(sorted(names))}; serves {served_users(w)}"
+    )
+
+
+def handler_names(modules: list[str]) -> list[str]:
+    """Import the handler modules and return the task names registered, or refuse none."""
+    import_handlers(modules)
+    from fairque.worker import default_registry
+
+    names = list(default_registry)
+    if not names:
+        where = f" (imported: {', '.join(modules)})" if modules else ""
+        fail(
+            "no task handlers are registered" + where + ": pass --import MODULE (or "
+            "worker.imports in --config) naming the module(s) whose functions carry "
+            "@fairque.task",
+            EXIT_USAGE,
+        )
+    return names
+
+
+def run_worker(common: Common, cfg: Settings, processes: int, log_args: list[str]) -> None:
+    """Check the set-up, print the banner, then serve (or supervise ``processes``)."""
+    with server_url(cfg, embedded_ok=False) as url:
+        names = handler_names(cfg.worker.imports)
+        if processes > 1:
+            from fairque.worker.supervisor import run_processes, worker_command
+
+            base = ["--queue", cfg.queue.name]
+            if common.config is not None:
+                base += ["--config", str(common.config)]
+            extra = ["--concurrency", str(cfg.worker.max_concurrent_tasks)]
+            extra += ["--wait-for-server", f"{cfg.worker.wait_for_server_seconds:g}"]
+            for module in cfg.worker.imports:
+                extra += ["--import", module]
+            extra += log_args
+            commands = [
+                [*worker_command(base, f"{cfg.worker.id}-{i + 1}"), *extra]
+                for i in range(processes)
+            ]
+            # the URL may hold a password: environment, never the command line (``ps``)
+            raise typer.Exit(run_processes(commands, env={"FAIRQUE_URL": url}))
+        from fairque.aio import AsyncFairQueue
+        from fairque.worker import Worker
+        from fairque.worker.link import Link, wait_for_probe
+        from fairque.worker.supervisor import supervisor_pid
+
+        log.info("%s", banner(cfg, url, names))
+        with guarded(url):
+            cluster = cfg.redis.cluster
+            if cluster is None:  # asking the server: wait for it as the worker would
+                link = Link(f"worker {cfg.worker.id}", log)
+                cluster = wait_for_probe(
+                    lambda: is_cluster_url(url), link, cfg.worker.wait_for_server_seconds
+                )
+            queue = AsyncFairQueue.from_url(
+                url, cfg.queue.name, cluster=cluster, **cfg.queue.options()
+            )
+            runner = Worker(queue, config=cfg.worker)
+            runner.parent_pid = supervisor_pid()
+            runner.run()
+        if runner.threads_busy:
+            # their tasks are back in the queue; the interpreter would wait for the threads
+            stderr.print(f"abandoning {runner.threads_busy} handler thread(s) still running")
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(0)

@@ -15,20 +15,16 @@ from fairque.checks import (
     MAX_TASK_ID,
     MAX_USER_ID,
     identifier_problem,
-    plain_identifier,
 )
 from fairque.errors import ValidationError
 
 __all__ = [
-    "MAX_TASK_ID",
-    "MAX_USER_ID",
     "Priority",
     "QueueStats",
     "Task",
     "TaskState",
     "UserStats",
     "WorkerInfo",
-    "plain_identifier",
 ]
 
 

@@ -14,6 +14,8 @@ from typing import Any, TypeVar, overload
 
 from fairque.checks import (
     MAX_SCAN,
+    MAX_TASK_ID,
+    MAX_USER_ID,
     check_delays,
     check_pop,
     check_task_list,
@@ -21,6 +23,7 @@ from fairque.checks import (
     check_user_list,
     dump_value,
     error_text,
+    plain_identifier,
 )
 from fairque.checks import check_int as _check_int
 from fairque.checks import seconds_ms as _seconds_ms
@@ -28,17 +31,7 @@ from fairque.codec import Serializer, get_serializer
 from fairque.dependencies import dependency_order
 from fairque.errors import LeaseLost, ValidationError
 from fairque.keys import QueueKeys, validate_queue_name
-from fairque.models import (
-    MAX_TASK_ID,
-    MAX_USER_ID,
-    Priority,
-    QueueStats,
-    Task,
-    TaskState,
-    UserStats,
-    WorkerInfo,
-    plain_identifier,
-)
+from fairque.models import Priority, QueueStats, Task, TaskState, UserStats, WorkerInfo
 from fairque.options import QueueOptions
 from fairque.plain_ops import PlainOperations
 from fairque.records import Call as Call

@@ -169,10 +169,11 @@ def test_database_out_of_range_is_a_config_error(acl_user: str, server: ServerIn
     with pytest.raises(ConfigError, match="no database"):
         AsyncFairQueue.from_url(url)
     # told it is no cluster, the client does not probe: the first command gets the answer
-    unprobed = run_cli("--url", url, "status", env={"FAIRQUE_REDIS__CLUSTER": "false"})
-    assert unprobed.returncode == 2
-    assert "has no database 99" in unprobed.stderr
-    assert_no_secret(unprobed)
+    for command in (["status"], ["enqueue", "job", "--user", "u"], ["task", "t"]):
+        unprobed = run_cli("--url", url, *command, env={"FAIRQUE_REDIS__CLUSTER": "false"})
+        assert unprobed.returncode == 2, command
+        assert "has no database 99" in unprobed.stderr, command
+        assert_no_secret(unprobed)
     with pytest.raises(ConfigError, match="got 'x'"):
         FairQueue.from_url(server.url.replace("/0", "/x"))
 

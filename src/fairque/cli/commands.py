@@ -30,6 +30,7 @@ from fairque.cli.base import (
     server_url,
     settings,
     shared,
+    stderr,
     stdout,
 )
 from fairque.errors import ConfigError, FairqueError, TaskNotFound, ValidationError
@@ -211,6 +212,8 @@ def enqueue(
         try:
             pushed = q.push_many(batch.tasks, delays=batch.delays)
         except FairqueError as exc:
+            if urls.explain(exc, cfg.redis.to_url()) is not None:
+                raise  # the server's answer to the URL: told as every command tells it
             where = f"{source}: " if source is not None else ""
             code = EXIT_USAGE if isinstance(exc, ValidationError) else EXIT_FAILURE
             fail(f"{where}{type(exc).__name__}: {exc}; nothing was enqueued", code)

@@ -323,3 +323,14 @@ def test_every_settings_section_may_be_in_the_file(write_yaml: WriteYaml) -> Non
     assert s.server.port == 8123
     with pytest.raises(ConfigError, match=r"unknown section\(s\) \['srever'\] \(known: "):
         load_settings(write_yaml("srever: {port: 1}\n"))
+
+
+def test_unknown_task_names_are_given_back_unless_configured(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert WorkerConfig().unknown_tasks == "give_back"
+    monkeypatch.setenv("FAIRQUE_WORKER__UNKNOWN_TASKS", "fail")
+    assert load_settings().worker.unknown_tasks == "fail"
+    monkeypatch.setenv("FAIRQUE_WORKER__UNKNOWN_TASKS", "drop")
+    with pytest.raises(ConfigError, match=re.escape("worker.unknown_tasks = 'drop'")):
+        load_settings()

@@ -18,7 +18,7 @@ import socket
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, get_origin
+from typing import Any, Literal, get_origin
 from urllib.parse import quote
 
 import pydantic
@@ -104,6 +104,10 @@ class WorkerConfig(BaseModel):
     #: seconds between maintenance rounds (dependency clean-up, registry trims); 0 = none
     maintenance_interval_seconds: float = Field(default=60.0, ge=0, le=86_400)
     imports: list[str] = Field(default_factory=list)
+    #: a leased task whose name has no handler in this worker: "give_back" returns it
+    #: to the queue for another worker (no attempt counted, not failed); "fail" fails
+    #: the attempt as a raising handler would (retried, then FAILED)
+    unknown_tasks: Literal["give_back", "fail"] = "give_back"
 
     @field_validator("assigned_users", "steal_targets")
     @classmethod

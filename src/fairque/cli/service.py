@@ -2,8 +2,62 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
+
+
+def serve(
+    ctx: typer.Context,
+    queues: Annotated[
+        list[str] | None,
+        typer.Argument(help="Queues to serve [default: server.queues, else the --queue one]."),
+    ] = None,
+    host: Annotated[
+        str | None, typer.Option(help="Address to listen on [default: 127.0.0.1].")
+    ] = None,
+    port: Annotated[
+        int | None, typer.Option(min=1, max=65535, help="Port [default: 8000].")
+    ] = None,
+) -> None:
+    """Serve the HTTP API (JSON and MessagePack; the spec at /openapi.json).
+
+    Without server.tokens the server listens on loopback addresses only; with
+    tokens, requests need 'Authorization: Bearer <token>'. With no Redis
+    configured it starts an embedded Valkey and says so.
+    """
+    import uvicorn
+
+    from fairque.cli.commands import EXIT_USAGE, fail, server_url, settings
+    from fairque.errors import ConfigError
+    from fairque.service.app import Service, create_app
+    from fairque.service.auth import bind_problem
+
+    cfg = settings(ctx)
+    server = cfg.server
+    host = host or server.host
+    port = port or server.port
+    names = list(queues or server.queues or [cfg.queue.name])
+    problem = bind_problem(host, server.tokens)
+    if problem is not None:
+        fail(problem, EXIT_USAGE)
+    with server_url(cfg, embedded_ok=True) as url:
+        try:
+            service = Service(url, names, server, cfg.queue.options())
+        except ConfigError as exc:
+            fail(str(exc), EXIT_USAGE)
+        typer.echo(
+            f"fairque serve: queues {', '.join(service.names)} on http://{host}:{port} "
+            f"({'bearer tokens required' if server.tokens else 'no tokens: loopback only'})",
+            err=True,
+        )
+        config = uvicorn.Config(
+            create_app(service), host=host, port=port, log_level="warning",
+            access_log=False, lifespan="on", server_header=False,
+        )  # fmt: skip
+        uvicorn.Server(config).run()
 
 
 def register(app: typer.Typer) -> None:
     """Add the service commands to ``app``."""
+    app.command()(serve)

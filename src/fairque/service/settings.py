@@ -2,19 +2,87 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+import hashlib
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+
+Role = Literal["producer", "worker", "viewer", "admin"]
+
+_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+
+
+class TokenSettings(BaseModel):
+    """One bearer token: its role and its SHA-256 (``sha256``), or the token itself
+    (``token``, hashed at load; prefer ``sha256`` in files)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=100)
+    role: Role
+    sha256: str | None = None
+    token: SecretStr | None = None
+
+    @field_validator("sha256")
+    @classmethod
+    def _hex(cls, value: str | None) -> str | None:
+        if value is not None and not _HEX64.match(value.lower()):
+            raise ValueError("must be 64 hexadecimal digits (sha256 of the token)")
+        return None if value is None else value.lower()
+
+    @model_validator(mode="after")
+    def _one(self) -> TokenSettings:
+        if (self.sha256 is None) == (self.token is None):
+            raise ValueError(f"token {self.name!r}: give exactly one of sha256 and token")
+        if self.token is not None and len(self.token.get_secret_value()) < 16:
+            raise ValueError(f"token {self.name!r}: a token must be at least 16 characters")
+        return self
+
+    def digest(self) -> bytes:
+        """The token's SHA-256 digest (the only form the server keeps)."""
+        if self.sha256 is not None:
+            return bytes.fromhex(self.sha256)
+        assert self.token is not None
+        return hashlib.sha256(self.token.get_secret_value().encode()).digest()
 
 
 class ServerSettings(BaseModel):
-    """How ``fairque serve`` listens (``FAIRQUE_SERVER__HOST``, ``FAIRQUE_SERVER__PORT``...)."""
+    """How ``fairque serve`` listens (``FAIRQUE_SERVER__HOST``, ``FAIRQUE_SERVER__PORT``...).
+
+    ``queues`` lists the queues served (empty: the ``queue:`` section's name).
+    ``tokens`` enables bearer authentication; without tokens the server binds to
+    loopback addresses only. A request body may be the queue's ``max_payload_bytes``
+    plus ``body_margin_bytes``.
+    """
 
     model_config = ConfigDict(extra="forbid")
 
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=1, le=65535)
+    queues: list[str] = Field(default_factory=list)
+    tokens: list[TokenSettings] = Field(default_factory=list)
+    body_margin_bytes: int = Field(default=65_536, ge=0, le=64 * 1024 * 1024)
+
+
+class Endpoint(BaseModel):
+    """One HTTP push worker: which tasks go to ``url``, how many at once, how long."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    queue: str = Field(min_length=1)
+    url: str = Field(pattern=r"^https?://")
+    #: task-name globs (fnmatch); empty: every task of the queue
+    names: list[str] = Field(default_factory=list)
+    concurrency: int = Field(default=4, ge=1, le=1000)
+    timeout_seconds: float = Field(default=30.0, gt=0, le=86_400)
+    lease_seconds: float = Field(default=30.0, gt=0, le=86_400)
 
 
 class DispatchSettings(BaseModel):
     """Where ``fairque dispatch`` sends tasks (HTTP push workers)."""
 
     model_config = ConfigDict(extra="forbid")
+
+    endpoints: list[Endpoint] = Field(default_factory=list)
+    worker_id: str | None = None

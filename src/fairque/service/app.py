@@ -1,0 +1,245 @@
+"""The ASGI app of ``fairque serve``: Litestar routes over the route table.
+
+Every request goes through ``Service.handle``: authentication, content negotiation,
+the body (size limit, media type, validation), the operation, the answer. Any error
+becomes a problem-details answer; nothing escapes as a 500 unless it is a bug, and
+even then the answer is a problem object.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+import msgspec
+from litestar import Litestar, Request, Response, route
+from litestar.enums import HttpMethod
+from litestar.exceptions import HTTPException
+from redis.exceptions import RedisError
+
+from fairque.aio import AsyncFairQueue
+from fairque.errors import ConfigError
+from fairque.keys import validate_queue_name
+from fairque.service import handlers
+from fairque.service.auth import Tokens
+from fairque.service.convert import engine_errors
+from fairque.service.media import (
+    ProblemError,
+    body_media,
+    decode,
+    encode,
+    negotiate,
+    problem_media,
+)
+from fairque.service.routes import ROUTES, Route
+from fairque.service.settings import ServerSettings
+from fairque.service.wire import TaskBatchIn, TaskIn
+
+log = logging.getLogger("fairque.service")
+
+
+class Service:
+    """The queues served and the settings every request reads."""
+
+    def __init__(
+        self,
+        url: str,
+        queues: Sequence[str],
+        settings: ServerSettings,
+        options: dict[str, Any] | None = None,
+    ) -> None:
+        self.url = url
+        self.names = [validate_queue_name(name) for name in queues]
+        if not self.names:
+            raise ConfigError("the server needs at least one queue to serve")
+        self.settings = settings
+        self.options = options or {}
+        self.tokens = Tokens(settings.tokens)
+        self.queues: dict[str, AsyncFairQueue] = {}
+        self._connecting = asyncio.Lock()
+
+    async def start(self) -> None:
+        """Connect now if the queue server answers; else on the first request."""
+        with contextlib.suppress(RedisError):
+            await self.connect()
+
+    async def connect(self) -> None:
+        """One client shared by every served queue (the cluster probe runs once)."""
+        async with self._connecting:
+            if self.queues:
+                return
+            first = await asyncio.to_thread(
+                AsyncFairQueue.from_url, self.url, self.names[0], **self.options
+            )
+            queues = {first.queue: first}
+            for name in self.names[1:]:
+                queues[name] = AsyncFairQueue(first.client, name, **self.options)
+            self.queues.update(queues)
+
+    async def stop(self) -> None:
+        """Close the shared client."""
+        if self.queues:
+            await next(iter(self.queues.values())).close()
+        self.queues.clear()
+
+    async def queue(self, name: str) -> AsyncFairQueue:
+        """A served queue, or ``ProblemError`` 404 (503 while unreachable)."""
+        if not self.queues and name in self.names:
+            with engine_errors():
+                await self.connect()
+        q = self.queues.get(name)
+        if q is None:
+            raise ProblemError(
+                404, "queue-not-found", "Not Found",
+                f"this server does not serve a queue named {name!r}",
+            )  # fmt: skip
+        return q
+
+    def body_limit(self, q: AsyncFairQueue | None) -> int:
+        """The largest body accepted: the queue's payload limit plus the margin."""
+        payload = q.options.max_payload_bytes if q is not None else 1_048_576
+        return payload + self.settings.body_margin_bytes
+
+    async def read_body(self, request: Request[Any, Any, Any], limit: int) -> bytes:
+        """The request body, or ``ProblemError`` 413 past ``limit`` bytes."""
+        declared = request.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            raise _too_large(limit)
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise _too_large(limit)
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    async def handle(self, spec: Route, request: Request[Any, Any, Any]) -> Response[bytes]:
+        """Run one request through ``spec``'s operation."""
+        accept = request.headers.get("accept")
+        try:
+            self.tokens.check(request.headers.get("authorization"), spec.roles)
+            media = negotiate(accept)
+            q = await self.queue(request.path_params["queue"]) if spec.has_queue else None
+            ctx = handlers.Ctx(
+                names=self.names,
+                path=request.path_params,
+                query=request.query_params,
+                queue=q,
+            )
+            if spec.body is not None:
+                raw = await self.read_body(request, self.body_limit(q))
+                kind = body_media(request.headers.get("content-type"))
+                if spec.operation is handlers.push:
+                    ctx.body = _decode_push(raw, kind)
+                else:
+                    ctx.body = decode(raw, kind, spec.body)
+            with engine_errors():
+                reply = await spec.operation(ctx)
+            return Response(
+                encode(reply.value, media),
+                status_code=reply.status,
+                media_type=media,
+                headers=reply.headers,
+            )
+        except ProblemError as exc:
+            return problem_response(exc, accept)
+
+
+def _decode_push(raw: bytes, kind: str) -> TaskIn | TaskBatchIn:
+    obj: Any = decode(raw, kind, Any)
+    try:
+        return handlers.decode_push(obj)
+    except msgspec.ValidationError as exc:
+        from fairque.service.media import split_validation
+        from fairque.service.wire import FieldError
+
+        field, message = split_validation(str(exc))
+        raise ProblemError(
+            422, "validation", "Unprocessable Content", str(exc),
+            errors=[FieldError(field=field, message=message)],
+        ) from None  # fmt: skip
+
+
+def _too_large(limit: int) -> ProblemError:
+    return ProblemError(
+        413, "body-too-large", "Content Too Large", f"request bodies are limited to {limit} bytes"
+    )
+
+
+def problem_response(exc: ProblemError, accept: str | None) -> Response[bytes]:
+    """A problem-details answer in JSON, or MessagePack when the client asked for it."""
+    media = problem_media(accept)
+    return Response(
+        encode(exc.problem, media),
+        status_code=exc.problem.status,
+        media_type=media,
+        headers=exc.headers,
+    )
+
+
+def _framework_error(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
+    """Errors raised before a route runs (no such path, method not allowed) as problems."""
+    if isinstance(exc, HTTPException):
+        status = exc.status_code
+        kind = {404: "not-found", 405: "method-not-allowed"}.get(status, "http-error")
+        title = {404: "Not Found", 405: "Method Not Allowed"}.get(status, "Error")
+        headers = dict(exc.headers or {})
+        problem = ProblemError(status, kind, title, str(exc.detail), headers=headers)
+    elif isinstance(exc, RedisError):
+        try:
+            with engine_errors():
+                raise exc
+        except ProblemError as mapped:
+            problem = mapped
+    else:
+        log.exception("unexpected error on %s %s", request.method, request.url.path)
+        problem = ProblemError(500, "internal", "Internal Server Error", "unexpected error")
+    return problem_response(problem, request.headers.get("accept"))
+
+
+def _endpoint(service: Service, spec: Route) -> Any:
+    async def endpoint(request: Request[Any, Any, Any]) -> Response[bytes]:
+        return await service.handle(spec, request)
+
+    endpoint.__name__ = spec.operation_id
+    path = spec.path.replace("{queue}", "{queue:str}").replace("{task_id}", "{task_id:str}")
+    path = path.replace("{user_id}", "{user_id:str}")
+    return route(
+        path, http_method=[HttpMethod(spec.method)], name=spec.operation_id, status_code=200
+    )(endpoint)
+
+
+def create_app(service: Service) -> Litestar:
+    """The ASGI app serving ``service``'s queues, ``/openapi.json`` and ``/healthz``."""
+    from fairque.service.spec import openapi_bytes
+
+    spec_bytes = openapi_bytes()
+
+    async def openapi_json() -> Response[bytes]:
+        return Response(spec_bytes, media_type="application/json")
+
+    async def healthz() -> Response[bytes]:
+        return Response(b'{"status":"ok"}', media_type="application/json")
+
+    @asynccontextmanager
+    async def lifespan(app: Litestar) -> AsyncIterator[None]:
+        await service.start()
+        try:
+            yield
+        finally:
+            await service.stop()
+
+    handlers_ = [_endpoint(service, spec) for spec in ROUTES]
+    handlers_.append(route("/openapi.json", http_method=["GET"])(openapi_json))
+    handlers_.append(route("/healthz", http_method=["GET"])(healthz))
+    return Litestar(
+        route_handlers=handlers_,
+        openapi_config=None,
+        lifespan=[lifespan],
+        exception_handlers={Exception: _framework_error},
+        debug=False,
+    )

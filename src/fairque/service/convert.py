@@ -1,0 +1,202 @@
+"""Between the engine's models and the wire structs; engine errors as problems."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+from collections.abc import Iterator
+from datetime import datetime, timezone
+from typing import Any, Literal
+
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import RedisClusterException, ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from fairque.errors import (
+    DuplicateTask,
+    FairqueError,
+    InvalidTransition,
+    LeaseLost,
+    PayloadTooLarge,
+    TaskNotFound,
+    ValidationError,
+)
+from fairque.models import Priority, Task
+from fairque.service.media import ProblemError
+from fairque.service.wire import (
+    FailureIn,
+    LeasedTask,
+    ResultFailure,
+    TaskIn,
+    TaskOut,
+)
+
+
+def iso(value: datetime | None) -> str | None:
+    """ISO 8601 in UTC with a ``Z`` (milliseconds), or None."""
+    if value is None:
+        return None
+    value = value.astimezone(timezone.utc)
+    return value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
+
+
+def parse_time(value: str, field: str) -> datetime:
+    """An ISO 8601 time (UTC when it names no zone), or ``ProblemError`` 422."""
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        raise invalid(field, f"not an ISO 8601 time: {value!r}") from None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+
+
+def invalid(field: str, message: str) -> ProblemError:
+    """A 422 problem naming one failing field."""
+    from fairque.service.wire import FieldError
+
+    return ProblemError(
+        422, "validation", "Unprocessable Content", f"{field}: {message}",
+        errors=[FieldError(field=field, message=message)],
+    )  # fmt: skip
+
+
+def wire_priority(priority: int) -> int | str:
+    return "critical" if priority == Priority.CRITICAL else int(priority)
+
+
+def task_from_wire(item: TaskIn, where: str = "") -> tuple[Task, float | None]:
+    """The engine's Task for a request item, and its delay in seconds."""
+    if item.delay_seconds is not None and item.execute_after is not None:
+        raise invalid(f"{where}delay_seconds", "give delay_seconds or execute_after, not both")
+    execute_after = None
+    if item.execute_after is not None:
+        execute_after = parse_time(item.execute_after, f"{where}execute_after")
+    task = Task(
+        name=item.name,
+        user_id=item.user_id,
+        payload=item.payload,
+        priority=Priority.CRITICAL if item.priority == "critical" else item.priority,
+        task_id=item.task_id,
+        max_retries=item.max_retries,
+        execute_after=execute_after,
+        depends_on=tuple(item.depends_on),
+        timeout=item.timeout_seconds,
+        keep_result=item.keep_result,
+        result_ttl=item.result_ttl_seconds,
+    )
+    return task, item.delay_seconds
+
+
+def task_out(task: Task, queue: str) -> TaskOut:
+    """A stored task as the API shows it."""
+    assert task.task_id is not None
+    return TaskOut(**_fields(task, queue))
+
+
+def _fields(task: Task, queue: str) -> dict[str, Any]:
+    return {
+        "task_id": task.task_id,
+        "queue": queue,
+        "user_id": task.user_id,
+        "name": task.name,
+        "payload": task.payload,
+        "priority": wire_priority(task.priority),
+        "state": task.state.value if task.state else "QUEUED",
+        "attempts": task.retry_count,
+        "max_retries": task.max_retries,
+        "created_at": iso(task.created_at),
+        "execute_after": iso(task.execute_after),
+        "started_at": iso(task.started_at),
+        "ended_at": iso(task.ended_at),
+        "depends_on": list(task.depends_on),
+        "timeout_seconds": task.timeout,
+        "keep_result": task.keep_result,
+        "result_ttl_seconds": task.result_ttl,
+        "error": task.error,
+        "worker_id": task.worker_id,
+    }
+
+
+def leased_out(task: Task, queue: str) -> LeasedTask:
+    """A leased task with its lease token, deadline and attempt number (1 = first)."""
+    assert task.lease_token is not None
+    return LeasedTask(
+        **_fields(task, queue),
+        lease_token=task.lease_token,
+        lease_expires_at=iso(task.lease_deadline) or "",
+        attempt=task.retry_count + 1,
+    )
+
+
+def lease_handle(task_id: str, lease_token: str) -> Task:
+    """A Task naming only an id and a lease token: what complete/fail/extend read."""
+    try:
+        return Task(user_id="-", name="-", task_id=task_id, lease_token=lease_token)
+    except ValidationError as exc:
+        raise invalid("task_id", str(exc)) from None
+
+
+#: "invalid task: priority: ..." names the failing field
+_FIELD = re.compile(r"^invalid task: ([A-Za-z_][\w.]*): ")
+
+#: marks a stored error written from a worker's failure message, so it reads back whole
+_FAILURE_MARK = "fairque-failure:"
+
+
+def failure_text(failure: FailureIn) -> str:
+    """The error stored for a worker's failure message (its message, reason and error)."""
+    detail = {"reason": failure.reason, "message": failure.message, "error": failure.error}
+    return _FAILURE_MARK + json.dumps(detail, ensure_ascii=False, default=str)
+
+
+def failure_from_error(
+    error: str | None, finished_at: str | None, *, canceled: bool
+) -> ResultFailure:
+    """A FAILED or CANCELED task's outcome in the worker result message's shape."""
+    text = error or ""
+    if text.startswith(_FAILURE_MARK):
+        with contextlib.suppress(ValueError):
+            stored = json.loads(text[len(_FAILURE_MARK) :])
+            kept = stored.get("reason")
+            return ResultFailure(
+                reason="canceled" if canceled else "timeout" if kept == "timeout" else "other",
+                finished_at=finished_at, should_retry=False,
+                error=stored.get("error"), message=str(stored.get("message", "")),
+            )  # fmt: skip
+    reason: Literal["other", "timeout", "canceled"] = (
+        "canceled" if canceled else "timeout" if "Timeout" in text[:40] else "other"
+    )
+    return ResultFailure(
+        reason=reason, finished_at=finished_at, should_retry=False, error=text or None,
+        message=text,
+    )  # fmt: skip
+
+
+@contextlib.contextmanager
+def engine_errors() -> Iterator[None]:
+    """Turn the engine's and the server's errors into problems."""
+    try:
+        yield
+    except ProblemError:
+        raise
+    except PayloadTooLarge as exc:
+        raise ProblemError(413, "payload-too-large", "Content Too Large", str(exc)) from None
+    except TaskNotFound as exc:
+        raise ProblemError(404, "task-not-found", "Not Found", str(exc)) from None
+    except LeaseLost as exc:
+        raise ProblemError(409, "lease-lost", "Conflict", str(exc)) from None
+    except DuplicateTask as exc:
+        raise ProblemError(409, "duplicate-task", "Conflict", str(exc)) from None
+    except InvalidTransition as exc:
+        raise ProblemError(409, "invalid-transition", "Conflict", str(exc)) from None
+    except ValidationError as exc:
+        text = str(exc)
+        named = _FIELD.match(text)
+        raise invalid(named.group(1) if named else "body", text) from None
+    except (RedisConnectionError, RedisTimeoutError, RedisClusterException, ResponseError) as exc:
+        raise ProblemError(
+            503, "unavailable", "Service Unavailable", f"the queue server is unavailable: {exc}",
+            headers={"Retry-After": "1"},
+        ) from None  # fmt: skip
+    except FairqueError as exc:
+        raise ProblemError(409, "conflict", "Conflict", str(exc)) from None

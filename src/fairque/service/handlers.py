@@ -1,0 +1,345 @@
+"""The API's operations: each one decodes nothing and holds no queue logic; it calls
+``AsyncFairQueue`` and shapes the answer."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from fairque.aio import AsyncFairQueue
+from fairque.errors import LeaseLost, ResultTimeout, TaskCanceled, TaskFailed
+from fairque.models import TaskState
+from fairque.service.convert import (
+    engine_errors,
+    failure_from_error,
+    failure_text,
+    invalid,
+    iso,
+    lease_handle,
+    leased_out,
+    task_from_wire,
+    task_out,
+)
+from fairque.service.media import ProblemError
+from fairque.service.wire import (
+    ExtendIn,
+    ExtendOut,
+    FailureIn,
+    LeaseIn,
+    LeasesOut,
+    LimitsIn,
+    LimitsOut,
+    OutcomeBatchIn,
+    OutcomeBatchOut,
+    OutcomeIn,
+    OutcomeItemOut,
+    OutcomeOut,
+    Pending,
+    PurgeOut,
+    QueueInfo,
+    QueuesOut,
+    ResultSuccess,
+    StatsOut,
+    SuccessIn,
+    TaskBatchIn,
+    TaskBatchOut,
+    TaskIn,
+    UserLoad,
+    UsersOut,
+    WorkerOut,
+    WorkersOut,
+)
+
+#: the longest a result request may wait, seconds
+MAX_RESULT_WAIT = 60.0
+
+
+@dataclass
+class Ctx:
+    """One request as the operations see it."""
+
+    names: Sequence[str]
+    path: Mapping[str, str]
+    query: Mapping[str, str]
+    body: Any = None
+    queue: AsyncFairQueue | None = None
+
+    @property
+    def q(self) -> AsyncFairQueue:
+        assert self.queue is not None
+        return self.queue
+
+
+@dataclass
+class Reply:
+    """An operation's answer: status, body (a struct, or None for null), headers."""
+
+    status: int
+    value: Any
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+Operation = Callable[[Ctx], Awaitable[Reply]]
+
+
+def query_number(ctx: Ctx, name: str, default: float, low: float, high: float) -> float:
+    raw = ctx.query.get(name)
+    if raw is None:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise invalid(name, f"not a number: {raw!r}") from None
+    if not low <= value <= high:
+        raise invalid(name, f"must be between {low:g} and {high:g}")
+    return value
+
+
+def query_bool(ctx: Ctx, name: str) -> bool:
+    raw = ctx.query.get(name, "false").lower()
+    if raw not in ("true", "false", "1", "0"):
+        raise invalid(name, f"must be true or false, got {raw!r}")
+    return raw in ("true", "1")
+
+
+# ---- pushers ----------------------------------------------------------------------
+
+
+async def push(ctx: Ctx) -> Reply:
+    """POST /tasks: one task (201, or 200 when the id exists) or a batch (201)."""
+    body = ctx.body
+    if isinstance(body, TaskBatchIn):
+        items = [task_from_wire(item, f"tasks[{i}].") for i, item in enumerate(body.tasks)]
+        delays = [delay for _, delay in items]
+        with engine_errors():
+            pushed = await ctx.q.push_many([task for task, _ in items], delays=delays)
+        return Reply(201, TaskBatchOut([task_out(t, ctx.q.queue) for t in pushed]))
+    assert isinstance(body, TaskIn)
+    task, delay = task_from_wire(body)
+    with engine_errors():
+        if task.task_id is not None:
+            existing = await ctx.q.get(task.task_id)
+            if existing is not None:
+                return Reply(200, task_out(existing, ctx.q.queue))
+        stored = (await ctx.q.push_many([task], delays=[delay]))[0]
+    location = f"/v1/queues/{ctx.q.queue}/tasks/{stored.task_id}"
+    return Reply(201, task_out(stored, ctx.q.queue), {"Location": location})
+
+
+def decode_push(obj: Any) -> TaskIn | TaskBatchIn:
+    """A push body: a batch when it has ``tasks``, else one task."""
+    kind: type[TaskIn | TaskBatchIn] = (
+        TaskBatchIn if isinstance(obj, dict) and "tasks" in obj else TaskIn
+    )
+    return msgspec.convert(obj, kind)
+
+
+async def get_task(ctx: Ctx) -> Reply:
+    """GET /tasks/{id}."""
+    task = await ctx.q.get(ctx.path["task_id"])
+    if task is None:
+        raise _no_task(ctx)
+    return Reply(200, task_out(task, ctx.q.queue))
+
+
+def _no_task(ctx: Ctx) -> ProblemError:
+    return ProblemError(
+        404, "task-not-found", "Not Found",
+        f"no task {ctx.path['task_id']!r} in queue {ctx.q.queue!r}",
+    )  # fmt: skip
+
+
+async def get_result(ctx: Ctx) -> Reply:
+    """GET /tasks/{id}/result: the outcome (200), still pending (202), or null (200)."""
+    task_id = ctx.path["task_id"]
+    wait = query_number(ctx, "wait_seconds", 0, 0, MAX_RESULT_WAIT)
+    consume = query_bool(ctx, "consume")
+    q = ctx.q
+    value: Any = None
+    failed: TaskFailed | TaskCanceled | None = None
+    try:
+        # the engine blocks on the task's end signal: no polling here
+        value = await q.result(task_id, timeout=wait, consume=consume)
+    except (TaskFailed, TaskCanceled) as exc:
+        failed = exc
+    except ResultTimeout:
+        task = await q.get(task_id)
+        if task is not None and task.state is not None:
+            return Reply(202, Pending(task.state.value))
+    task = await q.get(task_id)
+    if task is None or task.state not in (TaskState.FINISHED, TaskState.FAILED, TaskState.CANCELED):
+        return Reply(200, None)
+    ended = iso(task.ended_at)
+    if failed is None and task.state is TaskState.FINISHED:
+        # no stored result (none was given, it was consumed, or not kept) reads as null
+        if value is None:
+            return Reply(200, None)
+        return Reply(200, ResultSuccess(finished_at=ended, result=value))
+    canceled = task.state is TaskState.CANCELED
+    return Reply(200, failure_from_error(task.error, ended, canceled=canceled))
+
+
+async def cancel_task(ctx: Ctx) -> Reply:
+    """DELETE /tasks/{id}: cancel a task that has not ended (409 when it has)."""
+    task_id = ctx.path["task_id"]
+    if not await ctx.q.cancel(task_id):
+        task = await ctx.q.get(task_id)
+        state = task.state.value if task is not None and task.state else None
+        raise ProblemError(
+            409, "already-ended", "Conflict", f"task {task_id!r} has already ended ({state})",
+            task_state=state,
+        )  # fmt: skip
+    return await get_task(ctx)
+
+
+async def retry_task(ctx: Ctx) -> Reply:
+    """POST /tasks/{id}/retry: queue a FAILED or CANCELED task again."""
+    await ctx.q.retry(ctx.path["task_id"])
+    return await get_task(ctx)
+
+
+async def list_queues(ctx: Ctx) -> Reply:
+    """GET /v1/queues."""
+    return Reply(200, QueuesOut([QueueInfo(name) for name in sorted(ctx.names)]))
+
+
+async def queue_stats(ctx: Ctx) -> Reply:
+    """GET /stats."""
+    limit = int(query_number(ctx, "user_limit", 100, 0, 10_000))
+    stats = await ctx.q.stats(user_limit=limit)
+    return Reply(
+        200,
+        StatsOut(
+            queue=stats.queue,
+            counts={state.value: n for state, n in stats.counts.items()},
+            counters=dict(stats.counters),
+            users=[UserLoad(u.user_id, u.ready, u.in_flight) for u in stats.users],
+            active_users=stats.active_users,
+            capped_users=stats.capped_users,
+            total=stats.total,
+        ),
+    )
+
+
+async def list_users(ctx: Ctx) -> Reply:
+    """GET /users: users with ready or in-flight work (ready, in flight)."""
+    limit = int(query_number(ctx, "limit", 100, 1, 10_000))
+    stats = await ctx.q.stats(user_limit=limit)
+    return Reply(200, UsersOut([UserLoad(u.user_id, u.ready, u.in_flight) for u in stats.users]))
+
+
+async def set_limits(ctx: Ctx) -> Reply:
+    """PUT /users/{user_id}/limits."""
+    body: LimitsIn = ctx.body
+    user_id = ctx.path["user_id"]
+    await ctx.q.set_user_limits(user_id, weight=body.weight, max_in_flight=body.max_in_flight)
+    return Reply(200, LimitsOut(user_id, body.weight, body.max_in_flight))
+
+
+async def list_workers(ctx: Ctx) -> Reply:
+    """GET /workers."""
+    workers = [
+        WorkerOut(
+            worker_id=w.worker_id,
+            queue=w.queue,
+            host=w.host,
+            pid=w.pid,
+            started_at=iso(w.started_at) or "",
+            concurrency=w.concurrency,
+            in_flight=w.in_flight,
+            processed=w.processed,
+            failed=w.failed,
+            last_seen_seconds=w.last_seen_seconds,
+        )
+        for w in await ctx.q.workers()
+    ]
+    return Reply(200, WorkersOut(workers))
+
+
+async def purge(ctx: Ctx) -> Reply:
+    """POST /purge: delete every key of the queue."""
+    return Reply(200, PurgeOut(await ctx.q.purge()))
+
+
+# ---- pull workers -------------------------------------------------------------------
+
+
+async def lease(ctx: Ctx) -> Reply:
+    """POST /leases: up to max_tasks tasks, waiting up to wait_seconds for the first."""
+    body: LeaseIn = ctx.body
+    q = ctx.q
+    deadline = time.monotonic() + body.wait_seconds
+    attempt = 0
+    while True:
+        # a resent request replays each step under the same derived id
+        req = None if body.request_id is None else f"{body.request_id}:{attempt}"
+        remaining = deadline - time.monotonic()
+        common: dict[str, Any] = {
+            "worker_id": body.worker_id, "lease_seconds": body.lease_seconds,
+            "assigned_users": body.assigned_users, "steal_targets": body.steal_targets,
+            "request_id": req,
+        }  # fmt: skip
+        if remaining <= 0.001:
+            tasks = await q.pop_batch(body.max_tasks, **common)
+        else:
+            tasks = await q.wait_and_pop(remaining, body.max_tasks, **common)
+        if tasks or remaining <= 0.001:
+            return Reply(200, LeasesOut([leased_out(t, q.queue) for t in tasks]))
+        attempt += 1
+        await asyncio.sleep(0)
+
+
+async def _apply(q: AsyncFairQueue, task_id: str, outcome: SuccessIn | FailureIn) -> str:
+    handle = lease_handle(task_id, outcome.lease_token)
+    try:
+        if isinstance(outcome, SuccessIn):
+            if await q.complete(handle, outcome.result):
+                return TaskState.FINISHED.value
+            raise LeaseLost(f"task {task_id!r}: the lease is no longer held")
+        state = await q.fail(handle, failure_text(outcome), retry=outcome.should_retry)
+        return state.value
+    except LeaseLost as exc:
+        task = await q.get(task_id)
+        state_now = task.state.value if task is not None and task.state else None
+        raise ProblemError(409, "lease-lost", "Conflict", str(exc), task_state=state_now) from None
+
+
+async def outcome(ctx: Ctx) -> Reply:
+    """POST /tasks/{id}/outcome: a worker's result message for a leased task."""
+    body: OutcomeIn = ctx.body
+    return Reply(200, OutcomeOut(await _apply(ctx.q, ctx.path["task_id"], body)))
+
+
+async def outcomes(ctx: Ctx) -> Reply:
+    """POST /outcomes: several result messages; each gets its own answer."""
+    body: OutcomeBatchIn = ctx.body
+    results = []
+    for item in body.outcomes:
+        try:
+            with engine_errors():
+                state = await _apply(ctx.q, item.task_id, item)
+            results.append(OutcomeItemOut(task_id=item.task_id, status=200, state=state))
+        except ProblemError as exc:
+            results.append(
+                OutcomeItemOut(task_id=item.task_id, status=exc.problem.status, problem=exc.problem)
+            )
+    return Reply(200, OutcomeBatchOut(results))
+
+
+async def extend(ctx: Ctx) -> Reply:
+    """POST /tasks/{id}/extend: a heartbeat that moves the lease's deadline."""
+    body: ExtendIn = ctx.body
+    task_id = ctx.path["task_id"]
+    handle = lease_handle(task_id, body.lease_token)
+    try:
+        deadline = await ctx.q.extend(handle, body.seconds)
+    except LeaseLost as exc:
+        task = await ctx.q.get(task_id)
+        state = task.state.value if task is not None and task.state else None
+        raise ProblemError(409, "lease-lost", "Conflict", str(exc), task_state=state) from None
+    return Reply(200, ExtendOut(lease_expires_at=iso(deadline) or "", cancel_requested=False))

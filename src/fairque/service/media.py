@@ -1,0 +1,151 @@
+"""Encodings of the HTTP API: JSON or MessagePack in, what ``Accept`` asks for out.
+
+Errors are RFC 9457 problem details (``application/problem+json``, or MessagePack
+when the client accepts only that), raised anywhere as ``ProblemError``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+import msgspec
+
+from fairque.service.wire import FieldError, Problem
+
+T = TypeVar("T")
+
+JSON = "application/json"
+PROBLEM_JSON = "application/problem+json"
+MSGPACK_TYPES = ("application/msgpack", "application/x-msgpack", "application/vnd.msgpack")
+#: the media types every body may use, in the order the spec lists them
+BODY_TYPES = (JSON, *MSGPACK_TYPES)
+
+_json = msgspec.json.Encoder()
+_msgpack = msgspec.msgpack.Encoder()
+_decoders: dict[tuple[type[Any] | Any, bool], Any] = {}
+
+
+class ProblemError(Exception):
+    """An answer that is a problem: its status, type slug, title and detail."""
+
+    def __init__(
+        self,
+        status: int,
+        kind: str,
+        title: str,
+        detail: str,
+        *,
+        errors: list[FieldError] | None = None,
+        headers: Mapping[str, str] | None = None,
+        task_state: str | None = None,
+    ) -> None:
+        super().__init__(detail)
+        self.problem = Problem(
+            type=problem_type(kind), title=title, status=status, detail=detail, errors=errors,
+            task_state=task_state,
+        )  # fmt: skip
+        self.headers = dict(headers or {})
+
+
+def problem_type(kind: str) -> str:
+    """The ``type`` URI of a problem kind (``lease-lost`` -> ``urn:fairque:problem:...``)."""
+    return f"urn:fairque:problem:{kind}"
+
+
+def _media(value: str) -> str:
+    return value.split(";", 1)[0].strip().lower()
+
+
+def body_media(content_type: str | None) -> str:
+    """The request body's media type, or ``ProblemError`` 415."""
+    media = _media(content_type or "")
+    if media == JSON or media in MSGPACK_TYPES or media.endswith("+json"):
+        return JSON if media.endswith("json") else media
+    raise ProblemError(
+        415,
+        "unsupported-media-type",
+        "Unsupported Media Type",
+        f"request bodies are {', '.join(BODY_TYPES)}; got {content_type or 'no Content-Type'!r}",
+    )
+
+
+def decode(body: bytes, media: str, kind: type[T] | Any) -> T:
+    """Decode and validate ``body`` as ``kind``, or ``ProblemError`` 422/400."""
+    msgpack = media != JSON
+    decoder = _decoders.get((kind, msgpack))
+    if decoder is None:
+        module = msgspec.msgpack if msgpack else msgspec.json
+        decoder = _decoders[(kind, msgpack)] = module.Decoder(kind)
+    try:
+        return decoder.decode(body)  # type: ignore[no-any-return]
+    except msgspec.ValidationError as exc:
+        field, message = split_validation(str(exc))
+        raise ProblemError(
+            422, "validation", "Unprocessable Content", str(exc),
+            errors=[FieldError(field=field, message=message)],
+        ) from None  # fmt: skip
+    except msgspec.DecodeError as exc:
+        raise ProblemError(
+            400, "malformed-body", "Bad Request", f"body is not {media}: {exc}"
+        ) from None
+
+
+def split_validation(text: str) -> tuple[str, str]:
+    """msgspec's ``Expected ... - at `$.tasks[0].name``` as (field path, message)."""
+    message, sep, where = text.rpartition(" - at `")
+    if not sep:
+        return "body", text
+    path = where.rstrip("`").removeprefix("$").lstrip(".") or "body"
+    return path, message
+
+
+def _ranges(accept: str) -> list[tuple[float, str]]:
+    out = []
+    for part in accept.split(","):
+        media, *params = (p.strip() for p in part.split(";"))
+        q = 1.0
+        for param in params:
+            name, _, value = param.partition("=")
+            if name.strip().lower() == "q":
+                try:
+                    q = float(value)
+                except ValueError:
+                    q = 0.0
+        if media and 0 < q <= 1:
+            out.append((q, media.lower()))
+    return sorted(out, key=lambda r: -r[0])
+
+
+def response_media(accept: str | None, *, problem: bool = False) -> str | None:
+    """The media type to answer in, or None when ``Accept`` allows none we speak."""
+    if not accept or not accept.strip():
+        return PROBLEM_JSON if problem else JSON
+    for _, media in _ranges(accept):
+        if media in MSGPACK_TYPES:
+            return media
+        if media in (JSON, "application/*", "*/*") or (problem and media == PROBLEM_JSON):
+            return PROBLEM_JSON if problem else JSON
+    return None
+
+
+def negotiate(accept: str | None) -> str:
+    """The media type for a success answer, or ``ProblemError`` 406."""
+    media = response_media(accept)
+    if media is None:
+        raise ProblemError(
+            406, "not-acceptable", "Not Acceptable",
+            f"answers are {', '.join(BODY_TYPES)}; Accept asked for {accept!r}",
+        )  # fmt: skip
+    return media
+
+
+def encode(value: Any, media: str) -> bytes:
+    """``value`` in ``media`` (JSON or MessagePack)."""
+    return _msgpack.encode(value) if media in MSGPACK_TYPES else _json.encode(value)
+
+
+def problem_media(accept: str | None) -> str:
+    """How to send a problem: MessagePack when asked for, else problem+json."""
+    media = response_media(accept, problem=True)
+    return media if media in MSGPACK_TYPES else PROBLEM_JSON

@@ -1,0 +1,123 @@
+"""The route table: one entry per endpoint, read by the app and by the OpenAPI builder."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from fairque.service import handlers as h
+from fairque.service.auth import ADMINS, PRODUCERS, READERS, WORKERS
+from fairque.service.settings import Role
+from fairque.service.wire import (
+    ExtendIn,
+    ExtendOut,
+    LeaseIn,
+    LeasesOut,
+    LimitsIn,
+    LimitsOut,
+    OutcomeBatchIn,
+    OutcomeBatchOut,
+    OutcomeIn,
+    OutcomeOut,
+    Pending,
+    PurgeOut,
+    QueuesOut,
+    ResultFailure,
+    ResultSuccess,
+    StatsOut,
+    TaskBatchIn,
+    TaskBatchOut,
+    TaskIn,
+    TaskOut,
+    UsersOut,
+    WorkersOut,
+)
+
+
+@dataclass(frozen=True)
+class Query:
+    """A query parameter: name, JSON schema, description."""
+
+    name: str
+    schema: dict[str, Any]
+    description: str
+
+
+@dataclass(frozen=True)
+class Route:
+    """One endpoint: method, path, who may call it, what it reads and answers."""
+
+    method: str
+    path: str
+    operation: h.Operation
+    roles: frozenset[Role]
+    summary: str
+    #: body type; ``push`` reads either of two (see ``handlers.decode_push``)
+    body: Any = None
+    responses: tuple[tuple[int, Any], ...] = ()
+    query: tuple[Query, ...] = ()
+    #: the extra error codes worth documenting for this route
+    errors: tuple[int, ...] = ()
+
+    @property
+    def operation_id(self) -> str:
+        return self.operation.__name__
+
+    @property
+    def has_queue(self) -> bool:
+        return "{queue}" in self.path
+
+
+Q = "/v1/queues/{queue}"
+T = Q + "/tasks/{task_id}"
+NULL = type(None)
+
+ROUTES: tuple[Route, ...] = (
+    Route("POST", Q + "/tasks", h.push, PRODUCERS, "Enqueue one task or a batch (all or nothing)",
+          body=TaskIn | TaskBatchIn, responses=((201, TaskOut | TaskBatchOut), (200, TaskOut)),
+          errors=(404, 409, 413, 415, 422)),
+    Route("GET", T, h.get_task, READERS, "Read a task", responses=((200, TaskOut),),
+          errors=(404,)),
+    Route("GET", T + "/result", h.get_result, READERS,
+          "A task's outcome (null when unknown, expired or consumed); waits server side",
+          responses=((200, ResultSuccess | ResultFailure | None), (202, Pending)),
+          query=(Query("wait_seconds", {"type": "number", "minimum": 0, "maximum": 60},
+                       "wait up to this long for the task to end"),
+                 Query("consume", {"type": "boolean"},
+                       "discard the result once read (fetch once)")),
+          errors=(404, 422)),
+    Route("DELETE", T, h.cancel_task, PRODUCERS, "Cancel a task that has not ended",
+          responses=((200, TaskOut),), errors=(404, 409)),
+    Route("POST", T + "/retry", h.retry_task, ADMINS, "Queue a FAILED or CANCELED task again",
+          responses=((200, TaskOut),), errors=(404, 409)),
+    Route("GET", "/v1/queues", h.list_queues, READERS, "The queues this server serves",
+          responses=((200, QueuesOut),)),
+    Route("GET", Q + "/stats", h.queue_stats, READERS, "Counts, counters and per-user load",
+          responses=((200, StatsOut),),
+          query=(Query("user_limit", {"type": "integer", "minimum": 0, "maximum": 10000},
+                       "at most this many users in the answer"),),
+          errors=(404, 422)),
+    Route("GET", Q + "/users", h.list_users, READERS, "Users with ready or in-flight work",
+          responses=((200, UsersOut),),
+          query=(Query("limit", {"type": "integer", "minimum": 1, "maximum": 10000},
+                       "at most this many users"),),
+          errors=(404, 422)),
+    Route("PUT", Q + "/users/{user_id}/limits", h.set_limits, ADMINS,
+          "Set a user's round-robin weight and in-flight cap", body=LimitsIn,
+          responses=((200, LimitsOut),), errors=(404, 413, 415, 422)),
+    Route("GET", Q + "/workers", h.list_workers, READERS, "Registered workers",
+          responses=((200, WorkersOut),), errors=(404,)),
+    Route("POST", Q + "/purge", h.purge, ADMINS, "Delete every task and key of the queue",
+          responses=((200, PurgeOut),), errors=(404,)),
+    Route("POST", Q + "/leases", h.lease, WORKERS,
+          "Lease up to max_tasks tasks, fairly; long-polls up to wait_seconds",
+          body=LeaseIn, responses=((200, LeasesOut),), errors=(404, 413, 415, 422)),
+    Route("POST", T + "/outcome", h.outcome, WORKERS,
+          "A worker's result message for a leased task", body=OutcomeIn,
+          responses=((200, OutcomeOut),), errors=(409, 413, 415, 422)),
+    Route("POST", Q + "/outcomes", h.outcomes, WORKERS,
+          "Several result messages; one answer per item", body=OutcomeBatchIn,
+          responses=((200, OutcomeBatchOut),), errors=(404, 413, 415, 422)),
+    Route("POST", T + "/extend", h.extend, WORKERS, "Extend a held lease (heartbeat)",
+          body=ExtendIn, responses=((200, ExtendOut),), errors=(409, 413, 415, 422)),
+)  # fmt: skip

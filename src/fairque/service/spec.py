@@ -1,0 +1,137 @@
+"""The OpenAPI 3.1 document of the HTTP API, built from the route table and the wire
+structs (``docs/openapi.json`` is this document with sorted keys)."""
+
+from __future__ import annotations
+
+import functools
+import json
+import types
+import typing
+from typing import Any
+
+import msgspec
+
+from fairque.service.media import BODY_TYPES, MSGPACK_TYPES, PROBLEM_JSON
+from fairque.service.routes import ROUTES, Route
+from fairque.service.wire import SCHEMAS, Problem
+
+REF = "#/components/schemas/{name}"
+
+_TITLES = {
+    200: "OK", 201: "Created", 202: "Accepted (the task has not ended yet)",
+    400: "Malformed body", 401: "No valid bearer token", 403: "The token's role may not do this",
+    404: "Not found", 405: "Method not allowed", 406: "Accept names no type this API speaks",
+    409: "Conflict (lease lost, already ended...)", 413: "Body too large",
+    415: "Body media type not supported", 422: "Validation failed",
+    503: "The queue server is unavailable",
+}  # fmt: skip
+
+_PATH_PARAMS = {
+    "queue": "queue name",
+    "task_id": "task id",
+    "user_id": "user (tenant) id",
+}
+
+
+def _content(schema: dict[str, Any], types: tuple[str, ...]) -> dict[str, Any]:
+    return {media: {"schema": schema} for media in types}
+
+
+def _members(kind: Any) -> tuple[Any, ...]:
+    return typing.get_args(kind) if isinstance(kind, types.UnionType) else (kind,)
+
+
+def _schemas(routes: tuple[Route, ...]) -> tuple[dict[Any, dict[str, Any]], dict[str, Any]]:
+    """Schemas of every body; a union is ``anyOf`` its members (msgspec cannot take
+    untagged unions of structs, such as one task or a batch)."""
+    used: list[Any] = []
+    for spec in routes:
+        if spec.body is not None:
+            used.append(spec.body)
+        used.extend(kind for _, kind in spec.responses)
+    members = list(dict.fromkeys(m for kind in used for m in _members(kind)))
+    kinds = list(dict.fromkeys([*SCHEMAS, *members]))
+    found, components = msgspec.json.schema_components(kinds, ref_template=REF)
+    one = dict(zip(kinds, found, strict=True))
+    out = {}
+    for kind in used:
+        parts = [one[m] for m in _members(kind)]
+        out[kind] = parts[0] if len(parts) == 1 else {"anyOf": parts}
+    return out, components
+
+
+def _operation(spec: Route, schemas: dict[Any, dict[str, Any]]) -> dict[str, Any]:
+    params = [
+        {"name": name, "in": "path", "required": True, "description": text,
+         "schema": {"type": "string", "minLength": 1, "maxLength": 256}}
+        for name, text in _PATH_PARAMS.items()
+        if "{" + name + "}" in spec.path
+    ]  # fmt: skip
+    params += [
+        {"name": q.name, "in": "query", "required": False, "description": q.description,
+         "schema": q.schema}
+        for q in spec.query
+    ]  # fmt: skip
+    responses: dict[str, Any] = {}
+    for status, kind in spec.responses:
+        responses[str(status)] = {
+            "description": _TITLES[status],
+            "content": _content(schemas[kind], BODY_TYPES),
+        }
+    codes = {401, 403, 406, 503, *spec.errors}
+    if spec.has_queue:
+        codes.add(404)
+    if spec.body is not None:
+        codes |= {400, 413, 415, 422}
+    if spec.query:
+        codes.add(422)
+    problem = {"$ref": REF.format(name=Problem.__name__)}
+    for status in sorted(codes):
+        responses[str(status)] = {
+            "description": _TITLES[status],
+            "content": _content(problem, (PROBLEM_JSON, *MSGPACK_TYPES)),
+        }
+    out: dict[str, Any] = {
+        "operationId": spec.operation_id,
+        "summary": spec.summary,
+        "description": (spec.operation.__doc__ or "").strip()
+        + f"\n\nRoles: {', '.join(sorted(spec.roles))}.",
+        "parameters": params,
+        "responses": responses,
+    }
+    if spec.body is not None:
+        out["requestBody"] = {"required": True, "content": _content(schemas[spec.body], BODY_TYPES)}
+    return out
+
+
+def openapi() -> dict[str, Any]:
+    """The API's OpenAPI 3.1 document."""
+    schemas, components = _schemas(ROUTES)
+    paths: dict[str, Any] = {}
+    for spec in ROUTES:
+        paths.setdefault(spec.path, {})[spec.method.lower()] = _operation(spec, schemas)
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "fairque",
+            "version": "1",
+            "description": (
+                "A fair, multi-tenant task queue over HTTP. Bodies are JSON or MessagePack "
+                "(application/msgpack, application/x-msgpack, application/vnd.msgpack); "
+                "answers follow Accept (JSON by default); errors are RFC 9457 problem "
+                "details. Times are ISO 8601 UTC."
+            ),
+        },
+        "paths": paths,
+        "components": {
+            "schemas": components,
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        },
+        "security": [{"bearer": []}, {}],
+    }
+
+
+@functools.cache
+def openapi_bytes() -> bytes:
+    """The document as served: JSON with sorted keys (the committed file's form)."""
+    return (json.dumps(openapi(), indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()

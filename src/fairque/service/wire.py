@@ -1,0 +1,323 @@
+"""The HTTP API's bodies: msgspec structs, the same for JSON and MessagePack.
+
+Field names are the Python API's (``user_id``, ``payload``, ``max_retries``...); times
+are ISO 8601 UTC text in both encodings, so a client decodes them the same way
+whichever it asked for.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from msgspec import Meta, Struct
+
+#: a task id, user id, task name or worker id (the engine checks the characters)
+Identifier = Annotated[str, Meta(min_length=1, max_length=256)]
+Seconds = Annotated[float, Meta(gt=0, le=315_360_000)]
+Priority = Annotated[int, Meta(ge=1, le=5)] | Literal["critical"]
+Timestamp = Annotated[str, Meta(description="ISO 8601, UTC")]
+
+
+class TaskIn(Struct, forbid_unknown_fields=True, kw_only=True):
+    """One task to enqueue."""
+
+    name: Identifier
+    user_id: Identifier
+    payload: Any = None
+    priority: Priority = 3
+    delay_seconds: Annotated[float, Meta(ge=0, le=315_360_000)] | None = None
+    execute_after: Timestamp | None = None
+    task_id: Identifier | None = None
+    depends_on: Annotated[list[Identifier], Meta(max_length=1000)] = []
+    max_retries: Annotated[int, Meta(ge=0, le=1000)] | None = None
+    timeout_seconds: Seconds | None = None
+    keep_result: bool = True
+    result_ttl_seconds: Annotated[int, Meta(ge=0, le=315_360_000)] | None = None
+
+
+class TaskBatchIn(Struct, forbid_unknown_fields=True):
+    """Several tasks enqueued at once, all or nothing."""
+
+    tasks: Annotated[list[TaskIn], Meta(min_length=1, max_length=10_000)]
+
+
+class TaskOut(Struct, kw_only=True):
+    """A stored task."""
+
+    task_id: str
+    queue: str
+    user_id: str
+    name: str
+    payload: Any
+    priority: int | Literal["critical"]
+    state: str
+    attempts: int
+    max_retries: int | None
+    created_at: Timestamp | None
+    execute_after: Timestamp | None
+    started_at: Timestamp | None
+    ended_at: Timestamp | None
+    depends_on: list[str]
+    timeout_seconds: float | None
+    keep_result: bool
+    result_ttl_seconds: int | None
+    error: str | None
+    worker_id: str | None
+
+
+class TaskBatchOut(Struct):
+    """The tasks of a batch, in the order they were sent."""
+
+    tasks: list[TaskOut]
+
+
+class TaskPage(Struct):
+    """One page of a listing, newest first; ``next_cursor`` is null on the last page."""
+
+    tasks: list[TaskOut]
+    next_cursor: str | None
+
+
+class LeaseIn(Struct, forbid_unknown_fields=True, kw_only=True):
+    """A pull worker's request for tasks."""
+
+    worker_id: Identifier
+    max_tasks: Annotated[int, Meta(ge=1, le=100)] = 1
+    wait_seconds: Annotated[float, Meta(ge=0, le=20)] = 0
+    lease_seconds: Seconds | None = None
+    assigned_users: list[Identifier] | None = None
+    steal_targets: list[Identifier] | None = None
+    #: the same id on a resent request returns the leases the first one got
+    request_id: Annotated[str, Meta(min_length=1, max_length=128)] | None = None
+
+
+class LeasedTask(TaskOut, kw_only=True):
+    """A task handed to a worker, with its lease."""
+
+    lease_token: str
+    lease_expires_at: Timestamp
+    attempt: int
+
+
+class LeasesOut(Struct):
+    """The tasks leased (an empty list when the wait ended with nothing)."""
+
+    tasks: list[LeasedTask]
+
+
+class SuccessIn(Struct, tag="success", tag_field="type", forbid_unknown_fields=True, kw_only=True):
+    """A worker's result message for a task that succeeded."""
+
+    lease_token: Annotated[str, Meta(min_length=1, max_length=128)]
+    finished_at: Timestamp | None = None
+    result: Any = None
+
+
+class FailureIn(Struct, tag="failure", tag_field="type", forbid_unknown_fields=True, kw_only=True):
+    """A worker's result message for a task that failed."""
+
+    lease_token: Annotated[str, Meta(min_length=1, max_length=128)]
+    reason: Literal["other", "timeout"] = "other"
+    finished_at: Timestamp | None = None
+    should_retry: bool = True
+    error: Any = None
+    message: str = ""
+
+
+OutcomeIn = SuccessIn | FailureIn
+
+
+class SuccessItem(SuccessIn, tag="success", kw_only=True):
+    """One success in a batch of outcomes."""
+
+    task_id: Identifier
+
+
+class FailureItem(FailureIn, tag="failure", kw_only=True):
+    """One failure in a batch of outcomes."""
+
+    task_id: Identifier
+
+
+class OutcomeBatchIn(Struct, forbid_unknown_fields=True):
+    """Several outcomes at once; each is applied on its own."""
+
+    outcomes: Annotated[list[SuccessItem | FailureItem], Meta(min_length=1, max_length=1000)]
+
+
+class OutcomeOut(Struct):
+    """Where the task went: FINISHED, SCHEDULED (a retry) or FAILED."""
+
+    state: str
+
+
+class Problem(Struct, kw_only=True, omit_defaults=True):
+    """An RFC 9457 problem details object."""
+
+    type: str
+    title: str
+    status: int
+    detail: str
+    errors: list[FieldError] | None = None
+    task_state: str | None = None
+
+
+class FieldError(Struct):
+    """One failing field of a request."""
+
+    field: str
+    message: str
+
+
+class OutcomeItemOut(Struct, kw_only=True, omit_defaults=True):
+    """The answer for one outcome of a batch: its status code and state or problem."""
+
+    task_id: str
+    status: int
+    state: str | None = None
+    problem: Problem | None = None
+
+
+class OutcomeBatchOut(Struct):
+    """One answer per outcome, in order."""
+
+    results: list[OutcomeItemOut]
+
+
+class ExtendIn(Struct, forbid_unknown_fields=True, kw_only=True):
+    """A lease heartbeat."""
+
+    lease_token: Annotated[str, Meta(min_length=1, max_length=128)]
+    seconds: Seconds | None = None
+
+
+class ExtendOut(Struct):
+    """The lease's new deadline."""
+
+    lease_expires_at: Timestamp
+    cancel_requested: bool
+
+
+class ResultSuccess(Struct, tag="success", tag_field="type"):
+    """A finished task's outcome, in the worker result message's shape."""
+
+    finished_at: Timestamp | None
+    result: Any
+
+
+class ResultFailure(Struct, tag="failure", tag_field="type", kw_only=True):
+    """A failed or canceled task's outcome."""
+
+    reason: Literal["other", "timeout", "canceled"]
+    finished_at: Timestamp | None
+    should_retry: bool
+    error: Any
+    message: str
+
+
+class Pending(Struct):
+    """The task has not ended yet."""
+
+    state: str
+
+
+class QueueInfo(Struct):
+    """One queue the service serves."""
+
+    name: str
+
+
+class QueuesOut(Struct):
+    """The queues the service serves."""
+
+    queues: list[QueueInfo]
+
+
+class UserLoad(Struct):
+    """One user's load in a queue."""
+
+    user_id: str
+    ready: int
+    in_flight: int
+
+
+class StatsOut(Struct, kw_only=True):
+    """A snapshot of one queue."""
+
+    queue: str
+    counts: dict[str, int]
+    counters: dict[str, int]
+    users: list[UserLoad]
+    active_users: int
+    capped_users: int
+    total: int
+
+
+class UsersOut(Struct):
+    """Users with ready or in-flight work."""
+
+    users: list[UserLoad]
+
+
+class LimitsIn(Struct, forbid_unknown_fields=True, kw_only=True):
+    """A user's round-robin weight and in-flight cap (null: no cap)."""
+
+    weight: Annotated[int, Meta(ge=1, le=1000)] = 1
+    max_in_flight: Annotated[int, Meta(ge=1, le=1_000_000)] | None = None
+
+
+class LimitsOut(Struct):
+    """The limits now in force for a user."""
+
+    user_id: str
+    weight: int
+    max_in_flight: int | None
+
+
+class WorkerOut(Struct, kw_only=True):
+    """A registered worker."""
+
+    worker_id: str
+    queue: str
+    host: str
+    pid: int
+    started_at: Timestamp
+    concurrency: int
+    in_flight: int
+    processed: int
+    failed: int
+    last_seen_seconds: float | None
+
+
+class WorkersOut(Struct):
+    """The workers registered on a queue."""
+
+    workers: list[WorkerOut]
+
+
+class PurgeOut(Struct):
+    """How many keys a purge deleted."""
+
+    deleted: int
+
+
+class DispatchJob(Struct, kw_only=True):
+    """What ``fairque dispatch`` POSTs to a push worker (MessagePack)."""
+
+    task_id: str
+    name: str
+    argument: Any
+    user_id: str
+    priority: int | Literal["critical"]
+    attempt: int
+    timeout_seconds: float
+
+
+#: every struct the OpenAPI documents name, in one place
+SCHEMAS: tuple[Any, ...] = (
+    TaskIn, TaskBatchIn, TaskOut, TaskBatchOut, TaskPage, LeaseIn, LeasedTask, LeasesOut,
+    SuccessIn, FailureIn, SuccessItem, FailureItem, OutcomeBatchIn, OutcomeOut, Problem,
+    FieldError, OutcomeItemOut, OutcomeBatchOut, ExtendIn, ExtendOut, ResultSuccess,
+    ResultFailure, Pending, QueuesOut, QueueInfo, StatsOut, UsersOut, UserLoad, LimitsIn,
+    LimitsOut, WorkersOut, WorkerOut, PurgeOut, DispatchJob,
+)  # fmt: skip

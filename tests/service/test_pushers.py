@@ -1,0 +1,218 @@
+"""Pusher endpoints: enqueue (JSON and MessagePack), read, results, cancel, retry."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from service.harness import MSGPACK, Api
+
+MSGPACK_TYPES = ["application/msgpack", "application/x-msgpack", "application/vnd.msgpack"]
+
+
+def test_push_one_task_then_the_same_id_answers_the_stored_task(api: Api) -> None:
+    response = api.call(
+        "POST",
+        "/tasks",
+        {
+            "name": "send",
+            "user_id": "alice",
+            "payload": {"to": "a@example.com"},
+            "task_id": "t1",
+            "priority": "critical",
+            "timeout_seconds": 5,
+        },
+    )
+    assert response.status_code == 201, response.text
+    task = response.json()
+    assert response.headers["location"] == f"/v1/queues/{api.queue}/tasks/t1"
+    assert task["task_id"] == "t1"
+    assert task["state"] == "QUEUED"
+    assert task["priority"] == "critical"
+    assert task["payload"] == {"to": "a@example.com"}
+    assert task["created_at"].endswith("Z")
+    again = api.ok("POST", "/tasks", {"name": "other", "user_id": "bob", "task_id": "t1"})
+    assert again == task
+    assert api.ok("GET", "/tasks/t1") == task
+
+
+@pytest.mark.parametrize("media", MSGPACK_TYPES)
+def test_batch_in_msgpack_answers_in_msgpack(api: Api, media: str) -> None:
+    tasks = [{"name": "n", "user_id": f"u{i}", "payload": {"f": 1.5, "i": i}} for i in range(3)]
+    response = api.call("POST", "/tasks", {"tasks": tasks}, msgpack=True, media=media)
+    assert response.status_code == 201, response.text
+    assert response.headers["content-type"].startswith(media)
+    out = api.data(response)["tasks"]
+    assert [t["user_id"] for t in out] == ["u0", "u1", "u2"]
+    assert out[1]["payload"] == {"f": 1.5, "i": 1}
+
+
+def test_batch_is_all_or_nothing(api: Api) -> None:
+    tasks = [{"name": "n", "user_id": "u"}, {"name": "n", "user_id": "u", "depends_on": ["nope"]}]
+    response = api.call("POST", "/tasks", {"tasks": tasks})
+    assert response.status_code == 422, response.text
+    assert response.headers["content-type"] == "application/problem+json"
+    assert api.ok("GET", "/stats")["total"] == 0
+
+
+def test_delay_and_execute_after(api: Api) -> None:
+    delayed = api.push(delay_seconds=60)
+    assert delayed["state"] == "SCHEDULED"
+    at = api.push(execute_after="2030-01-01T00:00:00Z")
+    assert at["execute_after"] == "2030-01-01T00:00:00.000Z"
+    both = api.call(
+        "POST",
+        "/tasks",
+        {"name": "n", "user_id": "u", "delay_seconds": 1, "execute_after": "2030-01-01T00:00:00Z"},
+    )
+    assert both.status_code == 422
+    assert both.json()["errors"][0]["field"] == "delay_seconds"
+
+
+def test_result_fetch_once(api: Api) -> None:
+    api.push(task_id="r1", keep_result=True)
+    [leased] = api.lease()
+    done = api.ok(
+        "POST",
+        "/tasks/r1/outcome",
+        {"type": "success", "lease_token": leased["lease_token"], "result": [1, "x"]},
+    )
+    assert done == {"state": "FINISHED"}
+    result = api.ok("GET", "/tasks/r1/result", params={"consume": "true"})
+    assert result["type"] == "success"
+    assert result["result"] == [1, "x"]
+    assert result["finished_at"].endswith("Z")
+    assert api.ok("GET", "/tasks/r1/result", params={"consume": "true"}) is None
+    assert api.ok("GET", "/tasks/unknown/result") is None
+
+
+def test_result_pending_then_waits_server_side(api: Api) -> None:
+    api.push(task_id="w1")
+    assert api.ok("GET", "/tasks/w1/result", status=202) == {"state": "QUEUED"}
+    [leased] = api.lease()
+
+    def finish() -> None:
+        time.sleep(0.5)
+        api.ok(
+            "POST",
+            "/tasks/w1/outcome",
+            {"type": "success", "lease_token": leased["lease_token"], "result": 7},
+        )
+
+    thread = threading.Thread(target=finish)
+    thread.start()
+    started = time.monotonic()
+    result = api.ok("GET", "/tasks/w1/result", params={"wait_seconds": "10"})
+    thread.join()
+    assert result["result"] == 7
+    assert time.monotonic() - started < 5
+    started = time.monotonic()
+    api.push(task_id="w2")
+    assert api.ok("GET", "/tasks/w2/result", params={"wait_seconds": "0.5"}, status=202) == {
+        "state": "QUEUED"
+    }
+    assert time.monotonic() - started >= 0.45
+
+
+def test_cancel_then_result_is_a_canceled_failure_then_retry(api: Api) -> None:
+    api.push(task_id="c1")
+    assert api.ok("DELETE", "/tasks/c1")["state"] == "CANCELED"
+    again = api.call("DELETE", "/tasks/c1")
+    assert again.status_code == 409
+    assert again.json()["task_state"] == "CANCELED"
+    result = api.ok("GET", "/tasks/c1/result")
+    assert result["type"] == "failure"
+    assert result["reason"] == "canceled"
+    assert api.ok("POST", "/tasks/c1/retry")["state"] == "QUEUED"
+    assert api.call("DELETE", "/tasks/missing").status_code == 404
+
+
+def test_reads(api: Api) -> None:
+    api.push(user_id="alice")
+    api.push(user_id="bob")
+    queues = api.ok("GET", "/v1/queues")["queues"]
+    assert {"name": api.queue} in queues
+    stats = api.ok("GET", "/stats")
+    assert stats["counts"]["QUEUED"] == 2
+    users = api.ok("GET", "/users")["users"]
+    assert sorted(u["user_id"] for u in users) == ["alice", "bob"]
+    limits = api.ok("PUT", "/users/alice/limits", {"weight": 2, "max_in_flight": 1})
+    assert limits == {"user_id": "alice", "weight": 2, "max_in_flight": 1}
+    assert api.ok("GET", "/workers") == {"workers": []}
+    assert api.ok("GET", "/tasks/nope", status=404)["type"].endswith("task-not-found")
+
+
+def test_purge(api: Api) -> None:
+    api.push()
+    assert api.ok("POST", "/purge")["deleted"] > 0
+    assert api.ok("GET", "/stats")["total"] == 0
+
+
+def check_problem(response: Any, status: int, kind: str) -> dict[str, Any]:
+    assert response.status_code == status, response.text
+    problem: dict[str, Any] = Api.data(response)
+    assert problem["status"] == status
+    assert problem["type"].endswith(kind)
+    assert problem["title"]
+    assert problem["detail"]
+    return problem
+
+
+def test_errors_are_problem_details(api: Api) -> None:
+    post = api.call
+    check_problem(
+        post("POST", "/tasks", b"x", headers={"Content-Type": "text/plain"}),
+        415,
+        "unsupported-media-type",
+    )
+    check_problem(
+        post("POST", "/tasks", {"name": "n", "user_id": "u"}, headers={"Accept": "text/html"}),
+        406,
+        "not-acceptable",
+    )
+    bad = check_problem(
+        post("POST", "/tasks", {"name": "n", "user_id": "u", "priority": 9}), 422, "validation"
+    )
+    assert bad["errors"][0]["field"] == "priority"
+    check_problem(
+        post("POST", "/tasks", {"name": "n", "user_id": "u", "extra": 1}), 422, "validation"
+    )
+    raw = api.http.post(
+        api.prefix + "/tasks", content=b"{nope", headers={"Content-Type": "application/json"}
+    )
+    check_problem(raw, 400, "malformed-body")
+    huge = {"name": "n", "user_id": "u", "payload": "x" * 1_200_000}
+    check_problem(post("POST", "/tasks", huge), 413, "body-too-large")
+    check_problem(post("GET", "/v1/queues/unknown-queue/stats"), 404, "queue-not-found")
+    check_problem(post("GET", "/v1/nothing/here"), 404, "not-found")
+    packed = post("GET", "/tasks/nope", msgpack=True)
+    assert packed.headers["content-type"].startswith(MSGPACK)
+    check_problem(packed, 404, "task-not-found")
+    check_problem(post("GET", "/tasks/x/result", params={"wait_seconds": "-1"}), 422, "validation")
+    check_problem(post("POST", "/tasks", {"name": "n", "user_id": "bad\nid"}), 422, "validation")
+
+
+def test_unreachable_server_is_503(unused_port_url: str) -> None:
+    from service.harness import LiveServer
+
+    live = LiveServer(unused_port_url, ["q"])
+    try:
+        api = Api(live.base, "q")
+        response = api.call("GET", "/stats")
+        check_problem(response, 503, "unavailable")
+        assert response.headers["retry-after"] == "1"
+    finally:
+        live.stop()
+
+
+@pytest.fixture
+def unused_port_url() -> str:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"redis://127.0.0.1:{port}/0"

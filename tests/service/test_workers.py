@@ -1,0 +1,136 @@
+"""Pull-worker endpoints: leases (fair, long-polled), outcomes, batches, heartbeats."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from service.harness import Api
+
+
+def test_leases_are_fair_across_users(api: Api) -> None:
+    for _ in range(5):
+        api.push(user_id="flood")
+    api.push(user_id="small1")
+    api.push(user_id="small2")
+    leased = api.lease(3, worker_id="w1", lease_seconds=10)
+    assert sorted(t["user_id"] for t in leased) == ["flood", "small1", "small2"]
+    task = leased[0]
+    assert task["state"] == "STARTED"
+    assert task["attempt"] == 1
+    assert task["lease_token"]
+    assert task["lease_expires_at"].endswith("Z")
+    assert task["worker_id"] == "w1"
+
+
+def test_lease_long_poll_wakes_on_push_and_ends_empty(api: Api) -> None:
+    started = time.monotonic()
+    assert api.lease(wait_seconds=0.6) == []
+    assert time.monotonic() - started >= 0.55
+
+    def later() -> None:
+        time.sleep(0.4)
+        api.push(user_id="late")
+
+    thread = threading.Thread(target=later)
+    thread.start()
+    started = time.monotonic()
+    leased = api.lease(wait_seconds=15)
+    thread.join()
+    assert [t["user_id"] for t in leased] == ["late"]
+    assert time.monotonic() - started < 5
+
+
+def test_resent_lease_request_returns_the_same_leases(api: Api) -> None:
+    api.push(task_id="a")
+    first = api.lease(request_id="req-1")
+    again = api.lease(request_id="req-1")
+    assert [t["lease_token"] for t in first] == [t["lease_token"] for t in again]
+
+
+def test_outcome_replay_and_stale_lease(api: Api) -> None:
+    api.push(task_id="t")
+    [task] = api.lease()
+    success = {
+        "type": "success",
+        "lease_token": task["lease_token"],
+        "result": {"ok": True},
+        "finished_at": "2026-01-01T00:00:00Z",
+    }
+    assert api.ok("POST", "/tasks/t/outcome", success) == {"state": "FINISHED"}
+    assert api.ok("POST", "/tasks/t/outcome", success) == {"state": "FINISHED"}
+    stale = api.call("POST", "/tasks/t/outcome", {**success, "lease_token": "999999"})
+    assert stale.status_code == 409
+    problem = stale.json()
+    assert problem["type"].endswith("lease-lost")
+    assert problem["task_state"] == "FINISHED"
+
+
+def test_failure_retries_then_fails_with_the_message_kept(api: Api) -> None:
+    api.push(task_id="f", max_retries=1)
+    [task] = api.lease()
+    retry = {
+        "type": "failure",
+        "lease_token": task["lease_token"],
+        "reason": "timeout",
+        "should_retry": True,
+        "error": {"code": 7},
+        "message": "slow",
+    }
+    assert api.ok("POST", "/tasks/f/outcome", retry) == {"state": "SCHEDULED"}
+    assert api.ok("GET", "/tasks/f")["attempts"] == 1
+    deadline = time.monotonic() + 10
+    leased: list[dict[str, object]] = []
+    while not leased and time.monotonic() < deadline:
+        leased = api.lease(wait_seconds=2)
+    [again] = leased
+    assert again["attempt"] == 2
+    final = {
+        "type": "failure",
+        "lease_token": again["lease_token"],
+        "reason": "other",
+        "should_retry": False,
+        "error": ["boom", 1],
+        "message": "it broke",
+    }
+    assert api.ok("POST", "/tasks/f/outcome", final) == {"state": "FAILED"}
+    result = api.ok("GET", "/tasks/f/result")
+    assert result == {
+        "type": "failure",
+        "reason": "other",
+        "finished_at": result["finished_at"],
+        "should_retry": False,
+        "error": ["boom", 1],
+        "message": "it broke",
+    }
+
+
+def test_outcome_batch_answers_each_item(api: Api) -> None:
+    api.push(task_id="x")
+    api.push(task_id="y")
+    leased = {t["task_id"]: t for t in api.lease(2)}
+    body = {"outcomes": [
+        {"type": "success", "task_id": "x", "lease_token": leased["x"]["lease_token"]},
+        {"type": "failure", "task_id": "y", "lease_token": "nope", "should_retry": False},
+        {"type": "failure", "task_id": "y", "lease_token": leased["y"]["lease_token"],
+         "should_retry": False, "message": "m"},
+    ]}  # fmt: skip
+    results = api.ok("POST", "/outcomes", body, msgpack=True)["results"]
+    assert [r["status"] for r in results] == [200, 409, 200]
+    assert results[0]["state"] == "FINISHED"
+    assert results[1]["problem"]["type"].endswith("lease-lost")
+    assert results[2]["state"] == "FAILED"
+
+
+def test_extend_moves_the_deadline_and_stale_is_409(api: Api) -> None:
+    api.push(task_id="e")
+    [task] = api.lease(lease_seconds=5)
+    out = api.ok("POST", "/tasks/e/extend", {"lease_token": task["lease_token"], "seconds": 60})
+    assert out["cancel_requested"] is False
+    assert out["lease_expires_at"] > task["lease_expires_at"]
+    stale = api.call("POST", "/tasks/e/extend", {"lease_token": "0"})
+    assert stale.status_code == 409
+    api.ok("DELETE", "/tasks/e")
+    canceled = api.call("POST", "/tasks/e/extend", {"lease_token": task["lease_token"]})
+    assert canceled.status_code == 409
+    assert canceled.json()["task_state"] == "CANCELED"

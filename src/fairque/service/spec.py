@@ -83,7 +83,7 @@ def _operation(spec: Route, schemas: dict[Any, dict[str, Any]]) -> dict[str, Any
         codes.add(404)
     if spec.body is not None:
         codes |= {400, 413, 415, 422}
-    if spec.query:
+    if spec.query or "{task_id}" in spec.path or "{user_id}" in spec.path:
         codes.add(422)
     problem = {"$ref": REF.format(name=Problem.__name__)}
     for status in sorted(codes):

@@ -6,12 +6,14 @@ import json
 import logging
 import math
 import sys
+import time
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
 import typer
 
 from fairque import urls
+from fairque.cli import admin
 from fairque.cli import render as out
 from fairque.cli.base import (
     EXIT_FAILURE,
@@ -36,6 +38,7 @@ from fairque.cli.base import (
 from fairque.errors import ConfigError, FairqueError, TaskNotFound, ValidationError
 from fairque.ops import Operations
 from fairque.options import QueueOptions
+from fairque.queue import FairQueue
 
 # the helpers other command modules (fairque.cli.service) take from here
 __all__ = [
@@ -243,17 +246,51 @@ def status(
     ctx: typer.Context,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
     users: Annotated[int, typer.Option(min=1, help="Busiest users to show.")] = 10,
+    watch: Annotated[
+        bool, typer.Option("--watch", "-w", help="Refresh in place until Ctrl-C.")
+    ] = False,
+    interval: Annotated[
+        float, typer.Option(min=0.1, max=3600, metavar="SECONDS", help="Refresh period.")
+    ] = 2.0,
 ) -> None:
-    """Counts per state, the busiest users and the live workers."""
+    """Counts per state, the busiest users and the live workers.
+
+    With --watch the view refreshes in place every --interval seconds until Ctrl-C
+    (exit code 0); with --json too, one JSON document per line each time.
+    """
     with open_queue(ctx) as q:
-        stats = q.stats(user_limit=1000)
-        workers = q.workers()
+        if not watch:
+            show_status(q, as_json, users)
+            return
+        try:
+            if as_json:
+                while True:
+                    show_status(q, as_json, users, one_line=True)
+                    time.sleep(interval)
+            from rich.live import Live
+
+            with Live(console=stdout, auto_refresh=False) as live:
+                while True:
+                    view = out.status_view(stdout, q.stats(user_limit=1000), q.workers(), users)
+                    live.update(view, refresh=True)
+                    time.sleep(interval)
+        except KeyboardInterrupt:
+            return
+
+
+def show_status(q: FairQueue, as_json: bool, users: int, *, one_line: bool = False) -> None:
+    """Print the queue's status once (``--json``: a document, on one line if asked)."""
+    stats = q.stats(user_limit=1000)
+    workers = q.workers()
     if as_json:
         doc = {
             "stats": stats.model_dump(mode="json"),
             "workers": [w.model_dump(mode="json") for w in workers],
         }
-        stdout.print_json(json.dumps(doc))
+        if one_line:
+            stdout.out(json.dumps(doc), highlight=False)
+        else:
+            stdout.print_json(json.dumps(doc))
         return
     out.print_status(stdout, stats, workers, users)
 
@@ -341,6 +378,9 @@ def demo(
     plan = DemoPlan(flood, tenants, tasks_per_tenant, work_ms / 1000, concurrency)
     with server_url(cfg, embedded_ok=True) as url, guarded(url):
         run_demo(url, plan, stdout)
+
+
+admin.register(app)
 
 
 def main() -> None:

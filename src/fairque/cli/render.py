@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
+from rich.console import Console, Group, RenderableType
 from rich.table import Table
 
 from fairque.checks import MAX_BATCH
@@ -305,14 +305,20 @@ def _age(seconds: float | None) -> str:
 
 def print_status(console: Console, stats: QueueStats, workers: list[WorkerInfo], top: int) -> None:
     """Per-state counts, the busiest users and the workers as tables."""
+    console.print(status_view(console, stats, workers, top))
+
+
+def status_view(console: Console, stats: QueueStats, workers: list[WorkerInfo], top: int) -> Group:
+    """What ``print_status`` prints, as one renderable (``status --watch`` refreshes it)."""
+    parts: list[RenderableType] = []
     states = Table(title=f"queue {stats.queue!r}", title_justify="left")
     for state in TaskState:
         states.add_column(state.value, justify="right")
     states.add_row(*(str(stats.counts.get(s, 0)) for s in TaskState))
-    console.print(states)
+    parts.append(states)
     counters = ", ".join(f"{k}={v}" for k, v in sorted(stats.counters.items())) or "none yet"
-    console.print(f"counters: {counters}")
-    console.print(f"users with ready work: {stats.active_users} (capped: {stats.capped_users})")
+    parts.append(f"counters: {counters}")
+    parts.append(f"users with ready work: {stats.active_users} (capped: {stats.capped_users})")
     busiest = sorted(stats.users, key=lambda u: (-(u.ready + u.in_flight), u.user_id))[:top]
     if busiest:
         users = Table(title="busiest users", title_justify="left")
@@ -321,7 +327,7 @@ def print_status(console: Console, stats: QueueStats, workers: list[WorkerInfo],
         users.add_column("in flight", justify="right")
         for u in busiest:
             users.add_row(u.user_id, str(u.ready), str(u.in_flight))
-        console.print(users)
+        parts.append(users)
     table = Table(title=f"workers ({len(workers)})", title_justify="left")
     # ids are shown whole (two processes of one host differ only at the end)
     widest = max((len(w.worker_id) for w in workers), default=2)
@@ -338,13 +344,14 @@ def print_status(console: Console, stats: QueueStats, workers: list[WorkerInfo],
             w.worker_id, w.host, str(w.pid), f"{w.in_flight}/{w.concurrency}{stuck}",
             str(w.processed), str(w.failed), _age(w.last_seen_seconds),
         )  # fmt: skip
-    console.print(table)
+    parts.append(table)
     if workers:
-        console.print(
+        parts.append(
             "finished: tasks this worker completed; failed attempts: attempts that raised "
             "or timed out (a task retried three times counts three), unlike the queue's "
             "FAILED count of tasks"
         )
+    return Group(*parts)
 
 
 def print_task(console: Console, task: Task) -> None:

@@ -1,0 +1,85 @@
+"""Commands about results and users: ``result``, ``users``, ``limits``."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from fairque.cli.base import fail, open_queue, shared, stdout
+from fairque.errors import ResultTimeout, TaskCanceled, TaskFailed
+
+
+def result(
+    ctx: typer.Context,
+    task_id: Annotated[str, typer.Argument(help="Task id.")],
+    wait: Annotated[
+        float,
+        typer.Option(
+            "--wait", min=0, max=86_400, metavar="SECONDS", help="Wait this long for it to end."
+        ),
+    ] = 0.0,
+) -> None:
+    """Print a task's result as JSON (null: none returned, not kept or expired).
+
+    Exit code 1 when the task does not exist, FAILED or was CANCELED (the error is
+    shown), or had not ended within --wait seconds.
+    """
+    with open_queue(ctx) as q:
+        if q.get(task_id) is None:
+            fail(f"no task {task_id!r} in queue {q.queue!r}")
+        try:
+            value: Any = q.result(task_id, timeout=wait)
+        except (TaskFailed, TaskCanceled) as exc:  # "task ID failed: <its error>"
+            fail(str(exc))
+        except ResultTimeout:
+            waited = f"within {wait:g} s" if wait else "yet (--wait SECONDS waits for it)"
+            fail(f"task {task_id!r} has not ended {waited}")
+    stdout.out(json.dumps(value), highlight=False)
+
+
+def users(
+    ctx: typer.Context,
+    limit: Annotated[int, typer.Option(min=1, max=100_000, help="Users to show at most.")] = 100,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """Users with ready or running work: ready and in-flight tasks, busiest first."""
+    with open_queue(ctx) as q:
+        stats = q.stats(user_limit=limit)
+    rows = sorted(stats.users, key=lambda u: (-(u.ready + u.in_flight), u.user_id))
+    if as_json:
+        stdout.out(json.dumps([u.model_dump(mode="json") for u in rows]), highlight=False)
+        return
+    table = Table(title=f"users of {stats.queue!r} ({len(rows)})", title_justify="left")
+    table.add_column("user", overflow="fold")
+    table.add_column("ready", justify="right")
+    table.add_column("in flight", justify="right")
+    for u in rows:
+        table.add_row(u.user_id, str(u.ready), str(u.in_flight))
+    stdout.print(table)
+
+
+def limits(
+    ctx: typer.Context,
+    user: Annotated[str, typer.Argument(help="User (tenant) id.")],
+    weight: Annotated[
+        int, typer.Option(min=1, help="Turns per round-robin round.", show_default=True)
+    ] = 1,
+    max_in_flight: Annotated[
+        int,
+        typer.Option("--max-in-flight", min=0, help="Most tasks leased at once; 0: no cap."),
+    ] = 0,
+) -> None:
+    """Set a user's weight and in-flight cap (both: one left out gets its default)."""
+    with open_queue(ctx) as q:
+        q.set_user_limits(user, weight=weight, max_in_flight=max_in_flight or None)
+    cap = f"at most {max_in_flight} in flight" if max_in_flight else "no in-flight cap"
+    stdout.print(f"{user}: weight {weight}, {cap}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``result``, ``users`` and ``limits`` to ``app``."""
+    for command in (result, users, limits):
+        app.command()(shared(command))

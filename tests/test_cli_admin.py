@@ -1,0 +1,133 @@
+"""``fairque result``, ``users``, ``limits`` and ``status --watch``. Real CLI, real servers."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+import pytest
+from servers import ServerInfo
+from support import unique_queue
+from test_cli import run_cli
+
+from fairque import FairQueue
+
+
+@pytest.fixture
+def cli_queue(server: ServerInfo) -> Iterator[tuple[list[str], FairQueue]]:
+    name = unique_queue("cli-adm")
+    q = FairQueue.from_url(server.url, name)
+    yield ["--url", server.url, "--queue", name], q
+    q.close()
+
+
+def test_result(cli_queue: tuple[list[str], FairQueue]) -> None:
+    base, q = cli_queue
+    q.enqueue("job", None, user_id="u", task_id="ok")
+    q.enqueue("job", None, user_id="u", task_id="bad")
+    q.enqueue("job", None, user_id="u", task_id="open")
+    for task_id, done in (("ok", True), ("bad", False)):
+        task = q.pop(worker_id="w")
+        assert task is not None
+        assert task.task_id == task_id
+        if done:
+            assert q.complete(task, result={"sum": 3, "tag": "[x]"})
+        else:
+            q.fail(task, "boom [disk full]", retry=False)
+
+    shown = run_cli(*base, "result", "ok")
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout) == {"sum": 3, "tag": "[x]"}
+    failed = run_cli(*base, "result", "bad")
+    assert failed.returncode == 1
+    assert failed.stderr.strip() == "error: task bad failed: boom [disk full]"
+    missing = run_cli(*base, "result", "nope")
+    assert missing.returncode == 1
+    assert "no task 'nope' in queue" in missing.stderr
+    started = time.monotonic()
+    waiting = run_cli(*base, "result", "open", "--wait", "0.5")
+    assert waiting.returncode == 1
+    assert "has not ended within 0.5 s" in waiting.stderr
+    assert time.monotonic() - started >= 0.5
+    now = run_cli(*base, "result", "open")
+    assert "--wait SECONDS" in now.stderr
+
+    q.cancel("open")
+    canceled = run_cli(*base, "result", "open")
+    assert canceled.returncode == 1
+    assert "task open was canceled" in canceled.stderr
+
+
+def test_users_and_limits(cli_queue: tuple[list[str], FairQueue]) -> None:
+    base, q = cli_queue
+    for i in range(3):
+        q.enqueue("job", None, user_id="[big]", task_id=f"b{i}")
+    q.enqueue("job", None, user_id="small", task_id="s0")
+    listed = run_cli(*base, "users", "--json")
+    assert listed.returncode == 0, listed.stderr
+    rows = json.loads(listed.stdout)
+    assert [(r["user_id"], r["ready"], r["in_flight"]) for r in rows] == [
+        ("[big]", 3, 0),
+        ("small", 1, 0),
+    ]
+    table = run_cli(*base, "users")
+    assert "[big]" in table.stdout
+
+    capped = run_cli(*base, "limits", "[big]", "--weight", "2", "--max-in-flight", "1")
+    assert capped.returncode == 0, capped.stderr
+    assert capped.stdout.strip() == "[big]: weight 2, at most 1 in flight"
+    leased = [t.user_id for t in q.pop_batch(10, worker_id="w")]
+    assert sorted(leased) == ["[big]", "small"]  # the cap holds [big] to one lease
+    uncapped = run_cli(*base, "limits", "[big]")
+    assert uncapped.stdout.strip() == "[big]: weight 1, no in-flight cap"
+    assert len(q.pop_batch(10, worker_id="w")) == 2
+    bad = run_cli(*base, "limits", "x", "--weight", "0")
+    assert bad.returncode == 2
+
+
+def test_status_watch_refreshes_until_interrupted(cli_queue: tuple[list[str], FairQueue]) -> None:
+    base, q = cli_queue
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FAIRQUE_")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "fairque", *base, "status", "--watch", "--json",
+         "--interval", "0.2"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    first = json.loads(proc.stdout.readline())
+    q.enqueue("job", None, user_id="u")
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        doc = json.loads(proc.stdout.readline())
+        if doc["stats"]["counts"]["QUEUED"] == 1:
+            break
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert first["stats"]["counts"]["QUEUED"] == 0
+    assert doc["stats"]["counts"]["QUEUED"] == 1
+
+    # a terminal as rich sees one, so the view is drawn at once and redrawn in place
+    tty = {**env, "TTY_COMPATIBLE": "1", "TTY_INTERACTIVE": "1", "COLUMNS": "120"}
+    live = subprocess.Popen(
+        [sys.executable, "-m", "fairque", *base, "status", "--watch", "--interval", "0.2"],
+        env=tty, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    assert live.stdout is not None
+    seen = b""
+    deadline = time.monotonic() + 30
+    while seen.count(b"QUEUED") < 2 and time.monotonic() < deadline:
+        chunk = os.read(live.stdout.fileno(), 65536)
+        if not chunk:
+            break
+        seen += chunk
+    live.send_signal(signal.SIGINT)
+    _, err = live.communicate(timeout=30)
+    assert live.returncode == 0, err
+    assert seen.count(b"QUEUED") >= 2, seen  # drawn, then drawn again
+    assert b"Traceback" not in err

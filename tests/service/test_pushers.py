@@ -216,3 +216,38 @@ def unused_port_url() -> str:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     return f"redis://127.0.0.1:{port}/0"
+
+
+def test_listing_pages_newest_first_with_filters(api: Api) -> None:
+    ids = [
+        api.push(task_id=f"l{i}", user_id="alice" if i % 2 else "bob")["task_id"] for i in range(7)
+    ]
+    pushed = api.ok(
+        "POST",
+        "/tasks",
+        {"tasks": [{"name": "batch", "user_id": "carol", "task_id": f"b{i}"} for i in range(4)]},
+        status=201,
+    )
+    seen: list[str] = []
+    cursor: str | None = None
+    while True:
+        params = {"state": "QUEUED", "limit": "3", **({"cursor": cursor} if cursor else {})}
+        page = api.ok("GET", "/tasks", params=params)
+        assert len(page["tasks"]) <= 3
+        seen += [t["task_id"] for t in page["tasks"]]
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    batch_ids = sorted((t["task_id"] for t in pushed["tasks"]), reverse=True)
+    assert seen[:4] == batch_ids  # the batch shares one push time: newest first, then by id
+    assert seen[4:] == list(reversed(ids))
+    alice = api.ok("GET", "/tasks", params={"state": "QUEUED", "user_id": "alice"})
+    assert [t["task_id"] for t in alice["tasks"]] == ["l5", "l3", "l1"]
+    assert alice["next_cursor"] is None
+    named = api.ok("GET", "/tasks", params={"state": "queued", "name": "batch", "limit": "2"})
+    assert len(named["tasks"]) == 2
+    assert api.ok("GET", "/tasks", params={"state": "FAILED"}) == {"tasks": [], "next_cursor": None}
+    check_problem(api.call("GET", "/tasks"), 422, "validation")
+    check_problem(
+        api.call("GET", "/tasks", params={"state": "QUEUED", "cursor": "!!"}), 422, "validation"
+    )

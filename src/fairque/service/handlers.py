@@ -14,6 +14,7 @@ import msgspec
 from fairque.aio import AsyncFairQueue
 from fairque.errors import LeaseLost, ResultTimeout, TaskCanceled, TaskFailed
 from fairque.models import TaskState
+from fairque.service import listing
 from fairque.service.convert import (
     engine_errors,
     failure_from_error,
@@ -49,6 +50,7 @@ from fairque.service.wire import (
     TaskBatchIn,
     TaskBatchOut,
     TaskIn,
+    TaskPage,
     UserLoad,
     UsersOut,
     WorkerOut,
@@ -145,6 +147,19 @@ async def get_task(ctx: Ctx) -> Reply:
     if task is None:
         raise _no_task(ctx)
     return Reply(200, task_out(task, ctx.q.queue))
+
+
+async def list_tasks(ctx: Ctx) -> Reply:
+    """GET /tasks?state=: one page of a state's tasks, newest first (see ``listing``)."""
+    raw_state = ctx.query.get("state")
+    if raw_state is None or raw_state.upper() not in TaskState.__members__:
+        raise invalid("state", f"one of {', '.join(s.value for s in TaskState)} is required")
+    limit = int(query_number(ctx, "limit", 50, 1, 500))
+    user_id, name = ctx.query.get("user_id") or None, ctx.query.get("name") or None
+    tasks, cursor = await listing.list_tasks(
+        ctx.q, TaskState(raw_state.upper()), limit, ctx.query.get("cursor") or None, user_id, name
+    )
+    return Reply(200, TaskPage([task_out(t, ctx.q.queue) for t in tasks], cursor))
 
 
 def _no_task(ctx: Ctx) -> ProblemError:

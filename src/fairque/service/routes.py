@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from fairque.models import TaskState
 from fairque.service import handlers as h
 from fairque.service.auth import ADMINS, PRODUCERS, READERS, WORKERS
 from fairque.service.settings import Role
@@ -29,6 +30,7 @@ from fairque.service.wire import (
     TaskBatchOut,
     TaskIn,
     TaskOut,
+    TaskPage,
     UsersOut,
     WorkersOut,
 )
@@ -76,6 +78,17 @@ ROUTES: tuple[Route, ...] = (
     Route("POST", Q + "/tasks", h.push, PRODUCERS, "Enqueue one task or a batch (all or nothing)",
           body=TaskIn | TaskBatchIn, responses=((201, TaskOut | TaskBatchOut), (200, TaskOut)),
           errors=(404, 409, 413, 415, 422)),
+    Route("GET", Q + "/tasks", h.list_tasks, READERS,
+          "One page of a state's tasks, newest first; follow next_cursor",
+          responses=((200, TaskPage),),
+          query=(Query("state", {"type": "string", "enum": [s.value for s in TaskState]},
+                       "the state to list (required)"),
+                 Query("user_id", {"type": "string"}, "only this user's tasks"),
+                 Query("name", {"type": "string"}, "only tasks of this name"),
+                 Query("limit", {"type": "integer", "minimum": 1, "maximum": 500},
+                       "at most this many tasks (default 50)"),
+                 Query("cursor", {"type": "string"}, "next_cursor of the previous page")),
+          errors=(404, 422)),
     Route("GET", T, h.get_task, READERS, "Read a task", responses=((200, TaskOut),),
           errors=(404,)),
     Route("GET", T + "/result", h.get_result, READERS,

@@ -16,24 +16,20 @@ from fairque.service.settings import ServerSettings
 MSGPACK = "application/msgpack"
 
 
-class LiveServer:
-    """``fairque serve``'s app in uvicorn on a background thread."""
+class Uvicorn:
+    """An ASGI app served by uvicorn on a free port, on a background thread."""
 
-    def __init__(
-        self, url: str, queues: list[str], settings: ServerSettings | None = None, **options: Any
-    ) -> None:
-        self.service = Service(url, queues, settings or ServerSettings(), options)
+    def __init__(self, app: Any) -> None:
         config = uvicorn.Config(
-            create_app(self.service), host="127.0.0.1", port=0, log_level="warning",
-            access_log=False, lifespan="on",
-        )  # fmt: skip
+            app, host="127.0.0.1", port=0, log_level="warning", access_log=False, lifespan="on"
+        )
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
         self.thread.start()
         deadline = time.monotonic() + 15
         while not self.server.started:
             if not self.thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("the API server did not start")
+                raise RuntimeError("the server did not start")
             time.sleep(0.01)
         port = self.server.servers[0].sockets[0].getsockname()[1]
         self.base = f"http://127.0.0.1:{port}"
@@ -41,6 +37,16 @@ class LiveServer:
     def stop(self) -> None:
         self.server.should_exit = True
         self.thread.join(timeout=10)
+
+
+class LiveServer(Uvicorn):
+    """``fairque serve``'s app in uvicorn on a background thread."""
+
+    def __init__(
+        self, url: str, queues: list[str], settings: ServerSettings | None = None, **options: Any
+    ) -> None:
+        self.service = Service(url, queues, settings or ServerSettings(), options)
+        super().__init__(create_app(self.service))
 
 
 class Api:

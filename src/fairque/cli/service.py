@@ -58,6 +58,26 @@ def serve(
         uvicorn.Server(config).run()
 
 
+def dispatch(ctx: typer.Context) -> None:
+    """Lease tasks fairly and POST each to the HTTP worker the dispatch: section names.
+
+    Each job goes as MessagePack {task_id, name, argument, user_id, priority,
+    attempt, timeout_seconds}; the endpoint's reply (a result message) is the
+    outcome. 5xx answers, connection errors and timeouts are retried; 4xx are not.
+    """
+    import asyncio
+
+    from fairque.cli.commands import EXIT_USAGE, fail, server_url, settings
+    from fairque.service.dispatch import run_dispatch
+
+    cfg = settings(ctx)
+    if not cfg.dispatch.endpoints:
+        fail("no endpoints: add dispatch.endpoints to --config (queue, url, ...)", EXIT_USAGE)
+    with server_url(cfg, embedded_ok=False) as url:
+        asyncio.run(run_dispatch(url, cfg.dispatch, cfg.queue.options()))
+
+
 def register(app: typer.Typer) -> None:
     """Add the service commands to ``app``."""
     app.command()(serve)
+    app.command()(dispatch)

@@ -60,7 +60,8 @@ def invalid(field: str, message: str) -> ProblemError:
     )  # fmt: skip
 
 
-def wire_priority(priority: int) -> int | str:
+def wire_priority(priority: int) -> int | Literal["critical"]:
+    """A priority as the API writes it: 1..5, or "critical"."""
     return "critical" if priority == Priority.CRITICAL else int(priority)
 
 

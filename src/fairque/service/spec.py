@@ -13,7 +13,7 @@ import msgspec
 
 from fairque.service.media import BODY_TYPES, MSGPACK_TYPES, PROBLEM_JSON
 from fairque.service.routes import ROUTES, Route
-from fairque.service.wire import SCHEMAS, Problem
+from fairque.service.wire import SCHEMAS, DispatchJob, Problem, WorkerFailure, WorkerSuccess
 
 REF = "#/components/schemas/{name}"
 
@@ -135,3 +135,45 @@ def openapi() -> dict[str, Any]:
 def openapi_bytes() -> bytes:
     """The document as served: JSON with sorted keys (the committed file's form)."""
     return (json.dumps(openapi(), indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
+
+
+def worker_openapi() -> dict[str, Any]:
+    """The contract of an HTTP push worker, the endpoint ``fairque dispatch`` POSTs to."""
+    kinds = [DispatchJob, WorkerSuccess | WorkerFailure]
+    (job, reply), components = msgspec.json.schema_components(kinds, ref_template=REF)
+    operation = {
+        "operationId": "run_job",
+        "summary": "Run one job and answer with its result message",
+        "description": (
+            "The URL is the one configured in dispatch.endpoints[].url. The job comes as "
+            "MessagePack (application/msgpack); answer 200 with a result message in "
+            "MessagePack or JSON. A failure message's should_retry decides whether the "
+            "task is retried. A 5xx answer, a connection error or no answer within "
+            "timeout_seconds is a retryable failure; any other non-2xx answer fails the "
+            "task for good. The same job may come again (at-least-once): task_id and "
+            "attempt identify it."
+        ),
+        "requestBody": {"required": True, "content": _content(job, ("application/msgpack",))},
+        "responses": {
+            "200": {"description": "The result message", "content": _content(reply, BODY_TYPES)},
+            "4XX": {"description": "The job is refused: the task fails without retry"},
+            "5XX": {"description": "Trouble: the task is retried (with backoff)"},
+        },
+    }
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "fairque push worker",
+            "version": "1",
+            "description": "What an HTTP worker implements to receive jobs from fairque dispatch.",
+        },
+        "paths": {"/": {"post": operation}},
+        "components": {"schemas": components},
+    }
+
+
+def worker_openapi_bytes() -> bytes:
+    """``worker_openapi`` as committed in ``docs/worker-openapi.json``."""
+    return (
+        json.dumps(worker_openapi(), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    ).encode()

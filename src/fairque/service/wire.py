@@ -105,23 +105,33 @@ class LeasesOut(Struct):
     tasks: list[LeasedTask]
 
 
-class SuccessIn(Struct, tag="success", tag_field="type", forbid_unknown_fields=True, kw_only=True):
+class WorkerSuccess(Struct, tag="success", tag_field="type", kw_only=True):
     """A worker's result message for a task that succeeded."""
 
-    lease_token: Annotated[str, Meta(min_length=1, max_length=128)]
     finished_at: Timestamp | None = None
     result: Any = None
 
 
-class FailureIn(Struct, tag="failure", tag_field="type", forbid_unknown_fields=True, kw_only=True):
+class WorkerFailure(Struct, tag="failure", tag_field="type", kw_only=True):
     """A worker's result message for a task that failed."""
 
-    lease_token: Annotated[str, Meta(min_length=1, max_length=128)]
     reason: Literal["other", "timeout"] = "other"
     finished_at: Timestamp | None = None
     should_retry: bool = True
     error: Any = None
     message: str = ""
+
+
+class SuccessIn(WorkerSuccess, tag="success", forbid_unknown_fields=True, kw_only=True):
+    """A success result message with the lease it answers for."""
+
+    lease_token: Annotated[str, Meta(min_length=1, max_length=128)]
+
+
+class FailureIn(WorkerFailure, tag="failure", forbid_unknown_fields=True, kw_only=True):
+    """A failure result message with the lease it answers for."""
+
+    lease_token: Annotated[str, Meta(min_length=1, max_length=128)]
 
 
 OutcomeIn = SuccessIn | FailureIn
@@ -316,8 +326,9 @@ class DispatchJob(Struct, kw_only=True):
 #: every struct the OpenAPI documents name, in one place
 SCHEMAS: tuple[Any, ...] = (
     TaskIn, TaskBatchIn, TaskOut, TaskBatchOut, TaskPage, LeaseIn, LeasedTask, LeasesOut,
-    SuccessIn, FailureIn, SuccessItem, FailureItem, OutcomeBatchIn, OutcomeOut, Problem,
-    FieldError, OutcomeItemOut, OutcomeBatchOut, ExtendIn, ExtendOut, ResultSuccess,
-    ResultFailure, Pending, QueuesOut, QueueInfo, StatsOut, UsersOut, UserLoad, LimitsIn,
-    LimitsOut, WorkersOut, WorkerOut, PurgeOut, DispatchJob,
+    WorkerSuccess, WorkerFailure, SuccessIn, FailureIn, SuccessItem, FailureItem,
+    OutcomeBatchIn, OutcomeOut, Problem, FieldError, OutcomeItemOut, OutcomeBatchOut,
+    ExtendIn, ExtendOut, ResultSuccess, ResultFailure, Pending, QueuesOut, QueueInfo,
+    StatsOut, UsersOut, UserLoad, LimitsIn, LimitsOut, WorkersOut, WorkerOut, PurgeOut,
+    DispatchJob,
 )  # fmt: skip

@@ -1,0 +1,169 @@
+"""``fairque dispatch``: jobs POSTed to a live HTTP push worker, outcomes recorded."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+from servers import ServerInfo
+from support import unique_queue
+
+from fairque import FairQueue, TaskState
+from fairque.errors import TaskFailed
+from fairque.service.dispatch import matches, run_dispatch
+from fairque.service.settings import DispatchSettings, Endpoint
+from fairque.service.spec import worker_openapi_bytes
+from service.harness import Uvicorn
+
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+DOC = Path(__file__).resolve().parents[2] / "docs" / "worker-openapi.json"
+
+
+class PushWorker:
+    """An HTTP push worker whose behaviour depends on the job's name."""
+
+    def __init__(self) -> None:
+        self.jobs: list[dict[str, Any]] = []
+
+    async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+                message = await receive()
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        headers = dict(scope["headers"])
+        assert headers[b"content-type"] == b"application/msgpack"
+        job = msgspec.msgpack.decode(body)
+        self.jobs.append(job)
+        status, media, reply = await self.answer(job)
+        await send({"type": "http.response.start", "status": status,
+                    "headers": [(b"content-type", media.encode())]})  # fmt: skip
+        await send({"type": "http.response.body", "body": reply})
+
+    async def answer(self, job: dict[str, Any]) -> tuple[int, str, bytes]:
+        name, arg = job["name"], job["argument"]
+        packed = "application/msgpack"
+        if name == "double":
+            return 200, packed, msgspec.msgpack.encode({"type": "success", "result": arg * 2})
+        if name == "json":
+            return 200, "application/json", json.dumps({"type": "success", "result": arg}).encode()
+        if name == "refuse":
+            return 400, "text/plain", b"no"
+        if name == "flaky" and job["attempt"] == 1:
+            return 503, "text/plain", b"busy"
+        if name == "slow":
+            await asyncio.sleep(2.5)
+        if name == "bad":
+            reply = {"type": "failure", "reason": "other", "should_retry": False,
+                     "error": {"code": 3}, "message": "nope"}  # fmt: skip
+            return 200, packed, msgspec.msgpack.encode(reply)
+        if name == "garbage":
+            return 200, "text/plain", b"hello"
+        return 200, packed, msgspec.msgpack.encode({"type": "success", "result": name})
+
+
+@pytest.fixture
+def worker() -> Iterator[tuple[PushWorker, Uvicorn]]:
+    app = PushWorker()
+    served = Uvicorn(app)
+    yield app, served
+    served.stop()
+
+
+def run_in_thread(url: str, settings: DispatchSettings) -> Callable[[], None]:
+    loop = asyncio.new_event_loop()
+    stop = asyncio.Event()
+
+    def main() -> None:
+        loop.run_until_complete(run_dispatch(url, settings, {"retry_base_seconds": 0.1}, stop))
+
+    thread = threading.Thread(target=main, daemon=True)
+    thread.start()
+
+    def halt() -> None:
+        loop.call_soon_threadsafe(stop.set)
+        thread.join(timeout=20)
+        assert not thread.is_alive()
+        loop.close()
+
+    return halt
+
+
+def test_dispatch_records_every_kind_of_answer(
+    server: ServerInfo, key_audit: list[ServerInfo], worker: tuple[PushWorker, Uvicorn]
+) -> None:
+    if server not in key_audit:
+        key_audit.append(server)
+    app, served = worker
+    name = unique_queue("dispatch")
+    q = FairQueue.from_url(server.url, name, retry_base_seconds=0.1)
+    endpoint = Endpoint(queue=name, url=served.base + "/jobs", concurrency=3,
+                        timeout_seconds=10, lease_seconds=1)  # fmt: skip
+    halt = run_in_thread(server.url, DispatchSettings(endpoints=[endpoint]))
+    try:
+        ids = {
+            kind: str(q.enqueue(kind, arg, user_id=f"u{i % 2}", timeout=10).task_id)
+            for i, (kind, arg) in enumerate(
+                [("double", 21), ("json", [1]), ("refuse", None), ("flaky", "x"),
+                 ("slow", None), ("bad", None), ("garbage", None)]
+            )
+        }  # fmt: skip
+        assert q.result(ids["double"], timeout=15) == 42
+        assert q.result(ids["json"], timeout=15) == [1]
+        assert q.result(ids["flaky"], timeout=15) == "flaky"
+        assert q.result(ids["slow"], timeout=15) == "slow"  # its 1 s lease was extended
+        for kind in ("refuse", "bad", "garbage"):
+            with pytest.raises(TaskFailed):
+                q.result(ids[kind], timeout=15)
+            task = q.get(ids[kind])
+            assert task is not None
+            assert task.state is TaskState.FAILED
+            assert task.retry_count == 0, kind
+        flaky = q.get(ids["flaky"])
+        assert flaky is not None
+        assert flaky.retry_count == 1
+    finally:
+        halt()
+        q.close()
+    first = next(job for job in app.jobs if job["name"] == "double")
+    assert first == {"task_id": ids["double"], "name": "double", "argument": 21,
+                     "user_id": first["user_id"], "priority": 3, "attempt": 1,
+                     "timeout_seconds": 10.0}  # fmt: skip
+    assert [j["attempt"] for j in app.jobs if j["name"] == "flaky"] == [1, 2]
+
+
+def test_globs_pick_the_endpoint() -> None:
+    endpoint = Endpoint(queue="q", url="http://127.0.0.1:1/", names=["mail.*", "sms"])
+    assert matches(endpoint, "mail.send")
+    assert matches(endpoint, "sms")
+    assert not matches(endpoint, "smsx")
+    assert matches(Endpoint(queue="q", url="http://127.0.0.1:1/"), "anything")
+
+
+def test_worker_contract_is_committed() -> None:
+    assert DOC.read_bytes() == worker_openapi_bytes()
+
+
+def test_dispatch_without_endpoints_is_a_usage_error() -> None:
+    from typer.testing import CliRunner
+
+    from fairque.cli import app
+
+    result = CliRunner().invoke(app, ["dispatch"])
+    assert result.exit_code == 2
+    assert "no endpoints" in result.output

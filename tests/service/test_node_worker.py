@@ -1,0 +1,111 @@
+"""Language neutrality: the Node.js pull worker of examples/node-worker (fetch and
+@msgpack/msgpack only) serves tasks pushed over HTTP to a real ``fairque serve``."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from servers import ServerInfo
+from support import unique_queue
+
+from service.harness import Api
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "node-worker"
+USERS = [f"user{i}" for i in range(5)]
+
+
+def _missing(reason: str) -> None:
+    if os.environ.get("CI"):
+        pytest.fail(f"{reason} (CI must install it: npm ci --prefix examples/node-worker)")
+    pytest.skip(reason)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@pytest.fixture
+def served(server: ServerInfo, key_audit: list[ServerInfo]) -> Iterator[tuple[str, str]]:
+    """``fairque serve`` as a process: (base URL, queue)."""
+    if server not in key_audit:
+        key_audit.append(server)
+    queue, port = unique_queue("node"), _free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "fairque", "--url", server.url, "serve", queue, "--port", str(port)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if httpx.get(base + "/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if process.poll() is not None or time.monotonic() > deadline:
+                output = process.stdout.read() if process.stdout else ""
+                pytest.fail(f"fairque serve did not start: {output}")
+            time.sleep(0.1)
+        yield base, queue
+    finally:
+        process.terminate()
+        process.wait(timeout=15)
+
+
+@pytest.mark.parametrize("server", ["valkey"], indirect=True)
+def test_node_worker_runs_every_task(served: tuple[str, str]) -> None:
+    node = shutil.which("node")
+    if node is None:
+        _missing("node is not installed")
+    if not (EXAMPLE / "node_modules" / "@msgpack" / "msgpack").is_dir():
+        _missing("@msgpack/msgpack is not installed in examples/node-worker")
+    base, queue = served
+    api = Api(base, queue)
+    tasks = []
+    for i in range(200):
+        user = USERS[i % 5]
+        if i % 20 == 19:
+            tasks.append({"name": "explode", "user_id": user, "payload": {"i": i},
+                          "max_retries": 1})  # fmt: skip
+        elif i % 2:
+            tasks.append({"name": "concat", "user_id": user, "payload": {"parts": ["a", str(i)]}})
+        else:
+            tasks.append({"name": "square", "user_id": user, "payload": {"n": i}})
+    pushed = api.ok("POST", "/tasks", {"tasks": tasks}, status=201, msgpack=True)["tasks"]
+    env = {**os.environ, "FAIRQUE_API": base, "FAIRQUE_QUEUE": queue, "EXIT_WHEN_IDLE": "2",
+           "WORKER_ID": "node-test"}  # fmt: skip
+    result = subprocess.run(
+        [str(node), "worker.mjs"], cwd=EXAMPLE, env=env, capture_output=True, text=True,
+        timeout=90,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    for sent, task in zip(tasks, pushed, strict=True):
+        outcome = api.ok("GET", f"/tasks/{task['task_id']}/result",
+                         params={"wait_seconds": "10"})  # fmt: skip
+        if sent["name"] == "square":
+            assert outcome["type"] == "success"
+            assert outcome["result"] == {"value": sent["payload"]["n"] ** 2}
+        elif sent["name"] == "concat":
+            assert outcome["result"] == "".join(sent["payload"]["parts"])
+        else:
+            assert outcome["type"] == "failure", outcome
+            assert outcome["message"].startswith("cannot handle")
+            assert outcome["error"] == {"name": "Error"}
+            stored = api.ok("GET", f"/tasks/{task['task_id']}")
+            assert stored["attempts"] == 1
+    stats = api.ok("GET", "/stats")
+    assert stats["counts"]["FINISHED"] == 190
+    assert stats["counts"]["FAILED"] == 10

@@ -11,6 +11,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -74,7 +75,7 @@ def test_node_worker_runs_every_task(served: tuple[str, str]) -> None:
         _missing("@msgpack/msgpack is not installed in examples/node-worker")
     base, queue = served
     api = Api(base, queue)
-    tasks = []
+    tasks: list[dict[str, Any]] = []
     for i in range(200):
         user = USERS[i % 5]
         if i % 20 == 19:

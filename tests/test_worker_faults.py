@@ -22,7 +22,7 @@ from fairque import AsyncFairQueue, Context, Registry, Retry, Task, TaskState, W
 from fairque.cli.embedded import EmbeddedServer, free_port
 from fairque.keys import QueueKeys
 from fairque.urls import redact_text as redact
-from fairque.worker import runner
+from fairque.worker import upkeep
 from fairque.worker.link import ErrorLog, Link, describe
 
 
@@ -190,8 +190,8 @@ async def test_worker_runs_maintenance_periodically(h: Harness, redis_client: Sy
 async def test_a_maintenance_round_is_bounded_and_the_next_resumes(
     h: Harness, redis_client: SyncClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(runner, "CLEANUP_BATCH", 1)
-    monkeypatch.setattr(runner, "CLEANUP_STEPS", 1)
+    monkeypatch.setattr(upkeep, "CLEANUP_BATCH", 1)
+    monkeypatch.setattr(upkeep, "CLEANUP_STEPS", 1)
     q = h.queue()
     dependents = []
     for user in ("a", "b"):
@@ -398,8 +398,8 @@ async def test_a_stop_during_an_outage_gives_up_on_held_outcomes_in_bounded_time
             return "finished while the server was away"
 
         worker = h.start(q, reg, shutdown_grace_seconds=0.2, lease_seconds=30)
-        await q.enqueue("slow", user_id="a")
-        await q.enqueue("late", user_id="b")
+        slow_task = await q.enqueue("slow", user_id="a")
+        late_task = await q.enqueue("late", user_id="b")
         await eventually(lambda: len(started) == 2)
         kill(private_server)
         gate.set()  # its completion cannot be sent: it is held
@@ -410,8 +410,11 @@ async def test_a_stop_during_an_outage_gives_up_on_held_outcomes_in_bounded_time
         await asyncio.wait_for(h.runs[0][1], 10)
         assert time.monotonic() - begin < 5
         messages = [r.getMessage() for r in worker_records(caplog)]
-        assert any("gave up reporting the give-back of task" in m for m in messages), messages
-        assert any("could not report 1 outcome(s) before exiting" in m for m in messages)
+        # both outcomes wait in the one ack path: the give-back and the held completion
+        for what, t in (("give-back", slow_task), ("completion", late_task)):
+            line = f"gave up reporting the {what} of task {t.task_id}"
+            assert any(line in m for m in messages), messages
+        assert any("could not report 2 outcome(s) before exiting" in m for m in messages)
         assert [r for r in caplog.records if r.exc_info] == []
     finally:
         await h.close()

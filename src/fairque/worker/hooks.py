@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import inspect
+import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -36,3 +39,19 @@ class Hooks:
 
     def after_task(self, ctx: Context, outcome: Outcome) -> Any:
         """A task ran; ``outcome`` says how it ended."""
+
+
+async def call_hooks(hooks: Sequence[Hooks], name: str, *args: Any) -> None:
+    """Call hook ``name`` of every object in ``hooks``, awaiting the async ones.
+
+    A hook that raises is logged and skipped: a hook never stops the worker.
+    """
+    for owner in hooks:
+        try:
+            result = getattr(owner, name)(*args)
+            if inspect.isawaitable(result):
+                await result
+        except Exception:
+            logging.getLogger("fairque.worker").exception(
+                "hook %s.%s failed", type(owner).__name__, name
+            )

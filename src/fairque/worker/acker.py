@@ -1,0 +1,258 @@
+"""Acknowledging: every outcome of a task reaches the queue along one path.
+
+An execution never talks to the queue about its outcome itself. It files a *report*
+with the worker's ``Acknowledger`` and waits for the queue's answer:
+
+- ``Finished``: the handler returned; complete the task with its result;
+- ``Failed``: the handler raised, timed out or asked for a retry; the queue schedules
+  a retry or fails the task for good;
+- ``GivenBack``: the worker stopped the handler (a stop, a lost lease); the task goes
+  back to the queue without counting a failure.
+
+A report whose lease the worker already knows to be lost is answered at once, with
+no call. The others wait for the worker's loop to start a *wave*, which sends every
+report pending at its start: failures and give-backs first, concurrently, one call
+each (``fail``, ``requeue``), because a failure may free its user's in-flight slot
+for the lease request that follows; then the successes, together with the worker's
+request for as many tasks as it has free slots, in one ``complete_and_pop``. That
+call is a busy worker's usual round trip; with no tasks wanted it only completes.
+
+A wave that cannot reach the server keeps its reports; the next wave, after the
+link's backoff, sends them again (every script is safe to resend). A stopping worker
+that runs out of time gives up on what it still holds: the leases of those tasks
+expire and the tasks run again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import ClassVar, TypeAlias
+
+from fairque.aio import AsyncFairQueue
+from fairque.errors import LeaseLost, ServerError
+from fairque.models import Task, TaskState
+from fairque.ops import EncodedResult
+from fairque.worker.fetcher import Leasing
+from fairque.worker.link import CONNECTION_ERRORS, ErrorLog, Link
+
+log = logging.getLogger("fairque.worker")
+
+
+@dataclass(frozen=True)
+class Finished:
+    """The handler returned: complete the task, keeping ``result`` (already encoded)."""
+
+    what: ClassVar[str] = "completion"
+    task: Task
+    result: EncodedResult | None = None
+
+
+@dataclass(frozen=True)
+class Failed:
+    """The attempt failed: retry after ``delay`` (None: the backoff), or fail for good.
+
+    ``budget`` is the retry budget to judge by instead of the task's own (a handler's
+    ``max_retries``).
+    """
+
+    what: ClassVar[str] = "failure"
+    task: Task
+    reason: str
+    retry: bool = True
+    delay: float | None = None
+    budget: int | None = None
+
+
+@dataclass(frozen=True)
+class GivenBack:
+    """The worker stopped the handler: the task goes back without counting a failure."""
+
+    what: ClassVar[str] = "give-back"
+    task: Task
+
+
+Report: TypeAlias = Finished | Failed | GivenBack
+
+
+class NotApplied(enum.Enum):
+    """Why the queue did not apply a report."""
+
+    #: the queue refused it: the lease expired, or the task was canceled or taken over
+    LEASE_LOST = "lease lost"
+    #: it never reached the queue: the stopping worker gave up sending it
+    GAVE_UP = "gave up"
+
+
+#: The queue's answer to a report: the task's new state, or why nothing changed.
+Answer: TypeAlias = TaskState | NotApplied
+
+
+class Acknowledger:
+    """Holds the reports of one worker and sends them in waves.
+
+    Args:
+        queue: the queue the reports go to.
+        leasing: the worker's lease requests (a wave may ask for tasks).
+        link: the worker's connection state.
+        errors: where unexpected errors are logged.
+        on_report: called when a report is filed (the worker's loop sends it).
+    """
+
+    def __init__(
+        self,
+        queue: AsyncFairQueue,
+        leasing: Leasing,
+        link: Link,
+        errors: ErrorLog,
+        on_report: Callable[[], None],
+    ) -> None:
+        self.queue = queue
+        self.leasing = leasing
+        self.link = link
+        self.errors = errors
+        self._on_report = on_report
+        self._pending: list[tuple[Report, asyncio.Future[Answer]]] = []
+        self._given_up = False
+
+    @property
+    def pending(self) -> int:
+        """Reports waiting for a wave."""
+        return len(self._pending)
+
+    @property
+    def worker_id(self) -> str:
+        return self.leasing.worker_id
+
+    def report(self, report: Report) -> asyncio.Future[Answer]:
+        """File ``report``; the future resolves with the queue's answer."""
+        answer: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
+        if report.task.lease_token is None:  # a lost lease the worker already knows of
+            answer.set_result(NotApplied.LEASE_LOST)
+        elif self._given_up:
+            self._give_up_on(report, answer)
+        else:
+            self._pending.append((report, answer))
+            self._on_report()
+        return answer
+
+    async def send(self, wanted: int) -> list[Task] | None:
+        """One wave: send every pending report, and ask for up to ``wanted`` tasks.
+
+        Returns:
+            The leased tasks; None when the server could not be reached or refused
+            the call: the reports it held wait for the next wave, which the caller
+            starts after the link's backoff.
+        """
+        wave, self._pending = self._pending, []
+        for report, answer in wave:
+            if report.task.lease_token is None:  # lost while it waited (the heartbeat saw it)
+                _resolve(answer, NotApplied.LEASE_LOST)
+        wave = [(r, a) for r, a in wave if not a.done()]
+        finished: list[tuple[Report, asyncio.Future[Answer]]] = []
+        others: list[tuple[Report, asyncio.Future[Answer]]] = []
+        for item in wave:
+            (finished if isinstance(item[0], Finished) else others).append(item)
+        held: list[tuple[Report, asyncio.Future[Answer]]] = []
+        if others:
+            sent = await asyncio.gather(*(self._send_one(r) for r, _ in others))
+            for (report, answer), result in zip(others, sent, strict=True):
+                if result is None:
+                    held.append((report, answer))
+                else:
+                    _resolve(answer, result)
+            if held:  # the server is away: the successes wait with them
+                self._pending[:0] = held + finished
+                return None
+        if not finished and not wanted:
+            return []
+        req = self.leasing.next_id() if wanted else None
+        try:
+            won, leased = await self.queue.complete_and_pop(
+                [(r.task, r.result) for r, _ in finished if isinstance(r, Finished)],
+                wanted,
+                self.leasing.worker_id,
+                self.leasing.lease_seconds,
+                **self.leasing.options(req),
+            )
+        except Exception as exc:
+            if req is not None and isinstance(exc, CONNECTION_ERRORS):
+                self.leasing.reply_lost(req)
+            if self._holds(exc, "queue call failed; retrying"):
+                self._pending[:0] = finished
+                return None
+            for report, answer in finished:
+                self._give_up_on(report, answer)
+            return []
+        self.link.ok()
+        for (_, answer), ok in zip(finished, won, strict=True):
+            _resolve(answer, TaskState.FINISHED if ok else NotApplied.LEASE_LOST)
+        return leased
+
+    def give_up(self) -> int:
+        """Stop sending: every held report, and every later one, is answered GAVE_UP.
+
+        Returns:
+            How many held reports were given up.
+        """
+        self._given_up = True
+        held, self._pending = self._pending, []
+        for report, answer in held:
+            self._give_up_on(report, answer)
+        return len(held)
+
+    async def _send_one(self, report: Report) -> Answer | None:
+        """Send a failure or a give-back; None when it must wait for the next wave."""
+        task = report.task
+        try:
+            if isinstance(report, Failed):
+                reply = await self.queue.fail(
+                    task, report.reason, report.retry, report.delay, max_retries=report.budget
+                )
+            else:
+                reply = await self.queue.requeue(task)
+        except LeaseLost:
+            reply = None
+        except Exception as exc:
+            if self._holds(exc, f"could not report the {report.what} of task {task.task_id}"):
+                return None
+            self._give_up_on(report)
+            return NotApplied.GAVE_UP
+        self.link.ok()
+        if reply is None:
+            return NotApplied.LEASE_LOST
+        if isinstance(report, GivenBack):
+            log.info("task %s given back (%s)", task.task_id, reply.value)
+        return reply
+
+    def _holds(self, exc: Exception, what: str) -> bool:
+        """Whether a call that raised ``exc`` is worth sending again (and logs it).
+
+        Outages and refusals by the server (out of memory, a read-only replica) pass;
+        anything else would fail the same way again.
+        """
+        if isinstance(exc, CONNECTION_ERRORS):
+            self.link.failed(exc)
+            return True
+        self.errors.error(f"worker {self.worker_id}: {what}", exc)
+        if isinstance(exc, ServerError):
+            self.link.failures += 1  # back off as for an outage
+            return True
+        return False
+
+    def _give_up_on(self, report: Report, answer: asyncio.Future[Answer] | None = None) -> None:
+        log.warning(
+            "worker %s: gave up reporting the %s of task %s; its lease will expire and it "
+            "will run again",
+            self.worker_id, report.what, report.task.task_id,
+        )  # fmt: skip
+        if answer is not None:
+            _resolve(answer, NotApplied.GAVE_UP)
+
+
+def _resolve(answer: asyncio.Future[Answer], value: Answer) -> None:
+    if not answer.done():
+        answer.set_result(value)

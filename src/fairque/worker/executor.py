@@ -1,0 +1,281 @@
+"""Running tasks: one execution per leased task, from its lease to its settled outcome.
+
+An execution calls the ``before_task`` hooks, runs the task's handler (async ones on
+the event loop, sync ones in a pool thread) under its execution timeout, and turns
+however the handler ended into a report for the acknowledger:
+
+- it returned: ``Finished`` with the result, encoded once (a result that cannot be
+  encoded fails the task for good: it would fail the same way again);
+- it raised, timed out or raised ``Retry``: ``Failed``, judged by the handler's
+  retry budget;
+- it was cancelled (the worker stops, or its lease was lost): ``GivenBack``.
+
+The task's slot is free as soon as the handler has ended; the execution then waits
+for the queue's answer and calls the ``after_task`` hooks with the outcome. A task
+leased while the worker is stopping is given back without running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from fairque.aio import AsyncFairQueue
+from fairque.config import WorkerConfig
+from fairque.errors import SerializationError
+from fairque.models import Task, TaskState
+from fairque.worker.acker import (
+    Acknowledger,
+    Failed,
+    Finished,
+    GivenBack,
+    NotApplied,
+    Report,
+)
+from fairque.worker.context import Context, Retry, task_logger
+from fairque.worker.hooks import Hooks, Outcome, call_hooks
+from fairque.worker.registry import Handler, Registry
+from fairque.worker.threads import ExecutionTimeout, HandlerThreads
+
+log = logging.getLogger("fairque.worker")
+
+#: ``asyncio.timeout`` (Python 3.11+), which bounds a handler inside the running task.
+_TIMEOUT_SCOPE: Any = getattr(asyncio, "timeout", None)
+
+
+class UnknownTaskError(Exception):
+    """No handler is registered for the task's name."""
+
+
+class Stage(enum.Enum):
+    """Where an execution is; the first two hold one of the worker's slots."""
+
+    STARTING = "starting"  # leased; the before_task hooks run
+    HANDLING = "handling"  # inside its handler: a stop or a lost lease cancels it
+    REPORTING = "reporting"  # the handler ended; the outcome waits for the queue's answer
+
+
+class Execution:
+    """One leased task on this worker."""
+
+    __slots__ = ("stage", "task")
+
+    def __init__(self, task: Task) -> None:
+        self.task = task
+        self.stage = Stage.STARTING
+
+
+class Executor:
+    """Starts executions and keeps track of them until their outcomes are settled.
+
+    Args:
+        queue: the queue the tasks come from (handlers see it in their context).
+        registry: the handlers.
+        config: the worker's settings (the default execution timeout).
+        worker_id: the worker's id.
+        hooks: the worker's hook objects (read at each call: they may be added later).
+        acker: where outcomes are reported.
+        threads: the pool that runs sync handlers.
+        stopping: True once the worker stops.
+        on_end: called when an execution has ended.
+    """
+
+    def __init__(
+        self,
+        queue: AsyncFairQueue,
+        registry: Registry,
+        config: WorkerConfig,
+        worker_id: str,
+        hooks: Sequence[Hooks],
+        acker: Acknowledger,
+        threads: HandlerThreads,
+        stopping: Callable[[], bool],
+        on_end: Callable[[], None],
+    ) -> None:
+        self.queue = queue
+        self.registry = registry
+        self.config = config
+        self.worker_id = worker_id
+        self.hooks = hooks
+        self.acker = acker
+        self.threads = threads
+        self._stopping = stopping
+        self._on_end = on_end
+        self._executions: dict[asyncio.Task[None], Execution] = {}
+        #: tasks the queue accepted as finished / failed attempts it recorded
+        self.processed = 0
+        self.failed = 0
+
+    # ------------------------------------------------------------------ bookkeeping
+    @property
+    def in_flight(self) -> int:
+        """Executions whose outcome is not settled yet."""
+        return len(self._executions)
+
+    @property
+    def slots_taken(self) -> int:
+        """Executions holding a slot: not started yet, or inside their handler."""
+        return sum(1 for e in self._executions.values() if e.stage is not Stage.REPORTING)
+
+    @property
+    def handling(self) -> bool:
+        """True while any handler runs."""
+        return any(e.stage is Stage.HANDLING for e in self._executions.values())
+
+    def leases(self) -> list[tuple[asyncio.Task[None], Execution]]:
+        """Every execution, with the asyncio task that runs it (for the heartbeat)."""
+        return list(self._executions.items())
+
+    def start(self, task: Task) -> None:
+        """Run ``task`` in its own asyncio task."""
+        execution = Execution(task)
+        job = asyncio.create_task(self._execute(execution))
+        self._executions[job] = execution
+        job.add_done_callback(self._ended)
+
+    def lease_lost(self, job: asyncio.Task[None]) -> None:
+        """The heartbeat found the lease of ``job``'s task lost: stop its handler."""
+        execution = self._executions.get(job)
+        if execution is None or execution.stage is not Stage.HANDLING:
+            return  # its handler ended: the queue will answer its report with the loss
+        task = execution.task
+        log.warning("task %s: lease lost (canceled or reclaimed); stopping it", task.task_id)
+        task.lease_token = None
+        job.cancel()
+
+    def interrupt(self) -> None:
+        """Cancel every running handler: its task is given back without a failure."""
+        for job, execution in list(self._executions.items()):
+            if execution.stage is Stage.HANDLING:
+                job.cancel()
+
+    async def end_all(self, timeout: float) -> None:
+        """Let every execution end within ``timeout`` seconds (the worker gives up).
+
+        Call after the acknowledger gave up: executions waiting for an answer have it
+        and end by themselves; the others are cancelled.
+        """
+        for job, execution in list(self._executions.items()):
+            if execution.stage is not Stage.REPORTING:
+                job.cancel()
+        if self._executions:
+            await asyncio.wait(set(self._executions), timeout=timeout)
+
+    def _ended(self, job: asyncio.Task[None]) -> None:
+        self._executions.pop(job, None)
+        if not job.cancelled() and job.exception() is not None:  # pragma: no cover - a bug
+            log.error("worker %s: an execution failed", self.worker_id, exc_info=job.exception())
+        self._on_end()
+
+    # ------------------------------------------------------------------ one execution
+    async def _execute(self, execution: Execution) -> None:
+        task = execution.task
+        if self._stopping():  # leased as the worker began to stop
+            await self._settle(GivenBack(task))
+            return
+        ctx = Context(task, self.queue, self.worker_id, task_logger(log, task, self.worker_id))
+        await call_hooks(self.hooks, "before_task", ctx)
+        try:
+            report, result, error = await self._handle(execution, ctx)
+        except asyncio.CancelledError:
+            outcome = await self._settle(GivenBack(task))
+            await call_hooks(self.hooks, "after_task", ctx, outcome)
+            raise
+        outcome = await self._settle(report, result, error)
+        await call_hooks(self.hooks, "after_task", ctx, outcome)
+
+    async def _handle(
+        self, execution: Execution, ctx: Context
+    ) -> tuple[Report, Any, BaseException | None]:
+        """Run the handler; how it ended as (report, result, error)."""
+        task = execution.task
+        handler = self.registry.get(task.name)
+        budget = handler.max_retries if handler is not None else None
+        execution.stage = Stage.HANDLING
+        try:
+            if handler is None:
+                raise UnknownTaskError(f"no handler registered for task name {task.name!r}")
+            result = await self._invoke(handler, ctx, task)
+        except Retry as exc:
+            return Failed(task, exc.reason, delay=exc.delay, budget=budget), None, exc
+        except ExecutionTimeout as exc:
+            return Failed(task, f"timeout after {exc.seconds:g}s", budget=budget), None, exc
+        except Exception as exc:
+            ctx.logger.warning("task %s failed: %r", task.task_id, exc)
+            return Failed(task, f"{type(exc).__name__}: {exc}", budget=budget), None, exc
+        finally:
+            execution.stage = Stage.REPORTING
+        if result is None:
+            return Finished(task), None, None
+        try:
+            encoded = self.queue.ops.encode_result(result)  # once; sent as it is
+        except SerializationError as exc:
+            reason = f"result not serializable: {exc}"
+            return Failed(task, reason, retry=False), None, exc
+        return Finished(task, encoded), result, None
+
+    async def _settle(
+        self, report: Report, result: Any = None, error: BaseException | None = None
+    ) -> Outcome:
+        """File ``report`` and turn the queue's answer into the task's outcome."""
+        answer = await asyncio.shield(self.acker.report(report))
+        task_id = report.task.task_id
+        if isinstance(answer, TaskState):
+            if isinstance(report, Finished):
+                self.processed += 1
+            elif isinstance(report, Failed):
+                self.failed += 1
+            return Outcome(state=answer, result=result, error=error)
+        if answer is NotApplied.LEASE_LOST:
+            if isinstance(report, Finished):
+                log.warning("task %s finished but its lease was lost; result discarded", task_id)
+            elif isinstance(report, Failed):
+                log.warning("task %s failed but its lease was lost", task_id)
+        return Outcome(state=None, result=result, error=error, lease_lost=True)
+
+    def _timeout(self, handler: Handler, task: Task) -> float:
+        if task.timeout is not None:
+            return task.timeout
+        if handler.timeout is not None:
+            return handler.timeout
+        return self.config.task_timeout_seconds
+
+    async def _invoke(self, handler: Handler, ctx: Context, task: Task) -> Any:
+        args = handler.arguments(ctx, task.payload)
+        timeout = self._timeout(handler, task)
+        if not handler.is_async:
+            return await self.threads.run(handler.func, args, timeout, self._abandoned(task))
+        if _TIMEOUT_SCOPE is not None:
+            # run in this task: no second task and no extra turn of the loop per call
+            scope = _TIMEOUT_SCOPE(timeout)
+            try:
+                async with scope:
+                    return await handler.func(*args)
+            except TimeoutError:
+                if scope.expired():
+                    raise ExecutionTimeout(timeout) from None
+                raise  # the handler's own TimeoutError
+        running = asyncio.ensure_future(handler.func(*args))  # pragma: no cover - Python 3.10
+        try:  # pragma: no cover
+            done, _ = await asyncio.wait({running}, timeout=timeout)
+        except asyncio.CancelledError:  # pragma: no cover
+            running.cancel()
+            raise
+        if not done:  # pragma: no cover
+            running.cancel()
+            raise ExecutionTimeout(timeout)
+        return running.result()  # pragma: no cover
+
+    def _abandoned(self, task: Task) -> Callable[[], None]:
+        def warn() -> None:
+            size, stuck = self.config.max_concurrent_tasks, self.threads.stuck
+            log.warning(
+                "worker %s: the handler of task %s (%s) still runs in its thread after it was "
+                "given up; %d thread(s) stuck, %d of %d slot(s) usable until they return",
+                self.worker_id, task.task_id, task.name, stuck, max(size - stuck, 0), size,
+            )  # fmt: skip
+
+        return warn

@@ -1,0 +1,218 @@
+"""Leasing: what the worker asks the queue for, and how an idle worker waits for work.
+
+Tasks are leased two ways. A worker with something to report asks for tasks in the
+same call that reports its successes (``complete_and_pop``, sent by the acknowledger,
+see ``acker``). A worker whose last request found fewer tasks than it asked for
+*parks* its free slots: it blocks on the queue's wake-up list with a lease request
+pipelined behind the wait (``wait_and_pop``), so the server leases a pushed task the
+moment the push wakes the worker, in the same round trip.
+
+A park does not poll. Each of its waits lasts until a wake-up token arrives (a push,
+a retry, a give-back, dependents made ready), or until the next due time the queue
+reports (``next_wakeup``: a scheduled task comes due, a lease expires), and at most
+the worker's lease length: a lease another worker takes meanwhile cannot expire
+before the next wait looks again. A wait that ends empty is followed by the next
+one; the park returns only with tasks, or when the worker stops. The client also
+cuts each wait to what its socket timeout allows.
+
+Every lease request carries an id. When a connection error swallows the reply, the
+next request resends that id and the server answers with the tasks it leased then,
+instead of leasing more (those would otherwise wait for their leases to expire).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, NamedTuple
+
+from fairque.aio import AsyncFairQueue
+from fairque.models import Task
+from fairque.ops import request_id
+from fairque.worker.link import CONNECTION_ERRORS, ErrorLog, Link
+
+log = logging.getLogger("fairque.worker")
+
+#: The shortest wait a park sends (a due time already passed still needs a real wait).
+SHORTEST_WAIT = 0.001
+#: Seconds between the wake-up tokens that ask an open park to end (for a stop):
+#: another idle worker of the queue may take a token first.
+WAKE_AGAIN_AFTER = 1.0
+
+
+class Leasing:
+    """What every lease request of one worker says, and the id of one left unanswered.
+
+    Args:
+        worker_id: the worker the leases are taken for.
+        lease_seconds: the lease length.
+        assigned_users: users served first (empty: the whole ring).
+        steal_targets: users served when the assigned ones have nothing.
+    """
+
+    def __init__(
+        self,
+        worker_id: str,
+        lease_seconds: float,
+        assigned_users: Sequence[str],
+        steal_targets: Sequence[str],
+    ) -> None:
+        self.worker_id = worker_id
+        self.lease_seconds = lease_seconds
+        self.assigned_users = list(assigned_users) or None
+        self.steal_targets = list(steal_targets) or None
+        self._unanswered: str | None = None
+
+    def next_id(self) -> str:
+        """The id of the next lease request: the id of one whose reply was lost (given
+        out once only, so two calls never receive the same tasks), else a new one."""
+        req, self._unanswered = self._unanswered or request_id(), None
+        return req
+
+    def reply_lost(self, req: str) -> None:
+        """A connection error swallowed the reply to request ``req``: resend it next."""
+        self._unanswered = req
+
+    def options(self, req: str | None) -> dict[str, Any]:
+        """The keyword arguments of a lease call besides its count and worker."""
+        return {
+            "assigned_users": self.assigned_users,
+            "steal_targets": self.steal_targets,
+            "request_id": req,
+        }
+
+
+class Parked(NamedTuple):
+    """What an ended park brought: its tasks, and whether they filled every slot it
+    asked for (then more may be ready)."""
+
+    tasks: list[Task]
+    filled: bool
+
+
+class Park:
+    """The idle wait of a worker's free slots: at most one at a time.
+
+    The slots a park may fill count as taken until the worker collects its tasks.
+
+    Args:
+        queue: the queue to lease from.
+        leasing: the worker's lease requests.
+        link: the worker's connection state (backoff on outages).
+        errors: where unexpected errors are logged.
+        pause: sleeps a number of seconds, or less when a stop is requested.
+        stopping: True once the worker stops; no new wait starts then.
+        on_end: called when the park has ended and its tasks may be collected.
+    """
+
+    def __init__(
+        self,
+        queue: AsyncFairQueue,
+        leasing: Leasing,
+        link: Link,
+        errors: ErrorLog,
+        pause: Callable[[float], Awaitable[None]],
+        stopping: Callable[[], bool],
+        on_end: Callable[[], None],
+    ) -> None:
+        self.queue = queue
+        self.leasing = leasing
+        self.link = link
+        self.errors = errors
+        self._pause = pause
+        self._stopping = stopping
+        self._on_end = on_end
+        self._job: asyncio.Task[list[Task]] | None = None
+        self._woken_at = -WAKE_AGAIN_AFTER
+        #: the slots the open park may fill (0 when none is open)
+        self.slots = 0
+
+    @property
+    def open(self) -> bool:
+        """True from ``start`` until its tasks are collected."""
+        return self._job is not None
+
+    def start(self, slots: int) -> None:
+        """Park ``slots`` free slots until work comes (one park at a time)."""
+        assert self._job is None, "a park is already open"
+        self.slots = slots
+        self._job = asyncio.create_task(self._wait_for_work(slots))
+        self._job.add_done_callback(lambda _: self._on_end())
+
+    def collect(self) -> Parked | None:
+        """What a park that has ended brought (its slots are free again); None while
+        it still waits, or when none is open."""
+        job = self._job
+        if job is None or not job.done():
+            return None
+        self._job = None
+        slots, self.slots = self.slots, 0
+        leased = [] if job.cancelled() else job.result()
+        return Parked(leased, len(leased) >= slots)
+
+    async def wake(self) -> None:
+        """Ask an open park's wait to end now, for a stop: push a wake-up token.
+
+        Another idle worker of the queue may take the token first: while the park
+        stays open, each call after ``WAKE_AGAIN_AFTER`` seconds pushes another.
+        """
+        now = time.monotonic()
+        if self._job is None or self._job.done() or now - self._woken_at < WAKE_AGAIN_AFTER:
+            return
+        self._woken_at = now
+        with contextlib.suppress(Exception):
+            await self.queue.wake(1)
+
+    async def close(self) -> None:
+        """Forget the park; one still waiting is cancelled (the worker is leaving).
+
+        Tasks it leased that were never collected keep their leases until they
+        expire, and then run again.
+        """
+        job, self._job, self.slots = self._job, None, 0
+        if job is None:
+            return
+        if not job.done():
+            job.cancel()
+            await asyncio.wait({job}, timeout=1.0)
+        if job.done() and not job.cancelled() and job.exception() is None and job.result():
+            log.warning(
+                "worker %s: %d task(s) leased while leaving were not started; their leases "
+                "will expire",
+                self.leasing.worker_id, len(job.result()),
+            )  # fmt: skip
+
+    async def _wait_for_work(self, slots: int) -> list[Task]:
+        """Wait after wait until one leases tasks, or the worker stops."""
+        longest = self.leasing.lease_seconds
+        while not self._stopping():
+            req: str | None = None
+            try:
+                due = await self.queue.next_wakeup()
+                self.link.ok()  # the server answers: an outage ends before the wait
+                wait = longest if due is None else min(max(due, SHORTEST_WAIT), longest)
+                req = self.leasing.next_id()
+                leased = await self.queue.wait_and_pop(
+                    wait,
+                    slots,
+                    self.leasing.worker_id,
+                    self.leasing.lease_seconds,
+                    **self.leasing.options(req),
+                )
+            except CONNECTION_ERRORS as exc:
+                if req is not None:
+                    self.leasing.reply_lost(req)
+                await self._pause(self.link.failed(exc))
+                continue
+            except Exception as exc:
+                self.errors.error(f"worker {self.leasing.worker_id}: waiting for work failed", exc)
+                self.link.failures += 1  # back off as for an outage
+                await self._pause(self.link.delay())
+                continue
+            self.link.ok()
+            if leased:
+                return leased
+        return []

@@ -1,0 +1,175 @@
+"""The worker's upkeep beside its loop: the heartbeat and the maintenance rounds.
+
+The heartbeat, every ``heartbeat_seconds``, extends the leases of every task the
+worker holds (one ``extend_many``), stops a handler whose lease turns out lost, and
+refreshes the worker's registration. Maintenance, every
+``maintenance_interval_seconds``, runs the bounded clean-ups nothing else runs.
+Neither ever raises: an outage or an error is logged and the next round tries again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from fairque.aio import AsyncFairQueue
+from fairque.config import WorkerConfig
+from fairque.models import WorkerInfo
+from fairque.worker.executor import Executor
+from fairque.worker.link import CONNECTION_ERRORS, ErrorLog, Link
+
+log = logging.getLogger("fairque.worker")
+
+#: Maintenance bounds: DEFERRED tasks examined per script call, calls per round, and the
+#: batch of registry entries and worker records ``maintain`` looks at per call.
+CLEANUP_BATCH = 500
+CLEANUP_STEPS = 10
+MAINTAIN_BATCH = 1000
+
+
+class Upkeep:
+    """Runs the heartbeat and the maintenance of one worker.
+
+    Args:
+        queue: the worker's queue.
+        config: the worker's settings.
+        worker_id: the worker's id.
+        heartbeat_seconds: seconds between heartbeats.
+        lease_seconds: how far each heartbeat extends the leases.
+        executor: the worker's executions (their leases).
+        info: what the worker registers about itself.
+        link: the worker's connection state.
+        errors: where unexpected errors are logged.
+        before_beat: called before each heartbeat (the worker checks its supervisor).
+    """
+
+    def __init__(
+        self,
+        queue: AsyncFairQueue,
+        config: WorkerConfig,
+        worker_id: str,
+        heartbeat_seconds: float,
+        lease_seconds: float,
+        executor: Executor,
+        info: Callable[[], WorkerInfo],
+        link: Link,
+        errors: ErrorLog,
+        before_beat: Callable[[], None],
+    ) -> None:
+        self.queue = queue
+        self.config = config
+        self.worker_id = worker_id
+        self.heartbeat_seconds = heartbeat_seconds
+        self.lease_seconds = lease_seconds
+        self.executor = executor
+        self.info = info
+        self.link = link
+        self.errors = errors
+        self.before_beat = before_beat
+        self._loops: list[asyncio.Task[None]] = []
+        self._closing = False
+        self._cleanup_offset = 0  # where the next maintenance round resumes its walk
+
+    def start(self) -> None:
+        """Start the heartbeat and maintenance loops."""
+        self._closing = False
+        self._loops = [
+            asyncio.create_task(self._heartbeat_loop()),
+            asyncio.create_task(self._maintenance_loop()),
+        ]
+
+    async def stop(self) -> None:
+        """Stop both loops, even if a cancellation gets lost.
+
+        A cancel that lands while redis-py is sending a command can be swallowed on
+        Python < 3.12, so the loops also watch ``_closing`` and the cancel is repeated.
+        """
+        self._closing = True
+        pending = {loop for loop in self._loops if not loop.done()}
+        for _ in range(50):
+            if not pending:
+                break
+            for loop in pending:
+                loop.cancel()
+            _, pending = await asyncio.wait(pending, timeout=0.2)
+        if pending:  # pragma: no cover - a loop stuck in a call that never returns
+            log.warning("worker %s: abandoning %d background task(s)", self.worker_id, len(pending))
+        for loop in self._loops:
+            if loop.done() and not loop.cancelled() and loop.exception() is not None:
+                log.warning(
+                    "worker %s: background task failed: %r", self.worker_id, loop.exception()
+                )
+
+    async def register(self) -> None:
+        """Register the worker (or refresh its registration); raises on an outage."""
+        ttl = max(self.heartbeat_seconds * 5, 10)
+        await self.queue.register_worker(self.info(), ttl_seconds=ttl)
+
+    async def maintain(self) -> int:
+        """One round of queue maintenance; returns how many items it repaired or trimmed.
+
+        Cancels dependents of upstreams whose data expired, walking at most
+        ``CLEANUP_STEPS`` batches of the DEFERRED registry per round (the next round
+        resumes where this one stopped), then trims expired ids from the finished/
+        failed/canceled registries and prunes dead workers (``maintain``). Every
+        script call is bounded.
+        """
+        canceled = 0
+        for _ in range(CLEANUP_STEPS):
+            call = self.queue.ops.cleanup_dependencies(self._cleanup_offset, CLEANUP_BATCH)
+            _, n, self._cleanup_offset = await self.queue._run(call)
+            canceled += n
+            if self._cleanup_offset == 0:
+                break
+        trimmed = await self.queue.maintain(batch=MAINTAIN_BATCH)
+        if canceled or trimmed:
+            log.info(
+                "worker %s: maintenance canceled %d orphaned dependent(s), trimmed %d item(s)",
+                self.worker_id, canceled, trimmed,
+            )  # fmt: skip
+        return canceled + trimmed
+
+    async def _heartbeat_loop(self) -> None:
+        while not self._closing:
+            await asyncio.sleep(self.heartbeat_seconds)
+            self.before_beat()
+            await self._guarded("heartbeat", self._heartbeat)
+
+    async def _heartbeat(self) -> None:
+        await self._extend_leases()
+        await self.register()
+
+    async def _extend_leases(self) -> None:
+        held = self.executor.leases()
+        if not held:
+            return
+        tasks = [execution.task for _, execution in held]
+        extended = await self.queue.extend_many(tasks, self.lease_seconds)
+        for (job, _), ok in zip(held, extended, strict=True):
+            if not ok:
+                self.executor.lease_lost(job)
+
+    async def _maintenance_loop(self) -> None:
+        interval = self.config.maintenance_interval_seconds
+        if not interval:
+            return
+        await asyncio.sleep(interval * random.uniform(0.5, 1.0))  # workers do not run in step
+        while not self._closing:
+            await self._guarded("maintenance", self.maintain)
+            await asyncio.sleep(interval * random.uniform(0.9, 1.1))
+
+    async def _guarded(self, what: str, call: Callable[[], Awaitable[Any]]) -> None:
+        """Run a background call; an outage or an error is logged, never raised."""
+        try:
+            await call()
+        except asyncio.CancelledError:
+            raise
+        except CONNECTION_ERRORS as exc:
+            self.link.failed(exc)
+        except Exception as exc:
+            self.errors.error(f"worker {self.worker_id}: {what} failed", exc)
+        else:
+            self.link.ok()

@@ -6,6 +6,7 @@ import json
 import logging
 import os
 import sys
+import time
 from datetime import datetime, timezone
 from typing import Any
 
@@ -84,11 +85,15 @@ def banner(cfg: Settings, url: str, names: list[str]) -> str:
 
 
 def handler_names(modules: list[str]) -> list[str]:
-    """Import the handler modules and return the task names registered, or refuse none."""
+    """Import the handler modules; the task names registered (exit 2 on a bad import)."""
     import_handlers(modules)
     from fairque.worker import default_registry
 
-    names = list(default_registry)
+    return list(default_registry)
+
+
+def require_handlers(names: list[str], modules: list[str]) -> None:
+    """Exit 2 when no handler is registered: every task leased would be refused."""
     if not names:
         where = f" (imported: {', '.join(modules)})" if modules else ""
         fail(
@@ -97,7 +102,36 @@ def handler_names(modules: list[str]) -> list[str]:
             "@fairque.task",
             EXIT_USAGE,
         )
-    return names
+
+
+def wait_for_server(url: str, config: WorkerConfig, *, asking: bool) -> bool:
+    """Whether ``url`` is a cluster, asked once the server answers.
+
+    Waits up to ``wait_for_server_seconds`` as the worker would (capped backoff, one
+    line when waiting starts), so the set-up is judged against a live server.
+
+    Raises:
+        redis.ConnectionError: no answer in time.
+    """
+    from fairque.worker.link import CONNECTION_ERRORS, Link
+
+    link = Link(f"worker {config.id}", log)
+    wait = config.wait_for_server_seconds
+    first = f"cannot reach the server; waiting up to {wait:g}s"
+    if asking:
+        first = f"waiting for the server to ask whether it is a cluster (up to {wait:g}s)"
+    deadline = link.clock() + wait
+    while True:
+        try:
+            cluster = is_cluster_url(url)
+        except CONNECTION_ERRORS as exc:
+            pause = link.failed(exc, first=first)
+            if link.clock() + pause > deadline:
+                raise
+            time.sleep(pause)
+        else:
+            link.ok()
+            return cluster
 
 
 def run_worker(common: Common, cfg: Settings, processes: int, log_args: list[str]) -> None:
@@ -105,6 +139,7 @@ def run_worker(common: Common, cfg: Settings, processes: int, log_args: list[str
     with server_url(cfg, embedded_ok=False) as url:
         names = handler_names(cfg.worker.imports)
         if processes > 1:
+            require_handlers(names, cfg.worker.imports)
             from fairque.worker.supervisor import run_processes, worker_command
 
             base = ["--queue", cfg.queue.name]
@@ -123,17 +158,13 @@ def run_worker(common: Common, cfg: Settings, processes: int, log_args: list[str
             raise typer.Exit(run_processes(commands, env={"FAIRQUE_URL": url}))
         from fairque.aio import AsyncFairQueue
         from fairque.worker import Worker
-        from fairque.worker.link import Link, wait_for_probe
         from fairque.worker.supervisor import supervisor_pid
 
-        log.info("%s", banner(cfg, url, names))
         with guarded(url):
-            cluster = cfg.redis.cluster
-            if cluster is None:  # asking the server: wait for it as the worker would
-                link = Link(f"worker {cfg.worker.id}", log)
-                cluster = wait_for_probe(
-                    lambda: is_cluster_url(url), link, cfg.worker.wait_for_server_seconds
-                )
+            probed = wait_for_server(url, cfg.worker, asking=cfg.redis.cluster is None)
+            cluster = probed if cfg.redis.cluster is None else cfg.redis.cluster
+            require_handlers(names, cfg.worker.imports)
+            log.info("%s", banner(cfg, url, names))
             queue = AsyncFairQueue.from_url(
                 url, cfg.queue.name, cluster=cluster, **cfg.queue.options()
             )

@@ -179,5 +179,8 @@ def test_demo_with_the_embedded_server() -> None:
 def test_help_lists_every_command() -> None:
     result = run_cli("--help")
     assert result.returncode == 0
-    for command in ("worker", "enqueue", "status", "task", "cancel", "retry", "purge", "demo"):
+    commands = ("worker", "enqueue", "status", "task", "result", "cancel", "retry", "purge",
+                "users", "limits", "demo")  # fmt: skip
+    for command in commands:
         assert command in result.stdout
+    assert "Exit codes: 0 success; 1 the command failed" in " ".join(result.stdout.split())

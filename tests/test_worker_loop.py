@@ -9,10 +9,12 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any, cast
 
+import pytest
 from support import unique_queue
 from worker_handlers import Harness, eventually, wait_state
 
 from fairque import AsyncFairQueue, Registry, Task, TaskState
+from fairque.errors import ServerError
 
 
 class CallCounter(AsyncFairQueue):
@@ -159,6 +161,39 @@ async def test_successes_ride_with_the_lease_request(h: Harness) -> None:
     assert q.calls["fail"] == 0
     # every wave completes what finished and leases as many: far fewer calls than tasks
     assert q.calls["complete_and_pop"] < 120, q.calls
+
+
+class RefusingQueue(AsyncFairQueue):
+    """A real queue whose next ``refusals`` failure reports the server refuses."""
+
+    refusals = 0
+
+    async def fail(self, task: Task, *args: Any, **kwargs: Any) -> TaskState:
+        if self.refusals:
+            self.refusals -= 1
+            raise ServerError("OOM command not allowed when used memory > 'maxmemory'.")
+        return await super().fail(task, *args, **kwargs)
+
+
+async def test_a_report_the_server_refuses_is_sent_again(
+    h: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A refusal (out of memory, a read-only replica) passes like an outage."""
+    url, cluster = h.server.url, h.server.cluster
+    q = cast(RefusingQueue, RefusingQueue.from_url(url, unique_queue(), cluster=cluster))
+    h.queues.append(q)
+    q.refusals = 2
+    reg = Registry()
+    reg.register(lambda: 1 / 0, name="bad")
+    worker = h.start(q, reg, poll_interval_seconds=30)
+    t = await q.enqueue("bad", user_id="u", max_retries=0)
+    failed = await wait_state(q, t.task_id, TaskState.FAILED, timeout=5)
+    assert failed.error == "ZeroDivisionError: division by zero"
+    assert q.refusals == 0
+    assert worker.failed == 1
+    refused = [r for r in caplog.records if "could not report the failure" in r.getMessage()]
+    assert len(refused) == 2
+    assert [bool(r.exc_info) for r in refused] == [True, False]  # one traceback, then a line
 
 
 # ---------------------------------------------------------------------------- stopping

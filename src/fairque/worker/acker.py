@@ -89,6 +89,8 @@ class NotApplied(enum.Enum):
 
 #: The queue's answer to a report: the task's new state, or why nothing changed.
 Answer: TypeAlias = TaskState | NotApplied
+#: A report and the future its execution waits on.
+Filed: TypeAlias = "tuple[Report, asyncio.Future[Answer]]"
 
 
 class Acknowledger:
@@ -115,7 +117,7 @@ class Acknowledger:
         self.link = link
         self.errors = errors
         self._on_report = on_report
-        self._pending: list[tuple[Report, asyncio.Future[Answer]]] = []
+        self._pending: list[Filed] = []
         self._given_up = False
 
     @property
@@ -144,35 +146,66 @@ class Acknowledger:
 
         Returns:
             The leased tasks; None when the server could not be reached or refused
-            the call: the reports it held wait for the next wave, which the caller
+            the call: what was not sent waits for the next wave, which the caller
             starts after the link's backoff.
         """
         wave, self._pending = self._pending, []
         for report, answer in wave:
             if report.task.lease_token is None:  # lost while it waited (the heartbeat saw it)
                 _resolve(answer, NotApplied.LEASE_LOST)
-        wave = [(r, a) for r, a in wave if not a.done()]
-        finished: list[tuple[Report, asyncio.Future[Answer]]] = []
-        others: list[tuple[Report, asyncio.Future[Answer]]] = []
-        for item in wave:
-            (finished if isinstance(item[0], Finished) else others).append(item)
-        held: list[tuple[Report, asyncio.Future[Answer]]] = []
+        finished = [(r, a) for r, a in wave if isinstance(r, Finished) and not a.done()]
+        others = [(r, a) for r, a in wave if not isinstance(r, Finished) and not a.done()]
         if others:
-            sent = await asyncio.gather(*(self._send_one(r) for r, _ in others))
-            for (report, answer), result in zip(others, sent, strict=True):
-                if result is None:
-                    held.append((report, answer))
-                else:
-                    _resolve(answer, result)
+            await asyncio.gather(*(self._send_one(r, a) for r, a in others))
+            held = [(r, a) for r, a in others if not a.done()]
             if held:  # the server is away: the successes wait with them
-                self._pending[:0] = held + finished
+                self._pending[:0] = [*held, *finished]
                 return None
         if not finished and not wanted:
             return []
+        return await self._complete_and_lease(finished, wanted)
+
+    def give_up(self) -> int:
+        """Stop sending: every held report, and every later one, is answered GAVE_UP.
+
+        Returns:
+            How many held reports were given up.
+        """
+        self._given_up = True
+        held, self._pending = self._pending, []
+        for report, answer in held:
+            self._give_up_on(report, answer)
+        return len(held)
+
+    async def _send_one(self, report: Failed | GivenBack, answer: asyncio.Future[Answer]) -> None:
+        """Send a failure or a give-back; ``answer`` stays open when it must be sent again."""
+        task = report.task
+        try:
+            if isinstance(report, Failed):
+                state = await self.queue.fail(
+                    task, report.reason, report.retry, report.delay, max_retries=report.budget
+                )
+            else:
+                state = await self.queue.requeue(task)
+        except LeaseLost:
+            _resolve(answer, NotApplied.LEASE_LOST)
+        except Exception as exc:
+            if not self._holds(exc, f"could not report the {report.what} of task {task.task_id}"):
+                self._give_up_on(report, answer)
+        else:
+            self.link.ok()
+            if isinstance(report, GivenBack):
+                log.info("task %s given back (%s)", task.task_id, state.value)
+            _resolve(answer, state)
+
+    async def _complete_and_lease(
+        self, finished: list[tuple[Finished, asyncio.Future[Answer]]], wanted: int
+    ) -> list[Task] | None:
+        """Complete the successes and lease up to ``wanted`` tasks: one round trip."""
         req = self.leasing.next_id() if wanted else None
         try:
             won, leased = await self.queue.complete_and_pop(
-                [(r.task, r.result) for r, _ in finished if isinstance(r, Finished)],
+                [(r.task, r.result) for r, _ in finished],
                 wanted,
                 self.leasing.worker_id,
                 self.leasing.lease_seconds,
@@ -192,42 +225,6 @@ class Acknowledger:
             _resolve(answer, TaskState.FINISHED if ok else NotApplied.LEASE_LOST)
         return leased
 
-    def give_up(self) -> int:
-        """Stop sending: every held report, and every later one, is answered GAVE_UP.
-
-        Returns:
-            How many held reports were given up.
-        """
-        self._given_up = True
-        held, self._pending = self._pending, []
-        for report, answer in held:
-            self._give_up_on(report, answer)
-        return len(held)
-
-    async def _send_one(self, report: Report) -> Answer | None:
-        """Send a failure or a give-back; None when it must wait for the next wave."""
-        task = report.task
-        try:
-            if isinstance(report, Failed):
-                reply = await self.queue.fail(
-                    task, report.reason, report.retry, report.delay, max_retries=report.budget
-                )
-            else:
-                reply = await self.queue.requeue(task)
-        except LeaseLost:
-            reply = None
-        except Exception as exc:
-            if self._holds(exc, f"could not report the {report.what} of task {task.task_id}"):
-                return None
-            self._give_up_on(report)
-            return NotApplied.GAVE_UP
-        self.link.ok()
-        if reply is None:
-            return NotApplied.LEASE_LOST
-        if isinstance(report, GivenBack):
-            log.info("task %s given back (%s)", task.task_id, reply.value)
-        return reply
-
     def _holds(self, exc: Exception, what: str) -> bool:
         """Whether a call that raised ``exc`` is worth sending again (and logs it).
 
@@ -243,14 +240,13 @@ class Acknowledger:
             return True
         return False
 
-    def _give_up_on(self, report: Report, answer: asyncio.Future[Answer] | None = None) -> None:
+    def _give_up_on(self, report: Report, answer: asyncio.Future[Answer]) -> None:
         log.warning(
             "worker %s: gave up reporting the %s of task %s; its lease will expire and it "
             "will run again",
             self.worker_id, report.what, report.task.task_id,
         )  # fmt: skip
-        if answer is not None:
-            _resolve(answer, NotApplied.GAVE_UP)
+        _resolve(answer, NotApplied.GAVE_UP)
 
 
 def _resolve(answer: asyncio.Future[Answer], value: Answer) -> None:

@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
+from servers import SyncClient
 
 from fairque import ops as ops_module
 from fairque.aio import AsyncFairQueue
@@ -167,6 +168,55 @@ def test_the_key_include_derives_keys_from_the_prefix(tmp_path: Path) -> None:
     keys_lua = "local function task_key(K, id) return K.prefix .. 'task:' .. id end\n"
     body = f"-- @include {KEY_INCLUDE}\nreturn redis.call('HGETALL', task_key(K, ARGV[1]))\n"
     assert load_script(keyed_script(tmp_path, "prefix", body, **{KEY_INCLUDE: keys_lua}))
+
+
+def test_the_server_runs_keys_by_number_and_builders_inlined(tmp_path: Path) -> None:
+    keys_lua = "local function task_key(K, id) return K.prefix .. 'task:' .. id end\n"
+    body = (
+        f"-- @include {KEY_INCLUDE}\n"
+        "return {K.ring, 'K.ring', task_key(K, ARGV[1] or task_key(K, 'x'))}\n"
+    )
+    script = load_script(keyed_script(tmp_path, "prefix,ring", body, **{KEY_INCLUDE: keys_lua}))
+    assert "local K = KEYS\n" in script.source
+    assert (
+        "return {K[2], 'K.ring', (K[1] .. 'task:' .. (ARGV[1] or (K[1] .. 'task:' .. ('x'))))}"
+        in (script.source)
+    )
+    assert "task_key" not in script.source
+    assert "K.prefix" not in script.source
+
+
+def test_the_key_include_holds_builders_only(tmp_path: Path) -> None:
+    keys_lua = "local function task_key(K, id)\n  return K.prefix .. 'task:' .. id\nend\n"
+    body = f"-- @include {KEY_INCLUDE}\nreturn task_key(K, ARGV[1])\n"
+    path = keyed_script(tmp_path, "prefix", body, **{KEY_INCLUDE: keys_lua})
+    with pytest.raises(
+        ScriptLoadError, match=r"every function must read: local function <name>_key"
+    ):
+        load_script(path)
+
+
+def test_a_builder_is_only_called(tmp_path: Path) -> None:
+    keys_lua = "local function task_key(K, id) return K.prefix .. 'task:' .. id end\n"
+    body = f"-- @include {KEY_INCLUDE}\nlocal build = task_key\nreturn build(K, ARGV[1])\n"
+    path = keyed_script(tmp_path, "prefix", body, **{KEY_INCLUDE: keys_lua})
+    with pytest.raises(ScriptLoadError, match=r"use task_key only as a call task_key\(K, <id>\)"):
+        load_script(path)
+
+
+def test_compiled_key_builders_build_the_keys_of_keys_py(
+    tmp_path: Path, redis_client: SyncClient
+) -> None:
+    """The builders of keys.lua, as the server runs them, give the keys keys.py gives."""
+    text = (LUA_DIR / "includes" / f"{KEY_INCLUDE}.lua").read_text()
+    names = re.findall(r"^local function (\w+)_key\(", text, re.MULTILINE)
+    calls = ", ".join(f"{name}_key(K, ARGV[1])" for name in names)
+    body = f"-- @include {KEY_INCLUDE}\nreturn {{K.wake, {calls}}}\n"
+    script = load_script(keyed_script(tmp_path, "prefix,wake", body), LUA_DIR / "includes")
+    keys = QueueKeys("compiled")
+    reply = redis_client.eval(script.source, 2, keys.prefix, keys.wake, "a{b}c")
+    expected = [keys.wake, *(getattr(keys, name)("a{b}c") for name in names)]
+    assert [k.decode() if isinstance(k, bytes) else k for k in reply] == expected
 
 
 def test_lua_key_builders_match_keys_py() -> None:

@@ -11,10 +11,14 @@ in header order, to one key table::
     local K = {prefix = KEYS[1], ring = KEYS[2], leases = KEYS[3]}
 
 and reads them only as ``K.<name>``; includes take ``K`` as a parameter.  Per-task and
-per-user keys are built from ``K.prefix`` by ``lua/includes/keys.lua`` alone.  The
-loader checks this on the inlined source: every ``K.<name>`` is declared, every
-declared key but the prefix is used, ``KEYS`` is read only by the binding, and no file
-but ``keys.lua`` touches ``K.prefix`` or appends a key suffix to anything.
+per-user keys are built from ``K.prefix`` by ``lua/includes/keys.lua`` alone, one
+builder per key (``task_key(K, id)``).  The loader checks this on the inlined source:
+every ``K.<name>`` is declared, every declared key but the prefix is used, ``KEYS`` is
+read only by the binding, and no file but ``keys.lua`` touches ``K.prefix`` or appends
+a key suffix to anything.
+
+The source is plain Lua; the server runs it compiled by two rewrites that keep its
+meaning and take the names' cost out of every call (``compile_keys``).
 """
 
 from __future__ import annotations
@@ -33,12 +37,17 @@ LUA_DIR = Path(__file__).parent / "lua"
 KEY_INCLUDE = "keys"
 _INCLUDE = re.compile(r"^--\s*@include\s+([\w-]+)\s*$", re.MULTILINE)
 _KEY_DECL = re.compile(r"^KEYS\[(\d+)\][ \t]+(\w+)", re.MULTILINE)
-# strings are kept (a '--' inside one is no comment); long and line comments go
-_COMMENT = re.compile(
-    r"""('(?:\\.|[^'\\\n])*'|"(?:\\.|[^"\\\n])*")|--\[(=*)\[.*?\]\2\]|--[^\n]*""", re.DOTALL
-)
+# a Lua string literal or comment: the rewrites below leave these alone
+_STRING = r"'(?:\\.|[^'\\\n])*'" + r'|"(?:\\.|[^"\\\n])*"'
+_COMMENT_RE = r"--\[(?P<eq>=*)\[.*?\](?P=eq)\]|--[^\n]*"
+_COMMENT = re.compile(f"(?P<string>{_STRING})|{_COMMENT_RE}", re.DOTALL)
 _BINDING = re.compile(r"^local K = \{([^{}]*)\}", re.MULTILINE)
 _KEY_USE = re.compile(r"\bK\.(\w+)")
+_KEY_REF = re.compile(f"{_STRING}|{_COMMENT_RE}|\\bK\\.(?P<key>\\w+)", re.DOTALL)
+_BUILDER = re.compile(
+    r"^local function (\w+_key)\(K, (\w+)\) return K\.prefix \.\. '([^'\\]*)' \.\. \2 end$",
+    re.MULTILINE,
+)
 
 
 class ScriptLoadError(FairqueError):
@@ -116,7 +125,7 @@ def declared_keys(source: str) -> tuple[str, ...]:
 
 def _code(text: str) -> str:
     """Lua source without its comments (string literals kept)."""
-    return _COMMENT.sub(lambda m: m.group(1) or "", text)
+    return _COMMENT.sub(lambda m: m["string"] or "", text)
 
 
 @cache
@@ -191,6 +200,83 @@ def check_keys(body: str, includes: dict[str, str], declared: tuple[str, ...]) -
         raise ScriptLoadError(f"declares keys it never uses: {', '.join(unused)}")
 
 
+def key_builders(text: str) -> dict[str, str]:
+    """The builders ``includes/keys.lua`` defines: name -> key suffix.
+
+    Raises:
+        ScriptLoadError: a function of the file is not a one-line builder
+            ``local function <name>_key(K, id) return K.prefix .. '<suffix>' .. id end``.
+    """
+    builders = {m[1]: m[3] for m in _BUILDER.finditer(text)}
+    if len(builders) != _code(text).count("local function"):
+        raise ScriptLoadError(
+            f"includes/{KEY_INCLUDE}.lua: every function must read: local function"
+            " <name>_key(K, id) return K.prefix .. '<suffix>' .. id end"
+        )
+    return builders
+
+
+def _closing_paren(code: str, start: int) -> int:
+    """Index of the ``)`` closing a call whose arguments start at ``start``."""
+    depth = 1
+    token = re.compile(f"{_STRING}|[()]")
+    for match in token.finditer(code, start):
+        if match[0] == "(":
+            depth += 1
+        elif match[0] == ")":
+            depth -= 1
+            if depth == 0:
+                return match.start()
+    raise ScriptLoadError("unbalanced parentheses in a key builder call")
+
+
+def _inline_builders(code: str, builders: dict[str, str]) -> str:
+    """``code`` with each ``<name>_key(K, <arg>)`` replaced by its concatenation."""
+    if not builders:
+        return code
+    names = "|".join(map(re.escape, builders))
+    call = re.compile(f"{_STRING}|{_COMMENT_RE}|\\b(?P<fn>{names})\\(K,\\s*", re.DOTALL)
+    out: list[str] = []
+    pos = 0
+    while match := call.search(code, pos):
+        if not match["fn"]:
+            out.append(code[pos : match.end()])
+            pos = match.end()
+            continue
+        end = _closing_paren(code, match.end())
+        arg = _inline_builders(code[match.end() : end], builders).strip()
+        out.append(code[pos : match.start()])
+        out.append(f"(K.prefix .. '{builders[match['fn']]}' .. ({arg}))")
+        pos = end + 1
+    out.append(code[pos:])
+    return "".join(out)
+
+
+def compile_keys(source: str, key_names: tuple[str, ...], builders: dict[str, str]) -> str:
+    """The inlined ``source`` as the server runs it, with the same meaning.
+
+    Naming keys costs nothing per call after two rewrites (measured with callgrind, a
+    key table built per call and a function call per derived key cost up to 16 % more
+    instructions per ``complete``):
+
+    - the binding ``local K = {prefix = KEYS[1], ...}`` becomes ``local K = KEYS`` and
+      every ``K.<name>`` becomes ``K[<i>]`` by the header's numbering;
+    - every ``<name>_key(K, <arg>)`` call of a builder of ``includes/keys.lua`` becomes
+      ``(K[1] .. '<suffix>' .. (<arg>))``, and the builders' definitions go.
+
+    Raises:
+        ScriptLoadError: a builder is used other than as ``<name>_key(K, <arg>)``.
+    """
+    code = _BUILDER.sub("", source)
+    code = _inline_builders(code, builders)
+    stray = [name for name in builders if re.search(rf"\b{name}\b", _code(code))]
+    if stray:
+        raise ScriptLoadError(f"use {stray[0]} only as a call {stray[0]}(K, <id>)")
+    code = _BINDING.sub("local K = KEYS", code, count=1)
+    index = {name: n for n, name in enumerate(key_names, 1)}
+    return _KEY_REF.sub(lambda m: f"K[{index[m['key']]}]" if m["key"] else m[0], code)
+
+
 def load_script(path: Path, include_dir: Path | None = None) -> Script:
     """Load one script file, resolving includes relative to ``include_dir``.
 
@@ -203,6 +289,8 @@ def load_script(path: Path, include_dir: Path | None = None) -> Script:
         key_names = declared_keys(raw)
         source, includes = _inline(raw, include_dir or path.parent / "includes")
         check_keys(raw, includes, key_names)
+        builders = key_builders(includes[KEY_INCLUDE]) if KEY_INCLUDE in includes else {}
+        source = compile_keys(source, key_names, builders)
     except ScriptLoadError as exc:
         raise ScriptLoadError(f"{path.name}: {exc}") from None
     sha = hashlib.sha1(source.encode()).hexdigest()

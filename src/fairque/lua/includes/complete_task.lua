@@ -17,10 +17,8 @@ local function complete_task(K, id, token, has_result, result, ms, us, ordering,
     if replayed(last_op(K, id, f[1], f[6]), req) == 'FINISHED' then return {1, 0} end
     return {0, 0}
   end
-  end_attempt(K, id, f[3], ms)
-  local tk = task_key(K, id)
-  redis.call('HDEL', tk, 'error')
-  if has_result and f[4] == '1' then redis.call('HSET', tk, 'result', result) end
+  end_attempt(K, id, f[3], ms, 'error')
+  if has_result and f[4] == '1' then redis.call('HSET', task_key(K, id), 'result', result) end
   local ready = 0
   if redis.call('EXISTS', deps_blocked_key(K, id)) == 1 then
     ready = release_dependents(K, id, ms, us, ordering, horizon_us)

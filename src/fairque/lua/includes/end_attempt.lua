@@ -1,9 +1,10 @@
 -- @include keys
 -- @include release_slot
--- end_attempt(K, id, user, ms): take a STARTED task out of the lease registry,
--- drop its lease fields and free its user's in-flight slot.
-local function end_attempt(K, id, user, ms)
+-- end_attempt(K, id, user, ms, ...): take a STARTED task out of the lease registry,
+-- drop its lease fields (and the further fields named after `ms`) and free its user's
+-- in-flight slot.
+local function end_attempt(K, id, user, ms, ...)
   redis.call('ZREM', K.leases, id)
-  redis.call('HDEL', task_key(K, id), 'lease', 'worker', 'deadline')
+  redis.call('HDEL', task_key(K, id), 'lease', 'worker', 'deadline', ...)
   release_slot(K, user, id, ms)
 end

@@ -2,7 +2,9 @@
 -- @include notify_waiters
 -- finalize(K, id, state, registry, ms, ttl_ms, counter, op): move a task to a terminal
 -- state, index it in its `registry` key by expiry time, trim expired entries, set the
--- TTL (its dependency set expires with it), and wake result() waiters. `op` (or nil)
+-- TTL, and wake result() waiters. A task that did not finish keeps its blocked set (its
+-- 'wait' dependents) as long as its data; a FINISHED one has released and deleted it
+-- already (complete_task). `op` (or nil)
 -- is the request record of the call that ended it (see replayed). A task kept for less
 -- than the replay window (60 s) leaves a tombstone 'gone:<id>' ('<state> <op>') for
 -- that long, so a resent push or acknowledgement is still recognised.
@@ -25,5 +27,5 @@ local function finalize(K, id, state, registry, ms, ttl_ms, counter, op)
   end
   redis.call('ZADD', registry, ms + ttl_ms, id)
   redis.call('PEXPIRE', tk, ttl_ms)
-  redis.call('PEXPIRE', deps_blocked_key(K, id), ttl_ms)
+  if state ~= 'FINISHED' then redis.call('PEXPIRE', deps_blocked_key(K, id), ttl_ms) end
 end

@@ -2,6 +2,7 @@
 -- as fairque.keys.QueueKeys (a test compares them). A script receives every fixed key in
 -- KEYS, named by its header and bound to its key table K; this is the only file that
 -- derives a key from K.prefix.
+-- (the task hash's fields and their Task names: the table in fairque/taskhash.py)
 local function task_key(K, id) return K.prefix .. 'task:' .. id end
 local function critical_key(K, user) return K.prefix .. 'crit:' .. user end
 local function normal_key(K, user) return K.prefix .. 'norm:' .. user end

@@ -16,12 +16,20 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any)
     guard = guard + 1
     local user = pick_user(K.ring, assigned, steal, any)
     if not user then break end
+    local normal = normal_key(K, user)
     local id = redis.call('LPOP', critical_key(K, user))
-    if not id then id = redis.call('ZPOPMIN', normal_key(K, user))[1] end
+    local more  -- the user has ready work left after this task
+    if id then
+      more = has_ready(K, user)
+    else
+      id = redis.call('ZPOPMIN', normal)[1]
+      -- its critical lane is empty: only the normal lane can hold more
+      more = id and redis.call('ZCARD', normal) > 0
+    end
     if not id then
       leave_ring(K, user)
     else
-      if not has_ready(K, user) then
+      if not more then
         leave_ring(K, user)
       else
         local rotate = true

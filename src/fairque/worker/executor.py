@@ -125,8 +125,9 @@ class Executor:
         """True while any handler runs."""
         return any(e.stage is Stage.HANDLING for e in self._executions.values())
 
-    def leases(self) -> list[tuple[asyncio.Task[None], Execution]]:
-        """Every execution, with the asyncio task that runs it (for the heartbeat)."""
+    def held(self) -> list[tuple[asyncio.Task[None], Execution]]:
+        """Every execution (each task whose lease this worker holds), with the asyncio
+        task that runs it."""
         return list(self._executions.items())
 
     def start(self, task: Task) -> None:

@@ -11,8 +11,9 @@ How a worker serves its queue, top to bottom:
    turn asks again.
 3. Once the queue has fewer tasks than asked for, the free slots *park*
    (``fetcher``): the worker blocks on the queue's wake-up list until pushed work or
-   a due time ends the wait, and leases in the same round trip. An idle worker sends
-   nothing else but its heartbeat.
+   a due time ends the wait, and leases in the same round trip. An idle worker's
+   only calls are these waits (each until the next due time, at most its lease
+   length) and its heartbeat.
 4. Between turns the loop sleeps until something changes: a report is filed, a park
    ends, an execution ends, a stuck handler thread returns, a stop is requested.
 5. A stop ends fetching, lets running handlers finish within the grace period,
@@ -119,6 +120,10 @@ class Worker:
     A sync handler over its timeout cannot be interrupted: its thread stays busy
     until the function returns, and the worker leases that many fewer tasks
     meanwhile (``threads_stuck``, also in the worker's registered info).
+
+    An idle worker does not poll: it waits on the queue's wake-up list, which a
+    push, a retry or a give-back signals, and wakes by itself when a scheduled task
+    comes due or a lease expires (``poll_interval_seconds`` is not used).
 
     When the server cannot be reached the worker waits (capped exponential backoff
     with jitter), holds the outcomes it could not report and sends them when the

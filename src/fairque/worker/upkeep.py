@@ -143,7 +143,7 @@ class Upkeep:
         await self.register()
 
     async def _extend_leases(self) -> None:
-        held = self.executor.leases()
+        held = self.executor.held()
         if not held:
             return
         tasks = [execution.task for _, execution in held]

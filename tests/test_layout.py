@@ -50,3 +50,19 @@ def test_every_public_name_resolves(name: str) -> None:
 def test_an_unknown_name_is_an_attribute_error() -> None:
     with pytest.raises(AttributeError, match="no attribute 'Nope'"):
         fairque.Nope  # noqa: B018
+
+
+def test_the_architecture_page_shows_the_task_hash_table() -> None:
+    """docs/architecture.md's field table is ``taskhash.FIELDS``, row for row."""
+    from pathlib import Path
+
+    from fairque.taskhash import FIELDS
+
+    page = Path(__file__).parent.parent / "docs" / "architecture.md"
+    rows = []
+    for line in page.read_text().splitlines():
+        cells = [c.strip().strip("`") for c in line.strip().strip("|").split("|")]
+        if line.startswith("|") and len(cells) == 4 and not cells[1].startswith("---"):
+            rows.append(tuple(cells[:3]))
+    assert rows[0] == ("Task attribute", "hash field", "push slot")
+    assert rows[1:] == [(f.attr or "-", f.hash, f.push or "-") for f in FIELDS]

@@ -23,7 +23,7 @@ KEYS[15] capped   users held out of the ring by their in-flight cap
 KEYS[16] wake     wake-up list (dependents made ready that this call does not lease)
 
 ARGV[1] count       tasks to lease (0: only complete)
-ARGV[2] worker
+ARGV[2] worker_id   recorded on the lease (the task hash's 'worker')
 ARGV[3] lease_ms
 ARGV[4] base_ms
 ARGV[5] failed_ttl_ms
@@ -33,7 +33,8 @@ ARGV[8] horizon_us
 ARGV[9] req         request id (unique per call; the same when a call is resent)
 ARGV[10] C          number of completions, then 4 values each:
                     id, token, has_result (0|1), result
-ARGV[11+4C] A       number of assigned users, then A user ids, then S and S steal targets
+ARGV[11+4C] A      number of assigned_users, then their A user ids, then the number S of
+                    steal_targets and their S user ids (as pop.lua)
 
 Reply: {array of 1/0 per completion (0: lease lost), array of leased tasks (flat HGETALL)}.
 ]]

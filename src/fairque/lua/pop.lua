@@ -23,7 +23,7 @@ KEYS[14] capped   users held out of the ring by their in-flight cap
 KEYS[15] wake     wake-up list (reclaimed leases scheduled for retry)
 
 ARGV[1] count       tasks to lease (>= 1)
-ARGV[2] worker      worker id recorded on the lease
+ARGV[2] worker_id   recorded on the lease (the task hash's 'worker')
 ARGV[3] lease_ms    lease length
 ARGV[4] base_ms     retry backoff base (for reclaimed leases)
 ARGV[5] failed_ttl_ms
@@ -31,8 +31,8 @@ ARGV[6] batch       maintenance bound (reclaim / promote per call)
 ARGV[7] ordering    'aging' | 'strict'
 ARGV[8] horizon_us
 ARGV[9] req         request id (unique per call; the same when a call is resent)
-ARGV[10] A          number of assigned users, then A user ids
-ARGV[11+A] S        number of steal targets, then S user ids ('*' = any user)
+ARGV[10] A          number of assigned_users, then their A user ids
+ARGV[11+A] S        number of steal_targets, then their S user ids ('*' = any user)
 
 Reply: array of leased tasks, each the flat HGETALL of its hash.
 ]]

@@ -251,3 +251,25 @@ def test_listing_pages_newest_first_with_filters(api: Api) -> None:
     check_problem(
         api.call("GET", "/tasks", params={"state": "QUEUED", "cursor": "!!"}), 422, "validation"
     )
+
+
+def test_hostile_bodies_never_cause_a_server_error(api: Api) -> None:
+    deep = '{"name": "n", "user_id": "u", "payload": ' + "[" * 5000 + "]" * 5000 + "}"
+    bodies = [
+        deep.encode(),
+        b'{"name": "n", "user_id": "u", "payload": 123456789012345678901234567890}',
+        b'{"name": "n", "user_id": "u", "payload": 1e400}',
+        b'{"name": "n", "user_id": "u", "priority": true}',
+        b"[]",
+        b"null",
+        b'{"tasks": []}',
+        b'{"name": "n", "user_id": "u", "timeout_seconds": 1e308}',
+    ]
+    for body in bodies:
+        response = api.http.post(api.prefix + "/tasks", content=body,
+                                 headers={"Content-Type": "application/json"})  # fmt: skip
+        assert response.status_code in (400, 422), (body[:60], response.text)
+        assert response.headers["content-type"] == "application/problem+json"
+    packed = api.call("POST", "/tasks", {"name": "n", "user_id": "u", "payload": float("nan")},
+                      msgpack=True)  # fmt: skip
+    assert packed.status_code == 422

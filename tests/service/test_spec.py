@@ -24,6 +24,7 @@ from fairque.service.spec import openapi_bytes
 from service.harness import Api, LiveServer
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "openapi.json"
+WORKER_DOC = DOC.with_name("worker-openapi.json")
 EXAMPLES = 12
 
 
@@ -50,6 +51,7 @@ def test_committed_document_is_the_served_one(api: Api) -> None:
 def test_document_is_valid_and_declares_both_encodings() -> None:
     doc = json.loads(DOC.read_text())
     validate(doc)
+    validate(json.loads(WORKER_DOC.read_text()))
     for path, methods in doc["paths"].items():
         for method, op in methods.items():
             bodies = [op.get("requestBody", {"content": dict.fromkeys(BODY_TYPES)})]

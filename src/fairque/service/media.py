@@ -89,6 +89,11 @@ def decode(body: bytes, media: str, kind: type[T] | Any) -> T:
         raise ProblemError(
             400, "malformed-body", "Bad Request", f"body is not {media}: {exc}"
         ) from None
+    except RecursionError:
+        raise ProblemError(
+            422, "validation", "Unprocessable Content", "the body is nested too deeply",
+            errors=[FieldError(field="body", message="nested too deeply")],
+        ) from None  # fmt: skip
 
 
 def split_validation(text: str) -> tuple[str, str]:

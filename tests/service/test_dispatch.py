@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import threading
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -68,6 +70,8 @@ class PushWorker:
             return 503, "text/plain", b"busy"
         if name == "slow":
             await asyncio.sleep(2.5)
+        if name == "hang":
+            await asyncio.sleep(30)
         if name == "bad":
             reply = {"type": "failure", "reason": "other", "should_retry": False,
                      "error": {"code": 3}, "message": "nope"}  # fmt: skip
@@ -145,6 +149,46 @@ def test_dispatch_records_every_kind_of_answer(
                      "user_id": first["user_id"], "priority": 3, "attempt": 1,
                      "timeout_seconds": 10.0}  # fmt: skip
     assert [j["attempt"] for j in app.jobs if j["name"] == "flaky"] == [1, 2]
+
+
+def test_timeouts_unreachable_endpoints_and_cancels(
+    server: ServerInfo, key_audit: list[ServerInfo], worker: tuple[PushWorker, Uvicorn]
+) -> None:
+    if server not in key_audit:
+        key_audit.append(server)
+    _, served = worker
+    name, dead = unique_queue("dispatch"), unique_queue("dispatch")
+    q = FairQueue.from_url(server.url, name)
+    unreachable = FairQueue.from_url(server.url, dead)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        closed_port = sock.getsockname()[1]
+    endpoints = [
+        Endpoint(queue=name, url=served.base, names=["hang"], lease_seconds=1),
+        Endpoint(queue=dead, url=f"http://127.0.0.1:{closed_port}/"),
+    ]
+    halt = run_in_thread(server.url, DispatchSettings(endpoints=endpoints, worker_id="d1"))
+    try:
+        timed_out = str(q.enqueue("hang", None, user_id="u", timeout=0.5, max_retries=0).task_id)
+        canceled = str(q.enqueue("hang", None, user_id="u", timeout=20).task_id)
+        refused = str(unreachable.enqueue("x", None, user_id="u", max_retries=0).task_id)
+        with pytest.raises(TaskFailed, match="timeout"):
+            q.result(timed_out, timeout=15)
+        with pytest.raises(TaskFailed, match="ConnectError"):
+            unreachable.result(refused, timeout=15)
+        deadline = time.monotonic() + 10
+        while (task := q.get(canceled)) is not None and task.state is not TaskState.STARTED:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert q.cancel(canceled)
+        time.sleep(1.0)  # a heartbeat finds the lease gone; nothing is recorded
+        task = q.get(canceled)
+        assert task is not None
+        assert task.state is TaskState.CANCELED
+    finally:
+        halt()
+        q.close()
+        unreachable.close()
 
 
 def test_globs_pick_the_endpoint() -> None:

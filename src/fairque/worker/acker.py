@@ -150,14 +150,18 @@ class Acknowledger:
             starts after the link's backoff.
         """
         wave, self._pending = self._pending, []
+        finished: list[tuple[Finished, asyncio.Future[Answer]]] = []
+        others: list[tuple[Failed | GivenBack, asyncio.Future[Answer]]] = []
         for report, answer in wave:
             if report.task.lease_token is None:  # lost while it waited (the heartbeat saw it)
                 _resolve(answer, NotApplied.LEASE_LOST)
-        finished = [(r, a) for r, a in wave if isinstance(r, Finished) and not a.done()]
-        others = [(r, a) for r, a in wave if not isinstance(r, Finished) and not a.done()]
+            elif isinstance(report, Finished):
+                finished.append((report, answer))
+            else:
+                others.append((report, answer))
         if others:
-            await asyncio.gather(*(self._send_one(r, a) for r, a in others))
-            held = [(r, a) for r, a in others if not a.done()]
+            sent = await asyncio.gather(*(self._send_one(r, a) for r, a in others))
+            held = [item for item, done in zip(others, sent, strict=True) if not done]
             if held:  # the server is away: the successes wait with them
                 self._pending[:0] = [*held, *finished]
                 return None
@@ -177,8 +181,8 @@ class Acknowledger:
             self._give_up_on(report, answer)
         return len(held)
 
-    async def _send_one(self, report: Failed | GivenBack, answer: asyncio.Future[Answer]) -> None:
-        """Send a failure or a give-back; ``answer`` stays open when it must be sent again."""
+    async def _send_one(self, report: Failed | GivenBack, answer: asyncio.Future[Answer]) -> bool:
+        """Send a failure or a give-back; False when it must be sent again."""
         task = report.task
         try:
             if isinstance(report, Failed):
@@ -190,13 +194,15 @@ class Acknowledger:
         except LeaseLost:
             _resolve(answer, NotApplied.LEASE_LOST)
         except Exception as exc:
-            if not self._holds(exc, f"could not report the {report.what} of task {task.task_id}"):
-                self._give_up_on(report, answer)
+            if self._holds(exc, f"could not report the {report.what} of task {task.task_id}"):
+                return False
+            self._give_up_on(report, answer)
         else:
             self.link.ok()
             if isinstance(report, GivenBack):
                 log.info("task %s given back (%s)", task.task_id, state.value)
             _resolve(answer, state)
+        return True
 
     async def _complete_and_lease(
         self, finished: list[tuple[Finished, asyncio.Future[Answer]]], wanted: int

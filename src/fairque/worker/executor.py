@@ -105,6 +105,8 @@ class Executor:
         self._stopping = stopping
         self._on_end = on_end
         self._executions: dict[asyncio.Task[None], Execution] = {}
+        #: executions holding a slot: not started yet, or inside their handler
+        self.slots_taken = 0
         #: tasks the queue accepted as finished / failed attempts it recorded
         self.processed = 0
         self.failed = 0
@@ -114,11 +116,6 @@ class Executor:
     def in_flight(self) -> int:
         """Executions whose outcome is not settled yet."""
         return len(self._executions)
-
-    @property
-    def slots_taken(self) -> int:
-        """Executions holding a slot: not started yet, or inside their handler."""
-        return sum(1 for e in self._executions.values() if e.stage is not Stage.REPORTING)
 
     @property
     def handling(self) -> bool:
@@ -135,6 +132,7 @@ class Executor:
         execution = Execution(task)
         job = asyncio.create_task(self._execute(execution))
         self._executions[job] = execution
+        self.slots_taken += 1
         job.add_done_callback(self._ended)
 
     def lease_lost(self, job: asyncio.Task[None]) -> None:
@@ -165,8 +163,15 @@ class Executor:
         if self._executions:
             await asyncio.wait(set(self._executions), timeout=timeout)
 
+    def _free_slot(self, execution: Execution) -> None:
+        if execution.stage is not Stage.REPORTING:
+            execution.stage = Stage.REPORTING
+            self.slots_taken -= 1
+
     def _ended(self, job: asyncio.Task[None]) -> None:
-        self._executions.pop(job, None)
+        execution = self._executions.pop(job, None)
+        if execution is not None:
+            self._free_slot(execution)
         if not job.cancelled() and job.exception() is not None:  # pragma: no cover - a bug
             log.error("worker %s: an execution failed", self.worker_id, exc_info=job.exception())
         self._on_end()
@@ -208,7 +213,7 @@ class Executor:
             ctx.logger.warning("task %s failed: %r", task.task_id, exc)
             return Failed(task, f"{type(exc).__name__}: {exc}", budget=budget), None, exc
         finally:
-            execution.stage = Stage.REPORTING
+            self._free_slot(execution)
         if result is None:
             return Finished(task), None, None
         try:
@@ -222,7 +227,8 @@ class Executor:
         self, report: Report, result: Any = None, error: BaseException | None = None
     ) -> Outcome:
         """File ``report`` and turn the queue's answer into the task's outcome."""
-        answer = await asyncio.shield(self.acker.report(report))
+        # a cancel while this waits leaves the report with the acknowledger: it is sent
+        answer = await self.acker.report(report)
         task_id = report.task.task_id
         if isinstance(answer, TaskState):
             if isinstance(report, Finished):

@@ -141,6 +141,9 @@ def test_dispatch_records_every_kind_of_answer(
         flaky = q.get(ids["flaky"])
         assert flaky is not None
         assert flaky.retry_count == 1
+        [registered] = q.workers()
+        assert registered.worker_id.startswith("dispatch-")
+        assert registered.concurrency == 3
     finally:
         halt()
         q.close()

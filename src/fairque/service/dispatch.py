@@ -18,6 +18,7 @@ import os
 import signal
 import socket
 from collections.abc import Sequence
+from datetime import datetime, timezone
 from typing import Any
 
 import httpx
@@ -26,7 +27,7 @@ from redis.exceptions import RedisError
 
 from fairque.aio import AsyncFairQueue
 from fairque.errors import FairqueError, LeaseLost
-from fairque.models import Task
+from fairque.models import Task, WorkerInfo
 from fairque.service.convert import failure_text, wire_priority
 from fairque.service.media import MSGPACK_TYPES
 from fairque.service.settings import DispatchSettings, Endpoint
@@ -36,6 +37,8 @@ log = logging.getLogger("fairque.dispatch")
 
 #: an unmatched task goes back to the queue for this long (another worker may take it)
 UNMATCHED_DELAY = 5.0
+#: seconds a dispatcher's worker registration lasts without a refresh
+REGISTRATION_TTL = 30.0
 _reply = msgspec.json.Decoder(WorkerSuccess | WorkerFailure)
 _reply_packed = msgspec.msgpack.Decoder(WorkerSuccess | WorkerFailure)
 _job = msgspec.msgpack.Encoder()
@@ -76,6 +79,26 @@ class QueueDispatcher:
         self.capacity = sum(e.concurrency for e in self.endpoints)
         self.lease_seconds = min(e.lease_seconds for e in self.endpoints)
         self.running: set[asyncio.Task[None]] = set()
+        self.started_at = datetime.now(timezone.utc)
+        self.processed = 0
+        self.failed = 0
+
+    def info(self) -> WorkerInfo:
+        """This dispatcher as a registered worker (``fairque status``, ``GET /workers``)."""
+        return WorkerInfo(
+            worker_id=self.worker_id, queue=self.queue.queue, host=socket.gethostname(),
+            pid=os.getpid(), started_at=self.started_at, concurrency=self.capacity,
+            in_flight=len(self.running), processed=self.processed, failed=self.failed,
+        )  # fmt: skip
+
+    async def heartbeat(self, stop: asyncio.Event) -> None:
+        """Keep the registration fresh until ``stop``; then remove it."""
+        while not stop.is_set():
+            with contextlib.suppress(FairqueError, RedisError):
+                await self.queue.register_worker(self.info(), ttl_seconds=REGISTRATION_TTL)
+            await _sleep_unless(stop, REGISTRATION_TTL / 3)
+        with contextlib.suppress(FairqueError, RedisError):
+            await self.queue.unregister_worker(self.worker_id)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Lease and dispatch until ``stop`` is set; then wait for the jobs in flight."""
@@ -165,12 +188,15 @@ class QueueDispatcher:
         if isinstance(reply, WorkerSuccess):
             if not await self.queue.complete(task, reply.result):
                 raise LeaseLost(f"task {task.task_id}")
+            self.processed += 1
             return
+        self.failed += 1
         failure = _failure(reply.reason, reply.message, reply.error, reply.should_retry)
         await self.queue.fail(task, failure_text(failure), retry=reply.should_retry)
 
     async def _fail(self, task: Task, reason: str, message: str, *, retry: bool = True) -> None:
         log.info("task %s failed (%s): %s", task.task_id, "retry" if retry else "final", message)
+        self.failed += 1
         failure = _failure(reason, message, None, retry)
         await self.queue.fail(task, failure_text(failure), retry=retry)
 
@@ -228,7 +254,9 @@ async def run_dispatch(
             dispatchers.append(QueueDispatcher(q, endpoints, http, worker_id))
         log.info("dispatching %s as %s", ", ".join(by_queue), worker_id)
         try:
-            await asyncio.gather(*(d.run(stop) for d in dispatchers))
+            await asyncio.gather(
+                *(d.run(stop) for d in dispatchers), *(d.heartbeat(stop) for d in dispatchers)
+            )
         finally:
             if first is not None:
                 await first.close()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -15,6 +16,9 @@ from worker_handlers import Harness, eventually, wait_state
 
 from fairque import AsyncFairQueue, Registry, Task, TaskState
 from fairque.errors import ServerError
+from fairque.worker.acker import Acknowledger, Failed, Finished, GivenBack
+from fairque.worker.fetcher import Leasing
+from fairque.worker.link import ErrorLog, Link
 
 
 class CallCounter(AsyncFairQueue):
@@ -194,6 +198,29 @@ async def test_a_report_the_server_refuses_is_sent_again(
     refused = [r for r in caplog.records if "could not report the failure" in r.getMessage()]
     assert len(refused) == 2
     assert [bool(r.exc_info) for r in refused] == [True, False]  # one traceback, then a line
+
+
+async def test_a_report_whose_execution_stopped_waiting_is_still_sent(h: Harness) -> None:
+    """The acknowledger owns a report once it is filed: cancelling the wait for its
+    answer (an execution cancelled meanwhile) does not drop it."""
+    q = h.queue()
+    done, failed, back = [await q.enqueue("x", user_id=f"u{i}") for i in range(3)]
+    leased = {t.task_id: t for t in await q.pop_batch(3, worker_id="w")}
+    log = logging.getLogger("fairque.test.acker")
+    acker = Acknowledger(q, Leasing("w", 30, [], []), Link("w", log), ErrorLog(log), lambda: None)
+    answers = [
+        acker.report(Finished(leased[done.task_id])),
+        acker.report(Failed(leased[failed.task_id], "boom", retry=False)),
+        acker.report(GivenBack(leased[back.task_id])),
+    ]
+    for answer in answers:
+        answer.cancel()
+    assert acker.pending == 3
+    assert await acker.send(0) == []
+    assert acker.pending == 0
+    await wait_state(q, done.task_id, TaskState.FINISHED, timeout=0)
+    await wait_state(q, failed.task_id, TaskState.FAILED, timeout=0)
+    await wait_state(q, back.task_id, TaskState.QUEUED, timeout=0)
 
 
 # ---------------------------------------------------------------------------- stopping

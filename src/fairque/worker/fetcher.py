@@ -10,10 +10,10 @@ moment the push wakes the worker, in the same round trip.
 A park does not poll. Each of its waits lasts until a wake-up token arrives (a push,
 a retry, a give-back, dependents made ready), or until the next due time the queue
 reports (``next_wakeup``: a scheduled task comes due, a lease expires), and at most
-the worker's lease length: a lease another worker takes meanwhile cannot expire
-before the next wait looks again. A wait that ends empty is followed by the next
-one; the park returns only with tasks, or when the worker stops. The client also
-cuts each wait to what its socket timeout allows.
+the worker's lease length: a lease as long that another worker takes meanwhile
+cannot expire before the next wait looks again. A wait that ends empty is followed
+by the next one; the park returns only with tasks, or when the worker stops. The
+client also cuts each wait to what its socket timeout allows.
 
 Every lease request carries an id. When a connection error swallows the reply, the
 next request resends that id and the server answers with the tasks it leased then,

@@ -41,6 +41,7 @@ def client(live: LiveServer, role: str | None) -> Api:
     return Api(live.base, live.service.names[0], TOKENS[role] if role else None)
 
 
+@pytest.mark.parametrize("server", ["valkey"], indirect=True)
 def test_roles(secured: LiveServer) -> None:
     anonymous = client(secured, None)
     denied = anonymous.call("GET", "/stats")

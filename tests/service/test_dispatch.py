@@ -154,6 +154,7 @@ def test_dispatch_records_every_kind_of_answer(
     assert [j["attempt"] for j in app.jobs if j["name"] == "flaky"] == [1, 2]
 
 
+@pytest.mark.parametrize("server", ["valkey"], indirect=True)
 def test_timeouts_unreachable_endpoints_and_cancels(
     server: ServerInfo, key_audit: list[ServerInfo], worker: tuple[PushWorker, Uvicorn]
 ) -> None:

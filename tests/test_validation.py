@@ -472,3 +472,14 @@ def test_text_checks() -> None:
         check_text(b"w", "worker_id", 10)
     assert error_text("plain") == "plain"
     assert error_text(ValueError("x")) == "ValueError: x"
+
+
+def test_model_and_option_messages_carry_no_pydantic_prefix() -> None:
+    """A validator's message reaches the caller as written, without ``Value error, ``."""
+    with pytest.raises(ValidationError) as task_error:
+        Task(name="x", user_id="u", priority=9)
+    assert "Value error" not in str(task_error.value)
+    assert "priority must be an integer 1..5" in str(task_error.value)
+    with pytest.raises(ConfigError) as option_error:
+        QueueOptions.build(ordering="sideways")
+    assert "Value error" not in str(option_error.value)

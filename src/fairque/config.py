@@ -33,7 +33,7 @@ from pydantic_settings import (
     SettingsError,
 )
 
-from fairque.errors import ConfigError
+from fairque.errors import ConfigError, pydantic_message
 from fairque.keys import validate_queue_name
 from fairque.options import QueueOptions
 from fairque.service.settings import DispatchSettings, ServerSettings
@@ -174,18 +174,13 @@ class _Environment(EnvSettingsSource):
         return env
 
 
-def _message(err: Any) -> str:
-    """pydantic's message without its ``Value error, `` prefix."""
-    return str(err["msg"]).removeprefix("Value error, ")
-
-
 def _describe(exc: pydantic.ValidationError) -> str:
     parts = []
     for err in exc.errors():
         key = ".".join(str(p) for p in err["loc"])
         shown = err.get("input")
         value = "" if isinstance(shown, dict) else f" = {shown!r}"
-        parts.append(f"{key}{value}: {_message(err)}")
+        parts.append(f"{key}{value}: {pydantic_message(err)}")
     return "; ".join(parts)
 
 

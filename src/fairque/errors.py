@@ -2,7 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from redis.exceptions import ResponseError
+
+
+def pydantic_message(error: Mapping[str, Any]) -> str:
+    """One entry of a pydantic ``ValidationError.errors()`` as a plain message.
+
+    pydantic prefixes the message of a validator's ``ValueError`` with ``Value error, ``;
+    the reader needs only the message.
+    """
+    return str(error["msg"]).removeprefix("Value error, ")
 
 
 class FairqueError(Exception):

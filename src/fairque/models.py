@@ -16,7 +16,7 @@ from fairque.checks import (
     MAX_USER_ID,
     identifier_problem,
 )
-from fairque.errors import ValidationError
+from fairque.errors import ValidationError, pydantic_message
 
 __all__ = [
     "Priority",
@@ -62,7 +62,8 @@ def _check_identifier(value: str, what: str, limit: int) -> str:
 
 def _problems(exc: pydantic.ValidationError) -> str:
     return "; ".join(
-        f"{'.'.join(str(p) for p in err['loc']) or 'task'}: {err['msg']}" for err in exc.errors()
+        f"{'.'.join(str(p) for p in err['loc']) or 'task'}: {pydantic_message(err)}"
+        for err in exc.errors()
     )
 
 

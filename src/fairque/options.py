@@ -8,7 +8,7 @@ import pydantic
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from fairque.checks import MAX_SECONDS
-from fairque.errors import ConfigError
+from fairque.errors import ConfigError, pydantic_message
 
 #: Largest ``max_payload_bytes``: the servers' default limit of one bulk string.
 MAX_PAYLOAD_BYTES = 512 * 1024 * 1024
@@ -76,7 +76,8 @@ class QueueOptions(BaseModel):
             return cls(**values)
         except pydantic.ValidationError as exc:
             problems = "; ".join(
-                f"{'.'.join(str(p) for p in err['loc'])}={err.get('input')!r}: {err['msg']}"
+                f"{'.'.join(str(p) for p in err['loc'])}={err.get('input')!r}: "
+                f"{pydantic_message(err)}"
                 for err in exc.errors()
             )
             raise ConfigError(f"invalid queue option: {problems}") from None

@@ -150,7 +150,6 @@ def _field_of(message: str, default: str) -> tuple[str, str]:
     first, _, rest = message.partition(" ")
     name = first.removesuffix(":").split(".")[0]
     if name in _FIELDS and rest:
-        rest = rest.removeprefix("Value error, ")
         return name, rest.removeprefix(f"{name} ").removeprefix(f"{name}: ")
     return default, message
 

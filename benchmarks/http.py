@@ -6,6 +6,8 @@ local ports, then measures, with ``--concurrency`` requests in flight:
 1. enqueue, one task per request (``POST /tasks``);
 2. enqueue in batches of ``--batch`` tasks (``POST /tasks`` with ``{"tasks": [...]}``);
 3. lease + outcome cycles, one task each (``POST /leases`` then ``POST .../outcome``);
+4. the same cycles with each outcome carried by the next lease request (one request
+   per cycle; ``complete_and_pop`` for the client);
 
 each in JSON and in MessagePack, and the same operations through ``AsyncFairQueue``
 (``push``, ``push_many``, ``pop`` + ``complete``) with the same concurrency. Every phase
@@ -161,6 +163,24 @@ async def http_phases(
             out["lease_outcome_cycles_per_s"] = await timed(tasks, concurrency, cycle)
             out["lease_outcome_service_cpu_us"] = cpu.per_op_us(tasks)
             await check(q, "completed", tasks)
+
+            # the outcome rides on the next lease request: one request per cycle
+            held: dict[int, dict[str, Any]] = {}
+
+            async def carried(i: int) -> None:
+                worker = i % concurrency
+                body: dict[str, Any] = {"worker_id": f"w{worker}"}
+                previous = held.pop(worker, None)
+                if previous is not None:
+                    body["outcomes"] = [{"type": "success", "task_id": previous["task_id"],
+                                         "lease_token": previous["lease_token"]}]  # fmt: skip
+                leased = (await api.post("/leases", body))["tasks"]
+                if leased:
+                    held[worker] = leased[0]
+
+            cpu = ServiceCpu()
+            out["lease_with_outcome_cycles_per_s"] = await timed(tasks, concurrency, carried)
+            out["lease_with_outcome_service_cpu_us"] = cpu.per_op_us(tasks)
         finally:
             await q.purge()
             await q.close()
@@ -197,6 +217,17 @@ async def client_phases(url: str, tasks: int, concurrency: int, batch: int) -> d
 
         out["lease_outcome_cycles_per_s"] = await timed(tasks, concurrency, cycle)
         await check(q, "completed", tasks)
+        held: dict[int, Task] = {}
+
+        async def carried(i: int) -> None:
+            worker = i % concurrency
+            previous = held.pop(worker, None)
+            done = [] if previous is None else [(previous, None)]
+            _, leased = await q.complete_and_pop(done, 1, f"w{worker}")
+            if leased:
+                held[worker] = leased[0]
+
+        out["lease_with_outcome_cycles_per_s"] = await timed(tasks, concurrency, carried)
     finally:
         await q.purge()
         await q.close()

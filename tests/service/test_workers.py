@@ -134,3 +134,30 @@ def test_extend_moves_the_deadline_and_stale_is_409(api: Api) -> None:
     canceled = api.call("POST", "/tasks/e/extend", {"lease_token": task["lease_token"]})
     assert canceled.status_code == 409
     assert canceled.json()["task_state"] == "CANCELED"
+
+
+def test_lease_request_carries_the_previous_outcomes(api: Api) -> None:
+    for i in range(3):
+        api.push(task_id=f"c{i}", user_id=f"u{i}")
+    first, second = api.lease(2)
+    outcomes = [
+        {"type": "success", "task_id": first["task_id"], "lease_token": first["lease_token"],
+         "result": 1},
+        {"type": "failure", "task_id": second["task_id"], "lease_token": second["lease_token"],
+         "should_retry": False, "message": "no"},
+        {"type": "success", "task_id": "c2", "lease_token": "stale"},
+    ]  # fmt: skip
+    answer = api.ok("POST", "/leases", {"worker_id": "w1", "max_tasks": 5, "outcomes": outcomes},
+                    msgpack=True)  # fmt: skip
+    assert [t["task_id"] for t in answer["tasks"]] == ["c2"]
+    assert [(r["task_id"], r["status"]) for r in answer["results"]] == [
+        (first["task_id"], 200), (second["task_id"], 200), ("c2", 409),
+    ]  # fmt: skip
+    assert answer["results"][1]["state"] == "FAILED"
+    assert api.ok("GET", f"/tasks/{first['task_id']}/result")["result"] == 1
+    [leased] = answer["tasks"]
+    done = {"type": "success", "task_id": "c2", "lease_token": leased["lease_token"]}
+    last = api.ok("POST", "/leases", {"worker_id": "w1", "outcomes": [done], "wait_seconds": 0.3})
+    assert last == {"tasks": [], "results": [{"task_id": "c2", "status": 200,
+                                              "state": "FINISHED"}]}  # fmt: skip
+    assert api.ok("GET", "/stats")["counts"]["FINISHED"] == 2

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -13,7 +12,7 @@ import msgspec
 
 from fairque.aio import AsyncFairQueue
 from fairque.errors import LeaseLost, ResultTimeout, TaskCanceled, TaskFailed
-from fairque.models import TaskState
+from fairque.models import Task, TaskState
 from fairque.service import listing
 from fairque.service.convert import (
     engine_errors,
@@ -31,6 +30,7 @@ from fairque.service.wire import (
     ExtendIn,
     ExtendOut,
     FailureIn,
+    FailureItem,
     LeaseIn,
     LeasesOut,
     LimitsIn,
@@ -47,6 +47,7 @@ from fairque.service.wire import (
     ResultSuccess,
     StatsOut,
     SuccessIn,
+    SuccessItem,
     TaskBatchIn,
     TaskBatchOut,
     TaskIn,
@@ -285,28 +286,56 @@ async def purge(ctx: Ctx) -> Reply:
 
 
 async def lease(ctx: Ctx) -> Reply:
-    """POST /leases: up to max_tasks tasks, waiting up to wait_seconds for the first."""
+    """POST /leases: up to max_tasks tasks, waiting up to wait_seconds for the first.
+
+    Outcomes carried by the request are recorded first; successes go in the same
+    script as the lease (``complete_and_pop``).
+    """
     body: LeaseIn = ctx.body
     q = ctx.q
     deadline = time.monotonic() + body.wait_seconds
+    common: dict[str, Any] = {
+        "lease_seconds": body.lease_seconds, "assigned_users": body.assigned_users,
+        "steal_targets": body.steal_targets,
+    }  # fmt: skip
+    results: list[OutcomeItemOut | None] = [None] * len(body.outcomes)
+    done: list[tuple[Task, Any]] = []
+    done_at: list[int] = []
+    for i, item in enumerate(body.outcomes):
+        if isinstance(item, SuccessItem):
+            done.append((lease_handle(item.task_id, item.lease_token), item.result))
+            done_at.append(i)
+        else:
+            results[i] = await _answer(q, item)
     attempt = 0
-    while True:
+    tasks: list[Task] = []
+    if done:
+        req = None if body.request_id is None else f"{body.request_id}:0"
+        acks, tasks = await q.complete_and_pop(
+            done, body.max_tasks, body.worker_id, request_id=req, **common
+        )
+        for i, acked in zip(done_at, acks, strict=True):
+            item = body.outcomes[i]
+            results[i] = (
+                OutcomeItemOut(task_id=item.task_id, status=200, state=TaskState.FINISHED.value)
+                if acked
+                else await _answer(q, item)  # the lease was lost: say how the task is now
+            )
+        attempt = 1
+    while not tasks:
         # a resent request replays each step under the same derived id
         req = None if body.request_id is None else f"{body.request_id}:{attempt}"
         remaining = deadline - time.monotonic()
-        common: dict[str, Any] = {
-            "worker_id": body.worker_id, "lease_seconds": body.lease_seconds,
-            "assigned_users": body.assigned_users, "steal_targets": body.steal_targets,
-            "request_id": req,
-        }  # fmt: skip
         if remaining <= 0.001:
-            tasks = await q.pop_batch(body.max_tasks, **common)
-        else:
-            tasks = await q.wait_and_pop(remaining, body.max_tasks, **common)
-        if tasks or remaining <= 0.001:
-            return Reply(200, LeasesOut([leased_out(t, q.queue) for t in tasks]))
+            if attempt == 0 or not done:
+                tasks = await q.pop_batch(body.max_tasks, body.worker_id, request_id=req, **common)
+            break
+        tasks = await q.wait_and_pop(
+            remaining, body.max_tasks, body.worker_id, request_id=req, **common
+        )
         attempt += 1
-        await asyncio.sleep(0)
+    leased = [leased_out(t, q.queue) for t in tasks]
+    return Reply(200, LeasesOut(leased, [r for r in results if r is not None]))
 
 
 async def _apply(q: AsyncFairQueue, task_id: str, outcome: SuccessIn | FailureIn) -> str:
@@ -330,20 +359,20 @@ async def outcome(ctx: Ctx) -> Reply:
     return Reply(200, OutcomeOut(await _apply(ctx.q, ctx.path["task_id"], body)))
 
 
+async def _answer(q: AsyncFairQueue, item: SuccessItem | FailureItem) -> OutcomeItemOut:
+    """Record one outcome of a batch; its answer (a problem for this item alone)."""
+    try:
+        with engine_errors():
+            state = await _apply(q, item.task_id, item)
+        return OutcomeItemOut(task_id=item.task_id, status=200, state=state)
+    except ProblemError as exc:
+        return OutcomeItemOut(task_id=item.task_id, status=exc.problem.status, problem=exc.problem)
+
+
 async def outcomes(ctx: Ctx) -> Reply:
     """POST /outcomes: several result messages; each gets its own answer."""
     body: OutcomeBatchIn = ctx.body
-    results = []
-    for item in body.outcomes:
-        try:
-            with engine_errors():
-                state = await _apply(ctx.q, item.task_id, item)
-            results.append(OutcomeItemOut(task_id=item.task_id, status=200, state=state))
-        except ProblemError as exc:
-            results.append(
-                OutcomeItemOut(task_id=item.task_id, status=exc.problem.status, problem=exc.problem)
-            )
-    return Reply(200, OutcomeBatchOut(results))
+    return Reply(200, OutcomeBatchOut([await _answer(ctx.q, item) for item in body.outcomes]))
 
 
 async def extend(ctx: Ctx) -> Reply:

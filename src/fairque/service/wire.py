@@ -89,6 +89,9 @@ class LeaseIn(Struct, forbid_unknown_fields=True, kw_only=True):
     steal_targets: list[Identifier] | None = None
     #: the same id on a resent request returns the leases the first one got
     request_id: Annotated[str, Meta(min_length=1, max_length=128)] | None = None
+    #: result messages of earlier tasks, recorded first (successes in the same
+    #: round trip as the lease): one request per cycle instead of two
+    outcomes: Annotated[list[SuccessItem | FailureItem], Meta(max_length=100)] = []
 
 
 class LeasedTask(TaskOut, kw_only=True):
@@ -99,10 +102,12 @@ class LeasedTask(TaskOut, kw_only=True):
     attempt: int
 
 
-class LeasesOut(Struct):
-    """The tasks leased (an empty list when the wait ended with nothing)."""
+class LeasesOut(Struct, omit_defaults=True):
+    """The tasks leased (an empty list when the wait ended with nothing), and one
+    answer per outcome the request carried."""
 
     tasks: list[LeasedTask]
+    results: list[OutcomeItemOut] = []
 
 
 class WorkerSuccess(Struct, tag="success", tag_field="type", kw_only=True):

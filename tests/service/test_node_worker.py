@@ -37,33 +37,56 @@ def _free_port() -> int:
         return port
 
 
+def start_serve(url: str, queue: str, *extra: str) -> tuple[subprocess.Popen[str], str]:
+    """``fairque serve`` as a process, once it answers: (process, base URL)."""
+    port = _free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "fairque", "--url", url, "serve", queue, "--port", str(port),
+         *extra],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            if httpx.get(base + "/healthz", timeout=1).status_code == 200:
+                return process, base
+        except httpx.HTTPError:
+            pass
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            output = process.communicate()[0]
+            pytest.fail(f"fairque serve did not start: {output}")
+        time.sleep(0.1)
+
+
 @pytest.fixture
 def served(server: ServerInfo, key_audit: list[ServerInfo]) -> Iterator[tuple[str, str]]:
     """``fairque serve`` as a process: (base URL, queue)."""
     if server not in key_audit:
         key_audit.append(server)
-    queue, port = unique_queue("node"), _free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "fairque", "--url", server.url, "serve", queue, "--port", str(port)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
-    base = f"http://127.0.0.1:{port}"
+    queue = unique_queue("node")
+    process, base = start_serve(server.url, queue)
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(base + "/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                output = process.stdout.read() if process.stdout else ""
-                pytest.fail(f"fairque serve did not start: {output}")
-            time.sleep(0.1)
         yield base, queue
     finally:
         process.terminate()
         process.wait(timeout=15)
+
+
+@pytest.mark.parametrize("server", ["valkey"], indirect=True)
+def test_serve_logs_requests_when_asked(server: ServerInfo, key_audit: list[ServerInfo]) -> None:
+    if server not in key_audit:
+        key_audit.append(server)
+    queue = unique_queue("log")
+    process, base = start_serve(server.url, queue, "--access-log")
+    headers = {"Authorization": "Bearer not-logged-0123456789"}
+    assert httpx.get(f"{base}/v1/queues/{queue}/stats", headers=headers).status_code == 200
+    process.terminate()
+    output = process.communicate(timeout=15)[0]
+    assert f"GET /v1/queues/{queue}/stats" in output
+    assert "not-logged" not in output
+    assert f"queues {queue} on {base}" in output
 
 
 @pytest.mark.parametrize("server", ["valkey"], indirect=True)

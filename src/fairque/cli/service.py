@@ -19,6 +19,10 @@ def serve(
     port: Annotated[
         int | None, typer.Option(min=1, max=65535, help="Port [default: 8000].")
     ] = None,
+    access_log: Annotated[
+        bool | None,
+        typer.Option("--access-log/--no-access-log", help="One log line per request."),
+    ] = None,
 ) -> None:
     """Serve the HTTP API (JSON and MessagePack; the spec at /openapi.json).
 
@@ -51,9 +55,10 @@ def serve(
             f"({'bearer tokens required' if server.tokens else 'no tokens: loopback only'})",
             err=True,
         )
+        logs = server.access_log if access_log is None else access_log
         config = uvicorn.Config(
-            create_app(service), host=host, port=port, log_level="warning",
-            access_log=False, lifespan="on", server_header=False,
+            create_app(service), host=host, port=port, log_level="info" if logs else "warning",
+            access_log=logs, lifespan="on", server_header=False,
         )  # fmt: skip
         uvicorn.Server(config).run()
 

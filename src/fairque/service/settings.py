@@ -63,6 +63,8 @@ class ServerSettings(BaseModel):
     queues: list[str] = Field(default_factory=list)
     tokens: list[TokenSettings] = Field(default_factory=list)
     body_margin_bytes: int = Field(default=65_536, ge=0, le=64 * 1024 * 1024)
+    #: log one line per request (uvicorn's access log; never the Authorization header)
+    access_log: bool = False
 
 
 class Endpoint(BaseModel):

@@ -15,7 +15,6 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
-import msgspec
 from litestar import Litestar, Request, Response, route
 from litestar.enums import HttpMethod
 from litestar.exceptions import HTTPException
@@ -37,7 +36,6 @@ from fairque.service.media import (
 )
 from fairque.service.routes import ROUTES, Route
 from fairque.service.settings import ServerSettings
-from fairque.service.wire import TaskBatchIn, TaskIn
 
 log = logging.getLogger("fairque.service")
 
@@ -131,10 +129,10 @@ class Service:
                 queue=q,
             )
             if spec.body is not None:
-                raw = await self.read_body(request, self.body_limit(q))
                 kind = body_media(request.headers.get("content-type"))
+                raw = await self.read_body(request, self.body_limit(q))
                 if spec.operation is handlers.push:
-                    ctx.body = _decode_push(raw, kind)
+                    ctx.body = handlers.decode_push(raw, kind)
                 else:
                     ctx.body = decode(raw, kind, spec.body)
             with engine_errors():
@@ -147,21 +145,6 @@ class Service:
             )
         except ProblemError as exc:
             return problem_response(exc, accept)
-
-
-def _decode_push(raw: bytes, kind: str) -> TaskIn | TaskBatchIn:
-    obj: Any = decode(raw, kind, Any)
-    try:
-        return handlers.decode_push(obj)
-    except msgspec.ValidationError as exc:
-        from fairque.service.media import split_validation
-        from fairque.service.wire import FieldError
-
-        field, message = split_validation(str(exc))
-        raise ProblemError(
-            422, "validation", "Unprocessable Content", str(exc),
-            errors=[FieldError(field=field, message=message)],
-        ) from None  # fmt: skip
 
 
 def _too_large(limit: int) -> ProblemError:

@@ -8,8 +8,6 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import msgspec
-
 from fairque.aio import AsyncFairQueue
 from fairque.errors import LeaseLost, ResultTimeout, TaskCanceled, TaskFailed
 from fairque.models import Task, TaskState
@@ -25,7 +23,7 @@ from fairque.service.convert import (
     task_from_wire,
     task_out,
 )
-from fairque.service.media import ProblemError
+from fairque.service.media import ProblemError, convert, decode
 from fairque.service.wire import (
     ExtendIn,
     ExtendOut,
@@ -134,12 +132,12 @@ async def push(ctx: Ctx) -> Reply:
     return Reply(201, task_out(stored, ctx.q.queue), {"Location": location})
 
 
-def decode_push(obj: Any) -> TaskIn | TaskBatchIn:
+def decode_push(raw: bytes, media: str) -> TaskIn | TaskBatchIn:
     """A push body: a batch when it has ``tasks``, else one task."""
-    kind: type[TaskIn | TaskBatchIn] = (
-        TaskBatchIn if isinstance(obj, dict) and "tasks" in obj else TaskIn
-    )
-    return msgspec.convert(obj, kind)
+    obj: Any = decode(raw, media, Any)
+    if isinstance(obj, dict) and "tasks" in obj:
+        return convert(obj, TaskBatchIn)
+    return convert(obj, TaskIn)
 
 
 async def get_task(ctx: Ctx) -> Reply:

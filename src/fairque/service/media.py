@@ -80,11 +80,7 @@ def decode(body: bytes, media: str, kind: type[T] | Any) -> T:
     try:
         return decoder.decode(body)  # type: ignore[no-any-return]
     except msgspec.ValidationError as exc:
-        field, message = split_validation(str(exc))
-        raise ProblemError(
-            422, "validation", "Unprocessable Content", str(exc),
-            errors=[FieldError(field=field, message=message)],
-        ) from None  # fmt: skip
+        raise _invalid(exc) from None
     except msgspec.DecodeError as exc:
         raise ProblemError(
             400, "malformed-body", "Bad Request", f"body is not {media}: {exc}"
@@ -94,6 +90,22 @@ def decode(body: bytes, media: str, kind: type[T] | Any) -> T:
             422, "validation", "Unprocessable Content", "the body is nested too deeply",
             errors=[FieldError(field="body", message="nested too deeply")],
         ) from None  # fmt: skip
+
+
+def convert(value: Any, kind: type[T]) -> T:
+    """Validate an already decoded ``value`` as ``kind``, or ``ProblemError`` 422."""
+    try:
+        return msgspec.convert(value, kind)
+    except msgspec.ValidationError as exc:
+        raise _invalid(exc) from None
+
+
+def _invalid(exc: msgspec.ValidationError) -> ProblemError:
+    field, message = split_validation(str(exc))
+    return ProblemError(
+        422, "validation", "Unprocessable Content", str(exc),
+        errors=[FieldError(field=field, message=message)],
+    )  # fmt: skip
 
 
 def split_validation(text: str) -> tuple[str, str]:

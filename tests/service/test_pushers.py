@@ -273,3 +273,14 @@ def test_hostile_bodies_never_cause_a_server_error(api: Api) -> None:
     packed = api.call("POST", "/tasks", {"name": "n", "user_id": "u", "payload": float("nan")},
                       msgpack=True)  # fmt: skip
     assert packed.status_code == 422
+
+
+def test_listing_resumes_when_the_cursor_task_left_the_state(api: Api) -> None:
+    for i in range(6):
+        api.push(task_id=f"m{i}")
+        time.sleep(0.003)  # distinct push times
+    page = api.ok("GET", "/tasks", params={"state": "QUEUED", "limit": "2"})
+    assert [t["task_id"] for t in page["tasks"]] == ["m5", "m4"]
+    api.ok("DELETE", "/tasks/m4")
+    rest = api.ok("GET", "/tasks", params={"state": "QUEUED", "cursor": page["next_cursor"]})
+    assert [t["task_id"] for t in rest["tasks"]] == ["m3", "m2", "m1", "m0"]

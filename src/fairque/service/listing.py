@@ -2,10 +2,10 @@
 
 The engine has no listing call yet; this reads the state registries that
 ``fairque.keys`` names (sorted sets scored by time) and the tasks through
-``AsyncFairQueue.get``. Each page costs O(log N + page) in Redis whatever the
-queue's size; with ``user_id`` or ``name`` filters a page examines at most
-``SCAN_LIMIT`` entries, so it may hold fewer tasks than asked for: follow
-``next_cursor`` until it is null.
+``AsyncFairQueue.get``. A page costs O(log N + page) in Redis whatever the queue's
+size (the cursor's entry is found by rank). With ``user_id`` or ``name`` filters a
+page examines at most ``SCAN_LIMIT`` entries, so it may hold fewer tasks than asked
+for: follow ``next_cursor`` until it is null.
 """
 
 from __future__ import annotations
@@ -54,23 +54,26 @@ def _text(value: Any) -> str:
 async def _entries(
     q: AsyncFairQueue, key: str, after: tuple[int, str] | None, count: int
 ) -> list[tuple[str, int]]:
-    """Up to ``count`` (id, score) entries after the cursor, newest first."""
+    """Up to ``count`` (id, score) entries after the cursor, newest first.
+
+    The cursor's entry is found by rank (O(log N)), so a page costs the same however
+    many entries share its time (a batch pushed in one call shares one). When that
+    entry has left the registry since, the page resumes after its time.
+    """
     client: Any = q.client
-    out: list[tuple[str, int]] = []
-    top: str | int = "+inf"
-    if after is not None:
+    if after is None:
+        found = await client.zrange(key, 0, count - 1, desc=True, withscores=True)
+    else:
         score, last = after
-        # entries sharing the cursor's score come in reverse id order: resume after it
-        ties = await client.zrange(key, score, score, desc=True, byscore=True, withscores=True)
-        out = [(_text(m), score) for m, _ in ties if _text(m) < last][:count]
-        top = f"({score}"
-    if len(out) < count:
-        more = await client.zrange(
-            key, top, "-inf", desc=True, byscore=True, offset=0, num=count - len(out),
-            withscores=True,
-        )  # fmt: skip
-        out += [(_text(m), int(s)) for m, s in more]
-    return out
+        rank = await client.zrevrank(key, last)
+        if rank is not None:
+            found = await client.zrange(key, rank + 1, rank + count, desc=True, withscores=True)
+        else:
+            found = await client.zrange(
+                key, f"({score}", "-inf", desc=True, byscore=True, offset=0, num=count,
+                withscores=True,
+            )  # fmt: skip
+    return [(_text(member), int(score)) for member, score in found]
 
 
 async def list_tasks(
@@ -89,7 +92,8 @@ async def list_tasks(
     found: list[Task] = []
     last: tuple[str, int] | None = None
     while budget > 0 and len(found) < limit:
-        entries = await _entries(q, key, after, min(budget, max(limit - len(found), 50)))
+        chunk = 250 if filtered else limit - len(found)
+        entries = await _entries(q, key, after, min(budget, chunk))
         if not entries:
             return found, None
         budget -= len(entries)

@@ -184,7 +184,7 @@ async def test_unknown_name_and_unserializable_result_fail(h: Harness) -> None:
     async def weird() -> object:
         return object()
 
-    h.start(q, reg)
+    h.start(q, reg, unknown_tasks="fail")
     unknown = await q.enqueue("nope", user_id="u", max_retries=0)
     bad = await q.enqueue("weird", user_id="v", max_retries=3)
     failed = await wait_state(q, unknown.task_id, TaskState.FAILED)

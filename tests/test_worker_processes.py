@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -302,8 +303,22 @@ def test_cli_worker_waits_for_a_server_that_starts_late(tmp_path: Path) -> None:
     cmd = [sys.executable, "-m", "fairque", "--queue", queue, "worker", "--import",
            "proc_handlers", "--wait-for-server", "30"]  # fmt: skip
     proc = subprocess.Popen(cmd, env=env, cwd=TESTS, stderr=subprocess.PIPE, text=True)
+    lines: list[str] = []
+
+    def read_stderr() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            lines.append(line)
+
+    reader = threading.Thread(target=read_stderr, daemon=True)
+    reader.start()
     try:
-        time.sleep(1.5)
+        # start the server only once the worker has found it missing and said so
+        wait_until(
+            lambda: any("waiting for the server" in line for line in lines),
+            30,
+            "the worker to say it waits for the server",
+        )
         assert proc.poll() is None  # still waiting
         server.start()
         with FairQueue.from_url(server.url, queue) as q:
@@ -316,9 +331,9 @@ def test_cli_worker_waits_for_a_server_that_starts_late(tmp_path: Path) -> None:
                 "the late server's task to finish",
             )
         proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=30)
-        assert "waiting for the server" in err
-        assert "Traceback" not in err
+        proc.wait(timeout=30)
+        reader.join(timeout=10)
+        assert "Traceback" not in "".join(lines)
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -92,6 +92,9 @@ class WorkerConfig(BaseModel):
     id: str = Field(default_factory=default_worker_id, min_length=1, max_length=200)
     assigned_users: list[str] = Field(default_factory=list)
     steal_targets: list[str] = Field(default_factory=list)
+    #: accepted for compatibility and has no effect: an idle worker does not poll, it
+    #: blocks on the queue's wake-up list (a push, a retry or a give-back wakes it at
+    #: once; a due time or a lease expiry ends its wait by itself)
     poll_interval_seconds: float = Field(default=1.0, gt=0, le=300)
     task_timeout_seconds: float = Field(default=300.0, gt=0)
     max_concurrent_tasks: int = Field(default=10, ge=1, le=10_000)
@@ -108,6 +111,12 @@ class WorkerConfig(BaseModel):
     #: to the queue for another worker (no attempt counted, not failed); "fail" fails
     #: the attempt as a raising handler would (retried, then FAILED)
     unknown_tasks: Literal["give_back", "fail"] = "give_back"
+    #: how long a task given back for its unknown name waits before any worker may
+    #: lease it again (so a name no worker handles does not spin)
+    unknown_task_delay_seconds: float = Field(default=5.0, gt=0, le=3600)
+    #: exit (gracefully) once a lease request finds nothing ready while nothing runs
+    #: and no outcome waits to be reported; scheduled tasks not yet due are left
+    burst: bool = False
 
     @field_validator("assigned_users", "steal_targets")
     @classmethod

@@ -77,10 +77,11 @@ def served_users(config: WorkerConfig) -> str:
 def banner(cfg: Settings, url: str, names: list[str]) -> str:
     """The start-up line: worker, queue, server, concurrency, task names, users."""
     w = cfg.worker
+    burst = "; burst: exits once no task is ready or running" if w.burst else ""
     return (
         f"worker {w.id} on queue {cfg.queue.name!r} at {urls.redact_url(url)}: "
         f"{w.max_concurrent_tasks} task(s) at a time; handles {len(names)} task name(s): "
-        f"{', '.join(sorted(names))}; serves {served_users(w)}"
+        f"{', '.join(sorted(names))}; serves {served_users(w)}{burst}"
     )
 
 
@@ -155,7 +156,10 @@ def run_worker(common: Common, cfg: Settings, processes: int, log_args: list[str
                 for i in range(processes)
             ]
             # the URL may hold a password: environment, never the command line (``ps``)
-            raise typer.Exit(run_processes(commands, env={"FAIRQUE_URL": url}))
+            env = {"FAIRQUE_URL": url}
+            if cfg.worker.burst:
+                env["FAIRQUE_WORKER__BURST"] = "true"
+            raise typer.Exit(run_processes(commands, env=env))
         from fairque.aio import AsyncFairQueue
         from fairque.worker import Worker
         from fairque.worker.supervisor import supervisor_pid

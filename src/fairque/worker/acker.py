@@ -6,8 +6,9 @@ with the worker's ``Acknowledger`` and waits for the queue's answer:
 - ``Finished``: the handler returned; complete the task with its result;
 - ``Failed``: the handler raised, timed out or asked for a retry; the queue schedules
   a retry or fails the task for good;
-- ``GivenBack``: the worker stopped the handler (a stop, a lost lease); the task goes
-  back to the queue without counting a failure.
+- ``GivenBack``: the worker stopped the handler (a stop, a lost lease), or has no
+  handler for the task's name; the task goes back to the queue without counting a
+  failure (after a delay for an unknown name, so that it does not spin).
 
 A report whose lease the worker already knows to be lost is answered at once, with
 no call. The others wait for the worker's loop to start a *wave*, which sends every
@@ -69,10 +70,14 @@ class Failed:
 
 @dataclass(frozen=True)
 class GivenBack:
-    """The worker stopped the handler: the task goes back without counting a failure."""
+    """The task goes back without counting a failure, ready again after ``delay``
+    seconds: the worker stopped its handler, or has no handler for its name
+    (``unknown``)."""
 
     what: ClassVar[str] = "give-back"
     task: Task
+    delay: float = 0.0
+    unknown: bool = False
 
 
 Report: TypeAlias = Finished | Failed | GivenBack
@@ -190,7 +195,7 @@ class Acknowledger:
                     task, report.reason, report.retry, report.delay, max_retries=report.budget
                 )
             else:
-                state = await self.queue.requeue(task)
+                state = await self.queue.requeue(task, delay=report.delay)
         except LeaseLost:
             _resolve(answer, NotApplied.LEASE_LOST)
         except Exception as exc:
@@ -200,7 +205,8 @@ class Acknowledger:
         else:
             self.link.ok()
             if isinstance(report, GivenBack):
-                log.info("task %s given back (%s)", task.task_id, state.value)
+                # the execution logs it (an unknown name: once per name)
+                log.debug("task %s given back (%s)", task.task_id, state.value)
             _resolve(answer, state)
         return True
 

@@ -10,6 +10,14 @@ however the handler ended into a report for the acknowledger:
   retry budget;
 - it was cancelled (the worker stops, or its lease was lost): ``GivenBack``.
 
+A task whose name has no handler in this worker is given back for another worker
+without running, ready again after ``unknown_task_delay_seconds`` (the worker warns
+once per name), or, with ``unknown_tasks: fail``, failed as a raising handler would.
+
+Each execution logs one line when its handler starts and one when its outcome is
+settled (task id, name, user, attempt, the handler's duration); a failure's line
+carries its traceback, cut to ``TRACEBACK_CHARS``.
+
 The task's slot is free as soon as the handler has ended; the execution then waits
 for the queue's answer and calls the ``after_task`` hooks with the outcome. A task
 leased while the worker is stopping is given back without running.
@@ -20,6 +28,8 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
+import time
+import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -32,7 +42,6 @@ from fairque.worker.acker import (
     Failed,
     Finished,
     GivenBack,
-    NotApplied,
     Report,
 )
 from fairque.worker.context import Context, Retry, task_logger
@@ -41,6 +50,11 @@ from fairque.worker.registry import Handler, Registry
 from fairque.worker.threads import ExecutionTimeout, HandlerThreads
 
 log = logging.getLogger("fairque.worker")
+
+#: The most frames and characters of a failure's traceback in its log line (the
+#: innermost are kept: a runaway recursion must not flood the log).
+TRACEBACK_FRAMES = 30
+TRACEBACK_CHARS = 8000
 
 #: ``asyncio.timeout`` (Python 3.11+), which bounds a handler inside the running task.
 _TIMEOUT_SCOPE: Any = getattr(asyncio, "timeout", None)
@@ -105,6 +119,7 @@ class Executor:
         self._stopping = stopping
         self._on_end = on_end
         self._executions: dict[asyncio.Task[None], Execution] = {}
+        self._unknown_names: set[str] = set()  # warned about once each
         #: executions holding a slot: not started yet, or inside their handler
         self.slots_taken = 0
         #: tasks the queue accepted as finished / failed attempts it recorded
@@ -182,16 +197,42 @@ class Executor:
         if self._stopping():  # leased as the worker began to stop
             await self._settle(GivenBack(task))
             return
+        if task.name not in self.registry and self.config.unknown_tasks == "give_back":
+            self._warn_unknown(task.name)
+            self._free_slot(execution)  # the wave that gives it back may fill the slot
+            delay = self.config.unknown_task_delay_seconds
+            await self._settle(GivenBack(task, delay=delay, unknown=True))
+            return
         ctx = Context(task, self.queue, self.worker_id, task_logger(log, task, self.worker_id))
         await call_hooks(self.hooks, "before_task", ctx)
+        ctx.logger.info(
+            "task %s started: %s for user %s, attempt %d",
+            task.task_id, task.name, task.user_id, ctx.attempt,
+        )  # fmt: skip
+        began = time.monotonic()
         try:
             report, result, error = await self._handle(execution, ctx)
         except asyncio.CancelledError:
+            took = time.monotonic() - began
             outcome = await self._settle(GivenBack(task))
+            _log_end(ctx, GivenBack(task), outcome, took)
             await call_hooks(self.hooks, "after_task", ctx, outcome)
             raise
+        took = time.monotonic() - began
         outcome = await self._settle(report, result, error)
+        _log_end(ctx, report, outcome, took)
         await call_hooks(self.hooks, "after_task", ctx, outcome)
+
+    def _warn_unknown(self, name: str) -> None:
+        if name in self._unknown_names:
+            return
+        self._unknown_names.add(name)
+        handles = ", ".join(sorted(self.registry)) or "none"
+        log.warning(
+            "task name %r has no handler in worker %s (handles: %s); its tasks are given "
+            "back for other workers",
+            name, self.worker_id, handles,
+        )  # fmt: skip
 
     async def _handle(
         self, execution: Execution, ctx: Context
@@ -210,7 +251,6 @@ class Executor:
         except ExecutionTimeout as exc:
             return Failed(task, f"timeout after {exc.seconds:g}s", budget=budget), None, exc
         except Exception as exc:
-            ctx.logger.warning("task %s failed: %r", task.task_id, exc)
             return Failed(task, f"{type(exc).__name__}: {exc}", budget=budget), None, exc
         finally:
             self._free_slot(execution)
@@ -229,18 +269,12 @@ class Executor:
         """File ``report`` and turn the queue's answer into the task's outcome."""
         # a cancel while this waits leaves the report with the acknowledger: it is sent
         answer = await self.acker.report(report)
-        task_id = report.task.task_id
         if isinstance(answer, TaskState):
             if isinstance(report, Finished):
                 self.processed += 1
             elif isinstance(report, Failed):
                 self.failed += 1
             return Outcome(state=answer, result=result, error=error)
-        if answer is NotApplied.LEASE_LOST:
-            if isinstance(report, Finished):
-                log.warning("task %s finished but its lease was lost; result discarded", task_id)
-            elif isinstance(report, Failed):
-                log.warning("task %s failed but its lease was lost", task_id)
         return Outcome(state=None, result=result, error=error, lease_lost=True)
 
     def _timeout(self, handler: Handler, task: Task) -> float:
@@ -286,3 +320,46 @@ class Executor:
             )  # fmt: skip
 
         return warn
+
+
+def _log_end(ctx: Context, report: Report, outcome: Outcome, took: float) -> None:
+    """The line that ends a task's execution on this worker."""
+    task = ctx.task
+    about = f"{task.name} for user {task.user_id}, attempt {ctx.attempt}, {took:.3f}s"
+    state = outcome.state
+    if state is None:  # the lease was lost, or the stopping worker gave up reporting
+        what = {Finished: "finished", Failed: "failed"}.get(type(report), "was given back")
+        ctx.logger.warning(
+            "task %s %s (%s) but the queue did not record it (its lease was lost, or the "
+            "worker left before reporting it)",
+            task.task_id, what, about,
+        )  # fmt: skip
+    elif isinstance(report, Finished):
+        ctx.logger.info("task %s finished (%s)", task.task_id, about)
+    elif isinstance(report, GivenBack):
+        ctx.logger.info("task %s given back (%s), now %s", task.task_id, about, state.value)
+    else:
+        error = outcome.error
+        level = logging.ERROR if state is TaskState.FAILED else logging.WARNING
+        then = "failed for good" if state is TaskState.FAILED else f"will retry ({state.value})"
+        if isinstance(error, Retry) and state is not TaskState.FAILED:
+            level = logging.INFO  # the handler asked for it
+        if isinstance(error, (Retry, ExecutionTimeout)) or error is None:
+            ctx.logger.log(level, "task %s %s: %s (%s)", task.task_id, then, report.reason, about)
+        else:
+            ctx.logger.log(
+                level, "task %s %s: %s (%s)\n%s",
+                task.task_id, then, report.reason, about, bounded_traceback(error),
+            )  # fmt: skip
+
+
+def bounded_traceback(error: BaseException) -> str:
+    """``error``'s traceback, its innermost ``TRACEBACK_FRAMES`` frames, at most
+    ``TRACEBACK_CHARS`` characters (the end is kept)."""
+    lines = traceback.format_exception(
+        type(error), error, error.__traceback__, limit=-TRACEBACK_FRAMES
+    )
+    text = "".join(lines).rstrip("\n")
+    if len(text) > TRACEBACK_CHARS:
+        text = "...\n" + text[-TRACEBACK_CHARS:]
+    return text

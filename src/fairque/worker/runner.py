@@ -16,7 +16,9 @@ How a worker serves its queue, top to bottom:
    length) and its heartbeat.
 4. Between turns the loop sleeps until something changes: a report is filed, a park
    ends, an execution ends, a stuck handler thread returns, a stop is requested.
-5. A stop ends fetching, lets running handlers finish within the grace period,
+5. A burst worker (``burst``) never parks: when a lease request brings nothing while
+   nothing runs and no outcome waits to be reported, it stops as if asked to.
+6. A stop ends fetching, lets running handlers finish within the grace period,
    gives the rest back, and reports every outcome before the worker leaves, or gives
    up on them once its patience is spent.
 """
@@ -123,7 +125,8 @@ class Worker:
 
     An idle worker does not poll: it waits on the queue's wake-up list, which a
     push, a retry or a give-back signals, and wakes by itself when a scheduled task
-    comes due or a lease expires (``poll_interval_seconds`` is not used).
+    comes due or a lease expires (``poll_interval_seconds`` has no effect). A
+    ``burst`` worker stops instead, once nothing is ready, running or unreported.
 
     When the server cannot be reached the worker waits (capped exponential backoff
     with jitter), holds the outcomes it could not report and sends them when the
@@ -296,10 +299,21 @@ class Worker:
                 self._start(got)
                 if wanted:
                     self._more_ready = len(got) >= wanted
+                    if not got and self.config.burst and self._idle():
+                        log.info("worker %s: no task is ready (burst); stopping", self.id)
+                        self.request_stop()
                 continue
             if free and not self._park.open:
-                self._park.start(free)
+                if not self.config.burst:
+                    self._park.start(free)
+                elif self._idle():
+                    self._more_ready = True  # ask once more: nothing, and it stops
+                    continue
             await self._wait_for_change()
+
+    def _idle(self) -> bool:
+        """Nothing runs and no outcome waits to be reported."""
+        return not (self._executor.in_flight or self._acker.pending)
 
     def _free_slots(self) -> int:
         """Tasks the worker can start now and has not asked for yet (never negative).

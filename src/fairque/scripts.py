@@ -26,7 +26,7 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 
 from fairque.errors import FairqueError
@@ -43,7 +43,8 @@ _COMMENT_RE = r"--\[(?P<eq>=*)\[.*?\](?P=eq)\]|--[^\n]*"
 _COMMENT = re.compile(f"(?P<string>{_STRING})|{_COMMENT_RE}", re.DOTALL)
 _BINDING = re.compile(r"^local K = \{([^{}]*)\}", re.MULTILINE)
 _KEY_USE = re.compile(r"\bK\.(\w+)")
-_KEY_REF = re.compile(f"{_STRING}|{_COMMENT_RE}|\\bK\\.(?P<key>\\w+)", re.DOTALL)
+# a builder's argument: anything but parentheses, or one level of them
+_ARGUMENT = r"(?:[^()'\"]|" + _STRING + r"|\([^()]*\))*"
 _BUILDER = re.compile(
     r"^local function (\w+_key)\(K, (\w+)\) return K\.prefix \.\. '([^'\\]*)' \.\. \2 end$",
     re.MULTILINE,
@@ -123,6 +124,7 @@ def declared_keys(source: str) -> tuple[str, ...]:
     return names
 
 
+@lru_cache(maxsize=256)
 def _code(text: str) -> str:
     """Lua source without its comments (string literals kept)."""
     return _COMMENT.sub(lambda m: m["string"] or "", text)
@@ -148,6 +150,39 @@ def _entries(table: str) -> list[str]:
     return [" ".join(entry.split()) for entry in table.split(",")]
 
 
+@lru_cache(maxsize=256)
+def _keys_used(where: str, code: str) -> frozenset[str]:
+    """The key names one file's ``code`` (comments removed) reads from K.
+
+    Raises:
+        ScriptLoadError: it reads KEYS, indexes K with an expression, or (unless it is
+            the key include) derives a key from the prefix.
+    """
+    if re.search(r"\bKEYS\b", code):
+        raise ScriptLoadError(f"{where} reads KEYS outside the key table: use K.<name>")
+    if re.search(r"\bK\s*\[", code):
+        raise ScriptLoadError(f"{where} indexes K with an expression: name the key (K.ring)")
+    if where != f"includes/{KEY_INCLUDE}.lua":
+        if re.search(r"\bK\.prefix\b", code):
+            raise ScriptLoadError(
+                f"{where} builds a key from K.prefix: only includes/{KEY_INCLUDE}.lua may"
+            )
+        match = _suffix_concatenation().search(code)
+        if match:
+            raise ScriptLoadError(
+                f"{where} builds key {match.group(2)!r} by concatenation: fixed keys come"
+                f" in KEYS (K.<name>), derived ones from includes/{KEY_INCLUDE}.lua"
+            )
+    return frozenset(_KEY_USE.findall(code))
+
+
+@cache
+def _suffix_concatenation() -> re.Pattern[str]:
+    """Matches ``.. '<suffix>'`` for every key suffix of ``keys.py``."""
+    suffixes = "|".join(map(re.escape, sorted(_key_suffixes())))
+    return re.compile(r"\.\.\s*(['\"])(" + suffixes + r")\1")
+
+
 def check_keys(body: str, includes: dict[str, str], declared: tuple[str, ...]) -> None:
     """Check that a script touches exactly the fixed keys its header declares.
 
@@ -169,29 +204,9 @@ def check_keys(body: str, includes: dict[str, str], declared: tuple[str, ...]) -
             "the body must bind the header's keys once, in order:"
             f" local K = {{{', '.join(expected)}}}"
         )
-    files = {"the script": _BINDING.sub("", code)}
-    files.update({f"includes/{name}.lua": _code(text) for name, text in includes.items()})
-    suffix = re.compile(
-        r"\.\.\s*(['\"])(" + "|".join(map(re.escape, sorted(_key_suffixes()))) + r")\1"
-    )
-    used: set[str] = set()
-    for where, text in files.items():
-        if re.search(r"\bKEYS\b", text):
-            raise ScriptLoadError(f"{where} reads KEYS outside the key table: use K.<name>")
-        if re.search(r"\bK\s*\[", text):
-            raise ScriptLoadError(f"{where} indexes K with an expression: name the key (K.ring)")
-        if where != f"includes/{KEY_INCLUDE}.lua":
-            if re.search(r"\bK\.prefix\b", text):
-                raise ScriptLoadError(
-                    f"{where} builds a key from K.prefix: only includes/{KEY_INCLUDE}.lua may"
-                )
-            match = suffix.search(text)
-            if match:
-                raise ScriptLoadError(
-                    f"{where} builds key {match.group(2)!r} by concatenation: fixed keys come"
-                    f" in KEYS (K.<name>), derived ones from includes/{KEY_INCLUDE}.lua"
-                )
-        used.update(_KEY_USE.findall(text))
+    used = set(_keys_used("the script", _BINDING.sub("", code)))
+    for name, text in includes.items():
+        used.update(_keys_used(f"includes/{name}.lua", _code(text)))
     undeclared = sorted(used - set(declared))
     if undeclared:
         raise ScriptLoadError(f"uses keys its header does not declare: {', '.join(undeclared)}")
@@ -216,42 +231,6 @@ def key_builders(text: str) -> dict[str, str]:
     return builders
 
 
-def _closing_paren(code: str, start: int) -> int:
-    """Index of the ``)`` closing a call whose arguments start at ``start``."""
-    depth = 1
-    token = re.compile(f"{_STRING}|[()]")
-    for match in token.finditer(code, start):
-        if match[0] == "(":
-            depth += 1
-        elif match[0] == ")":
-            depth -= 1
-            if depth == 0:
-                return match.start()
-    raise ScriptLoadError("unbalanced parentheses in a key builder call")
-
-
-def _inline_builders(code: str, builders: dict[str, str]) -> str:
-    """``code`` with each ``<name>_key(K, <arg>)`` replaced by its concatenation."""
-    if not builders:
-        return code
-    names = "|".join(map(re.escape, builders))
-    call = re.compile(f"{_STRING}|{_COMMENT_RE}|\\b(?P<fn>{names})\\(K,\\s*", re.DOTALL)
-    out: list[str] = []
-    pos = 0
-    while match := call.search(code, pos):
-        if not match["fn"]:
-            out.append(code[pos : match.end()])
-            pos = match.end()
-            continue
-        end = _closing_paren(code, match.end())
-        arg = _inline_builders(code[match.end() : end], builders).strip()
-        out.append(code[pos : match.start()])
-        out.append(f"(K.prefix .. '{builders[match['fn']]}' .. ({arg}))")
-        pos = end + 1
-    out.append(code[pos:])
-    return "".join(out)
-
-
 def compile_keys(source: str, key_names: tuple[str, ...], builders: dict[str, str]) -> str:
     """The inlined ``source`` as the server runs it, with the same meaning.
 
@@ -265,16 +244,27 @@ def compile_keys(source: str, key_names: tuple[str, ...], builders: dict[str, st
       ``(K[1] .. '<suffix>' .. (<arg>))``, and the builders' definitions go.
 
     Raises:
-        ScriptLoadError: a builder is used other than as ``<name>_key(K, <arg>)``.
+        ScriptLoadError: a builder is used other than as ``<name>_key(K, <arg>)`` (with
+            at most one level of parentheses inside ``<arg>``).
     """
-    code = _BUILDER.sub("", source)
-    code = _inline_builders(code, builders)
-    stray = [name for name in builders if re.search(rf"\b{name}\b", _code(code))]
-    if stray:
-        raise ScriptLoadError(f"use {stray[0]} only as a call {stray[0]}(K, <id>)")
-    code = _BINDING.sub("local K = KEYS", code, count=1)
     index = {name: n for n, name in enumerate(key_names, 1)}
-    return _KEY_REF.sub(lambda m: f"K[{index[m['key']]}]" if m["key"] else m[0], code)
+    names = "|".join(map(re.escape, builders)) or "(?!)"
+    token = re.compile(
+        f"{_STRING}|{_COMMENT_RE}|\\b(?P<call>{names})\\(K,\\s*(?P<arg>{_ARGUMENT})\\)"
+        f"|\\b(?P<stray>{names})\\b|\\bK\\.(?P<key>\\w+)",
+        re.DOTALL,
+    )
+
+    def resolve(match: re.Match[str]) -> str:
+        if match["call"]:
+            arg = token.sub(resolve, match["arg"]).strip()
+            return f"(K[{index['prefix']}] .. '{builders[match['call']]}' .. ({arg}))"
+        if match["stray"]:
+            name = match["stray"]
+            raise ScriptLoadError(f"use {name} only as a call {name}(K, <id>)")
+        return f"K[{index[match['key']]}]" if match["key"] else match[0]
+
+    return token.sub(resolve, _BINDING.sub("local K = KEYS", _BUILDER.sub("", source), count=1))
 
 
 def load_script(path: Path, include_dir: Path | None = None) -> Script:

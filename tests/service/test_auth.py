@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from servers import ServerInfo
@@ -95,3 +96,13 @@ def test_token_settings_are_checked() -> None:
         TokenSettings(name="a", role="admin", sha256="xyz")
     with pytest.raises(ValueError, match="at least 16"):
         TokenSettings(name="a", role="admin", token="short")  # type: ignore[arg-type]
+
+
+def test_serve_takes_the_shared_options_after_its_name(tmp_path: Path) -> None:
+    """``fairque serve --config FILE`` reads the file like ``fairque --config FILE serve``."""
+    config = tmp_path / "serve.yaml"
+    config.write_text("server:\n  host: 0.0.0.0\n")
+    for args in (["--config", str(config), "serve"], ["serve", "--config", str(config)]):
+        result = CliRunner().invoke(app, [*args, "--port", "8123"])
+        assert result.exit_code == 2, args
+        assert "refusing to listen on 0.0.0.0" in result.output, args

@@ -6,6 +6,8 @@ from typing import Annotated
 
 import typer
 
+from fairque.cli.base import shared
+
 
 def serve(
     ctx: typer.Context,
@@ -84,5 +86,5 @@ def dispatch(ctx: typer.Context) -> None:
 
 def register(app: typer.Typer) -> None:
     """Add the service commands to ``app``."""
-    app.command()(serve)
-    app.command()(dispatch)
+    app.command()(shared(serve))
+    app.command()(shared(dispatch))

@@ -7,6 +7,8 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
 from fairque import FairQueue, Priority, Task, TaskState
 
 MakeQueue = Callable[..., FairQueue]
@@ -209,4 +211,31 @@ def test_cap_lowered_below_in_flight_and_failure_frees_slot(make_queue: MakeQueu
     assert q.fail(held[0], "boom", retry=False) == TaskState.FAILED
     assert q.pop("w") is not None
     q.set_user_limits("u", max_in_flight=5)
+    assert q.pop("w") is not None
+
+
+def _drain_wake_ups(q: FairQueue) -> None:
+    while q.wait_for_work(0.01):
+        pass
+
+
+@pytest.mark.parametrize("frees", ["complete", "fail", "cancel", "raise_cap"])
+def test_a_user_let_back_in_wakes_an_idle_worker(make_queue: MakeQueue, frees: str) -> None:
+    """Idle workers park on the wake-up list: a freed cap must wake one, not wait for a poll."""
+    q = make_queue()
+    q.set_user_limits("u", max_in_flight=1)
+    q.push_many(Task(user_id="u", name="x") for _ in range(3))
+    held = q.pop("w")
+    assert held is not None
+    assert q.pop("w") is None  # the user is held out by its cap
+    _drain_wake_ups(q)
+    if frees == "complete":
+        assert q.complete(held, None)
+    elif frees == "fail":
+        assert q.fail(held, "boom", retry=False) == TaskState.FAILED
+    elif frees == "cancel":
+        assert q.cancel(held.task_id)
+    else:
+        q.set_user_limits("u", max_in_flight=2)
+    assert q.wait_for_work(1.0), f"{frees} freed a slot but woke no idle worker"
     assert q.pop("w") is not None

@@ -1,6 +1,7 @@
 --[[
 set_user_limits: set a user's round-robin weight and in-flight cap, and re-evaluate its
-place in the ring at once. Setting the same values again changes nothing.
+place in the ring at once (waking an idle worker when the user has work again). Setting
+the same values again changes nothing but a spare wake-up.
 
 KEYS[1] prefix   fq:{<queue>}:  per-task and per-user keys derive from it (includes/keys.lua)
 KEYS[2] ring     users with ready work, by last-served virtual time
@@ -9,6 +10,7 @@ KEYS[4] weights  user -> turns per round
 KEYS[5] caps     user -> in-flight cap
 KEYS[6] turns    user -> turns used in the current round
 KEYS[7] capped   users held out of the ring by their in-flight cap
+KEYS[8] wake     wake-up list idle workers block on
 
 ARGV[1] user
 ARGV[2] weight      turns per round (1 = default; stored only when > 1)
@@ -21,9 +23,10 @@ Reply: 1.
 -- @include has_ready
 -- @include leave_ring
 -- @include ring_join
+-- @include signal_wake
 
 local K = {prefix = KEYS[1], ring = KEYS[2], meta = KEYS[3], weights = KEYS[4], caps = KEYS[5],
-  turns = KEYS[6], capped = KEYS[7]}
+  turns = KEYS[6], capped = KEYS[7], wake = KEYS[8]}
 local user = ARGV[1]
 local weight, cap = tonumber(ARGV[2]), tonumber(ARGV[3])
 if weight > 1 then
@@ -44,6 +47,9 @@ if cap > 0 and inflight >= cap then
 else
   redis.call('HDEL', K.turns, user)
   redis.call('SREM', K.capped, user)
-  if has_ready(K, user) then ring_join(K, user) end
+  if has_ready(K, user) then
+    ring_join(K, user)
+    signal_wake(K, 1) -- idle workers park until woken: a user let back in has work
+  end
 end
 return 1

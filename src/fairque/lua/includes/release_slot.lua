@@ -1,9 +1,11 @@
 -- @include keys
 -- @include has_ready
 -- @include ring_join
+-- @include signal_wake
 -- release_slot(K, user, id, ms): the lease of task `id` ended; drop it from the
 -- user's held leases and let the user back into the ring when its cap no longer holds
--- it out. In-flight work is counted from unexpired leases, never from a counter.
+-- it out (waking an idle worker: parked workers do not poll). In-flight work is counted
+-- from unexpired leases, never from a counter.
 local function release_slot(K, user, id, ms)
   local held = held_key(K, user)
   redis.call('ZREM', held, id)
@@ -11,7 +13,10 @@ local function release_slot(K, user, id, ms)
     local cap = tonumber(redis.call('HGET', K.caps, user) or '0')
     if cap == 0 or redis.call('ZCOUNT', held, '(' .. ms, '+inf') < cap then
       redis.call('SREM', K.capped, user)
-      if has_ready(K, user) then ring_join(K, user) end
+      if has_ready(K, user) then
+        ring_join(K, user)
+        signal_wake(K, 1)
+      end
     end
   end
 end

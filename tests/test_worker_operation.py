@@ -236,8 +236,10 @@ def test_the_burst_cli_worker_finishes_every_task_and_exits_0(
         q.push_many(Task(user_id=f"u{i % 5}", name="record") for i in range(60))
         cmd = [sys.executable, "-m", "fairque", "--queue", queue, "worker", "--import",
                "proc_handlers", "--concurrency", "8"]  # fmt: skip
-        env = worker_env(server, FAIRQUE_WORKER__BURST="true")
-        done = subprocess.run(cmd, env=env, cwd=TESTS, capture_output=True, text=True, timeout=60)
+        env = worker_env(server)
+        done = subprocess.run(
+            [*cmd, "--burst"], env=env, cwd=TESTS, capture_output=True, text=True, timeout=60
+        )
         assert done.returncode == 0, done.stderr
         assert "burst: exits once no task is ready or running" in done.stderr
         assert "no task is ready (burst); stopping" in done.stderr
@@ -249,7 +251,6 @@ def test_the_burst_cli_worker_finishes_every_task_and_exits_0(
         q.push_many(Task(user_id=f"u{i % 5}", name="record") for i in range(40))
         config = tmp_path / "worker.yaml"
         config.write_text("worker:\n  burst: true\n")
-        env = worker_env(server)
         multi = [*cmd[:3], "--config", str(config), *cmd[3:], "--processes", "2"]
         done = subprocess.run(multi, env=env, cwd=TESTS, capture_output=True, text=True, timeout=90)
         assert done.returncode == 0, done.stderr

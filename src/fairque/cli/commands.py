@@ -112,6 +112,10 @@ def worker(
         str | None,
         typer.Option("--log-format", metavar="FORMAT", help="text (default) or json lines."),
     ] = None,
+    burst: Annotated[
+        bool,
+        typer.Option("--burst", help="Exit (code 0) once no task is ready, running or unreported."),
+    ] = False,
 ) -> None:
     """Run worker processes until SIGTERM/SIGINT (a second signal stops at once).
 
@@ -129,6 +133,7 @@ def worker(
         "max_concurrent_tasks": concurrency,
         "id": worker_id,
         "wait_for_server_seconds": wait_for_server,
+        "burst": burst or None,  # None: the file's or the environment's value stands
     }
     if imports:
         overrides["imports"] = imports

@@ -81,6 +81,14 @@ def test_users_and_limits(cli_queue: tuple[list[str], FairQueue]) -> None:
     capped = run_cli(*base, "limits", "[big]", "--weight", "2", "--max-in-flight", "1")
     assert capped.returncode == 0, capped.stderr
     assert capped.stdout.strip() == "[big]: weight 2, at most 1 in flight"
+    rows = json.loads(run_cli(*base, "users", "--json").stdout)
+    assert [(r["user_id"], r["weight"], r["max_in_flight"]) for r in rows] == [
+        ("[big]", 2, 1),
+        ("small", 1, None),
+    ]
+    table = run_cli(*base, "users")
+    assert "weight" in table.stdout
+    assert "cap" in table.stdout
     leased = [t.user_id for t in q.pop_batch(10, worker_id="w")]
     assert sorted(leased) == ["[big]", "small"]  # the cap holds [big] to one lease
     uncapped = run_cli(*base, "limits", "[big]")

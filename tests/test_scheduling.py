@@ -190,6 +190,8 @@ def test_in_flight_cap_skips_user_until_a_slot_frees(make_queue: MakeQueue) -> N
     held = q.pop_batch(10, worker_id="w")
     assert Counter(t.user_id for t in held) == {"capped": 2, "free": 5}
     assert q.stats().capped_users == 1
+    limits = {u.user_id: (u.weight, u.max_in_flight) for u in q.stats().users}
+    assert limits == {"capped": (1, 2), "free": (1, None)}
     q.enqueue("c-late", user_id="capped")  # a capped user pushing work stays out of the ring
     assert q.pop("w") is None
     assert q.complete(held[0])

@@ -189,11 +189,13 @@ class Task(BaseModel):
 
 
 class UserStats(BaseModel):
-    """Per-user load in a stats snapshot."""
+    """Per-user load in a stats snapshot, with the limits set by ``set_user_limits``."""
 
     user_id: str
     ready: int
     in_flight: int
+    weight: int = 1  #: turns per round-robin round
+    max_in_flight: int | None = None  #: the in-flight cap (None: no cap)
 
 
 class QueueStats(BaseModel):

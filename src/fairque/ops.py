@@ -480,8 +480,10 @@ class Operations(PlainOperations):
                         user_id=text(users[i]),
                         ready=int(users[i + 1]),
                         in_flight=int(users[i + 2]),
+                        weight=int(users[i + 3]),
+                        max_in_flight=int(users[i + 4]) or None,
                     )
-                    for i in range(0, len(users), 3)
+                    for i in range(0, len(users), 5)
                 ],
                 active_users=int(active),
                 capped_users=int(capped),

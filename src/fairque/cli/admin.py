@@ -45,7 +45,7 @@ def users(
     limit: Annotated[int, typer.Option(min=1, max=100_000, help="Users to show at most.")] = 100,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
-    """Users with ready or running work: ready and in-flight tasks, busiest first."""
+    """Users with ready or running work: ready, in flight, weight and cap; busiest first."""
     with open_queue(ctx) as q:
         stats = q.stats(user_limit=limit)
     rows = sorted(stats.users, key=lambda u: (-(u.ready + u.in_flight), u.user_id))
@@ -56,8 +56,11 @@ def users(
     table.add_column("user", overflow="fold")
     table.add_column("ready", justify="right")
     table.add_column("in flight", justify="right")
+    table.add_column("weight", justify="right")
+    table.add_column("cap", justify="right")
     for u in rows:
-        table.add_row(u.user_id, str(u.ready), str(u.in_flight))
+        cap = "-" if u.max_in_flight is None else str(u.max_in_flight)
+        table.add_row(u.user_id, str(u.ready), str(u.in_flight), str(u.weight), cap)
     stdout.print(table)
 
 

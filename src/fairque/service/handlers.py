@@ -10,7 +10,7 @@ from typing import Any
 
 from fairque.aio import AsyncFairQueue
 from fairque.errors import LeaseLost, ResultTimeout, TaskCanceled, TaskFailed
-from fairque.models import Task, TaskState
+from fairque.models import Task, TaskState, UserStats
 from fairque.service import listing
 from fairque.service.convert import (
     engine_errors,
@@ -232,7 +232,7 @@ async def queue_stats(ctx: Ctx) -> Reply:
             queue=stats.queue,
             counts={state.value: n for state, n in stats.counts.items()},
             counters=dict(stats.counters),
-            users=[UserLoad(u.user_id, u.ready, u.in_flight) for u in stats.users],
+            users=[user_load(u) for u in stats.users],
             active_users=stats.active_users,
             capped_users=stats.capped_users,
             total=stats.total,
@@ -240,11 +240,16 @@ async def queue_stats(ctx: Ctx) -> Reply:
     )
 
 
+def user_load(user: UserStats) -> UserLoad:
+    """A user's row of a stats snapshot as the API shows it."""
+    return UserLoad(user.user_id, user.ready, user.in_flight, user.weight, user.max_in_flight)
+
+
 async def list_users(ctx: Ctx) -> Reply:
-    """GET /users: users with ready or in-flight work (ready, in flight)."""
+    """GET /users: users with ready or in-flight work (ready, in flight, weight, cap)."""
     limit = int(query_number(ctx, "limit", 100, 1, 10_000))
     stats = await ctx.q.stats(user_limit=limit)
-    return Reply(200, UsersOut([UserLoad(u.user_id, u.ready, u.in_flight) for u in stats.users]))
+    return Reply(200, UsersOut([user_load(u) for u in stats.users]))
 
 
 async def set_limits(ctx: Ctx) -> Reply:

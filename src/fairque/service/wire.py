@@ -249,11 +249,13 @@ class QueuesOut(Struct):
 
 
 class UserLoad(Struct):
-    """One user's load in a queue."""
+    """One user's load in a queue, with its round-robin weight and in-flight cap."""
 
     user_id: str
     ready: int
     in_flight: int
+    weight: int
+    max_in_flight: int | None
 
 
 class StatsOut(Struct, kw_only=True):

@@ -232,6 +232,14 @@ def test_status_shows_whole_worker_ids(server: ServerInfo, queue: tuple[str, Fai
     assert "…" not in narrow.stdout  # folded onto a second line, never cut
     assert "failed attempts" in narrow.stdout.replace("\n", " ")
     assert "FAILED count of tasks" in narrow.stdout
+    assert "serves" not in wide.stdout  # no worker is limited to some users
+    now = datetime.now(timezone.utc)
+    pinned = WorkerInfo(worker_id="pinned", queue=name, host="host", pid=1, started_at=now,
+                        concurrency=1, assigned_users=["alice"], steal_targets=["bob"])  # fmt: skip
+    q.register_worker(pinned, ttl_seconds=60)
+    shown = run_cli("--url", server.url, "--queue", name, "status", env={"COLUMNS": "200"})
+    assert "only alice, bob; never any other user" in shown.stdout.replace("\n", " ")
+    assert "every user (the global ring)" in shown.stdout.replace("\n", " ")
 
 
 def test_the_install_hint_keeps_its_brackets(tmp_path: Path) -> None:

@@ -269,3 +269,16 @@ def test_the_poll_interval_is_accepted_and_documented_as_without_effect() -> Non
     assert "no effect" in line
     assert Worker.__doc__ is not None
     assert "``poll_interval_seconds`` has no effect" in " ".join(Worker.__doc__.split())
+
+
+# ---------------------------------------------------------------------------- registration
+async def test_a_worker_registers_the_users_it_serves(h: Harness) -> None:
+    """``status`` reads a worker's affinity from its registration."""
+    q = h.queue()
+    h.start(q, Registry(), assigned_users=["alice"], steal_targets=["*"])
+    for _ in range(100):
+        workers = await q.workers()
+        if workers:
+            break
+        await asyncio.sleep(0.05)
+    assert [(w.assigned_users, w.steal_targets) for w in workers] == [(["alice"], ["*"])]

@@ -228,4 +228,8 @@ class WorkerInfo(BaseModel):
     failed: int = 0
     #: handler threads still running for tasks the worker gave up on (timeout, stop)
     threads_stuck: int = 0
+    #: the users whose tasks the worker leases first, and those it may take from
+    #: ('*': any user); both empty: the global ring
+    assigned_users: list[str] = Field(default_factory=list)
+    steal_targets: list[str] = Field(default_factory=list)
     last_seen_seconds: float | None = None

@@ -337,12 +337,19 @@ def status_view(console: Console, stats: QueueStats, workers: list[WorkerInfo], 
     table.add_column("finished", justify="right")  # tasks
     table.add_column("failed attempts", justify="right")  # retried ones too
     table.add_column("heartbeat")
+    # which users a worker serves, shown when some worker is limited to some users
+    pinned = any(w.assigned_users or w.steal_targets for w in workers)
+    if pinned:
+        table.add_column("serves", overflow="fold")
     for w in workers:
         stuck = f" ({w.threads_stuck} threads stuck)" if w.threads_stuck else ""
-        table.add_row(
+        row = [
             w.worker_id, w.host, str(w.pid), f"{w.in_flight}/{w.concurrency}{stuck}",
             str(w.processed), str(w.failed), _age(w.last_seen_seconds),
-        )  # fmt: skip
+        ]  # fmt: skip
+        if pinned:
+            row.append(served_users(w.assigned_users, w.steal_targets))
+        table.add_row(*row)
     parts.append(table)
     if workers:
         parts.append(
@@ -351,6 +358,17 @@ def status_view(console: Console, stats: QueueStats, workers: list[WorkerInfo], 
             "FAILED count of tasks"
         )
     return Group(*parts)
+
+
+def served_users(assigned: list[str], steal: list[str]) -> str:
+    """Which users' tasks a worker leases, and which it never does."""
+    if not assigned and not steal:
+        return "every user (the global ring)"
+    if "*" in steal:
+        first = f"{', '.join(assigned)} first, then " if assigned else ""
+        return f"{first}every user"
+    named = [*assigned, *(u for u in steal if u not in assigned)]
+    return f"only {', '.join(named)}; never any other user"
 
 
 def print_task(console: Console, task: Task) -> None:

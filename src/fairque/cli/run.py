@@ -24,6 +24,7 @@ from fairque.cli.base import (
     server_url,
     stderr,
 )
+from fairque.cli.render import served_users
 from fairque.config import Settings, WorkerConfig
 from fairque.queue import is_cluster_url
 
@@ -62,26 +63,15 @@ def set_up_logging(level: str | None, fmt: str | None, verbose: bool) -> None:
     configure_logging(getattr(logging, name), formatter)
 
 
-def served_users(config: WorkerConfig) -> str:
-    """Which users' tasks this worker leases, and which it never does."""
-    assigned, steal = config.assigned_users, config.steal_targets
-    if not assigned and not steal:
-        return "every user (the global ring)"
-    if "*" in steal:
-        first = f"{', '.join(assigned)} first, then " if assigned else ""
-        return f"{first}every user"
-    named = [*assigned, *(u for u in steal if u not in assigned)]
-    return f"only {', '.join(named)}; never any other user"
-
-
 def banner(cfg: Settings, url: str, names: list[str]) -> str:
     """The start-up line: worker, queue, server, concurrency, task names, users."""
     w = cfg.worker
     burst = "; burst: exits once no task is ready or running" if w.burst else ""
+    serves = served_users(w.assigned_users, w.steal_targets)
     return (
         f"worker {w.id} on queue {cfg.queue.name!r} at {urls.redact_url(url)}: "
         f"{w.max_concurrent_tasks} task(s) at a time; handles {len(names)} task name(s): "
-        f"{', '.join(sorted(names))}; serves {served_users(w)}{burst}"
+        f"{', '.join(sorted(names))}; serves {serves}{burst}"
     )
 
 

@@ -219,6 +219,8 @@ class Worker:
             processed=self.processed,
             failed=self.failed,
             threads_stuck=self.threads_stuck,
+            assigned_users=list(self.config.assigned_users),
+            steal_targets=list(self.config.steal_targets),
         )
 
     async def maintain(self) -> int:

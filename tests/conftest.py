@@ -12,6 +12,9 @@ directory under ``servers*/``.
 - A kind whose binary is missing is skipped, or fails when ``CI`` is set.
 - To run a test against one kind only:
   ``@pytest.mark.parametrize("server", ["cluster"], indirect=True)``.
+- ``@pytest.mark.server_kinds("valkey", "cluster")`` (on a test or a module) limits a
+  test to those kinds: the command line's tests, which exercise the CLI rather than
+  the engine, skip the standalone Redis kind (the engine's tests run on every kind).
 """
 
 from __future__ import annotations
@@ -56,7 +59,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         callspec = getattr(item, "callspec", None)
         kind = callspec.params.get("server") if callspec is not None else None
-        (drop if kind is not None and kind not in kinds else keep).append(item)
+        marker = item.get_closest_marker("server_kinds")
+        allowed = kinds if marker is None else tuple(k for k in kinds if k in marker.args)
+        (drop if kind is not None and kind not in allowed else keep).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep

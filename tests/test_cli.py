@@ -14,6 +14,9 @@ from support import unique_queue
 
 from fairque import FairQueue, TaskState
 
+# the command line's own behaviour: the engine's tests cover the standalone Redis kind
+pytestmark = pytest.mark.server_kinds("valkey", "cluster")
+
 
 def run_cli(*args: str, env: dict[str, str] | None = None, stdin: str | None = None,
             timeout: float = 60) -> subprocess.CompletedProcess[str]:  # fmt: skip

@@ -17,6 +17,9 @@ from test_cli import run_cli
 
 from fairque import FairQueue
 
+# the command line's own behaviour: the engine's tests cover the standalone Redis kind
+pytestmark = pytest.mark.server_kinds("valkey", "cluster")
+
 
 @pytest.fixture
 def cli_queue(server: ServerInfo) -> Iterator[tuple[list[str], FairQueue]]:

@@ -14,6 +14,9 @@ from test_cli import run_cli
 from fairque import FairQueue, TaskState
 from fairque.cli.render import MAX_FILE_BYTES, MAX_FILE_TASKS, MAX_PROBLEMS_SHOWN
 
+# the command line's own behaviour: the engine's tests cover the standalone Redis kind
+pytestmark = pytest.mark.server_kinds("valkey", "cluster")
+
 
 @pytest.fixture
 def cli_queue(server: ServerInfo) -> tuple[list[str], FairQueue]:

@@ -22,6 +22,9 @@ from test_cli import run_cli
 from fairque import FairQueue
 from fairque.models import WorkerInfo
 
+# the command line's own behaviour: the engine's tests cover the standalone Redis kind
+pytestmark = pytest.mark.server_kinds("valkey", "cluster")
+
 HANDLERS = """
 import fairque
 

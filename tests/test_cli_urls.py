@@ -23,6 +23,9 @@ from fairque.urls import (
     url_secrets,
 )
 
+# the command line's own behaviour: the engine's tests cover the standalone Redis kind
+pytestmark = pytest.mark.server_kinds("valkey", "cluster")
+
 SECRET = "s3cret-Pa55"
 
 

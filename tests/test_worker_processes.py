@@ -21,6 +21,9 @@ from support import unique_queue
 from fairque import FairQueue, Task, TaskState
 from fairque.cli.embedded import EmbeddedServer, free_port
 
+# the command line's own behaviour: the engine's tests cover the standalone Redis kind
+pytestmark = pytest.mark.server_kinds("valkey", "cluster")
+
 TESTS = Path(__file__).parent
 
 

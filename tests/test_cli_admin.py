@@ -138,7 +138,7 @@ def test_status_watch_refreshes_until_interrupted(cli_queue: tuple[list[str], Fa
             break
         seen += chunk
     live.send_signal(signal.SIGINT)
-    _, err = live.communicate(timeout=30)
-    assert live.returncode == 0, err
+    _, live_err = live.communicate(timeout=30)
+    assert live.returncode == 0, live_err
     assert seen.count(b"QUEUED") >= 2, seen  # drawn, then drawn again
-    assert b"Traceback" not in err
+    assert b"Traceback" not in live_err

@@ -236,7 +236,7 @@ def test_a_user_let_back_in_wakes_an_idle_worker(make_queue: MakeQueue, frees: s
     elif frees == "fail":
         assert q.fail(held, "boom", retry=False) == TaskState.FAILED
     elif frees == "cancel":
-        assert q.cancel(held.task_id)
+        assert q.cancel(str(held.task_id))
     else:
         q.set_user_limits("u", max_in_flight=2)
     assert q.wait_for_work(1.0), f"{frees} freed a slot but woke no idle worker"

@@ -314,7 +314,7 @@ def test_one_name_per_transition() -> None:
                     and call.func.attr == "_call"
                     and isinstance(call.args[0], ast.Constant)
                 ):
-                    builders.setdefault(call.args[0].value, set()).add(node.name)
+                    builders.setdefault(str(call.args[0].value), set()).add(node.name)
     # push_many and enqueue both build a push; fail and the undecodable path share a helper
     shared = {"push": {"push_many", "enqueue"}, "fail": {"_fail_call"}}
     assert set(builders) == set(load_all())

@@ -184,7 +184,7 @@ async def test_a_burst_worker_finishes_every_task_and_stops(
     @reg.task(name="work")
     async def work(ctx: Context, payload: int) -> int:
         await asyncio.sleep(0.01 * (payload % 3))
-        done[cast(str, ctx.task_id)] += 1
+        done[ctx.task_id] += 1
         return payload
 
     tasks = [await q.enqueue("work", i, user_id=f"u{i % 4}") for i in range(40)]

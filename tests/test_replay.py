@@ -203,6 +203,13 @@ def test_resent_extend_and_limits(make_queue: MakeQueue, redis_client: SyncClien
     assert second >= first
     resend(q, redis_client, q.ops.set_user_limits("u", 2, 3))
     assert q.complete(task)
+    # a raised cap lets a user with ready work back into the ring, waking a worker once
+    q.enqueue("n", user_id="v")
+    q.enqueue("n", user_id="v")
+    held = q.pop("w")
+    assert held is not None
+    q.set_user_limits("v", max_in_flight=1)
+    resend(q, redis_client, q.ops.set_user_limits("v", 1, 2))
 
 
 def test_in_flight_is_counted_from_unexpired_leases(

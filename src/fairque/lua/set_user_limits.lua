@@ -1,7 +1,7 @@
 --[[
 set_user_limits: set a user's round-robin weight and in-flight cap, and re-evaluate its
-place in the ring at once (waking an idle worker when the user has work again). Setting
-the same values again changes nothing but a spare wake-up.
+place in the ring at once (waking an idle worker when the user comes back with work).
+Setting the same values again changes nothing.
 
 KEYS[1] prefix   fq:{<queue>}:  per-task and per-user keys derive from it (includes/keys.lua)
 KEYS[2] ring     users with ready work, by last-served virtual time
@@ -48,8 +48,11 @@ else
   redis.call('HDEL', K.turns, user)
   redis.call('SREM', K.capped, user)
   if has_ready(K, user) then
+    -- idle workers park until woken: wake one for a user let back in (not on a resend,
+    -- which finds the user in the ring already)
+    local outside = redis.call('ZSCORE', K.ring, user) == false
     ring_join(K, user)
-    signal_wake(K, 1) -- idle workers park until woken: a user let back in has work
+    if outside then signal_wake(K, 1) end
   end
 end
 return 1

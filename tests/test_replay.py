@@ -393,3 +393,31 @@ def test_a_resent_lease_request_that_found_nothing_still_finds_nothing(
     q.enqueue("n", user_id="u")
     assert q._run(call) == []
     assert q.pop("w") is not None
+
+
+def test_push_says_whether_it_created_the_task(
+    make_queue: MakeQueue, redis_client: SyncClient
+) -> None:
+    q = make_queue()
+    call = q.ops.push_many([Task(user_id="u", name="n", task_id="a")])
+    first, second = resend(q, redis_client, call)
+    # the resend finds the task its own first run created: still "created"
+    assert first.created == [True]
+    assert second.created == [True]
+    assert second[0].task_id == "a"
+    # another push of the same id (a new request) did not create it
+    again = q.push_many([Task(user_id="u", name="n", task_id="a"), Task(user_id="u", name="n")])
+    assert again.created == [False, True]
+    assert again[0].state == TaskState.QUEUED
+    assert q.stats().counters["pushed"] == 2
+
+
+def test_push_of_an_id_that_ended_and_expired_is_not_created(make_queue: MakeQueue) -> None:
+    q = make_queue()
+    q.enqueue("n", user_id="u", task_id="gone", result_ttl=0)
+    leased = q.pop("w")
+    assert leased is not None
+    assert q.complete(leased)
+    again = q.push_many([Task(user_id="u", name="n", task_id="gone")])
+    assert again.created == [False]
+    assert again[0].state == TaskState.FINISHED

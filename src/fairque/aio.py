@@ -16,7 +16,7 @@ from redis.exceptions import NoScriptError, ResponseError
 
 from fairque.base import Flow, QueueBase, connect, run_flow_async
 from fairque.models import Priority, QueueStats, Task, TaskState, WorkerInfo
-from fairque.records import Call, Leased, LeaseRequest
+from fairque.records import Call, Leased, LeaseRequest, Pushed
 
 T = TypeVar("T")
 
@@ -75,7 +75,7 @@ class AsyncFairQueue(QueueBase):
 
     async def push_many(
         self, tasks: Iterable[Task], *, delays: Sequence[float | None] | None = None
-    ) -> list[Task]:
+    ) -> Pushed:
         """See ``FairQueue.push_many``."""
         return await self._run(self.ops.push_many(tasks, delays))
 

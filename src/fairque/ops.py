@@ -38,6 +38,7 @@ from fairque.records import Call as Call
 from fairque.records import EncodedResult as EncodedResult
 from fairque.records import Leased as Leased
 from fairque.records import LeaseRequest as LeaseRequest
+from fairque.records import Pushed as Pushed
 from fairque.records import request_id as request_id
 from fairque.scripts import load_all
 from fairque.taskhash import TaskCodec, ms_to_dt, text
@@ -78,21 +79,29 @@ class Operations(PlainOperations):
     def _push_head(self, n: int) -> list[Any]:
         """The push script's arguments before the per-task records.
 
-        Only ``on_duplicate="error"`` needs a request id (to tell its own resend from a
-        duplicate); otherwise an existing id is a no-op anyway.
+        The request id tells a resend of this push from another push of the same id:
+        the created task keeps it, so a resend still answers "created" (and, with
+        ``on_duplicate="error"``, is not a duplicate).
         """
         on_dup = self.options.on_duplicate
-        req = request_id() if on_dup == "error" else ""
-        return [self.options.ordering, self._horizon_us, on_dup, n, self._failed_ttl_ms, req]
+        return [
+            self.options.ordering,
+            self._horizon_us,
+            on_dup,
+            n,
+            self._failed_ttl_ms,
+            request_id(),
+        ]
 
     # pushes ---------------------------------------------------------------------
     def push_many(
         self, tasks: Iterable[Task], delays: Sequence[float | timedelta | None] | None = None
-    ) -> Call[list[Task]]:
+    ) -> Call[Pushed]:
         """Push tasks atomically; ``delays[i]`` (seconds) delays task i.
 
         Upstreams inside the batch are sent before their dependents; a cycle is
-        rejected before anything reaches the server.
+        rejected before anything reaches the server. The answer says per task
+        whether this push created it (``Pushed.created``).
         """
         tasks = check_task_list(tasks)
         delays = check_delays(delays, len(tasks))
@@ -120,10 +129,14 @@ class Operations(PlainOperations):
         position = [0] * len(order)
         for n, i in enumerate(order):
             position[i] = n
-        pushed = self.codec.pushed
+        pushed, created = self.codec.pushed, self.codec.created
 
-        def parse(reply: list[Any]) -> list[Task]:
-            return [pushed(reply[position[i]], v, t) for i, (t, v) in enumerate(given)]
+        def parse(reply: list[Any]) -> Pushed:
+            entries = [reply[position[i]] for i in range(len(given))]
+            return Pushed(
+                [pushed(e, v, t) for e, (t, v) in zip(entries, given, strict=True)],
+                [created(e) for e in entries],
+            )
 
         return self._call("push", args, parse)
 

@@ -13,7 +13,7 @@ from redis.exceptions import NoScriptError, ResponseError
 from fairque.base import Flow, QueueBase, connect, run_flow
 from fairque.base import is_cluster_url as is_cluster_url
 from fairque.models import Priority, QueueStats, Task, TaskState, WorkerInfo
-from fairque.records import Call, Leased, LeaseRequest
+from fairque.records import Call, Leased, LeaseRequest, Pushed
 
 T = TypeVar("T")
 
@@ -95,12 +95,17 @@ class FairQueue(QueueBase):
 
     def push_many(
         self, tasks: Iterable[Task], *, delays: Sequence[float | None] | None = None
-    ) -> list[Task]:
+    ) -> Pushed:
         """Push a batch atomically: all tasks are written or none is.
 
         Args:
             tasks: the tasks.
             delays: optional per-task delay in seconds (None: no delay), same length.
+
+        Returns:
+            The tasks as stored, in the order given; ``created[i]`` (a list beside
+            them) is False when task i's id already existed (nothing was written for
+            it). A resend of this same call after a lost reply answers as it did.
         """
         return self._run(self.ops.push_many(tasks, delays))
 

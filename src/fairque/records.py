@@ -65,6 +65,21 @@ class Leased(list[Task]):
         self.undecodable: list[tuple[str, str, str]] = []
 
 
+class Pushed(list[Task]):
+    """The tasks one push returned, in the order given.
+
+    ``created[i]`` says whether this push created task i (True) or found its id
+    already there (False: the stored task is returned, nothing was written). A resend
+    of the push that created a task, after a lost reply, still answers True: the
+    task keeps the id of the request that created it. One exception: a task that
+    ended, expired and left only its one-minute tombstone reads as not created.
+    """
+
+    def __init__(self, tasks: list[Task], created: list[bool]) -> None:
+        super().__init__(tasks)
+        self.created = created
+
+
 class EncodedResult(bytes):
     """A result already serialized with the queue's serializer (sent as it is)."""
 

@@ -38,7 +38,7 @@ ended_at               ended         -              when the task ended
 -                      op            -              '<request id> <answer>' of the last
                                                     recorded transition (a resend's answer)
 -                      pushed        -              request id of the push that created the
-                                                    task (only with on_duplicate='error')
+                                                    task (a resend still answers "created")
 =====================  ============  =============  ===========================================
 """
 
@@ -313,6 +313,14 @@ class TaskCodec:
         values["payload"], values["priority"] = payload, _PRIORITY_OF[priority]
         values["max_retries"], values["keep_result"] = max_retries, keep_result
         return values
+
+    @staticmethod
+    def created(entry: Sequence[Any]) -> bool:
+        """Whether the push whose reply holds ``entry`` created the task: a new task
+        (``{0, ...}``), or one this same request created before (a resend: ``{1, hash,
+        1}``)."""
+        code = int(entry[0])
+        return code == 0 or (code == 1 and len(entry) > 2 and int(entry[2]) == 1)
 
     def pushed(self, entry: Sequence[Any], values: dict[str, Any], task: Task | None) -> Task:
         """The Task one entry of ``push.lua``'s reply stands for.

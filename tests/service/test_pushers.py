@@ -39,6 +39,26 @@ def test_push_one_task_then_the_same_id_answers_the_stored_task(api: Api) -> Non
     assert api.ok("GET", "/tasks/t1") == task
 
 
+def test_racing_pushes_of_one_id_get_one_201(api: Api) -> None:
+    """Eight pushes of one id at once: the engine's push says which one created it."""
+
+    def push(n: int, task_id: str, barrier: threading.Barrier, statuses: list[int]) -> None:
+        barrier.wait()
+        body = {"name": "n", "user_id": f"u{n}", "task_id": task_id}
+        statuses.append(api.call("POST", "/tasks", body).status_code)
+
+    for round_ in range(3):
+        statuses: list[int] = []
+        barrier = threading.Barrier(8)
+        args = (f"race{round_}", barrier, statuses)
+        threads = [threading.Thread(target=push, args=(n, *args)) for n in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert sorted(statuses) == [200] * 7 + [201]
+
+
 @pytest.mark.parametrize("media", MSGPACK_TYPES)
 def test_batch_in_msgpack_answers_in_msgpack(api: Api, media: str) -> None:
     tasks = [{"name": "n", "user_id": f"u{i}", "payload": {"f": 1.5, "i": i}} for i in range(3)]

@@ -31,12 +31,14 @@ ARGV[4] n           number of tasks; then 13 values per task:
         run_at_ms (-1 none), timeout_ms (-1 none), keep_result (0|1), result_ttl_ms,
         deps (JSON array of task ids, '' for none), on_dep_fail ('cancel'|'wait')
 ARGV[5] failed_ttl_ms  how long a task canceled at push stays readable
-ARGV[6] req         request id (unique per call; the same when a call is resent;
-                    '' unless on_dup is 'error')
+ARGV[6] req         request id (unique per call; the same when a call is resent). It is
+                    kept in the task's 'pushed' field, so a resend of the push that
+                    created a task still answers "created" (0 or 1 in {1, ...} below)
   (the per-task values start at ARGV[7])
 
 Reply: one entry per task: {0, state, created_ms} for a new task,
-       {1, <HGETALL of the existing task>} for an id that already exists, or
+       {1, <HGETALL of the existing task>, mine} for an id that already exists (mine:
+       1 when this same request created it, i.e. this call is a resend, else 0), or
        {2, state} for an id whose task ended and expired within the last minute.
 Errors: 'FQERR -3 <id>' (DuplicateTask) when on_dup is 'error'; 'FQERR -5'
         (DependencyNotFound) for an unknown upstream id. Nothing is written then.
@@ -93,7 +95,14 @@ for i = 0, n - 1 do
   if existing[id] then
     local stored = redis.call('HGETALL', tk)
     if #stored > 0 then
-      reply[#reply + 1] = {1, stored}
+      local mine = 0
+      for j = 1, #stored, 2 do
+        if stored[j] == 'pushed' then
+          if stored[j + 1] == req then mine = 1 end
+          break
+        end
+      end
+      reply[#reply + 1] = {1, stored, mine}
     else
       local gone = redis.call('GET', gone_key(K, id))
       reply[#reply + 1] = {2, string.match(gone or 'CANCELED', '^%S+')}
@@ -108,7 +117,7 @@ for i = 0, n - 1 do
       'result_ttl', ttl}
     if plain then fields[#fields + 1] = 'state'; fields[#fields + 1] = 'QUEUED' end
     if timeout_ms >= 0 then fields[#fields + 1] = 'timeout'; fields[#fields + 1] = timeout_ms end
-    if on_dup == 'error' then fields[#fields + 1] = 'pushed'; fields[#fields + 1] = req end
+    fields[#fields + 1] = 'pushed'; fields[#fields + 1] = req
     redis.call('HSET', tk, unpack(fields))
     if due > ms then redis.call('HSET', tk, 'run_at', due) end
     -- dependencies: which upstreams are still pending, and did one already fail?

@@ -123,11 +123,12 @@ async def push(ctx: Ctx) -> Reply:
     assert isinstance(body, TaskIn)
     task, delay = task_from_wire(body)
     with engine_errors():
-        if task.task_id is not None:
-            existing = await ctx.q.get(task.task_id)
-            if existing is not None:
-                return Reply(200, task_out(existing, ctx.q.queue))
-        stored = (await ctx.q.push_many([task], delays=[delay]))[0]
+        pushed = await ctx.q.push_many([task], delays=[delay])
+    stored = pushed[0]
+    if not pushed.created[0]:
+        # the id existed: the stored task (the engine says so in the push itself, so
+        # of two racing pushes of one id exactly one gets 201)
+        return Reply(200, task_out(stored, ctx.q.queue))
     location = f"/v1/queues/{ctx.q.queue}/tasks/{stored.task_id}"
     return Reply(201, task_out(stored, ctx.q.queue), {"Location": location})
 

@@ -36,6 +36,7 @@ from fairque.service.media import (
 )
 from fairque.service.routes import ROUTES, Route
 from fairque.service.settings import ServerSettings
+from fairque.service.ui.routes import Ui
 
 log = logging.getLogger("fairque.service")
 
@@ -196,8 +197,27 @@ def _endpoint(service: Service, spec: Route) -> Any:
     )(endpoint)
 
 
+def _metrics_endpoint(service: Service) -> Any:
+    """``GET /metrics``: readers' tokens when tokens are configured."""
+    from fairque.service import metrics
+    from fairque.service.auth import READERS
+
+    async def metrics_text(request: Request[Any, Any, Any]) -> Response[bytes]:
+        try:
+            service.tokens.check(request.headers.get("authorization"), READERS)
+            with engine_errors():
+                queues = {name: await service.queue(name) for name in service.names}
+                body = await metrics.scrape(queues)
+        except ProblemError as exc:
+            return problem_response(exc, request.headers.get("accept"))
+        return Response(body, media_type=metrics.CONTENT_TYPE)
+
+    return metrics_text
+
+
 def create_app(service: Service) -> Litestar:
-    """The ASGI app serving ``service``'s queues, ``/openapi.json`` and ``/healthz``."""
+    """The ASGI app serving ``service``'s queues, ``/openapi.json``, ``/healthz``,
+    ``/metrics`` and the dashboard under ``/ui``."""
     from fairque.service.spec import openapi_bytes
 
     spec_bytes = openapi_bytes()
@@ -219,6 +239,8 @@ def create_app(service: Service) -> Litestar:
     handlers_ = [_endpoint(service, spec) for spec in ROUTES]
     handlers_.append(route("/openapi.json", http_method=["GET"])(openapi_json))
     handlers_.append(route("/healthz", http_method=["GET"])(healthz))
+    handlers_.append(route("/metrics", http_method=["GET"])(_metrics_endpoint(service)))
+    handlers_.extend(Ui(service).handlers())
     return Litestar(
         route_handlers=handlers_,
         openapi_config=None,

@@ -1,0 +1,173 @@
+"""``GET /metrics``: the served queues in the Prometheus text format.
+
+Gauges are read from Redis at scrape time with bounded work (per-user series only for
+the ``top_users`` users with the largest backlog among ``reads.SCAN_USERS`` scanned, so
+the label set stays bounded with 100,000 users). Counters are the ones the scripts keep
+in the same transition (the queue's stats hash, and ``metrics()`` where the client has
+it, with its wait-time and run-time histograms).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector
+
+from fairque.aio import AsyncFairQueue
+from fairque.models import TaskState
+from fairque.service.ui import reads
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+#: users with their own ready / in-flight series, per queue
+TOP_USERS = 50
+
+#: stats-hash counter -> (metric name without _total, help)
+COUNTERS: dict[str, tuple[str, str]] = {
+    "pushed": ("fairque_tasks_pushed", "Tasks pushed (new ids only)."),
+    "popped": ("fairque_tasks_leased", "Leases granted (a task leased again counts again)."),
+    "completed": ("fairque_tasks_finished", "Tasks that ended FINISHED."),
+    "failed": ("fairque_tasks_failed", "Tasks that ended FAILED (retries used up or not retried)."),
+    "retried": ("fairque_tasks_retried", "Failed attempts scheduled for another attempt."),
+    "reclaimed": ("fairque_tasks_reclaimed", "Expired leases reclaimed (a failed attempt each)."),
+    "canceled": ("fairque_tasks_canceled", "Tasks that ended CANCELED."),
+    "requeued": ("fairque_tasks_requeued", "Leased tasks given back without an attempt."),
+    "lease_lost": ("fairque_leases_lost", "Acknowledgements refused because the lease was lost."),
+}
+
+
+class _Families(Collector):
+    def __init__(self, families: list[Metric]) -> None:
+        self.families = families
+
+    def collect(self) -> Iterable[Metric]:
+        return iter(self.families)
+
+
+async def _queue_figures(q: AsyncFairQueue, top: int) -> dict[str, Any]:
+    stats, workers, now, oldest, (ring, _) = await asyncio.gather(
+        q.stats(user_limit=top),
+        q.workers(),
+        reads.server_ms(q),
+        reads.oldest_queued_ms(q),
+        reads.ring_users(q),
+    )
+    capped = await reads.capped_users(q)
+    candidates = list(dict.fromkeys([*ring, *capped, *(u.user_id for u in stats.users)]))
+    lanes = await reads.backlogs(q, candidates)
+    ranked = sorted(candidates, key=lambda u: (-sum(lanes[u]), u))[:top]
+    held = {u.user_id for u in stats.users if u.in_flight}
+    shown = list(dict.fromkeys([*ranked, *sorted(held)[:top]]))
+    loads = await reads.loads(q, shown, now)
+    engine_metrics = None
+    reader = getattr(q, "metrics", None)
+    if reader is not None:
+        engine_metrics = await reader()
+    return {
+        "stats": stats,
+        "workers": len(workers),
+        "oldest": None if oldest is None else max(0.0, (now - oldest) / 1000),
+        "loads": loads,
+        "metrics": engine_metrics,
+    }
+
+
+def _histograms(queue: str, engine_metrics: Any) -> Iterator[Metric]:
+    """Wait and run time histograms from the engine's ``QueueMetrics`` (when it has them)."""
+    for attr, name, doc in (
+        ("wait", "fairque_task_wait_seconds", "Time from push (or due time) to a task's start."),
+        ("run", "fairque_task_run_seconds", "Time from a task's start to its end."),
+    ):
+        hist = getattr(engine_metrics, attr, None) or getattr(
+            engine_metrics, f"{attr}_histogram", None
+        )
+        if hist is None:
+            continue
+        bounds = [float(b) for b in hist.bounds]
+        counts = [int(c) for c in hist.counts]
+        cumulative, buckets = 0, []
+        for bound, count in zip(bounds, counts, strict=False):
+            cumulative += count
+            buckets.append((_le(bound), float(cumulative)))
+        total = int(getattr(hist, "count", sum(counts)))
+        buckets.append(("+Inf", float(total)))
+        family = HistogramMetricFamily(name, doc, labels=["queue"])
+        family.add_metric([queue], buckets, sum_value=float(getattr(hist, "sum", 0.0)))
+        yield family
+
+
+def _le(bound: float) -> str:
+    return repr(bound) if bound != int(bound) else f"{bound:.1f}"
+
+
+def families(figures: Mapping[str, dict[str, Any]]) -> list[Metric]:
+    """Metric families of every queue's figures."""
+    tasks = GaugeMetricFamily("fairque_tasks", "Tasks per state now.", labels=["queue", "state"])
+    ready = GaugeMetricFamily(
+        "fairque_user_ready_tasks",
+        "Ready tasks of the users with the largest backlog, per lane.",
+        labels=["queue", "user_id", "lane"],
+    )
+    in_flight = GaugeMetricFamily(
+        "fairque_user_in_flight_tasks",
+        "Unexpired leases of the users shown in fairque_user_ready_tasks and of lease holders.",
+        labels=["queue", "user_id"],
+    )
+    oldest = GaugeMetricFamily(
+        "fairque_oldest_waiting_seconds", "Age of the task QUEUED longest (0: none).",
+        labels=["queue"],
+    )  # fmt: skip
+    workers = GaugeMetricFamily(
+        "fairque_workers_alive", "Registered workers with a recent heartbeat.", labels=["queue"]
+    )
+    users = GaugeMetricFamily(
+        "fairque_users_ready", "Users with ready work in the ring.", labels=["queue"]
+    )
+    capped = GaugeMetricFamily(
+        "fairque_users_capped", "Users with ready work held out by their cap.", labels=["queue"]
+    )
+    counters = {
+        key: CounterMetricFamily(name, doc, labels=["queue"])
+        for key, (name, doc) in COUNTERS.items()
+    }
+    hists: list[Metric] = []
+    for queue, f in figures.items():
+        stats = f["stats"]
+        for state in TaskState:
+            tasks.add_metric([queue, state.value], stats.counts.get(state, 0))
+        for load in f["loads"]:
+            ready.add_metric([queue, load.user_id, "critical"], load.critical)
+            ready.add_metric([queue, load.user_id, "normal"], load.normal)
+            in_flight.add_metric([queue, load.user_id], load.in_flight)
+        oldest.add_metric([queue], f["oldest"] or 0.0)
+        workers.add_metric([queue], f["workers"])
+        users.add_metric([queue], stats.active_users)
+        capped.add_metric([queue], stats.capped_users)
+        values = dict(stats.counters)
+        engine_metrics = f["metrics"]
+        if engine_metrics is not None:
+            for key in ("pushed", "finished", "failed", "retried", "reclaimed", "lease_lost"):
+                value = getattr(engine_metrics, key, None)
+                if value is not None:
+                    values["completed" if key == "finished" else key] = int(value)
+            hists.extend(_histograms(queue, engine_metrics))
+        for key, family in counters.items():
+            family.add_metric([queue], float(values.get(key, 0)))
+    return [tasks, ready, in_flight, oldest, workers, users, capped, *counters.values(), *hists]
+
+
+async def scrape(queues: Mapping[str, AsyncFairQueue], top: int = TOP_USERS) -> bytes:
+    """The Prometheus text of ``queues``."""
+    names = list(queues)
+    found = await asyncio.gather(*(_queue_figures(queues[n], top) for n in names))
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Families(families(dict(zip(names, found, strict=True)))))
+    return generate_latest(registry)

@@ -1,0 +1,73 @@
+"""Fairness figures of the dashboard: weighted max-min shares, Jain's index, J_norm.
+
+``J = (Σx)² / (n·Σx²)``. The demand-normalised ``J_norm`` (DESIGN §9, as in
+``benchmarks/peers/metrics.py``) divides each active user's service in a window by its
+weighted max-min fair share of the window's capacity given its demand, then applies
+Jain's formula: 1.0 means every user got its fair share.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """The ``q``-th percentile (0..100), linear between closest ranks; None when empty."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    pos = (len(ordered) - 1) * q / 100
+    low = math.floor(pos)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
+
+
+def jain(values: Sequence[float]) -> float | None:
+    """Jain's fairness index of ``values`` (1.0 when all are equal); None when empty."""
+    if not values:
+        return None
+    total = sum(values)
+    squares = sum(v * v for v in values)
+    if squares == 0:
+        return 1.0
+    return total * total / (len(values) * squares)
+
+
+def weighted_shares(
+    capacity: float, demands: Sequence[float], weights: Sequence[float]
+) -> list[float]:
+    """Weighted max-min fair allocation of ``capacity`` (water filling).
+
+    Each user gets capacity in proportion to its weight, never more than its demand;
+    what a satisfied user leaves is shared among the others by weight.
+    """
+    shares = [0.0] * len(demands)
+    active = [i for i in range(len(demands)) if demands[i] > 0]
+    remaining = float(capacity)
+    while active and remaining > 1e-12:
+        total_weight = sum(weights[i] for i in active)
+        level = remaining / total_weight
+        satisfied = [i for i in active if demands[i] - shares[i] <= level * weights[i]]
+        if not satisfied:
+            for i in active:
+                shares[i] += level * weights[i]
+            break
+        for i in satisfied:
+            remaining -= demands[i] - shares[i]
+            shares[i] = float(demands[i])
+        done = set(satisfied)
+        active = [i for i in active if i not in done]
+    return shares
+
+
+def jain_norm(
+    served: Sequence[float], demands: Sequence[float], weights: Sequence[float]
+) -> float | None:
+    """J over ``served / fair share`` of the users with demand; None without two of them."""
+    capacity = float(sum(served))
+    shares = weighted_shares(capacity, demands, weights)
+    ratios = [s / f for s, f in zip(served, shares, strict=True) if f > 0]
+    if len(ratios) < 2 or capacity <= 0:
+        return None
+    return jain(ratios)

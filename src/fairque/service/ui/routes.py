@@ -1,0 +1,397 @@
+"""The ``/ui`` routes: pages rendered on the server with Jinja2 (autoescaped), forms for
+the actions, static files from the package. Ids of tasks and users travel in the query
+string, so any identifier the engine accepts has a URL."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import importlib.resources
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs, urlencode
+
+import jinja2
+from litestar import Request, Response, route
+from litestar.datastructures import Cookie
+from litestar.enums import HttpMethod
+from litestar.response import Redirect
+from redis.exceptions import RedisError
+
+from fairque.errors import FairqueError
+from fairque.models import TaskState
+from fairque.service.convert import engine_errors
+from fairque.service.media import ProblemError
+from fairque.service.ui import reads, security, views
+from fairque.service.ui.security import Denied
+
+if TYPE_CHECKING:
+    from fairque.aio import AsyncFairQueue
+    from fairque.service.app import Service
+
+log = logging.getLogger("fairque.service.ui")
+
+#: tasks one bulk action touches at most (it runs in batches of ``BULK_BATCH``)
+BULK_LIMIT = 10_000
+BULK_BATCH = 200
+#: the largest form body read
+FORM_LIMIT = 64 * 1024
+STATIC_TYPES = {".js": "text/javascript", ".css": "text/css", ".svg": "image/svg+xml"}
+
+#: shown where a figure is unknown
+NONE = "\u2013"
+
+Handler = Callable[..., Awaitable[Response[Any]]]
+AnyRequest = Request[Any, Any, Any]
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return NONE
+    if seconds < 1:
+        return f"{seconds * 1000:.0f} ms"
+    if seconds < 120:
+        return f"{seconds:.1f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.1f} min"
+    if seconds < 172_800:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86_400:.1f} d"
+
+
+def _percent(value: float | None) -> str:
+    return NONE if value is None else f"{value * 100:.1f} %"
+
+
+def _when(value: Any) -> str:
+    return NONE if value is None else value.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC"
+
+
+def environment() -> jinja2.Environment:
+    """The template environment: autoescape on for every template, undefined is an error."""
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("fairque.service.ui", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters.update(duration=_duration, percent=_percent, when=_when)
+    env.globals.update(urlencode=urlencode, states=[s.value for s in TaskState])
+    return env
+
+
+class Ui:
+    """The dashboard of one ``Service``."""
+
+    def __init__(self, service: Service) -> None:
+        self.service = service
+        self.env = environment()
+        self.static = {
+            f.name: f.read_bytes()
+            for f in importlib.resources.files("fairque.service.ui").joinpath("static").iterdir()
+            if f.name.endswith(tuple(STATIC_TYPES))
+        }
+
+    # rendering -------------------------------------------------------------------
+    def render(
+        self, request: AnyRequest, template: str, status: int = 200, **ctx: Any
+    ) -> Response[str]:
+        csrf, new = security.csrf_token(request)
+        role = security.role_of(self.service.tokens, request)
+        queue = ctx.pop("queue", None) or self.service.names[0]
+        body = self.env.get_template(template).render(
+            queue=queue,
+            queues=self.service.names,
+            role=role,
+            can_act=role == "admin",
+            login=self.service.tokens.enabled,
+            csrf=csrf,
+            msg=request.query_params.get("msg"),
+            path=request.url.path,
+            **ctx,
+        )
+        cookies = [_cookie(security.CSRF_COOKIE, csrf)] if new else []
+        return Response(
+            body,
+            status_code=status,
+            media_type="text/html; charset=utf-8",
+            headers=security.HEADERS,
+            cookies=cookies,
+        )
+
+    def error(self, request: AnyRequest, status: int, message: str) -> Response[Any]:
+        if status == 401 and request.method == "GET":
+            target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+            return _redirect("/ui/login", next=target)
+        return self.render(
+            request, "error.html", status=status, status_code=status, message=message
+        )
+
+    async def form(self, request: AnyRequest) -> dict[str, str]:
+        """The urlencoded form of a POST, CSRF checked."""
+        raw = b""
+        async for chunk in request.stream():
+            raw += chunk
+            if len(raw) > FORM_LIMIT:
+                raise Denied(413, "the form is too large")
+        form = {k: v[0] for k, v in parse_qs(raw.decode("utf-8", "replace")).items()}
+        security.check_csrf(request, form)
+        return form
+
+    async def queue(self, request: AnyRequest) -> AsyncFairQueue:
+        return await self.service.queue(request.path_params["queue"])
+
+    # pages ----------------------------------------------------------------------
+    async def home(self, request: AnyRequest) -> Response[Any]:
+        return _redirect(f"/ui/q/{self.service.names[0]}")
+
+    async def static_file(self, request: AnyRequest) -> Response[Any]:
+        name = request.path_params["name"]
+        data = self.static.get(name)
+        if data is None:
+            return Response(b"not found", status_code=404, media_type="text/plain")
+        media = STATIC_TYPES[name[name.rindex(".") :]]
+        return Response(
+            data, media_type=media, headers={**security.HEADERS, "Cache-Control": "max-age=300"}
+        )
+
+    async def login_page(self, request: AnyRequest) -> Response[Any]:
+        return self.render(request, "login.html", next=_safe_next(request.query_params.get("next")))
+
+    async def login(self, request: AnyRequest) -> Response[Any]:
+        form = await self.form(request)
+        target = _safe_next(form.get("next"))
+        if not self.service.tokens.enabled:
+            return _redirect(target)
+        role = security.check_token(self.service.tokens, form.get("token", "").strip())
+        if role is None:
+            return self.render(request, "login.html", status=401, next=target, failed=True)
+        response = _redirect(target)
+        response.set_cookie(_cookie(security.TOKEN_COOKIE, form["token"].strip()))
+        return response
+
+    async def logout(self, request: AnyRequest) -> Response[Any]:
+        await self.form(request)
+        response = _redirect("/ui/login")
+        response.delete_cookie(security.TOKEN_COOKIE, path="/ui")
+        return response
+
+    async def overview(self, request: AnyRequest) -> Response[Any]:
+        q = await self.queue(request)
+        return self.render(
+            request, "overview.html", queue=q.queue, page="overview", **await views.overview(q)
+        )
+
+    async def tenants(self, request: AnyRequest) -> Response[Any]:
+        q = await self.queue(request)
+        params = request.query_params
+        window = _int(params.get("window"), 300)
+        window = window if window in views.WINDOWS else 300
+        data = await views.tenants(
+            q,
+            window=window,
+            sort=params.get("sort") or "backlog",
+            page=_int(params.get("page"), 1),
+            user=params.get("user") or None,
+        )
+        return self.render(request, "tenants.html", queue=q.queue, page="tenants", **data)
+
+    async def tasks(self, request: AnyRequest) -> Response[Any]:
+        q = await self.queue(request)
+        filt = _filter(request)
+        cursor = request.query_params.get("cursor") or None
+        limit = min(max(_int(request.query_params.get("limit"), 50), 1), 500)
+        data = await views.task_list(q, filt["state_"], filt["user"], filt["name"], cursor, limit)
+        return self.render(request, "tasks.html", queue=q.queue, page="tasks", filt=filt, **data)
+
+    async def task(self, request: AnyRequest) -> Response[Any]:
+        q = await self.queue(request)
+        task_id = request.query_params.get("id") or ""
+        task = await q.get(task_id) if task_id else None
+        if task is None:
+            return self.error(
+                request, 404, f"no task {task_id!r} in this queue (never pushed, or expired)"
+            )
+        return self.render(
+            request, "task.html", queue=q.queue, page="tasks", **await views.task_page(q, task)
+        )
+
+    async def workers(self, request: AnyRequest) -> Response[Any]:
+        q = await self.queue(request)
+        return self.render(
+            request, "workers.html", queue=q.queue, page="workers", **await views.workers(q)
+        )
+
+    async def user(self, request: AnyRequest) -> Response[Any]:
+        q = await self.queue(request)
+        user_id = request.query_params.get("id") or ""
+        if not user_id:
+            return self.error(request, 404, "no user given")
+        now = await reads.server_ms(q)
+        (load,) = await reads.loads(q, [user_id], now)
+        return self.render(
+            request, "user.html", queue=q.queue, page="tenants", load=load,
+            oldest_age=views.ago(now, load.oldest_ms),
+        )  # fmt: skip
+
+    # actions ----------------------------------------------------------------------
+    async def task_action(self, request: AnyRequest) -> Response[Any]:
+        q = await self.queue(request)
+        form = await self.form(request)
+        task_id, action = form.get("id", ""), request.path_params["action"]
+        back = f"/ui/q/{q.queue}/task?" + urlencode({"id": task_id})
+        try:
+            if action == "retry":
+                state = await q.retry(task_id)
+                msg = f"queued again ({state.value})"
+            else:
+                msg = (
+                    "canceled" if await q.cancel(task_id) else "not canceled: it has already ended"
+                )
+        except FairqueError as exc:
+            msg = f"not done: {exc}"
+        return _redirect(back, msg=msg)
+
+    async def bulk_page(self, request: AnyRequest) -> Response[Any]:
+        q = await self.queue(request)
+        filt = _filter(request)
+        action = "retry" if request.query_params.get("action") == "retry" else "cancel"
+        ids, more = await views.matching_ids(
+            q, filt["state_"], filt["user"], filt["name"], BULK_LIMIT
+        )
+        return self.render(
+            request, "bulk.html", queue=q.queue, page="tasks", filt=filt, action=action,
+            count=len(ids), more=more, limit=BULK_LIMIT,
+        )  # fmt: skip
+
+    async def bulk(self, request: AnyRequest) -> Response[Any]:
+        q = await self.queue(request)
+        form = await self.form(request)
+        filt = _filter(request, form)
+        action = "retry" if form.get("action") == "retry" else "cancel"
+        ids, _ = await views.matching_ids(q, filt["state_"], filt["user"], filt["name"], BULK_LIMIT)
+        done = 0
+        for start in range(0, len(ids), BULK_BATCH):
+            done += await _act_many(q, action, ids[start : start + BULK_BATCH])
+        verb = "queued again" if action == "retry" else "canceled"
+        query = {k: v for k, v in filt.items() if k != "state_" and v}
+        return _redirect(
+            f"/ui/q/{q.queue}/tasks", msg=f"{done} of {len(ids)} tasks {verb}", **query
+        )
+
+    async def set_limits(self, request: AnyRequest) -> Response[Any]:
+        q = await self.queue(request)
+        form = await self.form(request)
+        user_id = form.get("user", "")
+        back = f"/ui/q/{q.queue}/user?" + urlencode({"id": user_id})
+        cap_text = form.get("cap", "").strip()
+        try:
+            weight = int(form.get("weight", "1"))
+            cap = int(cap_text) if cap_text else None
+            await q.set_user_limits(user_id, weight=weight, max_in_flight=cap)
+        except (ValueError, FairqueError) as exc:
+            return _redirect(back, msg=f"not changed: {exc}")
+        return _redirect(back, msg=f"weight {weight}, cap {cap if cap is not None else 'none'}")
+
+    # wiring -------------------------------------------------------------------------
+    def guard(self, handler: Handler, act: bool, open_: bool = False) -> Handler:
+        """Auth, then the handler; engine and auth errors become error pages."""
+
+        @functools.wraps(handler)
+        async def guarded(request: AnyRequest) -> Response[Any]:
+            try:
+                if not open_:
+                    security.require(self.service.tokens, request, act)
+                with engine_errors():
+                    return await handler(request)
+            except Denied as exc:
+                return self.error(request, exc.status, exc.message)
+            except ProblemError as exc:
+                return self.error(
+                    request, exc.problem.status, exc.problem.detail or exc.problem.title
+                )
+            except RedisError as exc:  # pragma: no cover - engine_errors maps these
+                log.warning("dashboard: %s", exc)
+                return self.error(request, 503, "the queue server did not answer")
+
+        return guarded
+
+    def handlers(self) -> list[Any]:
+        """The Litestar route handlers of ``/ui``."""
+        q_ = "/ui/q/{queue:str}"
+        table: list[tuple[str, str, Handler, bool, bool]] = [
+            ("GET", "/ui", self.home, False, True),
+            ("GET", "/ui/static/{name:str}", self.static_file, False, True),
+            ("GET", "/ui/login", self.login_page, False, True),
+            ("POST", "/ui/login", self.login, False, True),
+            ("POST", "/ui/logout", self.logout, False, True),
+            ("GET", q_, self.overview, False, False),
+            ("GET", q_ + "/tenants", self.tenants, False, False),
+            ("GET", q_ + "/user", self.user, False, False),
+            ("POST", q_ + "/user/limits", self.set_limits, True, False),
+            ("GET", q_ + "/tasks", self.tasks, False, False),
+            ("GET", q_ + "/task", self.task, False, False),
+            ("POST", q_ + "/task/{action:str}", self.task_action, True, False),
+            ("GET", q_ + "/bulk", self.bulk_page, True, False),
+            ("POST", q_ + "/bulk", self.bulk, True, False),
+            ("GET", q_ + "/workers", self.workers, False, False),
+        ]
+        out = []
+        for method, path, handler, act, open_ in table:
+            guarded = self.guard(handler, act, open_)
+            guarded.__name__ = f"ui_{handler.__name__}_{method.lower()}"
+            out.append(
+                route(path, http_method=[HttpMethod(method)], name=guarded.__name__)(guarded)
+            )
+        return out
+
+
+async def _act_many(q: AsyncFairQueue, action: str, ids: list[str]) -> int:
+    done = 0
+    for task_id in ids:
+        with contextlib.suppress(FairqueError):
+            if action == "retry":
+                await q.retry(task_id)
+                done += 1
+            elif await q.cancel(task_id):
+                done += 1
+    return done
+
+
+def _cookie(key: str, value: str) -> Cookie:
+    return Cookie(key=key, value=value, path="/ui", httponly=True, samesite="strict")
+
+
+def _redirect(path: str, **query: str) -> Response[Any]:
+    target = path + ("?" + urlencode(query) if query else "")
+    return Redirect(target, status_code=303, headers=security.HEADERS)
+
+
+def _safe_next(value: str | None) -> str:
+    """Only a path of the dashboard: no other host, no scheme."""
+    if value and value.startswith("/ui") and not value.startswith("//") and "\\" not in value:
+        return value
+    return "/ui"
+
+
+def _int(value: str | None, default: int) -> int:
+    try:
+        return int(value) if value is not None else default
+    except ValueError:
+        return default
+
+
+def _filter(request: AnyRequest, form: dict[str, str] | None = None) -> dict[str, Any]:
+    source: Any = form if form is not None else request.query_params
+    try:
+        state = TaskState(source.get("state") or "QUEUED")
+    except ValueError:
+        state = TaskState.QUEUED
+    return {
+        "state": state.value,
+        "state_": state,
+        "user": source.get("user") or None,
+        "name": source.get("name") or None,
+    }

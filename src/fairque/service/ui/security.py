@@ -1,0 +1,101 @@
+"""Who may look and act on the dashboard: token cookie, roles, CSRF, response headers.
+
+The dashboard takes the API's tokens. A login form stores the token in an HttpOnly,
+SameSite=Strict cookie scoped to ``/ui``; a request may also send it as a bearer
+header. Readers (``viewer``, and the API's ``producer`` and ``worker``) see the pages,
+``admin`` acts. Without configured tokens (loopback-only mode) everyone is admin, as on
+the API. Every form carries a CSRF token equal to a random HttpOnly cookie
+(double submit) and is checked on every POST, with the Origin header when sent.
+"""
+
+from __future__ import annotations
+
+import hmac
+import secrets
+from typing import Any
+
+from litestar import Request
+
+from fairque.service.auth import READERS, Tokens
+from fairque.service.media import ProblemError
+from fairque.service.settings import Role
+
+TOKEN_COOKIE = "fq_token"
+CSRF_COOKIE = "fq_csrf"
+CSRF_FIELD = "csrf"
+
+#: no inline script or style anywhere: scripts and styles are files served by /ui/static
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+)
+HEADERS = {
+    "Content-Security-Policy": CSP,
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "X-Frame-Options": "DENY",
+    "Cache-Control": "no-store",
+}
+
+
+class Denied(Exception):
+    """The request may not see or do this: ``status`` 401 (log in) or 403."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def role_of(tokens: Tokens, request: Request[Any, Any, Any]) -> Role | None:
+    """The caller's role, or None when not logged in (always ``admin`` without tokens)."""
+    if not tokens.enabled:
+        return "admin"
+    header = request.headers.get("authorization")
+    cookie = request.cookies.get(TOKEN_COOKIE)
+    if header is None and not cookie:
+        return None
+    try:
+        return tokens.role_of(header if header is not None else f"Bearer {cookie}")
+    except ProblemError:
+        return None
+
+
+def check_token(tokens: Tokens, token: str) -> Role | None:
+    """The role of a token typed into the login form, or None."""
+    try:
+        return tokens.role_of(f"Bearer {token}")
+    except ProblemError:
+        return None
+
+
+def require(tokens: Tokens, request: Request[Any, Any, Any], act: bool) -> Role:
+    """The caller's role when it may look (``act``: and act), else ``Denied``."""
+    role = role_of(tokens, request)
+    if role is None:
+        raise Denied(401, "log in with a token")
+    if role not in READERS:
+        raise Denied(403, f"role {role!r} may not use the dashboard")
+    if act and role != "admin":
+        raise Denied(403, f"role {role!r} may look but not act; actions need an admin token")
+    return role
+
+
+def csrf_token(request: Request[Any, Any, Any]) -> tuple[str, bool]:
+    """The CSRF token of this browser, and whether it is new (the cookie must be set)."""
+    known = request.cookies.get(CSRF_COOKIE)
+    if known and len(known) >= 32:
+        return known, False
+    return secrets.token_urlsafe(32), True
+
+
+def check_csrf(request: Request[Any, Any, Any], form: dict[str, str]) -> None:
+    """``Denied`` 403 unless the form's CSRF token matches the cookie (and Origin, if sent)."""
+    cookie = request.cookies.get(CSRF_COOKIE) or ""
+    sent = form.get(CSRF_FIELD, "")
+    if not cookie or not sent or not hmac.compare_digest(cookie.encode(), sent.encode()):
+        raise Denied(403, "the form's CSRF token is missing or stale; reload the page")
+    origin = request.headers.get("origin")
+    host = request.headers.get("host")
+    if origin and origin != "null" and host and origin.split("://", 1)[-1] != host:
+        raise Denied(403, "the request comes from another origin")

@@ -1,0 +1,297 @@
+"""What each dashboard page shows, gathered from one queue (no HTML here).
+
+Each function returns a plain dict the page's template renders. Figures the engine does
+not keep are derived from bounded reads (``reads``) and labelled on the page with what
+they cover; none is estimated beyond that.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import Counter, defaultdict
+from datetime import datetime, timezone
+from typing import Any
+
+from fairque.aio import AsyncFairQueue
+from fairque.models import Priority, Task, TaskState
+from fairque.service import listing
+from fairque.service.ui import reads
+from fairque.service.ui.fairness import jain, jain_norm, percentile, weighted_shares
+
+#: the windows the tenants page offers, seconds
+WINDOWS = (60, 300, 900, 3600)
+#: tenants per page
+PAGE = 50
+#: the sort orders of the tenants page
+SORTS = ("backlog", "in_flight", "served", "wait", "user")
+
+
+def ago(now_ms: int, then_ms: int | None) -> float | None:
+    """Seconds from ``then_ms`` to ``now_ms`` (None when unknown)."""
+    return None if then_ms is None else max(0.0, (now_ms - then_ms) / 1000)
+
+
+def pretty(value: Any) -> str:
+    """A payload or result as indented JSON text (escaped by the template)."""
+    try:
+        return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, default=repr)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+async def overview(q: AsyncFairQueue) -> dict[str, Any]:
+    """Counts, recent throughput and waits, the oldest waiting task, workers, memory."""
+    stats, workers, now, oldest, served, mem = await asyncio.gather(
+        q.stats(user_limit=1),
+        q.workers(),
+        reads.server_ms(q),
+        reads.oldest_queued_ms(q),
+        reads.recent_service(q),
+        reads.memory(q),
+    )
+    ended = [s for s in served if s.ended is not None]
+    span = ago(now, min(s.started for s in served)) if served else None
+    minutes: dict[int, dict[str, Any]] = {}
+    for s in ended:
+        minute = (now - s.ended) // 60_000 if s.ended is not None else 0
+        if minute >= 60:
+            continue
+        slot = minutes.setdefault(int(minute), {"finished": 0, "failed": 0, "waits": []})
+        slot["finished" if s.state == "FINISHED" else "failed"] += 1
+        slot["waits"].append(s.wait_seconds)
+    chart = []
+    for minute in range(min(60, int((span or 0) // 60) + 1) - 1, -1, -1):
+        slot = minutes.get(minute, {"finished": 0, "failed": 0, "waits": []})
+        chart.append(
+            {
+                "minute": minute,
+                "finished": slot["finished"],
+                "failed": slot["failed"],
+                "p50": percentile(slot["waits"], 50),
+                "p95": percentile(slot["waits"], 95),
+            }
+        )
+    waits = [s.wait_seconds for s in served]
+    return {
+        "counts": {state.value: stats.counts.get(state, 0) for state in TaskState},
+        "counters": dict(sorted(stats.counters.items())),
+        "active_users": stats.active_users,
+        "capped_users": stats.capped_users,
+        "workers": len(workers),
+        "oldest_age": ago(now, oldest),
+        "memory": mem,
+        "sample": len(served),
+        "sample_span": span,
+        "wait_p50": percentile(waits, 50),
+        "wait_p95": percentile(waits, 95),
+        "chart": chart,
+        "chart_max": max([c["finished"] + c["failed"] for c in chart] + [1]),
+        "wait_max": max([c["p95"] or 0 for c in chart] + [0.001]),
+    }
+
+
+async def tenants(
+    q: AsyncFairQueue, window: int, sort: str, page: int, user: str | None
+) -> dict[str, Any]:
+    """One page of tenants ranked by ``sort``, with service in the last ``window`` seconds.
+
+    Candidates are the first ``reads.SCAN_USERS`` users of the ring (least recently served
+    first), the capped users, the users holding leases and those served in the window;
+    they are ranked by backlog (two commands each) and only the page's rows are read in
+    full. "Served" counts tasks started in the window among the ``reads.SAMPLE`` most
+    recent starts; when the sample is shorter than the window the page says so.
+    """
+    now = await reads.server_ms(q)
+    (ring, ring_size), capped, served, stats = await asyncio.gather(
+        reads.ring_users(q),
+        reads.capped_users(q),
+        reads.recent_service(q),
+        q.stats(user_limit=200),
+    )
+    since = now - window * 1000
+    in_window = [s for s in served if s.started >= since]
+    covered = ago(now, min(s.started for s in served)) if served else None
+    truncated = len(served) >= reads.SAMPLE and (covered or 0) < window
+    served_by: Counter[str] = Counter(s.user_id for s in in_window)
+    waits_by: dict[str, list[float]] = defaultdict(list)
+    for s in in_window:
+        waits_by[s.user_id].append(s.wait_seconds)
+    candidates = list(
+        dict.fromkeys([*ring, *capped, *(u.user_id for u in stats.users), *served_by])
+    )
+    if user:
+        candidates = [user]
+    lanes = await reads.backlogs(q, candidates)
+    in_flight_hint = {u.user_id: u.in_flight for u in stats.users}
+
+    def backlog(u: str) -> int:
+        return sum(lanes.get(u, (0, 0)))
+
+    # fairness over every user with demand in the window: served plus still pending
+    demand_users = [u for u in candidates if backlog(u) or served_by[u] or in_flight_hint.get(u)]
+    weight_rows = await reads.run(q, [("HGET", q.ops.keys.weights, u) for u in demand_users])
+    weights = [float(reads.number(w) or 1) for w in weight_rows]
+    demands = [float(served_by[u] + backlog(u) + in_flight_hint.get(u, 0)) for u in demand_users]
+    served_list = [float(served_by[u]) for u in demand_users]
+    capacity = float(sum(served_list))
+    fair = dict(zip(demand_users, weighted_shares(capacity, demands, weights), strict=True))
+    keys = {
+        "backlog": lambda u: (-backlog(u), u),
+        "in_flight": lambda u: (-in_flight_hint.get(u, 0), -backlog(u), u),
+        "served": lambda u: (-served_by[u], u),
+        "wait": lambda u: (-(percentile(waits_by[u], 95) or 0), u),
+        "user": lambda u: (u,),
+    }
+    ordered = sorted(candidates, key=keys.get(sort, keys["backlog"]))
+    pages = max(1, -(-len(ordered) // PAGE))
+    page = min(max(page, 1), pages)
+    shown = ordered[(page - 1) * PAGE : page * PAGE]
+    rows = []
+    for load in await reads.loads(q, shown, now):
+        share = served_by[load.user_id] / capacity if capacity else None
+        fair_share = fair.get(load.user_id, 0.0) / capacity if capacity else None
+        rows.append(
+            {
+                "load": load,
+                "served": served_by[load.user_id],
+                "share": share,
+                "fair_share": fair_share,
+                "ratio": (share / fair_share) if share is not None and fair_share else None,
+                "oldest_age": ago(now, load.oldest_ms),
+                "p95_wait": percentile(waits_by[load.user_id], 95),
+            }
+        )
+    return {
+        "rows": rows,
+        "window": window,
+        "windows": WINDOWS,
+        "sort": sort if sort in keys else "backlog",
+        "sorts": SORTS,
+        "page_no": page,
+        "pages": pages,
+        "user": user,
+        "ring_size": ring_size,
+        "scanned": len(ring),
+        "capped": len(capped),
+        "candidates": len(candidates),
+        "served_total": int(capacity),
+        "covered": covered,
+        "truncated": truncated,
+        "jain": jain(served_list) if len(served_list) >= 2 else None,
+        "jain_norm": jain_norm(served_list, demands, weights),
+        "demand_users": len(demand_users),
+    }
+
+
+async def task_list(
+    q: AsyncFairQueue,
+    state: TaskState,
+    user: str | None,
+    name: str | None,
+    cursor: str | None,
+    limit: int,
+) -> dict[str, Any]:
+    """One page of a state's tasks, newest first."""
+    tasks, next_cursor = await listing.list_tasks(q, state, limit, cursor, user, name)
+    return {"tasks": tasks, "next_cursor": next_cursor}
+
+
+async def matching_ids(
+    q: AsyncFairQueue, state: TaskState, user: str | None, name: str | None, cap: int
+) -> tuple[list[str], bool]:
+    """Ids of up to ``cap`` tasks matching a filter, and whether more match."""
+    ids: list[str] = []
+    cursor: str | None = None
+    while len(ids) < cap:
+        tasks, cursor = await listing.list_tasks(q, state, 500, cursor, user, name)
+        ids.extend(t.task_id for t in tasks if t.task_id)
+        if cursor is None:
+            return ids[:cap], len(ids) > cap
+    return ids[:cap], True
+
+
+async def task_page(q: AsyncFairQueue, task: Task) -> dict[str, Any]:
+    """Everything about one task, and why it waits when it does."""
+    assert task.task_id is not None
+    keys = q.ops.keys
+    task_id = task.task_id
+    now, (blocked, waiting) = await asyncio.gather(
+        reads.server_ms(q),
+        reads.run(
+            q, [("SMEMBERS", keys.deps_blocked(task_id)), ("SMEMBERS", keys.deps_waiting(task_id))]
+        ),
+    )
+    result: Any = None
+    has_result = False
+    if task.state is TaskState.FINISHED:
+        raw = await reads.run(q, [("HEXISTS", keys.task(task_id), "result")])
+        has_result = bool(raw[0])
+        if has_result:
+            result = await q.result(task_id)
+    upstream = list(task.depends_on)
+    states = await asyncio.gather(*(q.get(t) for t in upstream))
+    return {
+        "task": task,
+        "payload": pretty(task.payload),
+        "result": pretty(result) if has_result else None,
+        "upstream": [
+            (t, s.state.value if s is not None and s.state else "expired")
+            for t, s in zip(upstream, states, strict=True)
+        ],
+        "downstream": sorted(reads.text(t) for t in blocked or ()),
+        "waiting_for": sorted(reads.text(t) for t in waiting or ()),
+        "attempts": task.retry_count + (1 if task.state is TaskState.STARTED else 0),
+        "why": await why(q, task, now, [reads.text(t) for t in waiting or ()]),
+        "now": datetime.fromtimestamp(now / 1000, tz=timezone.utc),
+    }
+
+
+async def why(
+    q: AsyncFairQueue, task: Task, now_ms: int, waiting_for: list[str]
+) -> dict[str, Any] | None:
+    """Why a task that has not started waits: lane place, cap, ring place, delay, upstreams."""
+    state = task.state
+    if state is TaskState.SCHEDULED:
+        return {"kind": "delayed", "due": task.execute_after}
+    if state is TaskState.DEFERRED:
+        return {"kind": "upstream", "waiting_for": sorted(waiting_for)}
+    if state is not TaskState.QUEUED:
+        return None
+    keys = q.ops.keys
+    user = task.user_id
+    critical = task.priority is Priority.CRITICAL
+    place_cmd = (
+        ("LPOS", keys.critical(user), task.task_id)
+        if critical
+        else ("ZRANK", keys.normal(user), task.task_id)
+    )
+    place, crit_len, ring_rank, ring_size = await reads.run(
+        q,
+        [
+            place_cmd,
+            ("LLEN", keys.critical(user)),
+            ("ZRANK", keys.ring, user),
+            ("ZCARD", keys.ring),
+        ],
+    )
+    (load,) = await reads.loads(q, [user], now_ms)
+    ahead = reads.number(place)
+    if ahead is not None and not critical:
+        ahead += int(crit_len or 0)  # the critical lane always goes first
+    return {
+        "kind": "queued",
+        "lane": "critical" if critical else "normal",
+        "ahead": ahead,
+        "load": load,
+        "at_cap": load.cap is not None and load.in_flight >= load.cap,
+        "ring_rank": reads.number(ring_rank),
+        "ring_size": int(ring_size or 0),
+    }
+
+
+async def workers(q: AsyncFairQueue) -> dict[str, Any]:
+    """The registered workers, most recently seen first."""
+    found = await q.workers()
+    found.sort(key=lambda w: (w.last_seen_seconds is None, w.last_seen_seconds or 0))
+    return {"workers": found}

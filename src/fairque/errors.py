@@ -80,6 +80,21 @@ class ServerError(FairqueError, ResponseError):
     """The server refused a command (out of memory, read-only replica...): its reply."""
 
 
+class ScheduleNotFound(FairqueError, KeyError):
+    """No schedule with this id exists."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "schedule not found"
+
+
+class ScheduleExists(FairqueError):
+    """A schedule with this id exists with another definition (update it instead)."""
+
+
+class NotLeader(FairqueError):
+    """This scheduler does not hold the scheduler lock (another one leads)."""
+
+
 #: Numeric error codes returned by Lua scripts, mapped to exception classes.
 SCRIPT_ERRORS: dict[int, type[FairqueError]] = {
     -1: LeaseLost,
@@ -88,6 +103,9 @@ SCRIPT_ERRORS: dict[int, type[FairqueError]] = {
     -4: InvalidTransition,
     -5: DependencyNotFound,
     -6: DependencyCycleError,
+    -21: ScheduleNotFound,
+    -22: ScheduleExists,
+    -23: NotLeader,
 }
 
 

@@ -135,6 +135,26 @@ class QueueKeys:
         """Sorted set worker id -> last heartbeat (ms), to expire dead workers."""
         return self._k("workers:seen")
 
+    @property
+    def schedules(self) -> str:
+        """Sorted set schedule id -> next slot (ms); 0: to be planned, +inf: paused."""
+        return self._k("schedules")
+
+    @property
+    def schedules_wake(self) -> str:
+        """List the leading scheduler blocks on; a changed schedule pushes a token."""
+        return self._k("schedules:wake")
+
+    @property
+    def scheduler_lock(self) -> str:
+        """The leading scheduler's token, with a TTL its holder renews."""
+        return self._k("scheduler:lock")
+
+    @property
+    def scheduler_released(self) -> str:
+        """The token that last released the scheduler lock (kept one minute)."""
+        return self._k("scheduler:released")
+
     # derived keys -------------------------------------------------------------
     def task(self, task_id: str) -> str:
         """Hash holding one task."""
@@ -183,6 +203,10 @@ class QueueKeys:
     def done(self, task_id: str) -> str:
         """List the ending script pushes a token to, waking ``result()`` waiters."""
         return self._k(f"done:{task_id}")
+
+    def schedule(self, schedule_id: str) -> str:
+        """Hash of one schedule: definition, payload, cursor, counters (fairque.schedules)."""
+        return self._k(f"schedule:{schedule_id}")
 
     def xcom(self, key: str) -> str:
         """A value shared between tasks of a workflow (with a TTL)."""

@@ -13,3 +13,4 @@ local function fetch_key(K, req) return K.prefix .. 'fetch:' .. req end
 local function gone_key(K, id) return K.prefix .. 'gone:' .. id end
 local function watch_key(K, id) return K.prefix .. 'watch:' .. id end
 local function done_key(K, id) return K.prefix .. 'done:' .. id end
+local function schedule_key(K, id) return K.prefix .. 'schedule:' .. id end

@@ -26,7 +26,7 @@ from fairque.errors import (
     TaskNotFound,
     ValidationError,
 )
-from fairque.models import Priority, QueueStats, Task, TaskState, UserStats, WorkerInfo
+from fairque.models import Priority, QueueStats, Task, TaskPage, TaskState, UserStats, WorkerInfo
 from fairque.options import QueueOptions
 from fairque.queue import FairQueue
 
@@ -83,6 +83,7 @@ __all__ = [
     "TaskCanceled",
     "TaskFailed",
     "TaskNotFound",
+    "TaskPage",
     "TaskState",
     "UserStats",
     "ValidationError",

@@ -15,7 +15,7 @@ import redis.asyncio as aredis
 from redis.exceptions import NoScriptError, ResponseError
 
 from fairque.base import Flow, QueueBase, connect, run_flow_async
-from fairque.models import Priority, QueueStats, Task, TaskState, WorkerInfo
+from fairque.models import Priority, QueueStats, Task, TaskPage, TaskState, WorkerInfo
 from fairque.records import Call, Leased, LeaseRequest, Pushed
 
 T = TypeVar("T")
@@ -201,6 +201,17 @@ class AsyncFairQueue(QueueBase):
     async def result(self, task_id: str, timeout: float = 0, *, consume: bool = False) -> Any:
         """See ``FairQueue.result``."""
         return await self._drive(self._result_flow(task_id, timeout, consume))
+
+    async def list_tasks(
+        self,
+        state: TaskState | str | None = None,
+        user_id: str | None = None,
+        name: str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> TaskPage:
+        """See ``FairQueue.list_tasks``."""
+        return await self._run(self.ops.list_tasks(state, user_id, name, limit, cursor))
 
     async def cleanup_dependencies(self, batch: int = 500) -> int:
         """See ``FairQueue.cleanup_dependencies``."""

@@ -91,6 +91,15 @@ class QueueKeys:
         return self._k("canceled")
 
     @property
+    def ends(self) -> str:
+        """Ended tasks kept for a while: ``'<user>\\n<name>\\n<id>'`` -> expiry time (ms).
+
+        The task's data expires by itself; ``maintain`` then takes the task out of its
+        user's and its name's index (``user_index``, ``name_index``) from this entry.
+        """
+        return self._k("ends")
+
+    @property
     def meta(self) -> str:
         """Hash of queue counters used by the scripts (ring clock, lease sequence)."""
         return self._k("meta")
@@ -167,6 +176,18 @@ class QueueKeys:
     def normal(self, user_id: str) -> str:
         """A user's normal lane (sorted set by virtual arrival)."""
         return self._k(f"norm:{user_id}")
+
+    def user_index(self, user_id: str) -> str:
+        """Every task of a user, in any state: task id -> creation time (ms).
+
+        Written by push, cleaned when the task is deleted or expires (see ``ends``);
+        ``list_tasks`` walks it to list one user's tasks.
+        """
+        return self._k(f"uidx:{user_id}")
+
+    def name_index(self, name: str) -> str:
+        """Every task of a name, in any state: task id -> creation time (ms)."""
+        return self._k(f"nidx:{name}")
 
     def deps_waiting(self, task_id: str) -> str:
         """Set of upstream task ids that ``task_id`` still waits for."""

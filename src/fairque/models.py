@@ -22,6 +22,7 @@ __all__ = [
     "Priority",
     "QueueStats",
     "Task",
+    "TaskPage",
     "TaskState",
     "UserStats",
     "WorkerInfo",
@@ -186,6 +187,18 @@ class Task(BaseModel):
                 f"depends_on names {len(unique)} tasks; the limit is {MAX_DEPENDENCIES}"
             )
         return unique
+
+
+class TaskPage(BaseModel):
+    """One page of ``list_tasks``: the tasks, newest first, and the next page's cursor.
+
+    ``next_cursor`` is None when nothing follows. A filtered page examines a bounded
+    number of entries, so it may hold fewer tasks than asked for (even none) while a
+    next page still exists: follow ``next_cursor`` until it is None.
+    """
+
+    tasks: list[Task]
+    next_cursor: str | None = None
 
 
 class UserStats(BaseModel):

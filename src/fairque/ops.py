@@ -8,6 +8,7 @@ business; the records passed around are in ``fairque.records``.
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TypeVar, overload
@@ -17,6 +18,7 @@ from fairque.checks import (
     MAX_TASK_ID,
     MAX_USER_ID,
     check_delays,
+    check_identifier,
     check_pop,
     check_task_list,
     check_user_limits,
@@ -31,7 +33,15 @@ from fairque.codec import Serializer, get_serializer
 from fairque.dependencies import dependency_order
 from fairque.errors import LeaseLost, ValidationError
 from fairque.keys import QueueKeys, validate_queue_name
-from fairque.models import Priority, QueueStats, Task, TaskState, UserStats, WorkerInfo
+from fairque.models import (
+    Priority,
+    QueueStats,
+    Task,
+    TaskPage,
+    TaskState,
+    UserStats,
+    WorkerInfo,
+)
 from fairque.options import QueueOptions
 from fairque.plain_ops import PlainOperations
 from fairque.records import Call as Call
@@ -45,9 +55,37 @@ from fairque.taskhash import TaskCodec, ms_to_dt, text
 
 T = TypeVar("T")
 
+#: most tasks one ``list_tasks`` page holds
+MAX_PAGE = 500
+#: index entries one filtered ``list_tasks`` page examines at most
+LIST_SCAN = 1000
+_WALKS = frozenset("sunr")
+
 #: stats.lua counts the registries in the order TaskState defines them
 _STATE_ORDER = tuple(TaskState)
 _PRIORITY_TYPES = (int, Priority)
+
+
+def make_cursor(walk: str, score: Any, task_id: str) -> str:
+    """The opaque cursor of a ``list_tasks`` page: its walk, score and last id."""
+    raw_cursor = f"{walk}\n{int(float(text(score)))}\n{task_id}".encode()
+    return base64.urlsafe_b64encode(raw_cursor).decode().rstrip("=")
+
+
+def read_cursor(cursor: str) -> tuple[str, int, str]:
+    """The (walk, score, task id) in a cursor ``make_cursor`` made.
+
+    Raises:
+        ValidationError: ``cursor`` is not one.
+    """
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        walk, score, task_id = base64.urlsafe_b64decode(padded).decode().split("\n", 2)
+        if walk not in _WALKS or not task_id:
+            raise ValueError(walk)
+        return walk, int(score), task_id
+    except (ValueError, TypeError):
+        raise ValidationError("cursor: not a cursor list_tasks returned") from None
 
 
 class Operations(PlainOperations):
@@ -423,6 +461,45 @@ class Operations(PlainOperations):
         watch_ms = max(round(watch_seconds * 1000), 0)
         args = [task_id, 1 if consume else 0, 1 if watch_ms else 0, watch_ms + 1000]
         return self._call("result", args, parse)
+
+    def list_tasks(
+        self,
+        state: TaskState | str | None,
+        user_id: str | None,
+        name: str | None,
+        limit: int,
+        cursor: str | None,
+    ) -> Call[TaskPage]:
+        """One page of tasks, newest first (see ``lua/list_tasks.lua`` for the order)."""
+        if state is not None:
+            try:
+                state = TaskState(state.upper() if isinstance(state, str) else state)
+            except ValueError:
+                choices = ", ".join(s.value for s in TaskState)
+                raise ValidationError(f"state must be one of {choices}, got {state!r}") from None
+        if user_id is not None:
+            check_identifier(user_id, "user_id", MAX_USER_ID)
+        if name is not None:
+            check_identifier(name, "name", MAX_TASK_ID)
+        if state is None and user_id is None and name is None:
+            raise ValidationError("list_tasks needs a state, a user_id or a name")
+        _check_int(limit, "limit", 1, MAX_PAGE)
+        walk, score, after = read_cursor(cursor) if cursor else ("", 0, "")
+        codec = self.codec
+
+        def parse(reply: list[Any]) -> TaskPage:
+            tasks, next_walk, next_score, next_id = reply
+            nxt = text(next_walk)
+            return TaskPage(
+                tasks=[codec.task_from_hash(flat) for flat in tasks],
+                next_cursor=make_cursor(nxt, next_score, text(next_id)) if nxt else None,
+            )
+
+        args = [
+            state.value if state is not None else "", user_id or "", name or "", limit,
+            LIST_SCAN, walk, score, after,
+        ]  # fmt: skip
+        return self._call("list_tasks", args, parse)
 
     def cleanup_dependencies(self, offset: int, limit: int) -> Call[tuple[int, int, int]]:
         """One pass of dependency repair: (examined, canceled, next offset)."""

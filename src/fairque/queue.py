@@ -12,7 +12,7 @@ from redis.exceptions import NoScriptError, ResponseError
 
 from fairque.base import Flow, QueueBase, connect, run_flow
 from fairque.base import is_cluster_url as is_cluster_url
-from fairque.models import Priority, QueueStats, Task, TaskState, WorkerInfo
+from fairque.models import Priority, QueueStats, Task, TaskPage, TaskState, WorkerInfo
 from fairque.records import Call, Leased, LeaseRequest, Pushed
 
 T = TypeVar("T")
@@ -295,6 +295,36 @@ class FairQueue(QueueBase):
             ResultTimeout: the task had not ended within ``timeout``.
         """
         return self._drive(self._result_flow(task_id, timeout, consume))
+
+    def list_tasks(
+        self,
+        state: TaskState | str | None = None,
+        user_id: str | None = None,
+        name: str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> TaskPage:
+        """One page of tasks, newest first, and the cursor of the next page.
+
+        Stays fast on large queues: a state alone walks that state's registry (newest
+        by its time: due time, push time, ready time, lease deadline, or expiry for
+        ended tasks); a user and/or a name walks the smaller of their indexes (every
+        task by creation time, newest created first) and checks each entry, at most
+        1,000 entries a page, so a filtered page may be short or even empty while
+        ``next_cursor`` still leads on. Tasks that end or move between pages are
+        listed where they are when their page is read.
+
+        Args:
+            state: only tasks in this state (a ``TaskState`` or its name).
+            user_id: only this user's tasks.
+            name: only tasks of this name.
+            limit: tasks per page, 1..500.
+            cursor: ``next_cursor`` of the previous page (None: the first page).
+
+        Raises:
+            ValidationError: no state, user or name given; a bad limit or cursor.
+        """
+        return self._run(self.ops.list_tasks(state, user_id, name, limit, cursor))
 
     def cleanup_dependencies(self, batch: int = 500) -> int:
         """Cancel DEFERRED tasks whose upstream expired before finishing; returns how many."""

@@ -267,6 +267,10 @@ def test_listing_pages_newest_first_with_filters(api: Api) -> None:
     alice = api.ok("GET", "/tasks", params={"state": "QUEUED", "user_id": "alice"})
     assert [t["task_id"] for t in alice["tasks"]] == ["l5", "l3", "l1"]
     assert alice["next_cursor"] is None
+    # any state: the user's index, newest created first
+    everyone = api.ok("GET", "/tasks", params={"user_id": "alice", "limit": "2"})
+    assert [t["task_id"] for t in everyone["tasks"]] == ["l5", "l3"]
+    assert everyone["next_cursor"] is not None
     named = api.ok("GET", "/tasks", params={"state": "queued", "name": "batch", "limit": "2"})
     assert len(named["tasks"]) == 2
     assert api.ok("GET", "/tasks", params={"state": "FAILED"}) == {"tasks": [], "next_cursor": None}

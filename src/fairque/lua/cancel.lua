@@ -16,6 +16,7 @@ KEYS[10] caps     user -> in-flight cap
 KEYS[11] turns    user -> turns used in the current round
 KEYS[12] capped   users held out of the ring by their in-flight cap
 KEYS[13] wake     wake-up list idle workers block on (a freed cap lets a user back)
+KEYS[14] ends     ended tasks to unindex at expiry: '<user>\n<name>\n<id>' -> expiry
 
 ARGV[1] id
 ARGV[2] ttl_ms      how long the canceled task stays readable
@@ -38,7 +39,7 @@ Errors: 'FQERR -2' (TaskNotFound) when no such task exists.
 
 local K = {prefix = KEYS[1], ring = KEYS[2], delayed = KEYS[3], leases = KEYS[4],
   queued = KEYS[5], deferred = KEYS[6], canceled = KEYS[7], meta = KEYS[8], stats = KEYS[9],
-  caps = KEYS[10], turns = KEYS[11], capped = KEYS[12], wake = KEYS[13]}
+  caps = KEYS[10], turns = KEYS[11], capped = KEYS[12], wake = KEYS[13], ends = KEYS[14]}
 local id, req = ARGV[1], ARGV[3]
 local f = redis.call('HMGET', task_key(K, id), 'state', 'user', 'prio', 'op')
 local state, user = f[1], f[2]

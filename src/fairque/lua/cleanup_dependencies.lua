@@ -9,6 +9,7 @@ KEYS[1] prefix    fq:{<queue>}:  per-task and per-user keys derive from it (incl
 KEYS[2] deferred  DEFERRED registry: task id -> push time
 KEYS[3] canceled  CANCELED registry: task id -> expiry time
 KEYS[4] stats     throughput counters
+KEYS[5] ends      ended tasks to unindex at expiry: '<user>\n<name>\n<id>' -> expiry
 
 ARGV[1] offset      position in the DEFERRED registry to start at
 ARGV[2] limit       tasks to examine
@@ -22,7 +23,8 @@ Reply: {tasks examined, tasks canceled (cascades included), next offset (0 when 
 -- @include finalize
 -- @include cascade_failure
 
-local K = {prefix = KEYS[1], deferred = KEYS[2], canceled = KEYS[3], stats = KEYS[4]}
+local K = {prefix = KEYS[1], deferred = KEYS[2], canceled = KEYS[3], stats = KEYS[4],
+  ends = KEYS[5]}
 local offset, limit, ttl_ms = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local ms = now()
 local ids = redis.call('ZRANGE', K.deferred, offset, offset + limit - 1)

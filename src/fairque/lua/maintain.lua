@@ -1,8 +1,9 @@
 --[[
 maintain: bounded housekeeping that keeps a queue from growing without an operator.
 Removes up to `limit` expired ids from each terminal registry (their task data has
-already expired) and up to `limit` expired worker registrations. Workers call it
-periodically; running it twice is harmless.
+already expired), takes up to `limit` expired tasks out of their user's and name's
+listing indexes (from `ends`), and removes up to `limit` expired worker
+registrations. Workers call it periodically; running it twice is harmless.
 
 KEYS[1] prefix        fq:{<queue>}:  per-task and per-user keys derive from it (includes/keys.lua)
 KEYS[2] finished      FINISHED registry: task id -> expiry time
@@ -10,16 +11,19 @@ KEYS[3] failed        FAILED registry: task id -> expiry time
 KEYS[4] canceled      CANCELED registry: task id -> expiry time
 KEYS[5] workers       worker id -> '<last heartbeat ms> <JSON description>'
 KEYS[6] workers_seen  worker id -> registration expiry (ms)
+KEYS[7] ends          ended tasks to unindex at expiry: '<user>\n<name>\n<id>' -> expiry
 
 ARGV[1] limit         entries to remove per registry
 
-Reply: the number of entries removed.
+Reply: the number of registry entries and worker registrations removed.
 ]]
 -- @include now
 -- @include forget_workers
+-- @include keys
+-- @include unindex_task
 
 local K = {prefix = KEYS[1], finished = KEYS[2], failed = KEYS[3], canceled = KEYS[4],
-  workers = KEYS[5], workers_seen = KEYS[6]}
+  workers = KEYS[5], workers_seen = KEYS[6], ends = KEYS[7]}
 local ms = now()
 local limit = tonumber(ARGV[1])
 local removed = 0
@@ -28,5 +32,11 @@ for _, registry in ipairs({K.finished, K.failed, K.canceled}) do
   if expired > 0 then
     removed = removed + redis.call('ZREMRANGEBYRANK', registry, 0, expired - 1)
   end
+end
+for _, entry in ipairs(redis.call('ZRANGEBYSCORE', K.ends, '-inf', ms, 'LIMIT', 0, limit)) do
+  local user, name, id = string.match(entry, '^([^\n]*)\n([^\n]*)\n(.*)$')
+  -- a task pushed again under the same id since is indexed anew: leave it be
+  if id and redis.call('EXISTS', task_key(K, id)) == 0 then unindex_task(K, id, user, name) end
+  redis.call('ZREM', K.ends, entry)
 end
 return removed + forget_workers(K, ms, limit)

@@ -20,6 +20,7 @@ KEYS[13] caps     user -> in-flight cap
 KEYS[14] turns    user -> turns used in the current round
 KEYS[15] capped   users held out of the ring by their in-flight cap
 KEYS[16] wake     wake-up list idle workers block on
+KEYS[17] ends     ended tasks to unindex at expiry: '<user>\n<name>\n<id>' -> expiry
 
 ARGV[1] limit       tasks to delete in this call
 
@@ -30,7 +31,7 @@ Reply: {tasks deleted by this call, tasks remaining}.
 local K = {prefix = KEYS[1], ring = KEYS[2], delayed = KEYS[3], leases = KEYS[4],
   queued = KEYS[5], deferred = KEYS[6], finished = KEYS[7], failed = KEYS[8], canceled = KEYS[9],
   meta = KEYS[10], stats = KEYS[11], weights = KEYS[12], caps = KEYS[13], turns = KEYS[14],
-  capped = KEYS[15], wake = KEYS[16]}
+  capped = KEYS[15], wake = KEYS[16], ends = KEYS[17]}
 local registries = {K.delayed, K.deferred, K.queued, K.leases, K.finished, K.failed,
   K.canceled}
 local budget = tonumber(ARGV[1])
@@ -41,9 +42,10 @@ for _, registry in ipairs(registries) do
     if #ids == 0 then break end
     for _, id in ipairs(ids) do
       local tk = task_key(K, id)
-      local user = redis.call('HGET', tk, 'user')
-      if user then
-        redis.call('DEL', critical_key(K, user), normal_key(K, user), held_key(K, user))
+      local owner = redis.call('HMGET', tk, 'user', 'name')
+      if owner[1] then
+        redis.call('DEL', critical_key(K, owner[1]), normal_key(K, owner[1]),
+          held_key(K, owner[1]), user_index_key(K, owner[1]), name_index_key(K, owner[2]))
       end
       redis.call('DEL', tk, deps_waiting_key(K, id), deps_blocked_key(K, id), watch_key(K, id),
         done_key(K, id), gone_key(K, id))
@@ -53,7 +55,18 @@ for _, registry in ipairs(registries) do
     deleted = deleted + #ids
   end
 end
-local remaining = 0
+-- tasks whose data expired before maintain unindexed them
+while budget > 0 do
+  local entries = redis.call('ZRANGE', K.ends, 0, math.min(budget, 500) - 1)
+  if #entries == 0 then break end
+  for _, entry in ipairs(entries) do
+    local user, name = string.match(entry, '^([^\n]*)\n([^\n]*)\n')
+    if user then redis.call('DEL', user_index_key(K, user), name_index_key(K, name)) end
+  end
+  redis.call('ZREM', K.ends, unpack(entries))
+  budget = budget - #entries
+end
+local remaining = redis.call('ZCARD', K.ends)
 for _, registry in ipairs(registries) do
   remaining = remaining + redis.call('ZCARD', registry)
 end

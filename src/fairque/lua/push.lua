@@ -17,6 +17,7 @@ KEYS[7] meta      queue counters: ring clock, lease sequence, push clock
 KEYS[8] stats     throughput counters
 KEYS[9] capped    users held out of the ring by their in-flight cap
 KEYS[10] wake     wake-up list idle workers block on
+KEYS[11] ends     ended tasks to unindex at expiry: '<user>\n<name>\n<id>' -> expiry
 
 Every id is looked up first: a push of an id that exists (or ended within the last
 minute: its tombstone, see finalize) is a no-op that returns the stored task, so a
@@ -53,7 +54,7 @@ Errors: 'FQERR -3 <id>' (DuplicateTask) when on_dup is 'error'; 'FQERR -5'
 
 local K = {prefix = KEYS[1], ring = KEYS[2], delayed = KEYS[3], queued = KEYS[4],
   deferred = KEYS[5], canceled = KEYS[6], meta = KEYS[7], stats = KEYS[8], capped = KEYS[9],
-  wake = KEYS[10]}
+  wake = KEYS[10], ends = KEYS[11]}
 local ordering, horizon_us, on_dup = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local n, failed_ttl_ms, req = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
 local W, B = 13, 7
@@ -119,6 +120,9 @@ for i = 0, n - 1 do
     if timeout_ms >= 0 then fields[#fields + 1] = 'timeout'; fields[#fields + 1] = timeout_ms end
     fields[#fields + 1] = 'pushed'; fields[#fields + 1] = req
     redis.call('HSET', tk, unpack(fields))
+    -- the listing's indexes, by creation time (see list_tasks)
+    redis.call('ZADD', user_index_key(K, user), ms, id)
+    redis.call('ZADD', name_index_key(K, name), ms, id)
     if due > ms then redis.call('HSET', tk, 'run_at', due) end
     -- dependencies: which upstreams are still pending, and did one already fail?
     local pending, dead = {}, nil

@@ -11,6 +11,7 @@ KEYS[5] canceled  CANCELED registry: task id -> expiry time
 KEYS[6] meta      queue counters: ring clock, lease sequence, push clock
 KEYS[7] capped    users held out of the ring by their in-flight cap
 KEYS[8] wake      wake-up list idle workers block on
+KEYS[9] ends      ended tasks to unindex at expiry: '<user>\n<name>\n<id>' -> expiry
 
 ARGV[1] id
 ARGV[2] ordering    'aging' | 'strict'
@@ -30,10 +31,10 @@ task is not FAILED or CANCELED.
 -- @include last_op
 
 local K = {prefix = KEYS[1], ring = KEYS[2], queued = KEYS[3], failed = KEYS[4],
-  canceled = KEYS[5], meta = KEYS[6], capped = KEYS[7], wake = KEYS[8]}
+  canceled = KEYS[5], meta = KEYS[6], capped = KEYS[7], wake = KEYS[8], ends = KEYS[9]}
 local id, req = ARGV[1], ARGV[4]
 local tk = task_key(K, id)
-local f = redis.call('HMGET', tk, 'state', 'user', 'prio', 'op')
+local f = redis.call('HMGET', tk, 'state', 'user', 'prio', 'op', 'name')
 if replayed(last_op(K, id, f[1], f[4]), req) then return 'QUEUED' end
 if not f[1] then return redis.error_reply('FQERR -2 no task ' .. id) end
 if f[1] ~= 'FAILED' and f[1] ~= 'CANCELED' then
@@ -42,6 +43,7 @@ end
 local ms, us = now()
 redis.call('ZREM', K.failed, id)
 redis.call('ZREM', K.canceled, id)
+redis.call('ZREM', K.ends, f[2] .. '\n' .. f[5] .. '\n' .. id)  -- kept again: stays indexed
 redis.call('PERSIST', tk)
 redis.call('PERSIST', deps_blocked_key(K, id))
 redis.call('HSET', tk, 'retries', 0, 'op', req .. ' QUEUED')

@@ -150,14 +150,17 @@ async def get_task(ctx: Ctx) -> Reply:
 
 
 async def list_tasks(ctx: Ctx) -> Reply:
-    """GET /tasks?state=: one page of a state's tasks, newest first (see ``listing``)."""
-    raw_state = ctx.query.get("state")
-    if raw_state is None or raw_state.upper() not in TaskState.__members__:
-        raise invalid("state", f"one of {', '.join(s.value for s in TaskState)} is required")
+    """GET /tasks?state=&user_id=&name=: one page, newest first (see ``listing``)."""
+    raw_state = ctx.query.get("state") or None
+    if raw_state is not None and raw_state.upper() not in TaskState.__members__:
+        raise invalid("state", f"must be one of {', '.join(s.value for s in TaskState)}")
     limit = int(query_number(ctx, "limit", 50, 1, 500))
     user_id, name = ctx.query.get("user_id") or None, ctx.query.get("name") or None
+    if raw_state is None and user_id is None and name is None:
+        raise invalid("state", "give a state, a user_id or a name")
+    state = TaskState(raw_state.upper()) if raw_state is not None else None
     tasks, cursor = await listing.list_tasks(
-        ctx.q, TaskState(raw_state.upper()), limit, ctx.query.get("cursor") or None, user_id, name
+        ctx.q, state, limit, ctx.query.get("cursor") or None, user_id, name
     )
     return Reply(200, TaskPage([task_out(t, ctx.q.queue) for t in tasks], cursor))
 

@@ -1,5 +1,6 @@
 -- @include keys
 -- @include notify_waiters
+-- @include unindex_task
 -- finalize(K, id, state, registry, ms, ttl_ms, counter, op): move a task to a terminal
 -- state, index it in its `registry` key by expiry time, trim expired entries, set the
 -- TTL, and wake result() waiters. A task that did not finish keeps its blocked set (its
@@ -7,7 +8,9 @@
 -- already (complete_task). `op` (or nil)
 -- is the request record of the call that ended it (see replayed). A task kept for less
 -- than the replay window (60 s) leaves a tombstone 'gone:<id>' ('<state> <op>') for
--- that long, so a resent push or acknowledgement is still recognised.
+-- that long, so a resent push or acknowledgement is still recognised. A task deleted
+-- here leaves its user's and name's indexes at once; one kept for ttl_ms is listed in
+-- `ends` until then, for maintain to unindex it when its data has expired.
 local function finalize(K, id, state, registry, ms, ttl_ms, counter, op)
   local tk = task_key(K, id)
   if op then
@@ -21,10 +24,14 @@ local function finalize(K, id, state, registry, ms, ttl_ms, counter, op)
   if ttl_ms < 60000 then
     redis.call('SET', gone_key(K, id), state .. ' ' .. (op or ''), 'PX', 60000)
   end
+  local owner = redis.call('HMGET', tk, 'user', 'name')
   if ttl_ms <= 0 then
+    unindex_task(K, id, owner[1], owner[2])
     redis.call('DEL', tk)
     return
   end
+  local entry = (owner[1] or '') .. '\n' .. (owner[2] or '') .. '\n' .. id
+  redis.call('ZADD', K.ends, ms + ttl_ms, entry)
   redis.call('ZADD', registry, ms + ttl_ms, id)
   redis.call('PEXPIRE', tk, ttl_ms)
   if state ~= 'FINISHED' then redis.call('PEXPIRE', deps_blocked_key(K, id), ttl_ms) end

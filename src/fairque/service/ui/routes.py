@@ -204,7 +204,9 @@ class Ui:
         cursor = request.query_params.get("cursor") or None
         limit = min(max(_int(request.query_params.get("limit"), 50), 1), 500)
         data = await views.task_list(q, filt["state_"], filt["user"], filt["name"], cursor, limit)
-        return self.render(request, "tasks.html", queue=q.queue, page="tasks", filt=filt, **data)
+        return self.render(
+            request, "tasks.html", queue=q.queue, page="tasks", filt=filt, limit=limit, **data
+        )
 
     async def task(self, request: AnyRequest) -> Response[Any]:
         q = await self.queue(request)
@@ -365,7 +367,8 @@ def _cookie(key: str, value: str) -> Cookie:
 
 
 def _redirect(path: str, **query: str) -> Response[Any]:
-    target = path + ("?" + urlencode(query) if query else "")
+    joint = "&" if "?" in path else "?"
+    target = path + (joint + urlencode(query) if query else "")
     return Redirect(target, status_code=303, headers=security.HEADERS)
 
 

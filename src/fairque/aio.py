@@ -17,11 +17,12 @@ from redis.exceptions import NoScriptError, ResponseError
 from fairque.base import Flow, QueueBase, connect, run_flow_async
 from fairque.models import Priority, QueueStats, Task, TaskPage, TaskState, WorkerInfo
 from fairque.records import Call, Leased, LeaseRequest, Pushed
+from fairque.schedule_api import AsyncScheduleMethods
 
 T = TypeVar("T")
 
 
-class AsyncFairQueue(QueueBase):
+class AsyncFairQueue(AsyncScheduleMethods, QueueBase):
     """The asyncio twin of ``FairQueue`` (see it for every method's contract)."""
 
     def __init__(

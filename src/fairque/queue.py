@@ -14,11 +14,12 @@ from fairque.base import Flow, QueueBase, connect, run_flow
 from fairque.base import is_cluster_url as is_cluster_url
 from fairque.models import Priority, QueueStats, Task, TaskPage, TaskState, WorkerInfo
 from fairque.records import Call, Leased, LeaseRequest, Pushed
+from fairque.schedule_api import ScheduleMethods
 
 T = TypeVar("T")
 
 
-class FairQueue(QueueBase):
+class FairQueue(ScheduleMethods, QueueBase):
     """A fair, multi-tenant task queue on one Redis-compatible server or cluster.
 
     Args:

@@ -118,7 +118,9 @@ async def tenants(
     for s in in_window:
         waits_by[s.user_id].append(s.wait_seconds)
     candidates = list(
-        dict.fromkeys([*ring, *capped, *(u.user_id for u in stats.users), *served_by])
+        dict.fromkeys(
+            [*ring, *capped, *(u.user_id for u in stats.users if u.in_flight), *served_by]
+        )
     )
     if user:
         candidates = [user]

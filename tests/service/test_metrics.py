@@ -1,0 +1,103 @@
+"""``GET /metrics``: scraped from a live server on every kind, parsed with Prometheus's parser."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.samples import Sample
+
+from fairque import FairQueue, Task
+from fairque.models import Priority, WorkerInfo
+from fairque.service import metrics
+from service.harness import LiveServer
+
+
+def scrape(live: LiveServer) -> dict[str, list[Sample]]:
+    response = httpx.get(f"{live.base}/metrics", timeout=30)
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"].startswith("text/plain")
+    families = text_string_to_metric_families(response.text)
+    return {f.name: list(f.samples) for f in families}
+
+
+def value(samples: list[Sample], name: str | None = None, **labels: str) -> float:
+    found = [
+        s
+        for s in samples
+        if (name is None or s.name == name) and all(s.labels.get(k) == v for k, v in labels.items())
+    ]
+    assert len(found) == 1, (labels, found)
+    return found[0].value
+
+
+def test_scrape(live: LiveServer) -> None:
+    queue, other = live.service.names
+    q = FairQueue.from_url(live.service.url, queue)
+    try:
+        q.push_many(
+            [Task(user_id="big", name="n") for _ in range(6)]
+            + [Task(user_id="small", name="n", priority=Priority.CRITICAL) for _ in range(2)]
+        )
+        first = q.pop(worker_id="w1", assigned_users=["small"])
+        assert first is not None
+        assert q.complete(first, result=1)
+        second = q.pop(worker_id="w1", assigned_users=["small"])
+        assert second is not None
+        q.fail(second, error="boom", retry=False)
+        running = q.pop(worker_id="w1")
+        assert running is not None
+        q.register_worker(
+            WorkerInfo(
+                worker_id="w1", queue=queue, host="h", pid=1,
+                started_at=datetime.now(timezone.utc), concurrency=1,
+            ),
+            ttl_seconds=60,
+        )  # fmt: skip
+
+        m = scrape(live)
+        tasks = m["fairque_tasks"]
+        assert value(tasks, queue=queue, state="QUEUED") == 5
+        assert value(tasks, queue=queue, state="STARTED") == 1
+        assert value(tasks, queue=queue, state="FINISHED") == 1
+        assert value(tasks, queue=queue, state="FAILED") == 1
+        assert value(tasks, queue=other, state="QUEUED") == 0
+        ready = m["fairque_user_ready_tasks"]
+        assert value(ready, queue=queue, user_id="big", lane="normal") == 5
+        assert value(ready, queue=queue, user_id="big", lane="critical") == 0
+        in_flight = m["fairque_user_in_flight_tasks"]
+        assert value(in_flight, queue=queue, user_id="big") == 1
+        assert value(m["fairque_workers_alive"], queue=queue) == 1
+        assert value(m["fairque_workers_alive"], queue=other) == 0
+        assert value(m["fairque_oldest_waiting_seconds"], queue=queue) >= 0
+        assert value(m["fairque_oldest_waiting_seconds"], queue=other) == 0
+        assert value(m["fairque_users_ready"], queue=queue) == 1
+        pushed = m["fairque_tasks_pushed"]
+        assert value(pushed, "fairque_tasks_pushed_total", queue=queue) == 8
+        assert value(m["fairque_tasks_finished"], "fairque_tasks_finished_total", queue=queue) == 1
+        assert value(m["fairque_tasks_failed"], "fairque_tasks_failed_total", queue=queue) == 1
+        assert value(m["fairque_tasks_leased"], "fairque_tasks_leased_total", queue=queue) == 3
+    finally:
+        q.purge()
+        q.close()
+
+
+def test_per_user_series_are_bounded(live: LiveServer) -> None:
+    queue = live.service.names[0]
+    q = FairQueue.from_url(live.service.url, queue)
+    try:
+        users = metrics.TOP_USERS + 20
+        q.push_many(
+            [Task(user_id=f"u{i:03d}", name="n") for i in range(users) for _ in range(1 + i % 3)]
+            + [Task(user_id="flood", name="n") for _ in range(30)]
+        )
+        ready = scrape(live)["fairque_user_ready_tasks"]
+        shown = {s.labels["user_id"] for s in ready if s.labels["queue"] == queue}
+        assert len(shown) == metrics.TOP_USERS
+        assert "flood" in shown
+        # the largest backlogs are kept: every user with 3 tasks is shown before any with 1
+        assert all(f"u{i:03d}" in shown for i in range(users) if i % 3 == 2)
+    finally:
+        q.purge()
+        q.close()

@@ -1,0 +1,137 @@
+"""The dashboard over plain HTTP (no browser): fairness figures, headers, errors, bounds."""
+
+from __future__ import annotations
+
+import math
+
+import httpx
+import pytest
+from service.harness import LiveServer
+
+from fairque import FairQueue, Task, TaskState
+from fairque.service.ui import reads
+from fairque.service.ui.fairness import jain, jain_norm, percentile, weighted_shares
+
+VALKEY = pytest.mark.parametrize("server", ["valkey"], indirect=True)
+
+
+def test_fairness_figures() -> None:
+    assert percentile([], 50) is None
+    assert percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.5
+    assert jain([]) is None
+    assert jain([0.0, 0.0]) == 1.0
+    assert jain([1.0, 1.0, 1.0]) == 1.0
+    assert jain([1.0, 0.0]) == 0.5
+    # a small user that wants 2 gets 2; the rest is split by weight (1:3)
+    assert weighted_shares(10, [2, 100, 100], [1, 1, 3]) == pytest.approx([2, 2, 6])
+    assert weighted_shares(10, [0, 5], [1, 1]) == [0, 5]
+    assert weighted_shares(4, [1, 1], [1, 1]) == [1, 1]
+    # the flood got 8 of 10 while two small users wanted 5 each: unfair
+    unfair = jain_norm([8, 1, 1], [100, 5, 5], [1, 1, 1])
+    assert unfair is not None
+    assert unfair < 0.7
+    # each got its max-min share: J_norm is 1 although plain J is not
+    fair = jain_norm([6, 2, 2], [100, 2, 2], [1, 1, 1])
+    assert fair is not None
+    assert math.isclose(fair, 1.0)
+    assert (jain([6, 2, 2]) or 0) < 0.8
+    assert jain_norm([5], [5], [1]) is None
+    assert jain_norm([0, 0], [3, 3], [1, 1]) is None
+
+
+@VALKEY
+def test_headers_errors_and_static(open_ui: tuple[LiveServer, FairQueue]) -> None:
+    live, q = open_ui
+    base = f"{live.base}/ui/q/{q.queue}"
+    with httpx.Client(timeout=30) as http:
+        home = http.get(f"{live.base}/ui")
+        assert home.status_code == 303
+        assert home.headers["location"] == f"/ui/q/{q.queue}"
+        page = http.get(base)
+        assert page.status_code == 200
+        assert page.headers["content-type"].startswith("text/html")
+        csp = page.headers["content-security-policy"]
+        assert "default-src 'none'" in csp
+        assert "script-src 'self'" in csp
+        assert "unsafe-inline" not in csp
+        assert page.headers["x-frame-options"] == "DENY"
+        assert "<script>" not in page.text  # scripts are files only
+        css = http.get(f"{live.base}/ui/static/app.css")
+        assert css.headers["content-type"].startswith("text/css")
+        assert (
+            http.get(f"{live.base}/ui/static/app.js")
+            .headers["content-type"]
+            .startswith("text/javascript")
+        )
+        assert http.get(f"{live.base}/ui/static/nope.js").status_code == 404
+        missing = http.get(f"{live.base}/ui/q/no-such-queue")
+        assert missing.status_code == 404
+        assert "no-such-queue" in missing.text
+        assert http.get(f"{base}/task?id=nope").status_code == 404
+        assert http.get(f"{base}/task").status_code == 404
+        assert http.get(f"{base}/user").status_code == 404
+        bad_cursor = http.get(f"{base}/tasks?state=QUEUED&cursor=%%%")
+        assert bad_cursor.status_code == 422
+        # unknown filters fall back to defaults instead of failing
+        assert http.get(f"{base}/tasks?state=BOGUS&limit=x").status_code == 200
+        assert http.get(f"{base}/tenants?window=7&sort=nope&page=-3").status_code == 200
+        # without tokens the login page says the dashboard is open
+        assert "open" in http.get(f"{live.base}/ui/login").text
+        # a POST without the CSRF cookie and field changes nothing
+        q.push(Task(user_id="u", name="n", task_id="t"))
+        assert http.post(f"{base}/task/cancel", data={"id": "t"}).status_code == 403
+        assert http.post(f"{base}/bulk", data={"state": "QUEUED"}).status_code == 403
+        assert q.get("t") is not None
+        task = q.get("t")
+        assert task is not None
+        assert task.state is TaskState.QUEUED
+
+
+@VALKEY
+def test_forms_with_csrf(open_ui: tuple[LiveServer, FairQueue]) -> None:
+    live, q = open_ui
+    base = f"{live.base}/ui/q/{q.queue}"
+    q.push(Task(user_id="u", name="n", task_id="t"))
+    with httpx.Client(timeout=30) as http:
+        http.get(base)
+        csrf = http.cookies["fq_csrf"]
+        # another origin is refused even with the token
+        cross = http.post(
+            f"{base}/task/cancel", data={"id": "t", "csrf": csrf},
+            headers={"Origin": "http://evil.example"},
+        )  # fmt: skip
+        assert cross.status_code == 403
+        retry_queued = http.post(f"{base}/task/retry", data={"id": "t", "csrf": csrf})
+        assert retry_queued.status_code == 303
+        assert "not+done" in retry_queued.headers["location"]
+        limits = http.post(
+            f"{base}/user/limits", data={"user": "u", "weight": "0", "cap": "", "csrf": csrf}
+        )
+        assert "not+changed" in limits.headers["location"]
+        limits = http.post(f"{base}/user/limits", data={"user": "u", "weight": "x", "csrf": csrf})
+        assert "not+changed" in limits.headers["location"]
+        big = http.post(f"{base}/task/cancel", content=b"a=" + b"x" * 70_000,
+                        headers={"Content-Type": "application/x-www-form-urlencoded"})  # fmt: skip
+        assert big.status_code == 413
+        done = http.post(f"{live.base}/ui/login", data={"csrf": csrf, "next": "//evil.example"})
+        assert done.headers["location"] == "/ui"
+    task = q.get("t")
+    assert task is not None
+    assert task.state is TaskState.QUEUED
+
+
+@VALKEY
+def test_tenant_ranking_is_bounded(
+    open_ui: tuple[LiveServer, FairQueue], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    live, q = open_ui
+    monkeypatch.setattr(reads, "SCAN_USERS", 30)
+    monkeypatch.setattr(reads.ring_users, "__defaults__", (30,))
+    q.push_many([Task(user_id=f"user-{i:03d}", name="n") for i in range(120)])
+    with httpx.Client(timeout=30) as http:
+        page = http.get(f"{live.base}/ui/q/{q.queue}/tenants")
+        assert page.status_code == 200
+        assert "120 users have ready work" in page.text
+        assert page.text.count('class="id"><a href') == 30
+        one = http.get(f"{live.base}/ui/q/{q.queue}/tenants", params={"user": "user-119"})
+        assert one.text.count('class="id"><a href') == 1

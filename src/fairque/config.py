@@ -90,6 +90,10 @@ class WorkerConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     id: str = Field(default_factory=default_worker_id, min_length=1, max_length=200)
+    #: the queues this worker serves, fairly across them as well as within each
+    #: (empty: the one named by the ``queue:`` section); every one takes the
+    #: ``queue:`` section's options
+    queues: list[str] = Field(default_factory=list, max_length=100)
     assigned_users: list[str] = Field(default_factory=list)
     steal_targets: list[str] = Field(default_factory=list)
     #: accepted for compatibility and has no effect: an idle worker does not poll, it
@@ -117,6 +121,18 @@ class WorkerConfig(BaseModel):
     #: exit (gracefully) once a lease request finds nothing ready while nothing runs
     #: and no outcome waits to be reported; scheduled tasks not yet due are left
     burst: bool = False
+
+    @field_validator("queues")
+    @classmethod
+    def _queues(cls, value: list[str]) -> list[str]:
+        for name in value:
+            try:
+                validate_queue_name(name)
+            except ConfigError as exc:
+                raise ValueError(str(exc)) from None
+        if len(set(value)) < len(value):
+            raise ValueError("a queue is named twice")
+        return value
 
     @field_validator("assigned_users", "steal_targets")
     @classmethod
@@ -149,6 +165,11 @@ class QueueSettings(QueueOptions):
 
 class Settings(BaseSettings):
     """Everything a worker or the CLI needs: ``redis``, ``worker`` and ``queue``."""
+
+    @property
+    def worker_queues(self) -> list[str]:
+        """The queues a worker serves: ``worker.queues``, else the ``queue:`` section's name."""
+        return list(self.worker.queues) or [self.queue.name]
 
     model_config = SettingsConfigDict(
         env_prefix="FAIRQUE_", env_nested_delimiter="__", extra="ignore", frozen=True

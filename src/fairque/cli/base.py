@@ -15,7 +15,7 @@ import inspect
 import logging
 import sys
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, NoReturn, TypeVar, cast
 
@@ -49,9 +49,13 @@ UrlOption = Annotated[
     ),
 ]
 QueueOption = Annotated[
-    str | None,
+    list[str] | None,
     typer.Option(
-        "--queue", "-q", envvar="FAIRQUE_QUEUE", help="Queue name.", rich_help_panel=SHARED_PANEL
+        "--queue",
+        "-q",
+        envvar="FAIRQUE_QUEUE",
+        help="Queue name (worker: repeat it to serve several queues).",
+        rich_help_panel=SHARED_PANEL,
     ),
 ]
 ConfigOption = Annotated[
@@ -79,12 +83,22 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 @dataclass
 class Common:
-    """The options every command shares."""
+    """The options every command shares.
+
+    ``queues`` holds every ``--queue`` given (only ``worker`` takes several);
+    ``queue`` is the last of them.
+    """
 
     url: str | None
     queue: str | None
     config: Path | None
     verbose: bool = False
+    queues: list[str] = field(default_factory=list)
+
+    def set_queues(self, names: list[str] | None) -> None:
+        """Take the ``--queue`` options given (None or empty: none given)."""
+        self.queues = list(names or [])
+        self.queue = self.queues[-1] if self.queues else None
 
 
 def say_error(message: str) -> None:
@@ -127,7 +141,10 @@ def shared(func: F) -> F:
             value = kwargs.pop(name)
             source = ctx.get_parameter_source(name)
             if source is not None and source.name == "COMMANDLINE":
-                setattr(common, name, value)
+                if name == "queue":
+                    common.set_queues(value)
+                else:
+                    setattr(common, name, value)
         if common.verbose:
             logging.getLogger().setLevel(logging.DEBUG)
         urls.remember_secrets(common.url)
@@ -138,9 +155,25 @@ def shared(func: F) -> F:
     return cast(F, command)
 
 
-def settings(ctx: typer.Context, **worker: Any) -> Settings:
-    """Load settings for a command, turning configuration errors into exit code 2."""
+def settings(ctx: typer.Context, *, several_queues: bool = False, **worker: Any) -> Settings:
+    """Load settings for a command, turning configuration errors into exit code 2.
+
+    Args:
+        ctx: the command's context.
+        several_queues: the command serves every ``--queue`` given (``worker``);
+            other commands refuse more than one (exit code 2).
+        worker: overrides of the ``worker:`` section.
+    """
     common: Common = ctx.obj
+    if len(common.queues) > 1 and not several_queues:
+        named = ", ".join(common.queues)
+        fail(
+            f"--queue was given {len(common.queues)} times ({named}); this command works "
+            "on one queue (only 'worker' serves several)",
+            EXIT_USAGE,
+        )
+    if several_queues and common.queues:
+        worker = {**worker, "queues": common.queues}
     try:
         cfg = load_settings(
             common.config, redis={"url": common.url}, queue={"name": common.queue}, worker=worker

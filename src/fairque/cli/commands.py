@@ -80,7 +80,9 @@ def options(
     """Shared options; precedence is CLI > environment > YAML > defaults."""
     urls.remember_secrets(url)
     configure_logging(logging.DEBUG if verbose else logging.INFO)
-    ctx.obj = Common(url=url, queue=queue, config=config, verbose=verbose)
+    common = Common(url=url, queue=None, config=config, verbose=verbose)
+    common.set_queues(queue)
+    ctx.obj = common
 
 
 @app.command()
@@ -119,6 +121,10 @@ def worker(
 ) -> None:
     """Run worker processes until SIGTERM/SIGINT (a second signal stops at once).
 
+    Serves one queue, or several: repeat --queue (or set worker.queues in --config,
+    FAIRQUE_WORKER__QUEUES='["a", "b"]'); it is fair across the queues as well as
+    within each, and every queue takes the queue: section's options.
+
     Needs a server (--url, FAIRQUE_URL or redis: in --config) and at least one
     handler (--import MODULE, or worker.imports). At start it logs the task names
     it handles and the users it serves. With --processes, one Ctrl-C (or SIGTERM
@@ -137,7 +143,7 @@ def worker(
     }
     if imports:
         overrides["imports"] = imports
-    cfg = settings(ctx, **overrides)
+    cfg = settings(ctx, several_queues=True, **overrides)
     level = "DEBUG" if common.verbose and log_level is None else log_level
     logs = [] if level is None else ["--log-level", level]
     logs += [] if log_format is None else ["--log-format", log_format]

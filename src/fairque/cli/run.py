@@ -68,8 +68,12 @@ def banner(cfg: Settings, url: str, names: list[str]) -> str:
     w = cfg.worker
     burst = "; burst: exits once no task is ready or running" if w.burst else ""
     serves = served_users(w.assigned_users, w.steal_targets)
+    served = cfg.worker_queues
+    queues = f"queue {served[0]!r}"
+    if len(served) > 1:
+        queues = f"queues {', '.join(repr(n) for n in served)} (round robin across them)"
     return (
-        f"worker {w.id} on queue {cfg.queue.name!r} at {urls.redact_url(url)}: "
+        f"worker {w.id} on {queues} at {urls.redact_url(url)}: "
         f"{w.max_concurrent_tasks} task(s) at a time; handles {len(names)} task name(s): "
         f"{', '.join(sorted(names))}; serves {serves}{burst}"
     )
@@ -133,7 +137,7 @@ def run_worker(common: Common, cfg: Settings, processes: int, log_args: list[str
             require_handlers(names, cfg.worker.imports)
             from fairque.worker.supervisor import run_processes, worker_command
 
-            base = ["--queue", cfg.queue.name]
+            base = [arg for name in cfg.worker_queues for arg in ("--queue", name)]
             if common.config is not None:
                 base += ["--config", str(common.config)]
             extra = ["--concurrency", str(cfg.worker.max_concurrent_tasks)]
@@ -159,10 +163,12 @@ def run_worker(common: Common, cfg: Settings, processes: int, log_args: list[str
             cluster = probed if cfg.redis.cluster is None else cfg.redis.cluster
             require_handlers(names, cfg.worker.imports)
             log.info("%s", banner(cfg, url, names))
-            queue = AsyncFairQueue.from_url(
-                url, cfg.queue.name, cluster=cluster, **cfg.queue.options()
-            )
-            runner = Worker(queue, config=cfg.worker)
+            options = cfg.queue.options()
+            first, *others = cfg.worker_queues
+            queue = AsyncFairQueue.from_url(url, first, cluster=cluster, **options)
+            # one client (one connection pool) for every queue served
+            queues = [queue, *(AsyncFairQueue(queue.client, name, **options) for name in others)]
+            runner = Worker(queues, config=cfg.worker)
             runner.parent_pid = supervisor_pid()
             runner.run()
         if runner.threads_busy:

@@ -30,6 +30,7 @@ import enum
 import logging
 import time
 import traceback
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -73,25 +74,28 @@ class Stage(enum.Enum):
 
 
 class Execution:
-    """One leased task on this worker."""
+    """One leased task on this worker, the queue it came from and where its outcome goes."""
 
-    __slots__ = ("stage", "task")
+    __slots__ = ("acker", "queue", "stage", "task")
 
-    def __init__(self, task: Task) -> None:
+    def __init__(self, task: Task, queue: AsyncFairQueue, acker: Acknowledger) -> None:
         self.task = task
+        self.queue = queue
+        self.acker = acker
         self.stage = Stage.STARTING
 
 
 class Executor:
     """Starts executions and keeps track of them until their outcomes are settled.
 
+    Each task is started with the queue it came from (its handler sees that queue
+    in its context) and the acknowledger of that queue (where its outcome goes).
+
     Args:
-        queue: the queue the tasks come from (handlers see it in their context).
         registry: the handlers.
         config: the worker's settings (the default execution timeout).
         worker_id: the worker's id.
         hooks: the worker's hook objects (read at each call: they may be added later).
-        acker: where outcomes are reported.
         threads: the pool that runs sync handlers.
         stopping: True once the worker stops.
         on_end: called when an execution has ended.
@@ -99,22 +103,18 @@ class Executor:
 
     def __init__(
         self,
-        queue: AsyncFairQueue,
         registry: Registry,
         config: WorkerConfig,
         worker_id: str,
         hooks: Sequence[Hooks],
-        acker: Acknowledger,
         threads: HandlerThreads,
         stopping: Callable[[], bool],
         on_end: Callable[[], None],
     ) -> None:
-        self.queue = queue
         self.registry = registry
         self.config = config
         self.worker_id = worker_id
         self.hooks = hooks
-        self.acker = acker
         self.threads = threads
         self._stopping = stopping
         self._on_end = on_end
@@ -122,9 +122,9 @@ class Executor:
         self._unknown_names: set[str] = set()  # warned about once each
         #: executions holding a slot: not started yet, or inside their handler
         self.slots_taken = 0
-        #: tasks the queue accepted as finished / failed attempts it recorded
-        self.processed = 0
-        self.failed = 0
+        #: tasks the queues accepted as finished / failed attempts they recorded, by queue
+        self.processed_in: Counter[str] = Counter()
+        self.failed_in: Counter[str] = Counter()
 
     # ------------------------------------------------------------------ bookkeeping
     @property
@@ -133,18 +133,37 @@ class Executor:
         return len(self._executions)
 
     @property
+    def processed(self) -> int:
+        """Tasks the queues accepted as finished."""
+        return sum(self.processed_in.values())
+
+    @property
+    def failed(self) -> int:
+        """Failed attempts the queues recorded (retried or FAILED)."""
+        return sum(self.failed_in.values())
+
+    def in_flight_in(self, queue: str) -> int:
+        """Executions of tasks from ``queue`` whose outcome is not settled yet."""
+        return sum(1 for e in self._executions.values() if e.queue.queue == queue)
+
+    @property
     def handling(self) -> bool:
         """True while any handler runs."""
         return any(e.stage is Stage.HANDLING for e in self._executions.values())
 
-    def held(self) -> list[tuple[asyncio.Task[None], Execution]]:
-        """Every execution (each task whose lease this worker holds), with the asyncio
-        task that runs it."""
-        return list(self._executions.items())
+    def held(
+        self, queue: AsyncFairQueue | None = None
+    ) -> list[tuple[asyncio.Task[None], Execution]]:
+        """Every execution (each task whose lease this worker holds) of ``queue`` (None:
+        of every queue), with the asyncio task that runs it."""
+        return [
+            (job, e) for job, e in self._executions.items() if queue is None or e.queue is queue
+        ]
 
-    def start(self, task: Task) -> None:
-        """Run ``task`` in its own asyncio task."""
-        execution = Execution(task)
+    def start(self, task: Task, queue: AsyncFairQueue, acker: Acknowledger) -> None:
+        """Run ``task``, leased from ``queue``, in its own asyncio task; its outcome is
+        reported to ``acker``."""
+        execution = Execution(task, queue, acker)
         job = asyncio.create_task(self._execute(execution))
         self._executions[job] = execution
         self.slots_taken += 1
@@ -195,15 +214,15 @@ class Executor:
     async def _execute(self, execution: Execution) -> None:
         task = execution.task
         if self._stopping():  # leased as the worker began to stop
-            await self._settle(GivenBack(task))
+            await self._settle(execution, GivenBack(task))
             return
         if task.name not in self.registry and self.config.unknown_tasks == "give_back":
             self._warn_unknown(task.name)
             self._free_slot(execution)  # the wave that gives it back may fill the slot
             delay = self.config.unknown_task_delay_seconds
-            await self._settle(GivenBack(task, delay=delay, unknown=True))
+            await self._settle(execution, GivenBack(task, delay=delay, unknown=True))
             return
-        ctx = Context(task, self.queue, self.worker_id, task_logger(log, task, self.worker_id))
+        ctx = Context(task, execution.queue, self.worker_id, task_logger(log, task, self.worker_id))
         await call_hooks(self.hooks, "before_task", ctx)
         ctx.logger.info(
             "task %s started: %s for user %s, attempt %d",
@@ -214,12 +233,12 @@ class Executor:
             report, result, error = await self._handle(execution, ctx)
         except asyncio.CancelledError:
             took = time.monotonic() - began
-            outcome = await self._settle(GivenBack(task))
+            outcome = await self._settle(execution, GivenBack(task))
             _log_end(ctx, GivenBack(task), outcome, took)
             await call_hooks(self.hooks, "after_task", ctx, outcome)
             raise
         took = time.monotonic() - began
-        outcome = await self._settle(report, result, error)
+        outcome = await self._settle(execution, report, result, error)
         _log_end(ctx, report, outcome, took)
         await call_hooks(self.hooks, "after_task", ctx, outcome)
 
@@ -257,23 +276,27 @@ class Executor:
         if result is None:
             return Finished(task), None, None
         try:
-            encoded = self.queue.ops.encode_result(result)  # once; sent as it is
+            encoded = execution.queue.ops.encode_result(result)  # once; sent as it is
         except SerializationError as exc:
             reason = f"result not serializable: {exc}"
             return Failed(task, reason, retry=False), None, exc
         return Finished(task, encoded), result, None
 
     async def _settle(
-        self, report: Report, result: Any = None, error: BaseException | None = None
+        self,
+        execution: Execution,
+        report: Report,
+        result: Any = None,
+        error: BaseException | None = None,
     ) -> Outcome:
         """File ``report`` and turn the queue's answer into the task's outcome."""
         # a cancel while this waits leaves the report with the acknowledger: it is sent
-        answer = await self.acker.report(report)
+        answer = await execution.acker.report(report)
         if isinstance(answer, TaskState):
             if isinstance(report, Finished):
-                self.processed += 1
+                self.processed_in[execution.queue.queue] += 1
             elif isinstance(report, Failed):
-                self.failed += 1
+                self.failed_in[execution.queue.queue] += 1
             return Outcome(state=answer, result=result, error=error)
         return Outcome(state=None, result=result, error=error, lease_lost=True)
 

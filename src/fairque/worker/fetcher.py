@@ -15,6 +15,14 @@ cannot expire before the next wait looks again. A wait that ends empty is follow
 by the next one; the park returns only with tasks, or when the worker stops. The
 client also cuts each wait to what its socket timeout allows.
 
+A worker serving several queues parks each of them whose last request came back
+short with a *watch* instead (a park of no slots): a plain blocking wait on that
+queue's wake-up list, one per queue (each queue may live in another cluster slot),
+that takes no task and holds no slot. A watch ends when a token arrives or a due
+time passes; the worker then asks that queue for its share of the free slots. A
+token a watch takes while the worker has no free slot is passed on (``wake``), so
+an idle worker of that queue is not left waiting behind a busy one.
+
 Every lease request carries an id. When a connection error swallows the reply, the
 next request resends that id and the server answers with the tasks it leased then,
 instead of leasing more (those would otherwise wait for their leases to expire).
@@ -87,7 +95,7 @@ class Leasing:
 
 class Parked(NamedTuple):
     """What an ended park brought: its tasks, and whether they filled every slot it
-    asked for (then more may be ready)."""
+    asked for (then more may be ready; an ended watch always says so)."""
 
     tasks: list[Task]
     filled: bool
@@ -106,6 +114,7 @@ class Park:
         pause: sleeps a number of seconds, or less when a stop is requested.
         stopping: True once the worker stops; no new wait starts then.
         on_end: called when the park has ended and its tasks may be collected.
+        room: whether the worker has a free slot (a watch passes a token on when not).
     """
 
     def __init__(
@@ -117,6 +126,7 @@ class Park:
         pause: Callable[[float], Awaitable[None]],
         stopping: Callable[[], bool],
         on_end: Callable[[], None],
+        room: Callable[[], bool] = lambda: True,
     ) -> None:
         self.queue = queue
         self.leasing = leasing
@@ -125,6 +135,7 @@ class Park:
         self._pause = pause
         self._stopping = stopping
         self._on_end = on_end
+        self._room = room
         self._job: asyncio.Task[list[Task]] | None = None
         self._woken_at = -WAKE_AGAIN_AFTER
         #: the slots the open park may fill (0 when none is open)
@@ -136,10 +147,12 @@ class Park:
         return self._job is not None
 
     def start(self, slots: int) -> None:
-        """Park ``slots`` free slots until work comes (one park at a time)."""
+        """Park ``slots`` free slots until work comes (one park at a time); with no
+        slots, watch the queue until it may have work (see the module's docstring)."""
         assert self._job is None, "a park is already open"
         self.slots = slots
-        self._job = asyncio.create_task(self._wait_for_work(slots))
+        wait = self._wait_for_work(slots) if slots else self._watch()
+        self._job = asyncio.create_task(wait)
         self._job.add_done_callback(lambda _: self._on_end())
 
     def collect(self) -> Parked | None:
@@ -215,4 +228,30 @@ class Park:
             self.link.ok()
             if leased:
                 return leased
+        return []
+
+    async def _watch(self) -> list[Task]:
+        """Wait until a wake-up token arrives or a due time passes, leasing nothing."""
+        longest = self.leasing.lease_seconds
+        while not self._stopping():
+            try:
+                due = await self.queue.next_wakeup()
+                self.link.ok()
+                wait = longest if due is None else min(max(due, SHORTEST_WAIT), longest)
+                woken = await self.queue.wait_for_work(wait)
+            except CONNECTION_ERRORS as exc:
+                await self._pause(self.link.failed(exc))
+                continue
+            except Exception as exc:
+                self.errors.error(f"worker {self.leasing.worker_id}: waiting for work failed", exc)
+                self.link.failures += 1  # back off as for an outage
+                await self._pause(self.link.delay())
+                continue
+            self.link.ok()
+            if woken and not self._room() and not self._stopping():
+                # busy with other queues: another idle worker of this one may take it now
+                with contextlib.suppress(Exception):
+                    await self.queue.wake(1)
+            if woken or wait < longest:
+                return []
         return []

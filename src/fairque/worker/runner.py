@@ -1,6 +1,7 @@
 """The worker: leases tasks fairly, runs their handlers, reports how they ended.
 
-How a worker serves its queue, top to bottom:
+How a worker serves its queue, top to bottom (a worker serving several queues keeps
+one *lane* per queue and shares its free slots among them, round robin: ``lanes``):
 
 1. ``run_async`` registers the worker (waiting for the server at start), starts its
    upkeep (heartbeat and maintenance, ``upkeep``) and enters its loop, ``_serve``.
@@ -16,8 +17,8 @@ How a worker serves its queue, top to bottom:
    length) and its heartbeat.
 4. Between turns the loop sleeps until something changes: a report is filed, a park
    ends, an execution ends, a stuck handler thread returns, a stop is requested.
-5. A burst worker (``burst``) never parks: when a lease request brings nothing while
-   nothing runs and no outcome waits to be reported, it stops as if asked to.
+5. A burst worker (``burst``) never parks: once nothing runs, no outcome waits to be
+   reported and one more request to each queue brings nothing, it stops as if asked to.
 6. A stop ends fetching, lets running handlers finish within the grace period,
    gives the rest back, and reports every outcome before the worker leaves, or gives
    up on them once its patience is spent.
@@ -41,6 +42,7 @@ from fairque.worker.acker import Acknowledger
 from fairque.worker.executor import Executor, UnknownTaskError
 from fairque.worker.fetcher import WAKE_AGAIN_AFTER, Leasing, Park
 from fairque.worker.hooks import Hooks, call_hooks
+from fairque.worker.lanes import Lane, Rotation
 from fairque.worker.link import CONNECTION_ERRORS, ErrorLog, Link, describe
 from fairque.worker.registry import Registry, default_registry
 from fairque.worker.threads import HandlerThreads
@@ -110,7 +112,14 @@ class Stop:
 
 
 class Worker:
-    """Runs registered handlers for the tasks of one queue.
+    """Runs registered handlers for the tasks of one queue, or of several.
+
+    A worker given several queues is fair across them as well as within each: the
+    slots that free up are shared round robin among the queues with ready work (a
+    flooded queue gets half of them while another has work too), and each request
+    takes that queue's own fair pick of users. It registers, heartbeats and
+    maintains in each queue, under the same id, and waits on every queue's wake-up
+    list when idle.
 
     Async handlers run on the worker's event loop; sync handlers in a thread pool
     with the caller's context variables. Leases of in-flight tasks are extended
@@ -133,7 +142,8 @@ class Worker:
     server is back; at start it waits up to ``wait_for_server_seconds`` for it.
 
     Args:
-        queue: the queue to serve.
+        queue: the queue to serve, or several (distinct names; the first one's
+            ``lease_seconds`` is the worker's default lease).
         registry: the handlers (default: the registry behind ``fairque.task``).
         config: worker settings (defaults when None).
         hooks: objects whose hook methods are called around the worker's life.
@@ -141,17 +151,23 @@ class Worker:
 
     def __init__(
         self,
-        queue: AsyncFairQueue,
+        queue: AsyncFairQueue | Sequence[AsyncFairQueue],
         registry: Registry | None = None,
         config: WorkerConfig | None = None,
         hooks: Sequence[Hooks] = (),
     ) -> None:
-        self.queue = queue
+        queues = [queue] if isinstance(queue, AsyncFairQueue) else list(queue)
+        names = [q.queue for q in queues]
+        if not queues or len(set(names)) < len(names):
+            raise ValueError(f"a worker serves one or more distinct queues, got {names}")
+        #: the queues served, in the order given; ``queue`` is the first
+        self.queues = queues
+        self.queue = queues[0]
         self.registry = registry if registry is not None else default_registry
         self.config = cfg = config or WorkerConfig()
         self.hooks = list(hooks)
         self.id = cfg.id
-        self.lease_seconds = lease = cfg.lease_seconds or queue.options.lease_seconds
+        self.lease_seconds = lease = cfg.lease_seconds or self.queue.options.lease_seconds
         self.heartbeat_seconds = cfg.heartbeat_interval_seconds or max(lease / 3, 0.05)
         self.started_at = datetime.now(timezone.utc)
         #: the supervisor's pid: the worker stops when its parent is no longer that process
@@ -162,23 +178,30 @@ class Worker:
         # a stuck thread's return, a stop request
         self._changed = asyncio.Event()
         self._stop = Stop()
-        # the last lease request got every task it asked for: more may be ready
-        self._more_ready = True
         self._threads = HandlerThreads(cfg.max_concurrent_tasks, self._thread_returned)
-        leasing = Leasing(self.id, lease, cfg.assigned_users, cfg.steal_targets)
-        self._acker = Acknowledger(queue, leasing, self.link, errors, self._changed.set)
         self._executor = Executor(
-            queue, self.registry, cfg, self.id, self.hooks, self._acker, self._threads,
+            self.registry, cfg, self.id, self.hooks, self._threads,
             stopping=lambda: self._stop.requested, on_end=self._changed.set,
         )  # fmt: skip
-        self._park = Park(
+        self._lanes = [self._lane(q, lease, errors) for q in queues]
+        self._rotation = Rotation(self._lanes)
+        # a burst worker asked every queue once more while idle (nothing came: it stops)
+        self._burst_asked = False
+
+    def _lane(self, queue: AsyncFairQueue, lease: float, errors: ErrorLog) -> Lane:
+        cfg = self.config
+        leasing = Leasing(self.id, lease, cfg.assigned_users, cfg.steal_targets)
+        acker = Acknowledger(queue, leasing, self.link, errors, self._changed.set)
+        park = Park(
             queue, leasing, self.link, errors, self._stop.pause,
             stopping=lambda: self._stop.requested, on_end=self._changed.set,
+            room=lambda: self._free_slots() > 0,
         )  # fmt: skip
-        self._upkeep = Upkeep(
-            queue, cfg, self.id, self.heartbeat_seconds, lease, self._executor, self.info,
-            self.link, errors, before_beat=self._check_supervisor,
+        upkeep = Upkeep(
+            queue, cfg, self.id, self.heartbeat_seconds, lease, self._executor,
+            lambda: self.info(queue.queue), self.link, errors, before_beat=self._check_supervisor,
         )  # fmt: skip
+        return Lane(queue, leasing, upkeep=upkeep, acker=acker, park=park)
 
     # ------------------------------------------------------------------ what it reports
     @property
@@ -206,26 +229,29 @@ class Worker:
         """Handler threads still running for tasks the worker gave up on (timeout, stop)."""
         return self._threads.stuck
 
-    def info(self) -> WorkerInfo:
-        """What the worker registers about itself."""
+    def info(self, queue: str | None = None) -> WorkerInfo:
+        """What the worker registers about itself in ``queue`` (default: its first):
+        its tasks, finished and failed attempts counted for that queue alone."""
+        name = self.queue.queue if queue is None else queue
+        executor = self._executor
         return WorkerInfo(
             worker_id=self.id,
-            queue=self.queue.queue,
+            queue=name,
             host=socket.gethostname(),
             pid=os.getpid(),
             started_at=self.started_at,
             concurrency=self.config.max_concurrent_tasks,
-            in_flight=self.in_flight,
-            processed=self.processed,
-            failed=self.failed,
+            in_flight=executor.in_flight_in(name),
+            processed=executor.processed_in[name],
+            failed=executor.failed_in[name],
             threads_stuck=self.threads_stuck,
             assigned_users=list(self.config.assigned_users),
             steal_targets=list(self.config.steal_targets),
         )
 
     async def maintain(self) -> int:
-        """One round of queue maintenance (see ``Upkeep.maintain``)."""
-        return await self._upkeep.maintain()
+        """One round of maintenance of every queue served (see ``Upkeep.maintain``)."""
+        return sum([await lane.upkeep.maintain() for lane in self._lanes])
 
     # ------------------------------------------------------------------ control
     def request_stop(self) -> None:
@@ -260,14 +286,17 @@ class Worker:
         try:
             if not await self._connect():
                 return
-            self._upkeep.start()
+            for lane in self._lanes:
+                lane.upkeep.start()
             await call_hooks(self.hooks, "on_startup", self)
-            log.info("worker %s serving queue %r", self.id, self.queue.queue)
+            names = ", ".join(repr(lane.name) for lane in self._lanes)
+            log.info("worker %s serving queue%s %s", self.id, "s"[: len(self._lanes) - 1], names)
             try:
                 await self._serve()
             finally:
-                await self._park.close()
-                await self._upkeep.stop()
+                for lane in self._lanes:
+                    await lane.park.close()
+                    await lane.upkeep.stop()
                 await call_hooks(self.hooks, "on_shutdown", self)
                 await self._unregister()
                 log.info(
@@ -283,39 +312,67 @@ class Worker:
     async def _serve(self) -> None:
         """Report outcomes, lease tasks and start them, one turn per change, until a
         stop has drained (see the module's docstring)."""
+        lanes = self._lanes
         while True:
             self._changed.clear()
-            parked = self._park.collect()
-            if parked is not None:
-                self._start(parked.tasks)
-                self._more_ready = parked.filled
+            for lane in lanes:
+                parked = lane.park.collect()
+                if parked is not None:
+                    self._start(lane, parked.tasks)
+                    lane.more_ready = parked.filled
             if self._stop.requested and not await self._drain_turn():
                 return
             free = 0 if self._stop.requested else self._free_slots()
-            wanted = free if self._acker.pending or self._more_ready else 0
-            if self._acker.pending or wanted:
-                got = await self._acker.send(wanted)
-                if got is None:  # held: sent again after the backoff
+            wanted = self._rotation.share(free)
+            sending = [
+                (lane, n) for lane, n in zip(lanes, wanted, strict=True) if lane.acker.pending or n
+            ]
+            if sending:
+                if not await self._send(sending):  # held: sent again after the backoff
                     await self._stop.pause(self._stop.until_deadline(self.link.delay()))
-                    continue
-                self._start(got)
-                if wanted:
-                    self._more_ready = len(got) >= wanted
-                    if not got and self.config.burst and self._idle():
-                        log.info("worker %s: no task is ready (burst); stopping", self.id)
-                        self.request_stop()
                 continue
-            if free and not self._park.open:
-                if not self.config.burst:
-                    self._park.start(free)
-                elif self._idle():
-                    self._more_ready = True  # ask once more: nothing, and it stops
+            if not self.config.burst:
+                self._open_parks(free)
+            elif free and self._idle():
+                if self._burst_asked:  # every queue was asked once more: nothing came
+                    log.info("worker %s: no task is ready (burst); stopping", self.id)
+                    self.request_stop()
                     continue
+                self._burst_asked = True  # ask each queue once more
+                for lane in lanes:
+                    lane.more_ready = True
+                continue
             await self._wait_for_change()
+
+    async def _send(self, sending: list[tuple[Lane, int]]) -> bool:
+        """One wave per lane, concurrently: its reports, and a request for its share
+        of the free slots; False when a wave was held (the server is away)."""
+        got = await asyncio.gather(*(lane.acker.send(n) for lane, n in sending))
+        for (lane, n), leased in zip(sending, got, strict=True):
+            if leased is None:
+                continue
+            self._start(lane, leased)
+            if n:
+                lane.more_ready = len(leased) >= n
+            if leased:
+                self._burst_asked = False
+        return all(leased is not None for leased in got)
+
+    def _open_parks(self, free: int) -> None:
+        """Park the free slots of a single queue that came back short; watch each of
+        several queues that came back short, whether or not a slot is free."""
+        if len(self._lanes) == 1:
+            lane = self._lanes[0]
+            if free and not lane.park.open and not lane.more_ready:
+                lane.park.start(free)
+            return
+        for lane in self._lanes:
+            if not lane.more_ready and not lane.park.open:
+                lane.park.start(0)
 
     def _idle(self) -> bool:
         """Nothing runs and no outcome waits to be reported."""
-        return not (self._executor.in_flight or self._acker.pending)
+        return not (self._executor.in_flight or any(lane.acker.pending for lane in self._lanes))
 
     def _free_slots(self) -> int:
         """Tasks the worker can start now and has not asked for yet (never negative).
@@ -324,12 +381,13 @@ class Worker:
         the worker gave up on, and by an open park.
         """
         cfg = self.config
-        taken = self._executor.slots_taken + self._threads.stuck + self._park.slots
+        parked = sum(lane.park.slots for lane in self._lanes)
+        taken = self._executor.slots_taken + self._threads.stuck + parked
         return max(0, min(cfg.max_concurrent_tasks - taken, cfg.batch_size))
 
-    def _start(self, leased: list[Task]) -> None:
+    def _start(self, lane: Lane, leased: list[Task]) -> None:
         for task in leased:
-            self._executor.start(task)
+            self._executor.start(task, lane.queue, lane.acker)
 
     async def _wait_for_change(self) -> None:
         timeout: float | None = None
@@ -347,9 +405,10 @@ class Worker:
                     "worker %s: waiting up to %.1fs for %d task(s)",
                     self.id, self.config.shutdown_grace_seconds, executor.in_flight,
                 )  # fmt: skip
-        if self._park.open:
-            await self._park.wake()  # its leases, if any, come back to be given back
-        if not (executor.in_flight or self._acker.pending or self._park.open):
+        parks = [lane.park for lane in self._lanes if lane.park.open]
+        for park in parks:
+            await park.wake()  # its leases, if any, come back to be given back
+        if not parks and self._idle():
             return False
         now = time.monotonic()
         assert stop.grace_ends is not None
@@ -362,7 +421,8 @@ class Worker:
             "expire and the tasks will run again",
             self.id, executor.in_flight,
         )  # fmt: skip
-        self._acker.give_up()
+        for lane in self._lanes:
+            lane.acker.give_up()
         await executor.end_all(timeout=1.0)
         return False
 
@@ -372,7 +432,8 @@ class Worker:
         deadline = time.monotonic() + self.config.wait_for_server_seconds
         while not self._stop.requested:
             try:
-                await self._upkeep.register()
+                for lane in self._lanes:
+                    await lane.upkeep.register()
             except CONNECTION_ERRORS as exc:
                 wait = self.config.wait_for_server_seconds
                 first = f"cannot reach the server; waiting up to {wait:g}s"
@@ -390,12 +451,13 @@ class Worker:
         return False
 
     async def _unregister(self) -> None:
-        try:
-            await self.queue.unregister_worker(self.id)
-        except CONNECTION_ERRORS as exc:
-            log.warning("worker %s: could not unregister (%s)", self.id, describe(exc))
-        except Exception as exc:  # pragma: no cover - a dying connection
-            log.error("worker %s: could not unregister (%s)", self.id, describe(exc))
+        for queue in self.queues:
+            try:
+                await queue.unregister_worker(self.id)
+            except CONNECTION_ERRORS as exc:
+                log.warning("worker %s: could not unregister (%s)", self.id, describe(exc))
+            except Exception as exc:  # pragma: no cover - a dying connection
+                log.error("worker %s: could not unregister (%s)", self.id, describe(exc))
 
     def _check_supervisor(self) -> None:
         if self.parent_pid is not None and os.getppid() != self.parent_pid:

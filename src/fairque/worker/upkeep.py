@@ -39,7 +39,7 @@ class Upkeep:
         worker_id: the worker's id.
         heartbeat_seconds: seconds between heartbeats.
         lease_seconds: how far each heartbeat extends the leases.
-        executor: the worker's executions (their leases).
+        executor: the worker's executions (the leases of those from ``queue``).
         info: what the worker registers about itself.
         link: the worker's connection state.
         errors: where unexpected errors are logged.
@@ -143,7 +143,7 @@ class Upkeep:
         await self.register()
 
     async def _extend_leases(self) -> None:
-        held = self.executor.held()
+        held = self.executor.held(self.queue)
         if not held:
             return
         tasks = [execution.task for _, execution in held]

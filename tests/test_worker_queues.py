@@ -1,0 +1,204 @@
+"""One worker serving several queues: every task once, fair across queues, prompt when
+idle, a drain on stop. On the cluster, the queues live in different slots (nodes)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from typing import Any
+
+import pytest
+from redis.crc import key_slot
+from support import unique_queue
+from worker_handlers import Harness, eventually, wait_registered, wait_state
+
+from fairque import AsyncFairQueue, Context, Registry, TaskState, Worker, WorkerConfig
+from fairque.worker.lanes import Rotation
+
+#: slots per master of the suite's 3-node cluster (16384 / 3, rounded up)
+SLOTS_PER_NODE = 5462
+
+
+def apart(n: int) -> list[str]:
+    """``n`` fresh queue names whose hash tags fall on different cluster nodes."""
+    names: list[str] = []
+    nodes: set[int] = set()
+    while len(names) < n:
+        name = unique_queue("mq")
+        node = key_slot(f"fq:{{{name}}}:x".encode()) // SLOTS_PER_NODE
+        if node not in nodes:
+            nodes.add(node)
+            names.append(name)
+    return names
+
+
+def start(h: Harness, queues: list[AsyncFairQueue], registry: Registry, **cfg: Any) -> Worker:
+    settings: dict[str, Any] = {"shutdown_grace_seconds": 2.0, **cfg}
+    worker = Worker(queues, registry, WorkerConfig(**settings))
+    h.runs.append((worker, asyncio.create_task(worker.run_async())))
+    return worker
+
+
+def recording(ran: list[tuple[str, str]], sleep: float = 0.0) -> Registry:
+    """A registry whose ``job`` records (queue, task id) as it ends."""
+    registry = Registry()
+
+    @registry.task(name="job")
+    async def job(ctx: Context) -> None:
+        if sleep:
+            await asyncio.sleep(sleep)
+        ran.append((ctx.queue.queue, ctx.task_id))
+
+    return registry
+
+
+async def test_every_task_of_every_queue_runs_once(h: Harness) -> None:
+    a, b, c = (h.queue(name) for name in apart(3))
+    ran: list[tuple[str, str]] = []
+    pushed: dict[str, set[str]] = {}
+    for q in (a, b, c):
+        tasks = [await q.enqueue("job", user_id=f"u{i % 4}") for i in range(60)]
+        pushed[q.queue] = {t.task_id or "" for t in tasks}
+    worker = start(h, [a, b, c], recording(ran), max_concurrent_tasks=8, batch_size=5)
+    await eventually(lambda: len(ran) >= 180, timeout=30)
+    await asyncio.sleep(0.2)  # nothing more comes
+    assert len(ran) == 180
+    assert Counter(ran).most_common(1)[0][1] == 1  # none ran twice
+    for q in (a, b, c):
+        assert {tid for name, tid in ran if name == q.queue} == pushed[q.queue]
+        stats = await q.stats()
+        assert stats.counts.get(TaskState.FINISHED, 0) == 60
+    assert worker.processed == 180
+    # registered in each queue under one id, each with its own counts
+    for q in (a, b, c):
+        info = await wait_registered(q, worker.id)
+        assert info.queue == q.queue
+    await eventually(lambda: worker.info(b.queue).processed == 60)
+
+
+async def test_a_flooded_queue_does_not_starve_another(h: Harness) -> None:
+    """Queue A holds 400 tasks, B 40, both ready at the start: B is served at about
+    half the worker's pace, not after A's flood."""
+    flood, small = (h.queue(name) for name in apart(2))
+    for i in range(400):
+        await flood.enqueue("job", user_id=f"f{i % 5}")
+    for i in range(40):
+        await small.enqueue("job", user_id=f"s{i % 5}")
+    ran: list[tuple[str, str]] = []
+    start(h, [flood, small], recording(ran, sleep=0.002), max_concurrent_tasks=4)
+    await eventually(lambda: sum(1 for name, _ in ran if name == small.queue) == 40, timeout=30)
+    order = [name for name, _ in ran]
+    last_small = max(i for i, name in enumerate(order) if name == small.queue)
+    flood_before = sum(1 for name in order[:last_small] if name == flood.queue)
+    # an even split lets A finish about 40 while B finishes its 40; A's bound allows
+    # for the slots in flight when B's last task ends
+    assert flood_before <= 40 + 2 * 4, (flood_before, len(order))
+    # and B got its share all along: of the first 40 tasks, close to half were B's
+    assert sum(1 for name in order[:40] if name == small.queue) >= 14
+
+
+async def test_an_idle_worker_picks_up_a_push_on_either_queue_promptly(h: Harness) -> None:
+    a, b = (h.queue(name) for name in apart(2))
+    ran: list[tuple[str, str]] = []
+    worker = start(h, [a, b], recording(ran), lease_seconds=30)
+    await wait_registered(b, worker.id)
+    await asyncio.sleep(0.3)  # parked on both queues
+    latencies = []
+    for q in (b, a, b, a):
+        began = time.monotonic()
+        t = await q.enqueue("job", user_id="u")
+        done = (q.queue, t.task_id)
+        await eventually(lambda done=done: done in ran, timeout=5)  # type: ignore[misc]
+        latencies.append(time.monotonic() - began)
+        await asyncio.sleep(0.1)  # idle again
+    assert max(latencies) < 0.5, latencies
+
+
+async def test_a_watch_passes_on_a_token_it_cannot_use(h: Harness) -> None:
+    """A worker busy with queue A watches B; a push on B reaches another worker idle
+    on B at once, not after the busy worker frees a slot."""
+    a, b = (h.queue(name) for name in apart(2))
+    release = asyncio.Event()
+    ran: list[tuple[str, str]] = []
+    registry = Registry()
+
+    @registry.task(name="hold")
+    async def hold() -> None:
+        await release.wait()
+
+    @registry.task(name="job")
+    async def job(ctx: Context) -> None:
+        ran.append((ctx.worker_id, ctx.task_id))
+
+    busy = start(h, [a, b], registry, max_concurrent_tasks=2, id="busy")
+    await wait_registered(b, "busy")
+    await asyncio.sleep(0.2)  # both queues came back empty: it watches both
+    for _ in range(2):
+        await a.enqueue("hold", user_id="u")
+    await eventually(lambda: busy.in_flight == 2)
+    await asyncio.sleep(0.2)  # no free slot, and it still watches B (it blocked first)
+    start(h, [b], registry, id="other")
+    await wait_registered(b, "other")
+    await asyncio.sleep(0.2)  # parked on B
+    began = time.monotonic()
+    t = await b.enqueue("job", user_id="u")
+    await eventually(lambda: len(ran) == 1, timeout=5)
+    assert time.monotonic() - began < 1.0
+    assert ran == [("other", t.task_id)]
+    release.set()
+
+
+async def test_a_stop_drains_every_queue(h: Harness) -> None:
+    a, b = (h.queue(name) for name in apart(2))
+    ran: list[tuple[str, str]] = []
+    worker = start(h, [a, b], recording(ran, sleep=0.3), max_concurrent_tasks=4)
+    ta = [await a.enqueue("job", user_id="u") for _ in range(2)]
+    tb = [await b.enqueue("job", user_id="u") for _ in range(2)]
+    await eventually(lambda: worker.in_flight == 4)
+    await h.stop(worker)
+    for q, tasks in ((a, ta), (b, tb)):
+        for t in tasks:
+            assert (await wait_state(q, t.task_id, TaskState.FINISHED)).state is TaskState.FINISHED
+        assert worker.id not in {w.worker_id for w in await q.workers()}
+
+
+async def test_a_burst_worker_empties_every_queue_then_stops(h: Harness) -> None:
+    a, b = (h.queue(name) for name in apart(2))
+    ran: list[tuple[str, str]] = []
+    for q in (a, b):
+        for _ in range(15):
+            await q.enqueue("job", user_id="u")
+    worker = start(h, [a, b], recording(ran), burst=True, max_concurrent_tasks=3)
+    job = h.runs[-1][1]
+    await asyncio.wait_for(job, 15)
+    assert len(ran) == 30
+    assert worker.processed == 30
+
+
+async def test_the_worker_checks_its_queues(h: Harness) -> None:
+    q = h.queue()
+    with pytest.raises(ValueError, match="distinct"):
+        Worker([q, q], Registry())
+    with pytest.raises(ValueError, match="distinct"):
+        Worker([], Registry())
+
+
+class _Lane:
+    def __init__(self, more_ready: bool) -> None:
+        self.more_ready = more_ready
+
+
+def test_the_rotation_shares_slots_evenly_and_rotates_the_odd_one() -> None:
+    lanes = [_Lane(True), _Lane(True), _Lane(False)]
+    rotation = Rotation(lanes)  # type: ignore[arg-type]
+    assert rotation.share(0) == [0, 0, 0]
+    assert rotation.share(4) == [2, 2, 0]
+    firsts = [rotation.share(1) for _ in range(4)]
+    assert firsts == [[1, 0, 0], [0, 1, 0], [1, 0, 0], [0, 1, 0]]
+    assert rotation.share(3) in ([2, 1, 0], [1, 2, 0])
+    lanes[2].more_ready = True
+    assert sorted(rotation.share(7)) == [2, 2, 3]
+    for lane in lanes:
+        lane.more_ready = False
+    assert rotation.share(5) == [0, 0, 0]

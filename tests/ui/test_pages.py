@@ -135,3 +135,18 @@ def test_tenant_ranking_is_bounded(
         assert page.text.count('class="id"><a href') == 30
         one = http.get(f"{live.base}/ui/q/{q.queue}/tenants", params={"user": "user-119"})
         assert one.text.count('class="id"><a href') == 1
+
+
+@VALKEY
+def test_tasks_of_any_state(open_ui: tuple[LiveServer, FairQueue]) -> None:
+    live, q = open_ui
+    base = f"{live.base}/ui/q/{q.queue}"
+    q.push_many([Task(user_id="u", name="n", task_id=f"t{i}") for i in range(3)])
+    assert q.cancel("t0")
+    with httpx.Client(timeout=30) as http:
+        page = http.get(f"{base}/tasks", params={"state": "ANY", "user": "u"})
+        assert page.status_code == 200
+        assert page.text.count("/task?id=t") == 3
+        assert "CANCELED" in page.text
+        # a bulk action needs one state
+        assert http.get(f"{base}/bulk", params={"state": "ANY", "user": "u"}).status_code == 422

@@ -258,7 +258,7 @@ class Ui:
 
     async def bulk_page(self, request: AnyRequest) -> Response[Any]:
         q = await self.queue(request)
-        filt = _filter(request)
+        filt = _needs_state(_filter(request))
         action = "retry" if request.query_params.get("action") == "retry" else "cancel"
         ids, more = await views.matching_ids(
             q, filt["state_"], filt["user"], filt["name"], BULK_LIMIT
@@ -271,7 +271,7 @@ class Ui:
     async def bulk(self, request: AnyRequest) -> Response[Any]:
         q = await self.queue(request)
         form = await self.form(request)
-        filt = _filter(request, form)
+        filt = _needs_state(_filter(request, form))
         action = "retry" if form.get("action") == "retry" else "cancel"
         ids, _ = await views.matching_ids(q, filt["state_"], filt["user"], filt["name"], BULK_LIMIT)
         done = 0
@@ -386,15 +386,19 @@ def _int(value: str | None, default: int) -> int:
         return default
 
 
+def _needs_state(filt: dict[str, Any]) -> dict[str, Any]:
+    if filt["state_"] is None:
+        raise ProblemError(422, "invalid", "Unprocessable", "choose a state to act on")
+    return filt
+
+
 def _filter(request: AnyRequest, form: dict[str, str] | None = None) -> dict[str, Any]:
     source: Any = form if form is not None else request.query_params
+    user, name = source.get("user") or None, source.get("name") or None
+    state: TaskState | None
     try:
         state = TaskState(source.get("state") or "QUEUED")
     except ValueError:
-        state = TaskState.QUEUED
-    return {
-        "state": state.value,
-        "state_": state,
-        "user": source.get("user") or None,
-        "name": source.get("name") or None,
-    }
+        # any state: the engine lists a user's or a name's tasks across states
+        state = None if user or name else TaskState.QUEUED
+    return {"state": state.value if state else "ANY", "state_": state, "user": user, "name": name}

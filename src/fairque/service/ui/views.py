@@ -188,7 +188,7 @@ async def tenants(
 
 async def task_list(
     q: AsyncFairQueue,
-    state: TaskState,
+    state: TaskState | None,
     user: str | None,
     name: str | None,
     cursor: str | None,
@@ -200,7 +200,7 @@ async def task_list(
 
 
 async def matching_ids(
-    q: AsyncFairQueue, state: TaskState, user: str | None, name: str | None, cap: int
+    q: AsyncFairQueue, state: TaskState | None, user: str | None, name: str | None, cap: int
 ) -> tuple[list[str], bool]:
     """Ids of up to ``cap`` tasks matching a filter, and whether more match."""
     ids: list[str] = []

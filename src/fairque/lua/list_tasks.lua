@@ -1,20 +1,22 @@
 --[[
 list_tasks: one page of a queue's tasks, newest first, with a cursor to the next page.
 
-Three walks, chosen per page:
-- state only ('s'): the state's registry, highest score first. "Newest" is that
-  registry's time: SCHEDULED by due time, DEFERRED by push time, QUEUED by the time it
-  became ready, STARTED by lease deadline, FINISHED/FAILED/CANCELED by expiry (end time
-  plus the task's TTL: end order when the TTLs are equal).
-- a user and/or a name ('u', 'n'): the smaller of the user's and the name's index
-  (every task, any state, by creation time), newest created first; each entry's state,
-  user and name are checked from its hash. At most `scan` entries are examined, so a
-  page may hold fewer tasks than asked for (even none) and still have a next cursor.
-- a user and/or a name with a state whose registry holds at most `scan` tasks ('r'):
-  that registry, read whole and ordered by creation time like the indexes.
-Ties (one creation time) go by id, descending. A cursor names the walk and the last
-entry examined; the next page resumes right after it (found by rank), or, if it has
-left its index since, after its time.
+"Newest first" means: with a state, by that state's registry time (SCHEDULED by due
+time, DEFERRED by push time, QUEUED by the time it became ready, STARTED by lease
+deadline, FINISHED/FAILED/CANCELED by expiry: end time plus the task's TTL, so end
+order when the TTLs are equal); without a state, by creation time. Ties go by id,
+descending. The walk is chosen per page:
+- a state alone ('s'): its registry, from the cursor.
+- a user and/or a name without a state ('u', 'n'): the smaller of the user's and the
+  name's index (every task in any state, by creation time), each entry checked.
+- a state with a user and/or a name: when the state's registry or the smaller index
+  holds at most `scan` tasks ('r'), that set is read whole, filtered and ordered (an
+  index's entries take their registry score); else the registry is walked ('s'),
+  each entry checked.
+A checked walk examines at most `scan` entries a page, so a page may hold fewer
+tasks than asked for (even none) and still have a next cursor. A cursor names the walk,
+the order score and the id of the last entry examined; the next page resumes right
+after it (found by rank), or, if it has left its set since, after its score.
 
 KEYS[1] prefix    fq:{<queue>}:  per-task and per-user keys derive from it (includes/keys.lua)
 KEYS[2] delayed   SCHEDULED registry: task id -> due time
@@ -55,39 +57,61 @@ end
 
 local out = {}
 
--- 'r': a small registry, read whole, ordered by creation time
-if registry and (user ~= '' or name ~= '') and redis.call('ZCARD', registry) <= scan then
-  local found = {}
-  for _, id in ipairs(redis.call('ZRANGE', registry, 0, -1)) do
-    local f = redis.call('HMGET', task_key(K, id), 'state', 'user', 'name', 'created')
-    if matches(f) then found[#found + 1] = {tonumber(f[4]), id} end
-  end
-  table.sort(found, function(a, b) return a[1] > b[1] or (a[1] == b[1] and a[2] > b[2]) end)
-  local last
-  for _, e in ipairs(found) do
-    if walk == '' or e[1] < after_score or (e[1] == after_score and e[2] < after_id) then
-      if #out == limit then return {out, 'r', last[1], last[2]} end
-      out[#out + 1] = redis.call('HGETALL', task_key(K, e[2]))
-      last = e
+local filtered = user ~= '' or name ~= ''
+local index
+if filtered then
+  if user ~= '' and name ~= '' then
+    if walk == 'u' or walk == 'n' then
+      index = walk == 'u' and user_index_key(K, user) or name_index_key(K, name)
+    else
+      local ui, ni = user_index_key(K, user), name_index_key(K, name)
+      index = redis.call('ZCARD', ui) <= redis.call('ZCARD', ni) and ui or ni
     end
+  else
+    index = user ~= '' and user_index_key(K, user) or name_index_key(K, name)
   end
-  return {out, '', '', ''}
+end
+
+-- 'r': a state with a filter whose registry or index is small: read it whole
+if registry and filtered then
+  local n_index, n_registry = redis.call('ZCARD', index), redis.call('ZCARD', registry)
+  if math.min(n_index, n_registry) <= scan then
+    local found = {}
+    if n_index <= n_registry then
+      for _, id in ipairs(redis.call('ZRANGE', index, 0, -1)) do
+        local score = redis.call('ZSCORE', registry, id)
+        if score and matches(redis.call('HMGET', task_key(K, id), 'state', 'user', 'name')) then
+          found[#found + 1] = {tonumber(score), id}
+        end
+      end
+    else
+      local all = redis.call('ZRANGE', registry, 0, -1, 'WITHSCORES')
+      for i = 1, #all, 2 do
+        if matches(redis.call('HMGET', task_key(K, all[i]), 'state', 'user', 'name')) then
+          found[#found + 1] = {tonumber(all[i + 1]), all[i]}
+        end
+      end
+    end
+    table.sort(found, function(a, b) return a[1] > b[1] or (a[1] == b[1] and a[2] > b[2]) end)
+    local last
+    for _, e in ipairs(found) do
+      if walk == '' or e[1] < after_score or (e[1] == after_score and e[2] < after_id) then
+        if #out == limit then return {out, 'r', last[1], last[2]} end
+        out[#out + 1] = redis.call('HGETALL', task_key(K, e[2]))
+        last = e
+      end
+    end
+    return {out, '', '', ''}
+  end
 end
 
 -- 's', 'u', 'n': walk one sorted set from the cursor, newest first
 local key
-if user == '' and name == '' then
+if registry then
   walk, key = 's', registry
-elseif user ~= '' and name ~= '' then
-  if walk ~= 'u' and walk ~= 'n' then
-    local nu = redis.call('ZCARD', user_index_key(K, user))
-    walk = nu <= redis.call('ZCARD', name_index_key(K, name)) and 'u' or 'n'
-  end
-  key = walk == 'u' and user_index_key(K, user) or name_index_key(K, name)
-elseif user ~= '' then
-  walk, key = 'u', user_index_key(K, user)
 else
-  walk, key = 'n', name_index_key(K, name)
+  key = index
+  walk = (user ~= '' and index == user_index_key(K, user)) and 'u' or 'n'
 end
 
 -- where to resume: by rank when the cursor's entry is still there, else by score
@@ -111,7 +135,7 @@ end
 
 local examined, last_id, last_score = 0, nil, nil
 while examined < scan do
-  local want = walk == 's' and limit - #out + 2 or 200
+  local want = filtered and 200 or limit - #out + 2
   local chunk = fetch(math.min(scan - examined, want))
   if #chunk == 0 then return {out, '', '', ''} end
   for i = 1, #chunk, 2 do

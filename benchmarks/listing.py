@@ -87,7 +87,11 @@ def pages(q: FairQueue, samples: int, users: int) -> dict[str, Any]:
     }
     for label, filters in cases.items():
         first = q.list_tasks(limit=50, **filters)
-        figures = timed(lambda f=filters: q.list_tasks(limit=50, **f), samples)
+
+        def first_page(f: dict[str, Any] = filters) -> Any:
+            return q.list_tasks(limit=50, **f)
+
+        figures: dict[str, Any] = dict(timed(first_page, samples))
         figures["tasks_on_first_page"] = len(first.tasks)
         # the tenth page, reached by following cursors (a deep page costs the same)
         cursor = first.next_cursor
@@ -96,7 +100,11 @@ def pages(q: FairQueue, samples: int, users: int) -> dict[str, Any]:
                 break
             cursor = q.list_tasks(limit=50, cursor=cursor, **filters).next_cursor
         if cursor is not None:
-            deep = timed(lambda f=filters, c=cursor: q.list_tasks(limit=50, cursor=c, **f), samples)
+
+            def deep_page(f: dict[str, Any] = filters, c: str = cursor) -> Any:
+                return q.list_tasks(limit=50, cursor=c, **f)
+
+            deep = timed(deep_page, samples)
             figures["page_11_median_ms"] = deep["median_ms"]
         out[label] = figures
         log(f"{label}: {figures}")
@@ -153,7 +161,7 @@ def index_cost(client: redis.Redis, url: str, per_round: int, rounds: int) -> di
             c, us = script_usec(client)
             figures["push"][label].append(us / (c * 100))
             # complete: one call per task
-            leased = []
+            leased: list[Task] = []
             while len(leased) < per_round:
                 got = q.pop_batch(1000, "bench", lease_seconds=600)
                 if not got:
@@ -194,7 +202,9 @@ def main() -> int:
         after = int(client.info("memory")["used_memory"])
         report["used_memory_bytes_per_task"] = round((after - before) / args.tasks)
         keys = q.ops.keys
-        index_bytes = sum(int(client.memory_usage(keys.name_index(f"job{i}")) or 0) for i in range(NAMES))
+        index_bytes = sum(
+            int(client.memory_usage(keys.name_index(f"job{i}")) or 0) for i in range(NAMES)
+        )
         sample = [int(client.memory_usage(keys.user_index(f"user{i}")) or 0) for i in range(1000)]
         index_bytes += round(statistics.mean(sample) * args.users)
         report["index_bytes_per_task"] = round(index_bytes / args.tasks)

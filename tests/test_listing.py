@@ -68,7 +68,7 @@ def test_filters_by_user_name_and_state(make_queue: MakeQueue) -> None:
         for name in (None, "n1"):
             for state in (None, TaskState.QUEUED, TaskState.FINISHED):
                 want = [
-                    t.task_id
+                    t.task_id or ""
                     for t in reversed(tasks)
                     if t.user_id == user
                     and (name is None or t.name == name)
@@ -77,7 +77,9 @@ def test_filters_by_user_name_and_state(make_queue: MakeQueue) -> None:
                 got = flat(all_pages(q, state=state, user_id=user, name=name, limit=7))
                 if state is TaskState.FINISHED:
                     # by the FINISHED registry's time (expiry: end order), then id
-                    order = [(t.ended_at, t.task_id) for t in map(q.get, got) if t is not None]
+                    order = [
+                        (t.ended_at or 0, t.task_id or "") for t in map(q.get, got) if t is not None
+                    ]
                     assert order == sorted(order, reverse=True)
                     assert sorted(got) == sorted(want), (user, name, state)
                 else:

@@ -379,6 +379,11 @@ def demo(
     work_ms: Annotated[float, typer.Option("--work-ms", min=0, help="Work per task.")] = 20.0,
     concurrency: Annotated[int, typer.Option(min=1)] = 4,
     quick: Annotated[bool, typer.Option(help="A short run (a few seconds).")] = False,
+    ui: Annotated[bool, typer.Option(help="Serve the dashboard (/ui) on 127.0.0.1.")] = False,
+    ui_port: Annotated[int, typer.Option(min=0, max=65535, help="Its port (0: any).")] = 8000,
+    ui_linger: Annotated[
+        float | None, typer.Option(min=0, help="Keep it up this long after [default: Ctrl-C].")
+    ] = None,
 ) -> None:
     """Show fairness: a noisy tenant floods the queue; small tenants are still served fast."""
     from fairque.cli.demo import DemoPlan, run_demo
@@ -388,7 +393,7 @@ def demo(
     cfg = settings(ctx)
     plan = DemoPlan(flood, tenants, tasks_per_tenant, work_ms / 1000, concurrency)
     with server_url(cfg, embedded_ok=True) as url, guarded(url):
-        run_demo(url, plan, stdout)
+        run_demo(url, plan, stdout, ui_port if ui else None, ui_linger)
 
 
 admin.register(app)

@@ -8,6 +8,7 @@ import statistics
 import time
 import uuid
 from dataclasses import dataclass, field
+from typing import Any
 
 from rich.console import Console, Group
 from rich.live import Live
@@ -17,6 +18,7 @@ from rich.text import Text
 
 from fairque.aio import AsyncFairQueue
 from fairque.config import WorkerConfig
+from fairque.errors import ConfigError
 from fairque.models import Task, TaskState
 from fairque.worker import Context, Hooks, Outcome, Registry, Worker
 
@@ -59,10 +61,22 @@ def _ms(seconds: float) -> str:
 class Demo:
     """Runs one demo against ``url`` and renders it on ``console``."""
 
-    def __init__(self, url: str, plan: DemoPlan, console: Console) -> None:
+    def __init__(
+        self,
+        url: str,
+        plan: DemoPlan,
+        console: Console,
+        ui_port: int | None = None,
+        ui_linger: float | None = None,
+    ) -> None:
         self.url = url
         self.plan = plan
         self.console = console
+        #: serve the dashboard on this loopback port while the demo runs (0: any free port)
+        self.ui_port = ui_port
+        #: keep the dashboard up this long after the demo (None: until Ctrl-C)
+        self.ui_linger = ui_linger
+        self.ui_address: str | None = None
         self.logs: dict[str, TenantLog] = {}
         self.owner: dict[str, str] = {}
         self.started = time.monotonic()
@@ -121,6 +135,7 @@ class Demo:
                 if outcome.state == TaskState.FINISHED:
                     demo._record_done(ctx.task_id)
 
+        dashboard = self._start_dashboard(q.queue) if self.ui_port is not None else None
         config = WorkerConfig(id="demo-worker", max_concurrent_tasks=plan.concurrency)
         worker = Worker(q, registry, config, hooks=[Recorder()])
         await self._submit(q, NOISY, plan.flood)
@@ -144,13 +159,36 @@ class Demo:
                 while not self._finished():
                     await asyncio.sleep(0.125)
                     live.update(self._table())
+            self._summary(time.monotonic() - self.started)
+            if dashboard is not None:
+                await self._linger()
         finally:
             worker.request_stop()
             await runner
+            if dashboard is not None:
+                dashboard.stop()
             await q.purge()
             await q.close()
-        self._summary(time.monotonic() - self.started)
         return self.logs
+
+    def _start_dashboard(self, queue: str) -> Any:
+        """``fairque serve``'s app for the demo's queue, on loopback, in a thread."""
+        from fairque.service.app import Service, create_app
+        from fairque.service.settings import ServerSettings
+
+        service = Service(self.url, [queue], ServerSettings())
+        server = _Dashboard(create_app(service), self.ui_port or 0)
+        address = f"http://127.0.0.1:{server.port}/ui/q/{queue}/tenants"
+        self.console.print(f"dashboard: {address}", soft_wrap=True, highlight=False)
+        self.ui_address = address
+        return server
+
+    async def _linger(self) -> None:
+        if self.ui_linger is None:
+            self.console.print(f"the dashboard stays up at {self.ui_address}; Ctrl-C to stop")
+            while True:
+                await asyncio.sleep(3600)
+        await asyncio.sleep(self.ui_linger)
 
     def _summary(self, elapsed: float) -> None:
         done = sum(len(log.done) for log in self.logs.values())
@@ -179,6 +217,43 @@ class Demo:
         )
 
 
-def run_demo(url: str, plan: DemoPlan, console: Console) -> dict[str, TenantLog]:
-    """Run the demo to completion; returns each tenant's submission/completion log."""
-    return asyncio.run(Demo(url, plan, console).run())
+class _Dashboard:
+    """uvicorn on a background thread (its signal handlers stay out of the demo's way)."""
+
+    def __init__(self, app: Any, port: int) -> None:
+        import threading
+
+        import uvicorn
+
+        config = uvicorn.Config(
+            app, host="127.0.0.1", port=port, log_level="warning", access_log=False,
+            lifespan="on",
+        )  # fmt: skip
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + 15
+        while not self.server.started:
+            if not self.thread.is_alive() or time.monotonic() > deadline:
+                raise ConfigError(f"the dashboard could not listen on 127.0.0.1:{port}")
+            time.sleep(0.01)
+        self.port: int = self.server.servers[0].sockets[0].getsockname()[1]
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+
+
+def run_demo(
+    url: str,
+    plan: DemoPlan,
+    console: Console,
+    ui_port: int | None = None,
+    ui_linger: float | None = None,
+) -> dict[str, TenantLog]:
+    """Run the demo to completion; returns each tenant's submission/completion log.
+
+    With ``ui_port`` the dashboard serves the demo's queue on ``127.0.0.1`` while it
+    runs, and for ``ui_linger`` seconds after it (None: until Ctrl-C).
+    """
+    return asyncio.run(Demo(url, plan, console, ui_port, ui_linger).run())

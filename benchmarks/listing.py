@@ -4,9 +4,10 @@ Starts a private Valkey on a free port, loads ``--tasks`` tasks (default 1,000,0
 ``--users`` users (default 100,000) and 20 task names, finishes 1 % of them, then times
 pages of ``list_tasks`` (client wall clock, median and p99 of ``--samples`` pages):
 by state, by user, by name, by user and name, and filtered by state as well. Then it
-measures the server time the listing's indexes add to a push and to a complete: the
-same calls run with the real scripts and with copies whose index lines are removed,
-alternately, and ``INFO commandstats`` gives the server's microseconds per call.
+measures the server time the listing's indexes add to a push and a complete, and the
+metrics (counters and histograms) to a pop and a complete: the same calls run with the
+real scripts and with copies whose lines for those are removed, alternately, and
+``INFO commandstats`` gives the server's microseconds per task.
 Prints one JSON document on stdout; progress goes to stderr.
 
 Usage::
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import statistics
 import sys
 import time
@@ -117,10 +119,14 @@ def script_usec(client: redis.Redis) -> tuple[int, int]:
     return int(entry["calls"]), int(entry["usec"])
 
 
-def stripped(client: redis.Redis, source: str, markers: tuple[str, ...]) -> str:
-    """Load ``source`` without its lines holding one of ``markers``; its SHA."""
-    lines = [line for line in source.splitlines() if not any(m in line for m in markers)]
-    sha: str = client.script_load("\n".join(lines))
+def variant(client: redis.Redis, source: str, drop: tuple[str, ...], subs: dict[str, str]) -> str:
+    """Load ``source`` without its lines holding one of ``drop`` and with each regex of
+    ``subs`` replaced; its SHA."""
+    lines = [line for line in source.splitlines() if not any(m in line for m in drop)]
+    text = "\n".join(lines)
+    for pattern, replacement in subs.items():
+        text = re.sub(pattern, replacement, text)
+    sha: str = client.script_load(text)
     return sha
 
 
@@ -128,59 +134,81 @@ def run_call(client: redis.Redis, call: Call[Any], sha: str) -> Any:
     return client.evalsha(sha, len(call.keys), *call.keys, *call.args)
 
 
-def index_cost(client: redis.Redis, url: str, per_round: int, rounds: int) -> dict[str, Any]:
-    """Server microseconds per pushed task and per complete, with and without indexes."""
+#: what each experiment removes from which script: (lines to drop, regex substitutions)
+EXPERIMENTS: dict[str, dict[str, tuple[tuple[str, ...], dict[str, str]]]] = {
+    # the listing's indexes: push's two ZADDs; complete's owner read and 'ends' entry
+    "indexes": {
+        "push": (("'uidx:'", "'nidx:'"), {}),
+        "complete": (("local owner", "local entry", "ttl_ms, entry)"), {}),
+    },
+    # the metrics: pop's ready-time read and wait histogram; complete's run histogram
+    "metrics": {
+        "pop": (("observe(K, 'wait'",), {r"redis\.call\('ZSCORE', K\[\d+\], id\)": "'0'"}),
+        "complete": (("observe(K, 'run'",), {}),
+    },
+}
+
+
+def cost(client: redis.Redis, url: str, per_round: int, rounds: int) -> dict[str, Any]:
+    """Server microseconds per task of push, pop (batches of 100) and complete, with
+    the real scripts and with each experiment's lines removed, alternately."""
     q = FairQueue.from_url(url, "cost")
-    push_src = q.ops.scripts["push"].source
-    complete_src = q.ops.scripts["complete"].source
-    variants = {
-        "push": (client.script_load(push_src), stripped(client, push_src, ("'uidx:'", "'nidx:'"))),
-        "complete": (
-            client.script_load(complete_src),
-            stripped(client, complete_src, ("local owner", "local entry", "ttl_ms, entry)")),
-        ),
-    }
-    figures: dict[str, dict[str, list[float]]] = {
-        op: {"with_indexes": [], "without": []} for op in variants
-    }
-    n = 0
-    for _ in range(rounds):
-        for label, pick in (("with_indexes", 0), ("without", 1)):
-            # push: batches of 100 new tasks over many users
-            calls = []
-            for start in range(0, per_round, 100):
-                batch = [
-                    Task(user_id=f"u{(n + i) % 5000}", name=f"job{i % NAMES}")
-                    for i in range(start, start + 100)
-                ]
-                n += 100
-                calls.append(q.ops.push_many(batch))
-            client.config_resetstat()
-            for call in calls:
-                run_call(client, call, variants["push"][pick])
-            c, us = script_usec(client)
-            figures["push"][label].append(us / (c * 100))
-            # complete: one call per task
-            leased: list[Task] = []
-            while len(leased) < per_round:
-                got = q.pop_batch(1000, "bench", lease_seconds=600)
-                if not got:
-                    break
-                leased += got
-            client.config_resetstat()
-            for task in leased:
-                run_call(client, q.ops.complete(task, None), variants["complete"][pick])
-            c, us = script_usec(client)
-            figures["complete"][label].append(us / c)
-    q.close()
     out: dict[str, Any] = {}
-    for op, by_variant in figures.items():
-        with_, without = (statistics.median(by_variant[k]) for k in ("with_indexes", "without"))
-        out[op] = {
-            "server_us_with_indexes": round(with_, 2),
-            "server_us_without": round(without, 2),
-            "extra_us": round(with_ - without, 2),
+    n = 0
+    for experiment, changed in EXPERIMENTS.items():
+        shas: dict[str, tuple[str, str]] = {}
+        for op in ("push", "pop", "complete"):
+            source = q.ops.scripts[op].source
+            real = client.script_load(source)
+            drop, subs = changed.get(op, ((), {}))
+            shas[op] = (real, variant(client, source, drop, subs) if op in changed else real)
+        figures: dict[str, dict[str, list[float]]] = {
+            op: {"real": [], "without": []} for op in changed
         }
+        for _ in range(rounds):
+            for label, pick in (("real", 0), ("without", 1)):
+                timings: dict[str, float] = {}
+                calls = []
+                for start in range(0, per_round, 100):
+                    batch = [
+                        Task(user_id=f"u{(n + i) % 5000}", name=f"job{i % NAMES}")
+                        for i in range(start, start + 100)
+                    ]
+                    n += 100
+                    calls.append(q.ops.push_many(batch))
+                client.config_resetstat()
+                for call in calls:
+                    run_call(client, call, shas["push"][pick])
+                c, us = script_usec(client)
+                timings["push"] = us / (c * 100)
+                leased: list[Task] = []
+                client.config_resetstat()
+                while len(leased) < per_round:
+                    pop = q.ops.pop(100, "bench", 600, None, None)
+                    got = pop.parse(run_call(client, pop, shas["pop"][pick]))
+                    if not got:
+                        break
+                    leased += got
+                c, us = script_usec(client)
+                timings["pop"] = us / max(len(leased), 1)
+                client.config_resetstat()
+                for task in leased:
+                    run_call(client, q.ops.complete(task, None), shas["complete"][pick])
+                c, us = script_usec(client)
+                timings["complete"] = us / c
+                for op in changed:
+                    figures[op][label].append(timings[op])
+        out[experiment] = {}
+        for op, by_variant in figures.items():
+            us_real = statistics.median(by_variant["real"])
+            us_without = statistics.median(by_variant["without"])
+            out[experiment][op] = {
+                "server_us_per_task": round(us_real, 2),
+                "server_us_without": round(us_without, 2),
+                "extra_us": round(us_real - us_without, 2),
+            }
+        log(f"{experiment}: {out[experiment]}")
+    q.close()
     return out
 
 
@@ -211,8 +239,8 @@ def main() -> int:
         log("finishing 1 % ...")
         finish_some(q, args.tasks // 100)
         report["pages_limit_50"] = pages(q, args.samples, args.users)
-        log("index cost ...")
-        report["index_cost"] = index_cost(client, server.url, 2_000, 5)
+        log("index and metrics cost ...")
+        report["server_cost"] = cost(client, server.url, 2_000, 5)
         q.close()
         client.close()
     json.dump(report, sys.stdout, indent=2)

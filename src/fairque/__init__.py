@@ -26,7 +26,16 @@ from fairque.errors import (
     TaskNotFound,
     ValidationError,
 )
-from fairque.models import Priority, QueueStats, Task, TaskPage, TaskState, UserStats, WorkerInfo
+from fairque.models import (
+    Priority,
+    QueueMetrics,
+    QueueStats,
+    Task,
+    TaskPage,
+    TaskState,
+    UserStats,
+    WorkerInfo,
+)
 from fairque.options import QueueOptions
 from fairque.queue import FairQueue
 
@@ -72,6 +81,7 @@ __all__ = [
     "LeaseLost",
     "PayloadTooLarge",
     "Priority",
+    "QueueMetrics",
     "QueueOptions",
     "QueueStats",
     "Registry",

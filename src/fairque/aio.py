@@ -15,7 +15,15 @@ import redis.asyncio as aredis
 from redis.exceptions import NoScriptError, ResponseError
 
 from fairque.base import Flow, QueueBase, connect, run_flow_async
-from fairque.models import Priority, QueueStats, Task, TaskPage, TaskState, WorkerInfo
+from fairque.models import (
+    Priority,
+    QueueMetrics,
+    QueueStats,
+    Task,
+    TaskPage,
+    TaskState,
+    WorkerInfo,
+)
 from fairque.records import Call, Leased, LeaseRequest, Pushed
 from fairque.schedule_api import AsyncScheduleMethods
 
@@ -285,6 +293,10 @@ class AsyncFairQueue(AsyncScheduleMethods, QueueBase):
     async def stats(self, user_limit: int = 100) -> QueueStats:
         """See ``FairQueue.stats``."""
         return await self._run(self.ops.stats(user_limit))
+
+    async def metrics(self) -> QueueMetrics:
+        """See ``FairQueue.metrics``."""
+        return await self._run(self.ops.metrics())
 
     async def close(self) -> None:
         """Close the underlying client's connections."""

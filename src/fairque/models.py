@@ -19,7 +19,10 @@ from fairque.checks import (
 from fairque.errors import ValidationError, pydantic_message
 
 __all__ = [
+    "HISTOGRAM_BOUNDS_SECONDS",
+    "Histogram",
     "Priority",
+    "QueueMetrics",
     "QueueStats",
     "Task",
     "TaskPage",
@@ -225,6 +228,66 @@ class QueueStats(BaseModel):
     def total(self) -> int:
         """Tasks in any registry."""
         return sum(self.counts.values())
+
+
+#: Upper bounds (seconds) of the wait-time and run-time histograms' buckets; a last
+#: bucket (+Inf) takes the rest. The scripts use the same bounds in ms
+#: (``lua/includes/observe.lua``).
+HISTOGRAM_BOUNDS_SECONDS: tuple[float, ...] = (
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0,
+    3600.0,
+)  # fmt: skip
+
+
+class Histogram(BaseModel):
+    """Durations counted by bucket, as the scripts keep them (Prometheus-ready).
+
+    ``counts[i]`` is the number of durations in bucket i: at most ``bounds[i]`` seconds
+    and more than ``bounds[i - 1]``; the last entry (one more than ``bounds``) counts
+    the durations above the last bound. ``sum`` is their total in seconds (kept in
+    whole milliseconds), ``count`` how many there are.
+    """
+
+    bounds: tuple[float, ...] = HISTOGRAM_BOUNDS_SECONDS
+    counts: list[int]
+    sum: float
+    count: int
+
+    @property
+    def cumulative(self) -> list[int]:
+        """Counts of durations at most each bound, then the total: Prometheus's ``le``
+        buckets (the last is ``+Inf``)."""
+        out, total = [], 0
+        for n in self.counts:
+            total += n
+            out.append(total)
+        return out
+
+
+class QueueMetrics(BaseModel):
+    """Counters and histograms the scripts keep in each transition, since the queue
+    was created (or last purged).
+
+    Counters: ``pushed`` (new tasks), ``popped`` (leases handed out), ``finished``,
+    ``failed`` (finally), ``canceled``, ``retried`` (failed attempts scheduled again),
+    ``reclaimed`` (expired leases taken back), ``lease_lost`` (complete, fail or extend
+    calls refused because their lease was no longer held; a resend of a refused call
+    counts again). Histograms: ``wait_time`` (ready -> leased: from the time a task
+    entered QUEUED to its lease) and ``run_time`` (leased -> finished or failed; a
+    reclaimed lease is not timed).
+    """
+
+    queue: str
+    pushed: int = 0
+    popped: int = 0
+    finished: int = 0
+    failed: int = 0
+    canceled: int = 0
+    retried: int = 0
+    reclaimed: int = 0
+    lease_lost: int = 0
+    wait_time: Histogram
+    run_time: Histogram
 
 
 class WorkerInfo(BaseModel):

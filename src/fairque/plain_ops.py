@@ -16,7 +16,7 @@ from fairque.checks import seconds_ms as _seconds_ms
 from fairque.codec import Serializer
 from fairque.errors import PayloadTooLarge, ValidationError
 from fairque.keys import QueueKeys
-from fairque.models import Task
+from fairque.models import HISTOGRAM_BOUNDS_SECONDS, Histogram, QueueMetrics, Task
 from fairque.options import QueueOptions
 from fairque.records import Call
 from fairque.taskhash import TaskCodec
@@ -85,4 +85,37 @@ class PlainOperations:
         _check_int(n, "n", 1, 64)
         return Call(None, (self.keys.wake,), ("LPUSH", *("1" * n)), int)
 
+    def metrics(self) -> Call[QueueMetrics]:
+        """The counters and histograms the scripts keep (a plain HGETALL of ``stats``)."""
+        queue = self.keys.queue
+
+        def parse(reply: Any) -> QueueMetrics:
+            items = (
+                reply.items()
+                if isinstance(reply, dict)
+                else zip(reply[::2], reply[1::2], strict=True)
+            )
+            fields = {(k.decode() if isinstance(k, bytes) else k): int(v) for k, v in items}
+            return QueueMetrics(
+                queue=queue,
+                pushed=fields.get("pushed", 0),
+                popped=fields.get("popped", 0),
+                finished=fields.get("completed", 0),
+                failed=fields.get("failed", 0),
+                canceled=fields.get("canceled", 0),
+                retried=fields.get("retried", 0),
+                reclaimed=fields.get("reclaimed", 0),
+                lease_lost=fields.get("lease_lost", 0),
+                wait_time=_histogram(fields, "wait"),
+                run_time=_histogram(fields, "run"),
+            )
+
+        return Call(None, (self.keys.stats,), ("HGETALL",), parse)
+
     _check_id = staticmethod(check_task_id)
+
+
+def _histogram(fields: dict[str, int], name: str) -> Histogram:
+    """Histogram ``name`` from the stats hash (fields '<name>:<bucket>', 1-based)."""
+    counts = [fields.get(f"{name}:{i}", 0) for i in range(1, len(HISTOGRAM_BOUNDS_SECONDS) + 2)]
+    return Histogram(counts=counts, sum=fields.get(f"{name}:sum_ms", 0) / 1000, count=sum(counts))

@@ -12,7 +12,15 @@ from redis.exceptions import NoScriptError, ResponseError
 
 from fairque.base import Flow, QueueBase, connect, run_flow
 from fairque.base import is_cluster_url as is_cluster_url
-from fairque.models import Priority, QueueStats, Task, TaskPage, TaskState, WorkerInfo
+from fairque.models import (
+    Priority,
+    QueueMetrics,
+    QueueStats,
+    Task,
+    TaskPage,
+    TaskState,
+    WorkerInfo,
+)
 from fairque.records import Call, Leased, LeaseRequest, Pushed
 from fairque.schedule_api import ScheduleMethods
 
@@ -410,6 +418,14 @@ class FairQueue(ScheduleMethods, QueueBase):
     def stats(self, user_limit: int = 100) -> QueueStats:
         """Counts per state, counters and the load of up to ``user_limit`` ready users."""
         return self._run(self.ops.stats(user_limit))
+
+    def metrics(self) -> QueueMetrics:
+        """Counters and wait/run-time histograms, kept by the scripts in each transition.
+
+        One read of one hash; see ``QueueMetrics`` for what each figure counts and
+        ``HISTOGRAM_BOUNDS_SECONDS`` for the buckets.
+        """
+        return self._run(self.ops.metrics())
 
     def close(self) -> None:
         """Close the underlying client's connections."""

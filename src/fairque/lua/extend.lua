@@ -3,6 +3,7 @@ extend: push a held lease's deadline to now + ms (worker heartbeat).
 
 KEYS[1] prefix  fq:{<queue>}:  per-task and per-user keys derive from it (includes/keys.lua)
 KEYS[2] leases  STARTED registry: task id -> lease deadline
+KEYS[3] stats   throughput counters and histograms (lease_lost counted here)
 
 ARGV[1] id
 ARGV[2] token
@@ -18,11 +19,12 @@ Errors: 'FQERR -1' (LeaseLost) when the token does not hold the lease, or its
 -- @include keys
 -- @include lease_fence
 
-local K = {prefix = KEYS[1], leases = KEYS[2]}
+local K = {prefix = KEYS[1], leases = KEYS[2], stats = KEYS[3]}
 local id = ARGV[1]
 local held, f = lease_fence(K, id, ARGV[2], 'user', 'deadline')
 local ms = now()
 if not held or tonumber(f[4]) <= ms then
+  redis.call('HINCRBY', K.stats, 'lease_lost', 1)
   return redis.error_reply('FQERR -1 lease lost for task ' .. id)
 end
 local deadline = ms + tonumber(ARGV[3])

@@ -5,6 +5,7 @@ reported, not touched.
 
 KEYS[1] prefix  fq:{<queue>}:  per-task and per-user keys derive from it (includes/keys.lua)
 KEYS[2] leases  STARTED registry: task id -> lease deadline
+KEYS[3] stats   throughput counters and histograms (lease_lost counted here)
 
 ARGV[1] ms          new lease length from now
 ARGV[2..]           pairs: id, token
@@ -16,7 +17,7 @@ lease was lost.
 -- @include keys
 -- @include lease_fence
 
-local K = {prefix = KEYS[1], leases = KEYS[2]}
+local K = {prefix = KEYS[1], leases = KEYS[2], stats = KEYS[3]}
 local ms = now()
 local deadline = ms + tonumber(ARGV[1])
 local out = {}
@@ -29,6 +30,7 @@ for i = 2, #ARGV, 2 do
     redis.call('ZADD', held_key(K, f[3]), deadline, id)
     out[#out + 1] = deadline
   else
+    redis.call('HINCRBY', K.stats, 'lease_lost', 1)
     out[#out + 1] = -1
   end
 end

@@ -43,6 +43,7 @@ local held, f = lease_fence(K, id, ARGV[2], 'op')
 if not held then
   local again = replayed(last_op(K, id, f[1], f[3]), req)
   if again == 'SCHEDULED' or again == 'FAILED' then return again end
+  redis.call('HINCRBY', K.stats, 'lease_lost', 1)
   return redis.error_reply('FQERR -1 lease lost for task ' .. id)
 end
 local ms = now()

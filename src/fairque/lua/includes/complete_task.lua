@@ -5,6 +5,7 @@
 -- @include release_dependents
 -- @include replayed
 -- @include last_op
+-- @include observe
 -- complete_task(K, id, token, has_result, result, ms, us, ordering, horizon_us):
 -- finish a leased task if `token` still holds its lease, store its result (when the
 -- task keeps results) and release the dependents waiting only for it. A resend of a
@@ -12,11 +13,14 @@
 -- {1 or 0 (lease lost), dependents made ready}.
 local function complete_task(K, id, token, has_result, result, ms, us, ordering, horizon_us)
   local req = 'L' .. token
-  local held, f = lease_fence(K, id, token, 'user', 'keep_result', 'result_ttl', 'op')
+  local held, f = lease_fence(K, id, token, 'user', 'keep_result', 'result_ttl', 'op',
+    'started')
   if not held then
     if replayed(last_op(K, id, f[1], f[6]), req) == 'FINISHED' then return {1, 0} end
+    redis.call('HINCRBY', K.stats, 'lease_lost', 1)
     return {0, 0}
   end
+  observe(K, 'run', {ms - tonumber(f[7] or ms)})
   end_attempt(K, id, f[3], ms, 'error')
   if has_result and f[4] == '1' then redis.call('HSET', task_key(K, id), 'result', result) end
   local ready = 0

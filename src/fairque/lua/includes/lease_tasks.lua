@@ -2,15 +2,17 @@
 -- @include has_ready
 -- @include leave_ring
 -- @include pick_user
+-- @include observe
 -- lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any): lease up to
 -- `count` ready tasks, choosing users round robin (see pick_user). A served user moves
 -- to the ring's tail (after `weight` consecutive turns for a weighted user); a user
 -- whose unexpired leases reach its in-flight cap leaves the ring until a slot frees.
 -- Returns the leased tasks (each the flat HGETALL of its hash) and the flat list of
--- their (id, lease token) pairs.
+-- their (id, lease token) pairs. Each task's wait (ready -> leased: its QUEUED
+-- registry time until now) goes to the 'wait' histogram.
 local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any)
   local deadline = ms + lease_ms
-  local out, tokens = {}, {}
+  local out, tokens, waits = {}, {}, {}
   local guard = 0
   while #out < count and guard < count + 64 do
     guard = guard + 1
@@ -56,13 +58,20 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any)
       local tk = task_key(K, id)
       redis.call('HSET', tk, 'state', 'STARTED', 'lease', token, 'worker', worker,
         'deadline', deadline, 'started', ms)
-      redis.call('ZREM', K.queued, id)
+      local ready_at = redis.call('ZSCORE', K.queued, id)
+      if ready_at then
+        waits[#waits + 1] = ms - tonumber(ready_at)
+        redis.call('ZREM', K.queued, id)
+      end
       redis.call('ZADD', K.leases, deadline, id)
       out[#out + 1] = redis.call('HGETALL', tk)
       tokens[#tokens + 1] = id
       tokens[#tokens + 1] = token
     end
   end
-  if #out > 0 then redis.call('HINCRBY', K.stats, 'popped', #out) end
+  if #out > 0 then
+    redis.call('HINCRBY', K.stats, 'popped', #out)
+    observe(K, 'wait', waits)
+  end
   return out, tokens
 end

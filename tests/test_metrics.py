@@ -1,0 +1,103 @@
+"""``metrics()``: counters and wait/run-time histograms kept by the scripts in the
+transition itself, on every server kind and both clients."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from servers import SyncClient
+from support import expire_lease
+
+import fairque
+from fairque import FairQueue, LeaseLost, QueueMetrics, TaskState
+from fairque.models import HISTOGRAM_BOUNDS_SECONDS, Histogram
+
+MakeQueue = Callable[..., FairQueue]
+
+
+def test_histogram_bounds_are_the_scripts_bounds() -> None:
+    source = (Path(fairque.__file__).parent / "lua" / "includes" / "observe.lua").read_text()
+    table = re.search(r"local bounds = \{([^}]*)\}", source)
+    assert table is not None
+    in_ms = [int(v) for v in table.group(1).replace("\n", " ").split(",")]
+    assert in_ms == [round(b * 1000) for b in HISTOGRAM_BOUNDS_SECONDS]
+
+
+def test_a_fresh_queue_has_zero_metrics(make_queue: MakeQueue) -> None:
+    m = make_queue().metrics()
+    assert isinstance(m, QueueMetrics)
+    assert (m.pushed, m.finished, m.failed, m.lease_lost) == (0, 0, 0, 0)
+    assert m.wait_time.counts == [0] * (len(HISTOGRAM_BOUNDS_SECONDS) + 1)
+    assert m.run_time.count == 0
+
+
+def test_every_transition_counts_once(make_queue: MakeQueue, redis_client: SyncClient) -> None:
+    q = make_queue(retry_base_seconds=0.01)
+    for i in range(5):
+        q.enqueue("n", user_id=f"u{i}", task_id=f"t{i}", max_retries=1)
+    q.enqueue("n", user_id="u", task_id="gone")  # canceled below
+    assert q.cancel("gone")
+    time.sleep(0.03)  # every task waited at least 30 ms
+    tasks = {t.task_id: t for t in q.pop_batch(5, "w")}
+    time.sleep(0.06)  # and ran at least 60 ms
+    assert q.complete(tasks["t0"], 1)
+    assert q.complete(tasks["t1"])
+    assert q.fail(tasks["t2"], "boom", retry=False) is TaskState.FAILED
+    assert q.fail(tasks["t3"], "again") is TaskState.SCHEDULED
+    expire_lease(redis_client, q.queue, "t4")
+    assert q.reclaim() == 1
+    # a stale lease (reclaimed): each refusal counts
+    assert not q.complete(tasks["t4"])
+    with pytest.raises(LeaseLost):
+        q.extend(tasks["t4"])
+    with pytest.raises(LeaseLost):
+        q.fail(tasks["t4"], "late")
+    assert q.extend_many([tasks["t4"]]) == [False]
+    m = q.metrics()
+    assert m.queue == q.queue
+    assert m.pushed == 6
+    assert m.popped == 5
+    assert m.finished == 2
+    assert m.failed == 1
+    assert m.canceled == 1
+    assert m.retried == 2  # t3 failed with a retry left; t4's expired lease
+    assert m.reclaimed == 1
+    assert m.lease_lost == 4
+    # waits: five leases, each of 30 ms or more
+    assert m.wait_time.count == 5
+    assert m.wait_time.sum >= 0.15
+    assert sum(m.wait_time.counts[:3]) == 0  # none at or under 25 ms
+    # runs: two completions and two failures (the reclaimed lease is not timed)
+    assert m.run_time.count == 4
+    assert m.run_time.sum >= 0.24
+    assert sum(m.run_time.counts[:4]) == 0  # none at or under 50 ms
+    assert m.run_time.cumulative[-1] == 4
+    # the stats snapshot shows the same counters
+    assert q.stats().counters["lease_lost"] == 4
+
+
+def test_resent_transitions_do_not_count_again(make_queue: MakeQueue) -> None:
+    q = make_queue()
+    call = q.ops.push_many([fairque.Task(user_id="u", name="n")])
+    q._run(call)
+    q._run(call)
+    leased = q.pop("w")
+    assert leased is not None
+    done = q.ops.complete(leased, None)
+    assert q._run(done)
+    assert q._run(done)
+    m = q.metrics()
+    assert (m.pushed, m.popped, m.finished, m.lease_lost) == (1, 1, 1, 0)
+    assert m.run_time.count == 1
+    assert m.wait_time.count == 1
+
+
+def test_histogram_cumulative_counts() -> None:
+    h = Histogram(counts=[1, 0, 2] + [0] * (len(HISTOGRAM_BOUNDS_SECONDS) - 2), sum=1.5, count=3)
+    assert h.cumulative[:3] == [1, 1, 3]
+    assert h.cumulative[-1] == 3
+    assert len(h.cumulative) == len(h.bounds) + 1

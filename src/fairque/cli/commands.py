@@ -15,6 +15,7 @@ import typer
 from fairque import urls
 from fairque.cli import admin
 from fairque.cli import render as out
+from fairque.cli import tasks as task_commands
 from fairque.cli.base import (
     EXIT_FAILURE,
     EXIT_USAGE,
@@ -35,7 +36,7 @@ from fairque.cli.base import (
     stderr,
     stdout,
 )
-from fairque.errors import ConfigError, FairqueError, TaskNotFound, ValidationError
+from fairque.errors import ConfigError, FairqueError, ValidationError
 from fairque.ops import Operations
 from fairque.options import QueueOptions
 from fairque.queue import FairQueue
@@ -324,32 +325,6 @@ def show_task(
     out.print_task(stdout, task)
 
 
-@app.command()
-@shared
-def cancel(ctx: typer.Context, task_id: Annotated[str, typer.Argument()]) -> None:
-    """Cancel a task that has not ended."""
-    with open_queue(ctx) as q:
-        try:
-            canceled = q.cancel(task_id)
-        except TaskNotFound:
-            no_task(task_id, q.queue)
-        if not canceled:
-            fail(f"task {task_id!r} had already ended")
-    stdout.print(f"canceled {task_id}")
-
-
-@app.command()
-@shared
-def retry(ctx: typer.Context, task_id: Annotated[str, typer.Argument()]) -> None:
-    """Re-queue a FAILED or CANCELED task with a fresh retry budget."""
-    with open_queue(ctx) as q:
-        try:
-            q.retry(task_id)
-        except TaskNotFound:
-            no_task(task_id, q.queue)
-    stdout.print(f"re-queued {task_id}")
-
-
 def no_task(task_id: str, queue: str) -> NoReturn:
     """Exit 1: the queue has no task ``task_id`` (never pushed, or expired)."""
     fail(f"no task {task_id!r} in queue {queue!r}")
@@ -397,6 +372,7 @@ def demo(
 
 
 admin.register(app)
+task_commands.register(app)
 
 
 def main() -> None:

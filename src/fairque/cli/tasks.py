@@ -1,0 +1,277 @@
+"""Commands on many tasks: ``tasks`` (list), and ``retry`` / ``cancel`` of one task or of
+every task a filter matches.
+
+Listing walks the engine's ``list_tasks`` pages (newest first, at most ``PAGE``
+tasks a call), following the cursor until the limit is reached, so a long listing
+never holds the server for long. A bulk ``retry`` or ``cancel`` first collects the ids that
+match (one walk that changes nothing), asks for a confirmation with their count,
+then acts on each id: a task that changed state or expired in between is skipped
+and counted, and a task that fails again meanwhile is not retried twice.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from datetime import datetime
+from typing import Annotated, NoReturn
+
+import click
+import typer
+from rich.table import Table
+
+from fairque.cli.base import EXIT_USAGE, fail, open_queue, shared, stdout
+from fairque.errors import InvalidTransition, TaskNotFound
+from fairque.models import Task, TaskState
+from fairque.queue import FairQueue
+
+#: Tasks per ``list_tasks`` call (the engine's largest page).
+PAGE = 500
+#: Most tasks one ``fairque tasks`` prints.
+MAX_LISTED = 100_000
+#: The states a bulk command may select.
+RETRYABLE = (TaskState.FAILED, TaskState.CANCELED)
+CANCELABLE = (TaskState.SCHEDULED, TaskState.DEFERRED, TaskState.QUEUED, TaskState.STARTED)
+
+StateOption = Annotated[
+    str | None,
+    typer.Option(
+        "--state",
+        "-s",
+        metavar="STATE",
+        help="SCHEDULED, DEFERRED, QUEUED, STARTED, FINISHED, FAILED or CANCELED.",
+    ),
+]
+UserOption = Annotated[str | None, typer.Option("--user", metavar="USER", help="Only this user.")]
+NameOption = Annotated[
+    str | None, typer.Option("--name", metavar="NAME", help="Only this task name.")
+]
+YesOption = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for a confirmation.")]
+
+
+def parse_state(value: str | None, allowed: tuple[TaskState, ...] = tuple(TaskState)) -> TaskState:
+    """``--state`` as a ``TaskState`` (any case); exit 2 naming the choices otherwise."""
+    choices = ", ".join(s.value for s in allowed)
+    try:
+        state = TaskState((value or "").upper())
+    except ValueError:
+        state = None
+    if state is None or state not in allowed:
+        fail(f"--state must be one of {choices}, got {value!r}", EXIT_USAGE)
+    return state
+
+
+def walk(
+    q: FairQueue,
+    state: TaskState | None,
+    user: str | None,
+    name: str | None,
+    limit: int | None = None,
+    cursor: str | None = None,
+) -> Iterator[tuple[list[Task], str | None]]:
+    """The pages of a listing, each with the cursor that follows it, until ``limit``
+    tasks (None: all) or the end."""
+    left = limit
+    while left is None or left > 0:
+        page = q.list_tasks(state, user, name, PAGE if left is None else min(PAGE, left), cursor)
+        cursor = page.next_cursor
+        if left is not None:
+            left -= len(page.tasks)
+        yield page.tasks, cursor
+        if cursor is None:
+            return
+
+
+def _when(value: datetime | None) -> str:
+    return "" if value is None else value.strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _short(text: str | None, width: int = 60) -> str:
+    line = " ".join((text or "").split())
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
+def tasks(
+    ctx: typer.Context,
+    state: StateOption = None,
+    user: UserOption = None,
+    name: NameOption = None,
+    limit: Annotated[int, typer.Option(min=1, max=MAX_LISTED, help="Tasks to show at most.")] = 50,
+    cursor: Annotated[
+        str | None,
+        typer.Option(metavar="CURSOR", help="Continue a listing (its 'next page' cursor)."),
+    ] = None,
+    as_json: Annotated[
+        bool,
+        typer.Option("--json", help='Print {"tasks": [...], "next_cursor": ...}.'),
+    ] = False,
+) -> None:
+    """List tasks, newest first, by state, user and/or name (at least one).
+
+    A listing longer than --limit ends with the cursor of the next page (--cursor
+    continues it). Tasks move between states while a listing runs; each is shown
+    where it was when its page was read. Exit code 2 for a bad state, cursor or
+    filter, 1 when the server fails.
+    """
+    chosen = None if state is None else parse_state(state)
+    if chosen is None and user is None and name is None:
+        fail("give --state, --user and/or --name", EXIT_USAGE)
+    with open_queue(ctx) as q:
+        found: list[Task] = []
+        following: str | None = None
+        for page, after in walk(q, chosen, user, name, limit, cursor):
+            found.extend(page)
+            following = after
+    if as_json:
+        doc = {
+            "tasks": [t.model_dump(mode="json") for t in found],
+            "next_cursor": following,
+        }
+        stdout.out(json.dumps(doc), highlight=False)
+        return
+    table = Table(title=f"tasks of {q.queue!r} ({len(found)})", title_justify="left")
+    for column in ("task id", "state", "user", "name", "pri", "try", "created", "error"):
+        table.add_column(column, overflow="fold", no_wrap=column in ("pri", "try"))
+    for t in found:
+        table.add_row(
+            t.task_id or "", t.state.value if t.state else "", t.user_id, t.name,
+            str(t.priority.value), str(t.retry_count), _when(t.created_at), _short(t.error),
+        )  # fmt: skip
+    stdout.print(table)
+    if following is not None:
+        stdout.print(f"more: --cursor {following}", highlight=False)
+
+
+def _decline() -> NoReturn:
+    fail("aborted; nothing was changed")
+
+
+def _bulk(
+    ctx: typer.Context,
+    verb: str,
+    state: TaskState,
+    user: str | None,
+    name: str | None,
+    yes: bool,
+    act: Callable[[FairQueue, str], bool],
+) -> None:
+    """Collect what matches, confirm its count, then ``act`` on each task."""
+    matches = " ".join(
+        part
+        for part in (
+            f"{state.value} task(s)",
+            f"of user {user!r}" if user is not None else "",
+            f"named {name!r}" if name is not None else "",
+        )
+        if part
+    )
+    with open_queue(ctx) as q:
+        # the ids first (a walk that changes nothing, so its cursors stay valid), then
+        # the changes: a task that fails again at once is not retried twice
+        ids = [t.task_id or "" for page, _ in walk(q, state, user, name) for t in page]
+        if not ids:
+            stdout.print(f"no {matches} in queue {q.queue!r}", highlight=False)
+            return
+        if not yes:
+            try:
+                agreed = typer.confirm(
+                    f"{verb.capitalize()} {len(ids)} {matches} in queue {q.queue!r}?"
+                )
+            except click.exceptions.Abort:
+                _decline()
+            if not agreed:
+                _decline()
+        done = sum(1 for task_id in ids if act(q, task_id))
+        skipped = len(ids) - done
+    moved = "re-queued" if verb == "retry" else "canceled"
+    note = f" ({skipped} skipped: they changed state or expired meanwhile)" if skipped else ""
+    stdout.print(f"{moved} {done} {matches} in queue {q.queue!r}{note}", highlight=False)
+
+
+def _retry_one(q: FairQueue, task_id: str) -> bool:
+    try:
+        q.retry(task_id)
+    except (TaskNotFound, InvalidTransition):
+        return False
+    return True
+
+
+def _cancel_one(q: FairQueue, task_id: str) -> bool:
+    try:
+        return q.cancel(task_id)
+    except TaskNotFound:
+        return False
+
+
+def _one_or_filter(task_id: str | None, state: str | None, user: str | None, name: str | None,
+                   command: str) -> None:  # fmt: skip
+    if task_id is not None and (state, user, name) != (None, None, None):
+        fail("give a task id or --state (with --user, --name), not both", EXIT_USAGE)
+    if task_id is None and state is None:
+        fail(f"give a task id, or --state to {command} every task that matches", EXIT_USAGE)
+
+
+def retry(
+    ctx: typer.Context,
+    task_id: Annotated[str | None, typer.Argument(help="Task id (or a filter).")] = None,
+    state: StateOption = None,
+    user: UserOption = None,
+    name: NameOption = None,
+    yes: YesOption = False,
+) -> None:
+    """Re-queue a FAILED or CANCELED task with a fresh retry budget, or every task
+    that matches --state FAILED|CANCELED [--user U] [--name N].
+
+    The bulk form counts the matches and asks first (--yes does not); it then
+    re-queues them and prints how many. Exit code 1 for an unknown
+    task, a task in another state, or a declined confirmation; 2 for bad usage.
+    """
+    from fairque.cli.commands import no_task
+
+    _one_or_filter(task_id, state, user, name, "retry")
+    if task_id is None:
+        _bulk(ctx, "retry", parse_state(state, RETRYABLE), user, name, yes, _retry_one)
+        return
+    with open_queue(ctx) as q:
+        try:
+            q.retry(task_id)
+        except TaskNotFound:
+            no_task(task_id, q.queue)
+    stdout.print(f"re-queued {task_id}", highlight=False)
+
+
+def cancel(
+    ctx: typer.Context,
+    task_id: Annotated[str | None, typer.Argument(help="Task id (or a filter).")] = None,
+    state: StateOption = None,
+    user: UserOption = None,
+    name: NameOption = None,
+    yes: YesOption = False,
+) -> None:
+    """Cancel a task that has not ended, or every task that matches --state
+    SCHEDULED|DEFERRED|QUEUED|STARTED [--user U] [--name N].
+
+    The bulk form counts the matches and asks first (--yes does not); it then
+    cancels them and prints how many. Exit code 1 for an unknown task,
+    a task that had already ended, or a declined confirmation; 2 for bad usage.
+    """
+    from fairque.cli.commands import no_task
+
+    _one_or_filter(task_id, state, user, name, "cancel")
+    if task_id is None:
+        _bulk(ctx, "cancel", parse_state(state, CANCELABLE), user, name, yes, _cancel_one)
+        return
+    with open_queue(ctx) as q:
+        try:
+            canceled = q.cancel(task_id)
+        except TaskNotFound:
+            no_task(task_id, q.queue)
+        if not canceled:
+            fail(f"task {task_id!r} had already ended")
+    stdout.print(f"canceled {task_id}", highlight=False)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``tasks``, ``retry`` and ``cancel`` to ``app``."""
+    for command in (tasks, retry, cancel):
+        app.command()(shared(command))

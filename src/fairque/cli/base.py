@@ -54,6 +54,7 @@ QueueOption = Annotated[
         "--queue",
         "-q",
         envvar="FAIRQUE_QUEUE",
+        metavar="NAME",
         help="Queue name (worker: repeat it to serve several queues).",
         rich_help_panel=SHARED_PANEL,
     ),

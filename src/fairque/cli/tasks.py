@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from datetime import datetime
-from typing import Annotated, NoReturn
+from typing import Annotated, Any, NoReturn
 
 import click
 import typer
@@ -33,15 +33,15 @@ MAX_LISTED = 100_000
 RETRYABLE = (TaskState.FAILED, TaskState.CANCELED)
 CANCELABLE = (TaskState.SCHEDULED, TaskState.DEFERRED, TaskState.QUEUED, TaskState.STARTED)
 
-StateOption = Annotated[
-    str | None,
-    typer.Option(
-        "--state",
-        "-s",
-        metavar="STATE",
-        help="SCHEDULED, DEFERRED, QUEUED, STARTED, FINISHED, FAILED or CANCELED.",
-    ),
-]
+
+def _state_option(states: tuple[TaskState, ...]) -> Any:
+    *first, last = [s.value for s in states]
+    return typer.Option("--state", "-s", metavar="STATE", help=f"{', '.join(first)} or {last}.")
+
+
+StateOption = Annotated[str | None, _state_option(tuple(TaskState))]
+RetryStateOption = Annotated[str | None, _state_option(RETRYABLE)]
+CancelStateOption = Annotated[str | None, _state_option(CANCELABLE)]
 UserOption = Annotated[str | None, typer.Option("--user", metavar="USER", help="Only this user.")]
 NameOption = Annotated[
     str | None, typer.Option("--name", metavar="NAME", help="Only this task name.")
@@ -110,8 +110,12 @@ def tasks(
 
     A listing longer than --limit ends with the cursor of the next page (--cursor
     continues it). Tasks move between states while a listing runs; each is shown
-    where it was when its page was read. Exit code 2 for a bad state, cursor or
-    filter, 1 when the server fails.
+    where it was when its page was read. With a user or a name, the engine examines
+    a bounded number of entries per page, so a listing may need its cursor even when
+    it shows fewer than --limit tasks.
+
+    Exit codes: 0 listed (also when none match); 1 a server failure; 2 a bad state,
+    cursor or filter.
     """
     chosen = None if state is None else parse_state(state)
     if chosen is None and user is None and name is None:
@@ -214,17 +218,20 @@ def _one_or_filter(task_id: str | None, state: str | None, user: str | None, nam
 def retry(
     ctx: typer.Context,
     task_id: Annotated[str | None, typer.Argument(help="Task id (or a filter).")] = None,
-    state: StateOption = None,
+    state: RetryStateOption = None,
     user: UserOption = None,
     name: NameOption = None,
     yes: YesOption = False,
 ) -> None:
-    """Re-queue a FAILED or CANCELED task with a fresh retry budget, or every task
-    that matches --state FAILED|CANCELED [--user U] [--name N].
+    """Re-queue a FAILED or CANCELED task, or every task a filter matches.
 
-    The bulk form counts the matches and asks first (--yes does not); it then
-    re-queues them and prints how many. Exit code 1 for an unknown
-    task, a task in another state, or a declined confirmation; 2 for bad usage.
+    TASK_ID re-queues one task with a fresh retry budget; --state FAILED|CANCELED
+    [--user U] [--name N] re-queues every task that matches: the ids are collected,
+    counted and confirmed first (--yes does not ask), each is re-queued once, and
+    the tasks that changed state meanwhile are counted as skipped.
+
+    Exit codes: 0 done (also when nothing matches); 1 an unknown task, a task in
+    another state, a declined confirmation, a server failure; 2 bad usage.
     """
     from fairque.cli.commands import no_task
 
@@ -243,17 +250,20 @@ def retry(
 def cancel(
     ctx: typer.Context,
     task_id: Annotated[str | None, typer.Argument(help="Task id (or a filter).")] = None,
-    state: StateOption = None,
+    state: CancelStateOption = None,
     user: UserOption = None,
     name: NameOption = None,
     yes: YesOption = False,
 ) -> None:
-    """Cancel a task that has not ended, or every task that matches --state
-    SCHEDULED|DEFERRED|QUEUED|STARTED [--user U] [--name N].
+    """Cancel a task that has not ended, or every task a filter matches.
 
-    The bulk form counts the matches and asks first (--yes does not); it then
-    cancels them and prints how many. Exit code 1 for an unknown task,
-    a task that had already ended, or a declined confirmation; 2 for bad usage.
+    TASK_ID cancels one task; --state SCHEDULED|DEFERRED|QUEUED|STARTED [--user U]
+    [--name N] cancels every task that matches: the ids are collected, counted and
+    confirmed first (--yes does not ask), each is canceled once, and the tasks that
+    ended meanwhile are counted as skipped.
+
+    Exit codes: 0 done (also when nothing matches); 1 an unknown task, a task that
+    had already ended, a declined confirmation, a server failure; 2 bad usage.
     """
     from fairque.cli.commands import no_task
 

@@ -126,14 +126,24 @@ def test_tenant_ranking_is_bounded(
 ) -> None:
     live, q = open_ui
     monkeypatch.setattr(reads, "SCAN_USERS", 30)
-    monkeypatch.setattr(reads.ring_users, "__defaults__", (30,))
     q.push_many([Task(user_id=f"user-{i:03d}", name="n") for i in range(120)])
+    q.push_many([Task(user_id="user-100", name="n") for _ in range(5)])
+    url = f"{live.base}/ui/q/{q.queue}/tenants"
     with httpx.Client(timeout=30) as http:
-        page = http.get(f"{live.base}/ui/q/{q.queue}/tenants")
+        page = http.get(url)
         assert page.status_code == 200
         assert "120 users have ready work" in page.text
+        assert "backlog of 30 of them" in page.text
         assert page.text.count('class="id"><a href') == 30
-        one = http.get(f"{live.base}/ui/q/{q.queue}/tenants", params={"user": "user-119"})
+        for known in (60, 90):
+            assert f"backlog of {known} of them" in http.get(url).text
+        # the fourth load has seen every user: the largest backlog comes first
+        page = http.get(url)
+        assert "users have ready work" not in page.text
+        assert page.text.count('class="id"><a href') == 50
+        first = page.text.index('class="id"><a href')
+        assert "user-100" in page.text[first : first + 200]
+        one = http.get(url, params={"user": "user-119"})
         assert one.text.count('class="id"><a href') == 1
 
 

@@ -1,8 +1,9 @@
 """``GET /metrics``: the served queues in the Prometheus text format.
 
-Gauges are read from Redis at scrape time with bounded work (per-user series only for
-the ``top_users`` users with the largest backlog among ``reads.SCAN_USERS`` scanned, so
-the label set stays bounded with 100,000 users). Counters are the ones the scripts keep
+Gauges are read from Redis at scrape time with bounded work: per-user series only for
+the ``top`` users with the largest backlog the rolling scan knows (``reads.ranking``
+reads ``reads.SCAN_USERS`` more users of the ring per scrape), so the label set and
+the work stay bounded with 100,000 users. Counters are the ones the scripts keep
 in the same transition (the queue's stats hash, and ``metrics()`` where the client has
 it, with its wait-time and run-time histograms).
 """
@@ -53,17 +54,16 @@ class _Families(Collector):
 
 
 async def _queue_figures(q: AsyncFairQueue, top: int) -> dict[str, Any]:
-    stats, workers, now, oldest, (ring, _) = await asyncio.gather(
+    stats, workers, now, oldest, capped = await asyncio.gather(
         q.stats(user_limit=top),
         q.workers(),
         reads.server_ms(q),
         reads.oldest_queued_ms(q),
-        reads.ring_users(q),
+        reads.capped_users(q),
     )
-    capped = await reads.capped_users(q)
-    candidates = list(dict.fromkeys([*ring, *capped, *(u.user_id for u in stats.users)]))
-    lanes = await reads.backlogs(q, candidates)
-    ranked = sorted(candidates, key=lambda u: (-sum(lanes[u]), u))[:top]
+    known = await reads.ranking(q, [*capped, *(u.user_id for u in stats.users)])
+    lanes = known.backlogs
+    ranked = sorted(lanes, key=lambda u: (-sum(lanes[u]), u))[:top]
     held = {u.user_id for u in stats.users if u.in_flight}
     shown = list(dict.fromkeys([*ranked, *sorted(held)[:top]]))
     loads = await reads.loads(q, shown, now)
@@ -83,12 +83,10 @@ async def _queue_figures(q: AsyncFairQueue, top: int) -> dict[str, Any]:
 def _histograms(queue: str, engine_metrics: Any) -> Iterator[Metric]:
     """Wait and run time histograms from the engine's ``QueueMetrics`` (when it has them)."""
     for attr, name, doc in (
-        ("wait", "fairque_task_wait_seconds", "Time from push (or due time) to a task's start."),
-        ("run", "fairque_task_run_seconds", "Time from a task's start to its end."),
+        ("wait_time", "fairque_task_wait_seconds", "Time from entering QUEUED to the lease."),
+        ("run_time", "fairque_task_run_seconds", "Time from the lease to FINISHED or FAILED."),
     ):
-        hist = getattr(engine_metrics, attr, None) or getattr(
-            engine_metrics, f"{attr}_histogram", None
-        )
+        hist = getattr(engine_metrics, attr, None)
         if hist is None:
             continue
         bounds = [float(b) for b in hist.bounds]
@@ -154,7 +152,8 @@ def families(figures: Mapping[str, dict[str, Any]]) -> list[Metric]:
         values = dict(stats.counters)
         engine_metrics = f["metrics"]
         if engine_metrics is not None:
-            for key in ("pushed", "finished", "failed", "retried", "reclaimed", "lease_lost"):
+            for key in ("pushed", "popped", "finished", "failed", "canceled", "retried",
+                        "reclaimed", "lease_lost"):  # fmt: skip
                 value = getattr(engine_metrics, key, None)
                 if value is not None:
                     values["completed" if key == "finished" else key] = int(value)

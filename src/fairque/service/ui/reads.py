@@ -2,21 +2,24 @@
 
 Everything here reads keys named by ``fairque.keys`` (the same registries and lanes the
 scripts keep) and never writes. Every read is bounded: the recent-service sample by
-``SAMPLE``, the user scan by ``SCAN_USERS``, so a page costs the same with 100,000 users.
+``SAMPLE``, the user scan by ``SCAN_USERS`` per call (a rolling scan, see ``ranking``),
+so a page costs the same with 100,000 users.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from fairque.aio import AsyncFairQueue
 
 #: most recently ended or started tasks read to measure recent service
-SAMPLE = 2000
-#: users with ready work examined to rank tenants by backlog
-SCAN_USERS = 20_000
+SAMPLE = 1000
+#: users with ready work examined to rank tenants by backlog (a pipelined command costs
+#: the client some 30 us, so ranking all of 100,000 users would take seconds)
+SCAN_USERS = 1000
 #: commands per pipeline round trip
 CHUNK = 2000
 
@@ -134,15 +137,74 @@ class UserLoad:
         return self.critical + self.normal
 
 
-async def ring_users(q: AsyncFairQueue, limit: int = SCAN_USERS) -> tuple[list[str], int]:
-    """Up to ``limit`` users with ready work (least recently served first), and the ring size."""
+async def ring_users(
+    q: AsyncFairQueue, limit: int | None = None, offset: int = 0
+) -> tuple[list[str], int]:
+    """Up to ``limit`` users of the ring from rank ``offset`` (least recently served
+    first), and the ring's size."""
     keys = q.ops.keys
-    users, size = await run(q, [("ZRANGE", keys.ring, 0, limit - 1), ("ZCARD", keys.ring)])
+    limit = SCAN_USERS if limit is None else limit
+    users, size = await run(
+        q, [("ZRANGE", keys.ring, offset, offset + limit - 1), ("ZCARD", keys.ring)]
+    )
     return [text(u) for u in users or ()], int(size or 0)
 
 
-async def capped_users(q: AsyncFairQueue, limit: int = SCAN_USERS) -> list[str]:
+@dataclass
+class Ranking:
+    """Backlogs (critical, normal) known for a queue's users and how they were gathered."""
+
+    backlogs: dict[str, tuple[int, int]]
+    ring_size: int
+    scanned_now: int
+    #: seconds since the stalest backlog in ``backlogs`` was read
+    age: float
+
+
+@dataclass
+class _Scan:
+    backlogs: dict[str, tuple[int, int]] = field(default_factory=dict)
+    read_at: dict[str, float] = field(default_factory=dict)
+    offset: int = 0
+
+
+#: rolling scans, per client and queue
+_SCANS: dict[tuple[int, str], _Scan] = {}
+#: a backlog read longer ago than this is dropped from the ranking
+MAX_AGE = 300.0
+
+
+async def ranking(q: AsyncFairQueue, extra: Iterable[str] = ()) -> Ranking:
+    """Backlogs for ranking users, with bounded work per call.
+
+    Each call reads the next ``SCAN_USERS`` users of the ring (wrapping around) plus
+    ``extra``, and keeps what it read for ``MAX_AGE`` seconds, so successive calls (page
+    loads, scrapes) cover every user of a ring of 100,000 while none costs more than a
+    few thousand commands. Users whose lanes are empty are dropped.
+    """
+    scan = _SCANS.setdefault((id(q.client), q.queue), _Scan())
+    users, size = await ring_users(q, offset=scan.offset)
+    if not users and scan.offset:
+        scan.offset = 0
+        users, size = await ring_users(q)
+    scan.offset = scan.offset + len(users) if scan.offset + len(users) < size else 0
+    fresh = await backlogs(q, list(dict.fromkeys([*users, *extra])))
+    now = time.monotonic()
+    for user, lanes in fresh.items():
+        if sum(lanes):
+            scan.backlogs[user], scan.read_at[user] = lanes, now
+        else:
+            scan.backlogs.pop(user, None)
+            scan.read_at.pop(user, None)
+    for user in [u for u, at in scan.read_at.items() if now - at > MAX_AGE]:
+        del scan.backlogs[user], scan.read_at[user]
+    age = now - min(scan.read_at.values()) if scan.read_at else 0.0
+    return Ranking(dict(scan.backlogs), size, len(users), age)
+
+
+async def capped_users(q: AsyncFairQueue, limit: int | None = None) -> list[str]:
     """Up to ``limit`` users with ready work held out of the ring by their cap."""
+    limit = SCAN_USERS if limit is None else limit
     reply = await run(q, [("SRANDMEMBER", q.ops.keys.capped, limit)])
     return sorted(text(u) for u in reply[0] or ())
 
@@ -164,7 +226,7 @@ async def loads(q: AsyncFairQueue, users: Iterable[str], now_ms: int) -> list[Us
     """Everything the tenants page shows of ``users`` now (a few commands per user).
 
     The oldest waiting task is looked for among the head of the critical lane and the
-    first ten entries of the normal lane (ordered by virtual arrival, which is at most
+    first five entries of the normal lane (ordered by virtual arrival, which is at most
     the aging horizon away from the push time).
     """
     keys = q.ops.keys
@@ -181,7 +243,7 @@ async def loads(q: AsyncFairQueue, users: Iterable[str], now_ms: int) -> list[Us
             ("ZRANK", keys.ring, user),
             ("SISMEMBER", keys.capped, user),
             ("LRANGE", keys.critical(user), 0, 0),
-            ("ZRANGE", keys.normal(user), 0, 9),
+            ("ZRANGE", keys.normal(user), 0, 4),
         ]
     replies = await run(q, commands)
     out: list[UserLoad] = []
@@ -207,6 +269,16 @@ async def loads(q: AsyncFairQueue, users: Iterable[str], now_ms: int) -> list[Us
         position += len(ids)
         known = [t for t in times if t is not None]
         load.oldest_ms = min(known) if known else None
+    return out
+
+
+async def weights(q: AsyncFairQueue, users: Sequence[str]) -> list[int]:
+    """Round-robin weights of ``users`` (1 when unset), one HMGET per thousand users."""
+    out: list[int] = []
+    for start in range(0, len(users), 1000):
+        chunk = users[start : start + 1000]
+        reply = (await run(q, [("HMGET", q.ops.keys.weights, *chunk)]))[0] or [None] * len(chunk)
+        out.extend(number(w) or 1 for w in reply)
     return out
 
 

@@ -96,18 +96,16 @@ async def tenants(
 ) -> dict[str, Any]:
     """One page of tenants ranked by ``sort``, with service in the last ``window`` seconds.
 
-    Candidates are the first ``reads.SCAN_USERS`` users of the ring (least recently served
-    first), the capped users, the users holding leases and those served in the window;
-    they are ranked by backlog (two commands each) and only the page's rows are read in
-    full. "Served" counts tasks started in the window among the ``reads.SAMPLE`` most
-    recent starts; when the sample is shorter than the window the page says so.
+    Candidates are the users whose backlog the rolling scan knows (``reads.ranking``:
+    ``reads.SCAN_USERS`` more ring users per call, kept ``reads.MAX_AGE`` seconds), the
+    capped users, the users holding leases and those served in the window; they are
+    ranked and only the page's rows are read in full. "Served" counts tasks started in
+    the window among the ``reads.SAMPLE`` most recent starts; when the sample is shorter
+    than the window the page says so.
     """
     now = await reads.server_ms(q)
-    (ring, ring_size), capped, served, stats = await asyncio.gather(
-        reads.ring_users(q),
-        reads.capped_users(q),
-        reads.recent_service(q),
-        q.stats(user_limit=200),
+    capped, served, stats = await asyncio.gather(
+        reads.capped_users(q), reads.recent_service(q), q.stats(user_limit=200)
     )
     since = now - window * 1000
     in_window = [s for s in served if s.started >= since]
@@ -117,14 +115,12 @@ async def tenants(
     waits_by: dict[str, list[float]] = defaultdict(list)
     for s in in_window:
         waits_by[s.user_id].append(s.wait_seconds)
-    candidates = list(
-        dict.fromkeys(
-            [*ring, *capped, *(u.user_id for u in stats.users if u.in_flight), *served_by]
-        )
-    )
+    holders = [u.user_id for u in stats.users if u.in_flight]
+    ranked = await reads.ranking(q, [*capped, *holders, *served_by] if not user else [user])
+    lanes = ranked.backlogs
+    candidates = list(dict.fromkeys([*lanes, *capped, *holders, *served_by]))
     if user:
         candidates = [user]
-    lanes = await reads.backlogs(q, candidates)
     in_flight_hint = {u.user_id: u.in_flight for u in stats.users}
 
     def backlog(u: str) -> int:
@@ -132,8 +128,7 @@ async def tenants(
 
     # fairness over every user with demand in the window: served plus still pending
     demand_users = [u for u in candidates if backlog(u) or served_by[u] or in_flight_hint.get(u)]
-    weight_rows = await reads.run(q, [("HGET", q.ops.keys.weights, u) for u in demand_users])
-    weights = [float(reads.number(w) or 1) for w in weight_rows]
+    weights = [float(w) for w in await reads.weights(q, demand_users)]
     demands = [float(served_by[u] + backlog(u) + in_flight_hint.get(u, 0)) for u in demand_users]
     served_list = [float(served_by[u]) for u in demand_users]
     capacity = float(sum(served_list))
@@ -173,8 +168,10 @@ async def tenants(
         "page_no": page,
         "pages": pages,
         "user": user,
-        "ring_size": ring_size,
-        "scanned": len(ring),
+        "ring_size": ranked.ring_size,
+        "known": len(lanes),
+        "scan_step": reads.SCAN_USERS,
+        "ranking_age": ranked.age,
         "capped": len(capped),
         "candidates": len(candidates),
         "served_total": int(capacity),

@@ -3,9 +3,10 @@
 Nothing in the producer or worker API imports this package.
 """
 
-from fairque.cli import service
+from fairque.cli import schedule, service
 from fairque.cli.commands import app, main
 
 service.register(app)
+schedule.register(app)
 
 __all__ = ["app", "main"]

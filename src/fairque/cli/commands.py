@@ -119,6 +119,14 @@ def worker(
         bool,
         typer.Option("--burst", help="Exit (code 0) once no task is ready, running or unreported."),
     ] = False,
+    scheduler: Annotated[
+        bool,
+        typer.Option(
+            "--scheduler",
+            help="Also fire the queues' schedules, as 'fairque scheduler' does (one leader "
+            "among all schedulers).",
+        ),
+    ] = False,
 ) -> None:
     """Run worker processes until SIGTERM/SIGINT (a second signal stops at once).
 
@@ -148,6 +156,12 @@ def worker(
     level = "DEBUG" if common.verbose and log_level is None else log_level
     logs = [] if level is None else ["--log-level", level]
     logs += [] if log_format is None else ["--log-format", log_format]
+    if scheduler:
+        from fairque.cli.schedule import embedded_scheduler
+
+        with embedded_scheduler(cfg, common.queues):
+            run_worker(common, cfg, processes, logs)
+        return
     run_worker(common, cfg, processes, logs)
 
 

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import typer
 from servers import ServerInfo
 from support import unique_queue
 from typer.testing import CliRunner, Result
@@ -168,3 +169,36 @@ def test_one_task_or_a_filter(q: FairQueue, server: ServerInfo) -> None:
     assert again.exit_code == 1
     assert "had already ended" in again.stderr
     assert cli(q, server, "retry", t.task_id or "").exit_code == 0
+
+
+def test_a_bulk_retry_skips_what_changed_meanwhile(
+    q: FairQueue, server: ServerInfo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ids = failed(q, {"alice": 4})
+
+    def answer(question: str) -> bool:
+        # while the operator reads the question, another operator retries one task
+        assert question.startswith("Retry 4 FAILED task(s)")
+        q.retry(ids[0])
+        return True
+
+    monkeypatch.setattr(typer, "confirm", answer)
+    done = cli(q, server, "retry", "--state", "FAILED")
+    assert done.exit_code == 0, done.output
+    assert "re-queued 3 FAILED task(s)" in done.stdout
+    assert "(1 skipped: they changed state or expired meanwhile)" in done.stdout
+
+    queued = [q.enqueue("job", user_id="bob").task_id or "" for _ in range(3)]
+
+    def cancel_one(question: str) -> bool:
+        q.cancel(queued[1])
+        return True
+
+    monkeypatch.setattr(typer, "confirm", cancel_one)
+    canceled = cli(q, server, "cancel", "--state", "QUEUED", "--user", "bob")
+    assert canceled.exit_code == 0, canceled.output
+    assert "canceled 2 QUEUED task(s) of user 'bob'" in canceled.stdout
+    assert "(1 skipped" in canceled.stdout
+    unknown = cli(q, server, "cancel", "nope")
+    assert unknown.exit_code == 1
+    assert f"no task 'nope' in queue '{q.queue}'" in unknown.stderr

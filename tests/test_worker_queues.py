@@ -9,6 +9,7 @@ from collections import Counter
 from typing import Any
 
 import pytest
+import redis
 from redis.crc import key_slot
 from support import unique_queue
 from worker_handlers import Harness, eventually, wait_registered, wait_state
@@ -182,6 +183,31 @@ async def test_the_worker_checks_its_queues(h: Harness) -> None:
         Worker([q, q], Registry())
     with pytest.raises(ValueError, match="distinct"):
         Worker([], Registry())
+
+
+class FlakyWatch(AsyncFairQueue):
+    """A real queue whose next blocking waits raise: a dropped connection, then a bug."""
+
+    errors: list[Exception]
+
+    async def wait_for_work(self, timeout: float) -> bool:
+        if self.errors:
+            raise self.errors.pop(0)
+        return await super().wait_for_work(timeout)
+
+
+async def test_a_watch_survives_errors_and_outages(h: Harness) -> None:
+    a_name, b_name = apart(2)
+    a = h.queue(a_name)
+    b = FlakyWatch.from_url(h.server.url, b_name, cluster=h.server.cluster)
+    h.queues.append(b)
+    assert isinstance(b, FlakyWatch)
+    b.errors = [redis.exceptions.ConnectionError("injected"), RuntimeError("injected bug")]
+    ran: list[tuple[str, str]] = []
+    start(h, [a, b], recording(ran))
+    await eventually(lambda: not b.errors)
+    t = await b.enqueue("job", user_id="u")
+    await eventually(lambda: (b.queue, t.task_id) in ran, timeout=5)
 
 
 class _Lane:

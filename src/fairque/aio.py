@@ -20,6 +20,7 @@ from fairque.models import (
     QueueMetrics,
     QueueStats,
     Task,
+    TaskOutcome,
     TaskPage,
     TaskState,
     WorkerInfo,
@@ -173,9 +174,13 @@ class AsyncFairQueue(AsyncScheduleMethods, QueueBase):
         delay: float | None = None,
         *,
         max_retries: int | None = None,
+        traceback: str | None = None,
+        reason: str | None = None,
+        details: Any = None,
     ) -> TaskState:
         """See ``FairQueue.fail``."""
-        return await self._run(self.ops.fail(task, error, retry, delay, max_retries))
+        call = self.ops.fail(task, error, retry, delay, max_retries, traceback, reason, details)
+        return await self._run(call)
 
     async def extend(self, task: Task, seconds: float | None = None) -> datetime:
         """See ``FairQueue.extend``."""
@@ -221,6 +226,12 @@ class AsyncFairQueue(AsyncScheduleMethods, QueueBase):
     ) -> TaskPage:
         """See ``FairQueue.list_tasks``."""
         return await self._run(self.ops.list_tasks(state, user_id, name, limit, cursor))
+
+    async def outcome(
+        self, task_id: str, timeout: float = 0, *, consume: bool = False
+    ) -> TaskOutcome | None:
+        """See ``FairQueue.outcome``."""
+        return await self._drive(self._outcome_flow(task_id, timeout, consume))
 
     async def cleanup_dependencies(self, batch: int = 500) -> int:
         """See ``FairQueue.cleanup_dependencies``."""

@@ -30,9 +30,10 @@ from fairque.errors import (
     TaskFailed,
     script_error,
 )
+from fairque.models import TaskOutcome, TaskState
 from fairque.ops import Operations
 from fairque.options import QueueOptions
-from fairque.records import Call, Leased, LeaseRequest
+from fairque.records import Call, Leased, LeaseRequest, request_id
 from fairque.urls import check_url, url_errors
 
 T = TypeVar("T")
@@ -211,22 +212,35 @@ class QueueBase:
         _, leased = yield from self._pipeline((wait, self.ops.pop(request)))
         return (yield from self._settle_flow(leased))
 
-    def _result_flow(self, task_id: str, timeout: float, consume: bool) -> Flow[Any]:
-        """``result``: read the outcome; while the task is pending, block on its signal."""
+    def _outcome_flow(
+        self, task_id: str, timeout: float, consume: bool
+    ) -> Flow[TaskOutcome | None]:
+        """``outcome``: read it; while the task is pending, block on its end signal."""
         check_timeout(timeout)
         deadline = time.monotonic() + timeout
-        code, value = yield self.ops.result(task_id, consume, timeout)
-        while code == 4:
+        req = request_id() if consume else ""
+        out: TaskOutcome | None = yield self.ops.result(task_id, consume, timeout, req)
+        while out is not None and not out.ended:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise ResultTimeout(f"task {task_id} is still {value} after {timeout:g}s")
+                return out
             yield self.ops.wait_done(task_id, self._bounded(remaining))
-            code, value = yield self.ops.result(task_id, consume, max(remaining, 0.001))
-        if code == 2:
-            raise TaskFailed(f"task {task_id} failed: {value}")
-        if code == 3:
-            raise TaskCanceled(f"task {task_id} was canceled{': ' + value if value else ''}")
-        return value
+            out = yield self.ops.result(task_id, consume, max(remaining, 0.001), req)
+        return out
+
+    def _result_flow(self, task_id: str, timeout: float, consume: bool) -> Flow[Any]:
+        """``result``: the outcome's result; a failure or a cancellation raised."""
+        out = yield from self._outcome_flow(task_id, timeout, consume)
+        if out is None:
+            return None
+        if out.state is TaskState.FAILED:
+            raise TaskFailed(f"task {task_id} failed: {out.error or ''}")
+        if out.state is TaskState.CANCELED:
+            error = out.error
+            raise TaskCanceled(f"task {task_id} was canceled{': ' + error if error else ''}")
+        if out.state is not TaskState.FINISHED:
+            raise ResultTimeout(f"task {task_id} is still {out.state.value} after {timeout:g}s")
+        return out.result
 
     def _cleanup_dependencies_flow(self, batch: int) -> Flow[int]:
         """``cleanup_dependencies``: bounded passes until the scan wraps around."""

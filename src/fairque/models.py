@@ -25,6 +25,7 @@ __all__ = [
     "QueueMetrics",
     "QueueStats",
     "Task",
+    "TaskOutcome",
     "TaskPage",
     "TaskState",
     "UserStats",
@@ -121,6 +122,9 @@ class Task(BaseModel):
     lease_deadline: datetime | None = None
     started_at: datetime | None = None
     ended_at: datetime | None = None
+    #: the last failed attempt's traceback and kind (e.g. ``"timeout"``), when given
+    traceback: str | None = None
+    failure_reason: str | None = None
 
     def __init__(self, **data: Any) -> None:
         try:
@@ -190,6 +194,36 @@ class Task(BaseModel):
                 f"depends_on names {len(unique)} tasks; the limit is {MAX_DEPENDENCIES}"
             )
         return unique
+
+
+_ENDED = frozenset({"FINISHED", "FAILED", "CANCELED"})
+
+
+class TaskOutcome(BaseModel):
+    """How a task ended, read in one call (``outcome()``), or the state of one that
+    has not ended yet.
+
+    For a FINISHED task, ``has_result`` says whether a result is stored (a handler's
+    ``None`` is a result too); it is False when the task keeps no result. For a
+    FAILED or CANCELED one, ``error`` is the message, ``traceback``, ``reason`` and
+    ``details`` (the failure's data, decoded) what the failing side gave. ``ended_at``
+    is the end time; a task that has not ended has only its ``state``.
+    """
+
+    task_id: str
+    state: TaskState
+    result: Any = None
+    has_result: bool = False
+    error: str | None = None
+    traceback: str | None = None
+    reason: str | None = None
+    details: Any = None
+    ended_at: datetime | None = None
+
+    @property
+    def ended(self) -> bool:
+        """Whether the task has ended (FINISHED, FAILED or CANCELED)."""
+        return self.state.value in _ENDED
 
 
 class TaskPage(BaseModel):

@@ -37,6 +37,7 @@ from fairque.models import (
     Priority,
     QueueStats,
     Task,
+    TaskOutcome,
     TaskPage,
     TaskState,
     UserStats,
@@ -65,6 +66,8 @@ _WALKS = frozenset("sunr")
 
 #: stats.lua counts the registries in the order TaskState defines them
 _STATE_ORDER = tuple(TaskState)
+#: result.lua's codes of the ended states
+_OUTCOME_STATES = {1: TaskState.FINISHED, 2: TaskState.FAILED, 3: TaskState.CANCELED}
 _PRIORITY_TYPES = (int, Priority)
 
 
@@ -90,6 +93,24 @@ def read_cursor(cursor: str) -> tuple[str, int, str]:
         raise ValidationError("cursor: not a cursor list_tasks returned") from None
 
 
+#: longest traceback and failure reason kept (characters; a longer traceback keeps its end)
+MAX_TRACEBACK = 65_536
+MAX_REASON = 64
+
+
+def _optional_text(value: str | None, what: str, limit: int) -> str:
+    """``value`` as the script's argument ('' for None), a traceback cut to its end."""
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise ValidationError(f"{what} must be a string, got {type(value).__name__}")
+    if len(value) > limit:
+        if what != "traceback":
+            raise ValidationError(f"{what} is longer than {limit} characters")
+        value = "...\n" + value[-limit:]
+    return value
+
+
 class Operations(PlainOperations):
     """Builds the calls of one queue; shared by the sync and async clients.
 
@@ -104,6 +125,7 @@ class Operations(PlainOperations):
         self.serializer: Serializer = get_serializer(options.serializer)
         self.codec = TaskCodec(self.serializer, options)
         self.scripts = load_all()
+        self._none = EncodedResult(self.serializer.dumps(None))
         self._horizon_us = round(options.aging_horizon_seconds * 1_000_000)
         self._base_ms = round(options.retry_base_seconds * 1000)
         self._failed_ttl_ms = round(options.failed_ttl_seconds * 1000)
@@ -345,10 +367,14 @@ class Operations(PlainOperations):
         return task.task_id, task.lease_token
 
     def _completion(self, task: Task, result: Any) -> tuple[str, str, int, bytes]:
-        """One completion's four values: task id, lease token, has result (0|1), result."""
+        """One completion's four values: task id, lease token, has result (0|1), result.
+
+        A ``None`` result is sent (and kept) like any other, so a task that returned
+        None reads differently from one whose result was consumed or has expired.
+        """
         task_id, token = self._lease_of(task)
         if result is None:
-            return task_id, token, 0, b""
+            return task_id, token, 1, self._none
         return task_id, token, 1, self.encode_result(result)
 
     def complete(self, task: Task, result: Any) -> Call[bool]:
@@ -363,23 +389,40 @@ class Operations(PlainOperations):
         retry: bool,
         delay: float | None,
         max_retries: int | None = None,
+        traceback: str | None = None,
+        reason: str | None = None,
+        details: Any = None,
     ) -> Call[TaskState]:
         """Record a failed attempt; retry (SCHEDULED) or FAILED.
 
         ``max_retries`` (when not None) replaces the task's own retry budget for this
-        decision, e.g. a handler's ``@task(max_retries=...)``.
+        decision, e.g. a handler's ``@task(max_retries=...)``. ``traceback``,
+        ``reason`` (a short kind, e.g. ``"timeout"``) and ``details`` (any value the
+        serializer takes) are kept as the task's own fields beside the error.
         """
         task_id, token = self._lease_of(task)
         delay_ms = -1 if delay is None else _seconds_ms(delay, "delay")
         budget = -1 if max_retries is None else _check_int(max_retries, "max_retries", 0, 1000)
-        return self._fail_call(task_id, token, error_text(error), retry, delay_ms, budget)
+        extra = (
+            _optional_text(traceback, "traceback", MAX_TRACEBACK),
+            _optional_text(reason, "reason", MAX_REASON),
+            b"" if details is None else dump_value(self.serializer, details, "details"),
+        )
+        return self._fail_call(task_id, token, error_text(error), retry, delay_ms, budget, extra)
 
     def _fail_call(
-        self, task_id: str, token: str, error: str, retry: bool, delay_ms: int, budget: int
+        self,
+        task_id: str,
+        token: str,
+        error: str,
+        retry: bool,
+        delay_ms: int,
+        budget: int,
+        extra: tuple[str, str, bytes] = ("", "", b""),
     ) -> Call[TaskState]:
         args = [
             task_id, token, error, 1 if retry else 0, self._base_ms, self._failed_ttl_ms,
-            delay_ms, budget,
+            delay_ms, budget, *extra,
         ]  # fmt: skip
         return self._call("fail", args, lambda r: TaskState(text(r)))
 
@@ -442,26 +485,45 @@ class Operations(PlainOperations):
         args = [task_id, self._failed_ttl_ms, request_id()]
         return self._call("cancel", args, lambda r: int(r) == 1)
 
-    def result(self, task_id: str, consume: bool, watch_seconds: float) -> Call[tuple[int, Any]]:
-        """A task's outcome: (0 missing|1 finished|2 failed|3 canceled|4 pending, value).
+    def result(
+        self, task_id: str, consume: bool, watch_seconds: float, req: str = ""
+    ) -> Call[TaskOutcome | None]:
+        """A task's outcome (None: unknown, expired or consumed); a pending task's
+        outcome has only its state.
 
         ``watch_seconds > 0`` registers the caller as a waiter when the task is pending.
+        ``consume`` reads the outcome once: ``req`` names the read, so its resend gets
+        the outcome again while every other read gets None.
         """
         self._check_id(task_id)
+        loads = self.serializer.loads
 
-        def parse(reply: list[Any]) -> tuple[int, Any]:
+        def value(raw_value: Any) -> Any:
+            return loads(raw_value if isinstance(raw_value, bytes) else raw_value.encode())
+
+        def parse(reply: list[Any]) -> TaskOutcome | None:
             code = int(reply[0])
-            if code == 1:
-                raw = reply[1]
-                if raw is None or raw is False:
-                    return 1, None
-                return 1, self.serializer.loads(raw if isinstance(raw, bytes) else raw.encode())
-            if code in (2, 3, 4):
-                return code, text(reply[1])
-            return 0, None
+            if code == 4:
+                return TaskOutcome(task_id=task_id, state=TaskState(text(reply[1])))
+            if code not in _OUTCOME_STATES:
+                return None
+            result, error, ended, tb, reason, details = (
+                None if v is None or v is False else v for v in reply[1:7]
+            )
+            return TaskOutcome(
+                task_id=task_id,
+                state=_OUTCOME_STATES[code],
+                result=None if result is None else value(result),
+                has_result=code == 1 and result is not None,
+                error=None if error is None else text(error),
+                traceback=None if tb is None else text(tb),
+                reason=None if reason is None else text(reason),
+                details=None if details is None else value(details),
+                ended_at=ms_to_dt(ended),
+            )
 
         watch_ms = max(round(watch_seconds * 1000), 0)
-        args = [task_id, 1 if consume else 0, 1 if watch_ms else 0, watch_ms + 1000]
+        args = [task_id, 1 if consume else 0, 1 if watch_ms else 0, watch_ms + 1000, req]
         return self._call("result", args, parse)
 
     def list_tasks(

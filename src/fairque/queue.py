@@ -17,6 +17,7 @@ from fairque.models import (
     QueueMetrics,
     QueueStats,
     Task,
+    TaskOutcome,
     TaskPage,
     TaskState,
     WorkerInfo,
@@ -217,6 +218,9 @@ class FairQueue(ScheduleMethods, QueueBase):
         delay: float | None = None,
         *,
         max_retries: int | None = None,
+        traceback: str | None = None,
+        reason: str | None = None,
+        details: Any = None,
     ) -> TaskState:
         """Record a failed attempt: SCHEDULED for a retry, or FAILED when none is left.
 
@@ -227,11 +231,18 @@ class FairQueue(ScheduleMethods, QueueBase):
             delay: seconds before the retry (None: exponential backoff).
             max_retries: the retry budget to judge by instead of the task's own (a
                 handler's ``@task(max_retries=...)``).
+            traceback: the failure's traceback, kept as the task's ``traceback`` (at
+                most 64 KiB: a longer one keeps its end).
+            reason: the failure's kind (e.g. ``"timeout"``), kept as the task's
+                ``failure_reason``.
+            details: any value the serializer takes, describing the failure; read
+                back through ``outcome``.
 
         Raises:
             LeaseLost: the task's lease expired or was taken over.
         """
-        return self._run(self.ops.fail(task, error, retry, delay, max_retries))
+        call = self.ops.fail(task, error, retry, delay, max_retries, traceback, reason, details)
+        return self._run(call)
 
     def extend(self, task: Task, seconds: float | None = None) -> datetime:
         """Extend the task's lease to now + ``seconds``; returns the new deadline.
@@ -292,11 +303,13 @@ class FairQueue(ScheduleMethods, QueueBase):
         Args:
             task_id: the task.
             timeout: seconds to wait for a task that has not ended (0: do not wait).
-            consume: delete the stored result after reading it (later reads get None).
+            consume: read the outcome once (a failure or cancellation too): later reads
+                get None.
 
         Returns:
             The handler's return value; None when it returned None, when the result
-            was not kept, consumed or expired, or when no such task exists.
+            was not kept, consumed or expired, or when no such task exists (``outcome``
+            tells these apart).
 
         Raises:
             TaskFailed: the task FAILED (the message holds its error).
@@ -334,6 +347,27 @@ class FairQueue(ScheduleMethods, QueueBase):
             ValidationError: no state, user or name given; a bad limit or cursor.
         """
         return self._run(self.ops.list_tasks(state, user_id, name, limit, cursor))
+
+    def outcome(
+        self, task_id: str, timeout: float = 0, *, consume: bool = False
+    ) -> TaskOutcome | None:
+        """How a task ended (state, result or error, end time), in one call.
+
+        Waits up to ``timeout`` seconds for a task that has not ended, like ``result``
+        (no polling); raises nothing for a failure: the outcome describes it.
+
+        Args:
+            task_id: the task.
+            timeout: seconds to wait for the task to end (0: do not wait).
+            consume: read the outcome once (FINISHED, FAILED or CANCELED alike): later
+                reads get None. A resend of this call after a lost reply still gets it.
+
+        Returns:
+            The outcome; for a task still pending when the wait ends, an outcome with
+            only its ``state``; None when no such task exists, it expired, or its
+            outcome was consumed.
+        """
+        return self._drive(self._outcome_flow(task_id, timeout, consume))
 
     def cleanup_dependencies(self, batch: int = 500) -> int:
         """Cancel DEFERRED tasks whose upstream expired before finishing; returns how many."""

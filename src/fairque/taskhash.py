@@ -34,7 +34,13 @@ worker_id              worker        -              the worker holding the lease
 lease_deadline         deadline      -              lease expiry
 started_at             started       -              start of the current attempt
 ended_at               ended         -              when the task ended
--                      result        -              the serialized result (complete writes it)
+traceback              traceback     -              the last failure's traceback (fail)
+failure_reason         reason        -              the last failure's kind, e.g. 'timeout'
+-                      details       -              the last failure's data, serialized
+-                      result        -              the serialized result (complete writes
+                                                    it; a None result is stored too)
+-                      consumed      -              request id of the read that consumed
+                                                    the outcome (fetch once)
 -                      op            -              '<request id> <answer>' of the last
                                                     recorded transition (a resend's answer)
 -                      pushed        -              request id of the push that created the
@@ -134,7 +140,11 @@ FIELDS: tuple[Field, ...] = (
     Field("lease_deadline", "deadline", None, ms_to_dt),
     Field("started_at", "started", None, ms_to_dt),
     Field("ended_at", "ended", None, ms_to_dt),
+    Field("traceback", "traceback", None, _text),
+    Field("failure_reason", "reason", None, _text),
+    Field(None, "details", None, None),
     Field(None, "result", None, None),
+    Field(None, "consumed", None, None),
     Field(None, "op", None, None),
     Field(None, "pushed", None, None),
 )

@@ -103,6 +103,26 @@ def test_failure_retries_then_fails_with_the_message_kept(api: Api) -> None:
         "error": ["boom", 1],
         "message": "it broke",
     }
+    # the failure is kept as fields: the message is the task's error
+    assert api.ok("GET", "/tasks/f")["error"] == "it broke"
+    # fetch once covers failures: consumed, then null
+    assert api.ok("GET", "/tasks/f/result", params={"consume": "true"}) == result
+    assert api.ok("GET", "/tasks/f/result") is None
+
+
+def test_a_none_result_is_a_success_until_consumed(api: Api) -> None:
+    api.push(task_id="n")
+    [task] = api.lease()
+    success = {"type": "success", "lease_token": task["lease_token"], "result": None}
+    assert api.ok("POST", "/tasks/n/outcome", success) == {"state": "FINISHED"}
+    result = api.ok("GET", "/tasks/n/result", params={"consume": "true"})
+    assert result == {"type": "success", "finished_at": result["finished_at"], "result": None}
+    assert api.ok("GET", "/tasks/n/result") is None
+    api.push(task_id="k", keep_result=False)
+    [task] = api.lease()
+    success = {"type": "success", "lease_token": task["lease_token"], "result": 1}
+    assert api.ok("POST", "/tasks/k/outcome", success) == {"state": "FINISHED"}
+    assert api.ok("GET", "/tasks/k/result") is None
 
 
 def test_outcome_batch_answers_each_item(api: Api) -> None:

@@ -23,6 +23,9 @@ ARGV[5] base_ms     backoff base: attempt n waits base * 2^(n-1)
 ARGV[6] failed_ttl_ms
 ARGV[7] delay_ms    explicit retry delay, or -1 for the backoff
 ARGV[8] max_retries retry budget for this decision, or -1 for the task's own
+ARGV[9] traceback   the failure's traceback ('' none)
+ARGV[10] reason     the failure's kind, e.g. 'timeout' ('' none)
+ARGV[11] details    the failure's data, serialized ('' none)
 
 Reply: 'SCHEDULED' (will retry) or 'FAILED'; a resend of a call that succeeded
        returns the same answer and changes nothing.
@@ -47,5 +50,12 @@ if not held then
   return redis.error_reply('FQERR -1 lease lost for task ' .. id)
 end
 local ms = now()
+local extra = {}
+for i, field in ipairs({'traceback', 'reason', 'details'}) do
+  if ARGV[8 + i] ~= '' then
+    extra[#extra + 1] = field
+    extra[#extra + 1] = ARGV[8 + i]
+  end
+end
 return fail_attempt(K, id, ARGV[3], ARGV[4] == '1', ms, tonumber(ARGV[5]),
-  tonumber(ARGV[6]), tonumber(ARGV[7]), req, tonumber(ARGV[8]))
+  tonumber(ARGV[6]), tonumber(ARGV[7]), req, tonumber(ARGV[8]), extra)

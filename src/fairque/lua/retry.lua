@@ -47,7 +47,8 @@ redis.call('ZREM', K.ends, f[2] .. '\n' .. f[5] .. '\n' .. id)  -- kept again: s
 redis.call('PERSIST', tk)
 redis.call('PERSIST', deps_blocked_key(K, id))
 redis.call('HSET', tk, 'retries', 0, 'op', req .. ' QUEUED')
-redis.call('HDEL', tk, 'error', 'ended', 'result', 'run_at')
+redis.call('HDEL', tk, 'error', 'ended', 'result', 'run_at', 'traceback', 'reason', 'details',
+  'consumed')
 enqueue_ready(K, id, f[2], tonumber(f[3]), mono_us(K, us), ms, ARGV[2], tonumber(ARGV[3]))
 signal_wake(K, 1)
 return 'QUEUED'

@@ -22,7 +22,7 @@ from fairque.errors import (
     TaskNotFound,
     ValidationError,
 )
-from fairque.models import Priority, Task
+from fairque.models import Priority, Task, TaskOutcome, TaskState
 from fairque.service.media import ProblemError
 from fairque.service.wire import (
     FailureIn,
@@ -148,6 +148,26 @@ def failure_text(failure: FailureIn) -> str:
     """The error stored for a worker's failure message (its message, reason and error)."""
     detail = {"reason": failure.reason, "message": failure.message, "error": failure.error}
     return _FAILURE_MARK + json.dumps(detail, ensure_ascii=False, default=str)
+
+
+def failure_from_outcome(out: TaskOutcome) -> ResultFailure:
+    """A FAILED or CANCELED task's outcome in the worker result message's shape.
+
+    The worker's reason, message and error are the task's own fields (``reason``,
+    ``error``, ``details``); an error stored by an older version as marked JSON text
+    is still read.
+    """
+    canceled = out.state is TaskState.CANCELED
+    finished_at = iso(out.ended_at)
+    if out.reason is None and out.details is None:
+        return failure_from_error(out.error, finished_at, canceled=canceled)
+    reason: Literal["other", "timeout", "canceled"] = (
+        "canceled" if canceled else "timeout" if out.reason == "timeout" else "other"
+    )
+    return ResultFailure(
+        reason=reason, finished_at=finished_at, should_retry=False, error=out.details,
+        message=out.error or "",
+    )  # fmt: skip
 
 
 def failure_from_error(

@@ -9,13 +9,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fairque.aio import AsyncFairQueue
-from fairque.errors import LeaseLost, ResultTimeout, TaskCanceled, TaskFailed
+from fairque.errors import LeaseLost, SerializationError
 from fairque.models import Task, TaskState, UserStats
 from fairque.service import listing
 from fairque.service.convert import (
     engine_errors,
-    failure_from_error,
-    failure_text,
+    failure_from_outcome,
     invalid,
     iso,
     lease_handle,
@@ -174,32 +173,20 @@ def _no_task(ctx: Ctx) -> ProblemError:
 
 async def get_result(ctx: Ctx) -> Reply:
     """GET /tasks/{id}/result: the outcome (200), still pending (202), or null (200)."""
-    task_id = ctx.path["task_id"]
+    # one engine call reads the state, the result or failure and the end time together;
+    # it blocks on the task's end signal, so nothing here polls
     wait = query_number(ctx, "wait_seconds", 0, 0, MAX_RESULT_WAIT)
     consume = query_bool(ctx, "consume")
-    q = ctx.q
-    value: Any = None
-    failed: TaskFailed | TaskCanceled | None = None
-    try:
-        # the engine blocks on the task's end signal: no polling here
-        value = await q.result(task_id, timeout=wait, consume=consume)
-    except (TaskFailed, TaskCanceled) as exc:
-        failed = exc
-    except ResultTimeout:
-        task = await q.get(task_id)
-        if task is not None and task.state is not None:
-            return Reply(202, Pending(task.state.value))
-    task = await q.get(task_id)
-    if task is None or task.state not in (TaskState.FINISHED, TaskState.FAILED, TaskState.CANCELED):
-        return Reply(200, None)
-    ended = iso(task.ended_at)
-    if failed is None and task.state is TaskState.FINISHED:
-        # no stored result (none was given, it was consumed, or not kept) reads as null
-        if value is None:
-            return Reply(200, None)
-        return Reply(200, ResultSuccess(finished_at=ended, result=value))
-    canceled = task.state is TaskState.CANCELED
-    return Reply(200, failure_from_error(task.error, ended, canceled=canceled))
+    out = await ctx.q.outcome(ctx.path["task_id"], timeout=wait, consume=consume)
+    if out is None:
+        return Reply(200, None)  # unknown, expired or consumed
+    if not out.ended:
+        return Reply(202, Pending(out.state.value))
+    if out.state is TaskState.FINISHED:
+        if not out.has_result:
+            return Reply(200, None)  # the task keeps no result
+        return Reply(200, ResultSuccess(finished_at=iso(out.ended_at), result=out.result))
+    return Reply(200, failure_from_outcome(out))
 
 
 async def cancel_task(ctx: Ctx) -> Reply:
@@ -352,7 +339,13 @@ async def _apply(q: AsyncFairQueue, task_id: str, outcome: SuccessIn | FailureIn
             if await q.complete(handle, outcome.result):
                 return TaskState.FINISHED.value
             raise LeaseLost(f"task {task_id!r}: the lease is no longer held")
-        state = await q.fail(handle, failure_text(outcome), retry=outcome.should_retry)
+        # the worker's reason, message and error are kept as the task's own fields
+        fields: dict[str, Any] = {"retry": outcome.should_retry, "reason": outcome.reason}
+        try:
+            state = await q.fail(handle, outcome.message, details=outcome.error, **fields)
+        except SerializationError:  # e.g. bytes from MessagePack under a JSON queue;
+            # raised before anything is sent
+            state = await q.fail(handle, outcome.message, details=repr(outcome.error), **fields)
         return state.value
     except LeaseLost as exc:
         task = await q.get(task_id)

@@ -21,7 +21,7 @@ local function complete_task(K, id, token, has_result, result, ms, us, ordering,
     return {0, 0}
   end
   observe(K, 'run', {ms - tonumber(f[7] or ms)})
-  end_attempt(K, id, f[3], ms, 'error')
+  end_attempt(K, id, f[3], ms, 'error', 'traceback', 'reason', 'details')
   if has_result and f[4] == '1' then redis.call('HSET', task_key(K, id), 'result', result) end
   local ready = 0
   if redis.call('EXISTS', deps_blocked_key(K, id)) == 1 then

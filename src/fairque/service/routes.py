@@ -7,6 +7,7 @@ from typing import Any
 
 from fairque.models import TaskState
 from fairque.service import handlers as h
+from fairque.service import schedules as sch
 from fairque.service.auth import ADMINS, PRODUCERS, READERS, WORKERS
 from fairque.service.settings import Role
 from fairque.service.wire import (
@@ -72,6 +73,7 @@ class Route:
 
 Q = "/v1/queues/{queue}"
 T = Q + "/tasks/{task_id}"
+S = Q + "/schedules"
 NULL = type(None)
 
 ROUTES: tuple[Route, ...] = (
@@ -133,4 +135,23 @@ ROUTES: tuple[Route, ...] = (
           responses=((200, OutcomeBatchOut),), errors=(404, 413, 415, 422)),
     Route("POST", T + "/extend", h.extend, WORKERS, "Extend a held lease (heartbeat)",
           body=ExtendIn, responses=((200, ExtendOut),), errors=(409, 413, 415, 422)),
+    Route("GET", S, sch.list_schedules, PRODUCERS,
+          "The queue's schedules, the soonest next slot first",
+          responses=((200, sch.SchedulesOut),)),
+    Route("POST", S, sch.add_schedule, ADMINS,
+          "Add a cron or interval schedule (the same definition again: 200, nothing changes)",
+          body=sch.ScheduleIn, responses=((201, sch.ScheduleOut), (200, sch.ScheduleOut)),
+          errors=(409,)),
+    Route("GET", S + "/{schedule_id}", sch.get_schedule, PRODUCERS, "Read a schedule",
+          responses=((200, sch.ScheduleOut),)),
+    Route("PUT", S + "/{schedule_id}", sch.put_schedule, ADMINS,
+          "Replace a schedule, or add it", body=sch.ScheduleIn,
+          responses=((200, sch.ScheduleOut), (201, sch.ScheduleOut))),
+    Route("DELETE", S + "/{schedule_id}", sch.remove_schedule, ADMINS,
+          "Remove a schedule (tasks it enqueued stay)",
+          responses=((200, sch.ScheduleRemoved),)),
+    Route("POST", S + "/{schedule_id}/pause", sch.pause_schedule, ADMINS,
+          "Pause a schedule", responses=((200, sch.ScheduleOut),)),
+    Route("POST", S + "/{schedule_id}/resume", sch.resume_schedule, ADMINS,
+          "Resume a paused schedule from now on", responses=((200, sch.ScheduleOut),)),
 )  # fmt: skip

@@ -30,6 +30,7 @@ _PATH_PARAMS = {
     "queue": "queue name",
     "task_id": "task id",
     "user_id": "user (tenant) id",
+    "schedule_id": "schedule id",
 }
 
 
@@ -84,6 +85,8 @@ def _operation(spec: Route, schemas: dict[Any, dict[str, Any]]) -> dict[str, Any
     if spec.body is not None:
         codes |= {400, 413, 415, 422}
     if spec.query or "{task_id}" in spec.path or "{user_id}" in spec.path:
+        codes.add(422)
+    if "{schedule_id}" in spec.path:
         codes.add(422)
     problem = {"$ref": REF.format(name=Problem.__name__)}
     for status in sorted(codes):

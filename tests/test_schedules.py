@@ -170,6 +170,9 @@ def test_fire_enqueues_each_slot_once(make_queue: MakeQueue) -> None:
     assert task.state == TaskState.QUEUED
     assert (task.name, task.user_id, task.payload) == ("tick", "ops", {"n": 1})
     assert (task.priority, task.max_retries, task.timeout) == (Priority.CRITICAL, 0, 5.0)
+    listed = q.list_tasks(user_id="ops")
+    assert [t.task_id for t in listed.tasks] == out.task_ids
+    assert [t.task_id for t in q.list_tasks(name="tick").tasks] == out.task_ids
     # a reading made before this firing is stale: the same slot never fires twice
     assert fire_at(q, entry, base + 61_000).stale
     popped = q.pop("w")

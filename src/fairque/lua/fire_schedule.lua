@@ -33,7 +33,8 @@ ARGV[18] result_ttl_ms
 ARGV[19] n          number of slots fired; then one task id per slot
                     (fairque.schedules.slot_task_id), from ARGV[20]
 
-Each task is written as push writes a new task due now (QUEUED). A task id that
+Each task is written as push writes a new task due now (QUEUED), listing indexes
+included. A task id that
 exists, or ended within the last minute, is not written again: a slot enqueues once
 whatever happens. The cursor check makes the whole plan happen once: a plan made
 from an older revision or cursor changes nothing.
@@ -75,6 +76,9 @@ for i = 20, 19 + n do
       'result_ttl', ARGV[18], 'state', 'QUEUED', 'pushed', req}
     if timeout_ms >= 0 then fields[#fields + 1] = 'timeout'; fields[#fields + 1] = timeout_ms end
     redis.call('HSET', tk, unpack(fields))
+    -- the listing's indexes, by creation time, as push keeps them (see list_tasks)
+    redis.call('ZADD', user_index_key(K, user), ms, tid)
+    redis.call('ZADD', name_index_key(K, name), ms, tid)
     enqueue_ready(K, tid, user, prio, mono_us(K, us), ms, ordering, horizon_us, true)
     created = created + 1
   end

@@ -18,8 +18,11 @@ def scrape(live: LiveServer) -> dict[str, list[Sample]]:
     response = httpx.get(f"{live.base}/metrics", timeout=30)
     assert response.status_code == 200, response.text
     assert response.headers["content-type"].startswith("text/plain")
-    families = text_string_to_metric_families(response.text)
-    return {f.name: list(f.samples) for f in families}
+    out: dict[str, list[Sample]] = {}
+    for family in text_string_to_metric_families(response.text):
+        # the parser starts a new family of the same name for each labelled histogram
+        out.setdefault(family.name, []).extend(family.samples)
+    return out
 
 
 def value(samples: list[Sample], name: str | None = None, **labels: str) -> float:
@@ -48,6 +51,7 @@ def test_scrape(live: LiveServer) -> None:
         q.fail(second, error="boom", retry=False)
         running = q.pop(worker_id="w1")
         assert running is not None
+        assert not q.complete(running.model_copy(update={"lease_token": "999999"}))
         q.register_worker(
             WorkerInfo(
                 worker_id="w1", queue=queue, host="h", pid=1,
@@ -78,6 +82,20 @@ def test_scrape(live: LiveServer) -> None:
         assert value(m["fairque_tasks_finished"], "fairque_tasks_finished_total", queue=queue) == 1
         assert value(m["fairque_tasks_failed"], "fairque_tasks_failed_total", queue=queue) == 1
         assert value(m["fairque_tasks_leased"], "fairque_tasks_leased_total", queue=queue) == 3
+        assert value(m["fairque_leases_lost"], "fairque_leases_lost_total", queue=queue) == 1
+        assert value(m["fairque_tasks_canceled"], "fairque_tasks_canceled_total", queue=queue) == 0
+        waits = m["fairque_task_wait_seconds"]
+        assert value(waits, "fairque_task_wait_seconds_count", queue=queue) == 3
+        assert value(waits, "fairque_task_wait_seconds_bucket", queue=queue, le="+Inf") == 3
+        assert value(waits, "fairque_task_wait_seconds_bucket", queue=queue, le="3600.0") == 3
+        assert value(waits, "fairque_task_wait_seconds_sum", queue=queue) >= 0
+        runs = m["fairque_task_run_seconds"]
+        assert value(runs, "fairque_task_run_seconds_count", queue=queue) == 2
+        assert value(runs, "fairque_task_run_seconds_count", queue=other) == 0
+        buckets = [
+            s.value for s in runs if s.name.endswith("_bucket") and s.labels["queue"] == queue
+        ]
+        assert buckets == sorted(buckets)  # cumulative
     finally:
         q.purge()
         q.close()

@@ -10,7 +10,13 @@ from service.harness import LiveServer
 
 from fairque import FairQueue, Task, TaskState
 from fairque.service.ui import reads
-from fairque.service.ui.fairness import jain, jain_norm, percentile, weighted_shares
+from fairque.service.ui.fairness import (
+    histogram_quantile,
+    jain,
+    jain_norm,
+    percentile,
+    weighted_shares,
+)
 
 VALKEY = pytest.mark.parametrize("server", ["valkey"], indirect=True)
 
@@ -160,3 +166,12 @@ def test_tasks_of_any_state(open_ui: tuple[LiveServer, FairQueue]) -> None:
         assert "CANCELED" in page.text
         # a bulk action needs one state
         assert http.get(f"{base}/bulk", params={"state": "ANY", "user": "u"}).status_code == 422
+
+
+def test_histogram_quantile() -> None:
+    bounds = (1.0, 2.0, 4.0)
+    assert histogram_quantile(bounds, [0, 0, 0, 0], 0.5) is None
+    assert histogram_quantile(bounds, [10, 0, 0, 0], 0.5) == (0.5, False)
+    assert histogram_quantile(bounds, [0, 10, 0, 0], 0.95) == (1.95, False)
+    assert histogram_quantile(bounds, [5, 0, 0, 5], 0.95) == (4.0, True)
+    assert histogram_quantile(bounds, [1, 0, 0, 0], 1.0) == (1.0, False)

@@ -3,9 +3,8 @@
 Gauges are read from Redis at scrape time with bounded work: per-user series only for
 the ``top`` users with the largest backlog the rolling scan knows (``reads.ranking``
 reads ``reads.SCAN_USERS`` more users of the ring per scrape), so the label set and
-the work stay bounded with 100,000 users. Counters are the ones the scripts keep
-in the same transition (the queue's stats hash, and ``metrics()`` where the client has
-it, with its wait-time and run-time histograms).
+the work stay bounded with 100,000 users. Counters and the wait-time and run-time
+histograms are the ones the scripts keep in the same transition (``metrics()``).
 """
 
 from __future__ import annotations
@@ -24,24 +23,26 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from fairque.aio import AsyncFairQueue
-from fairque.models import TaskState
+from fairque.models import QueueMetrics, TaskState
 from fairque.service.ui import reads
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 #: users with their own ready / in-flight series, per queue
 TOP_USERS = 50
 
-#: stats-hash counter -> (metric name without _total, help)
+#: ``QueueMetrics`` counter -> (metric name without _total, help)
 COUNTERS: dict[str, tuple[str, str]] = {
     "pushed": ("fairque_tasks_pushed", "Tasks pushed (new ids only)."),
-    "popped": ("fairque_tasks_leased", "Leases granted (a task leased again counts again)."),
-    "completed": ("fairque_tasks_finished", "Tasks that ended FINISHED."),
+    "popped": ("fairque_tasks_leased", "Leases handed out (a task leased again counts again)."),
+    "finished": ("fairque_tasks_finished", "Tasks that ended FINISHED."),
     "failed": ("fairque_tasks_failed", "Tasks that ended FAILED (retries used up or not retried)."),
-    "retried": ("fairque_tasks_retried", "Failed attempts scheduled for another attempt."),
-    "reclaimed": ("fairque_tasks_reclaimed", "Expired leases reclaimed (a failed attempt each)."),
     "canceled": ("fairque_tasks_canceled", "Tasks that ended CANCELED."),
-    "requeued": ("fairque_tasks_requeued", "Leased tasks given back without an attempt."),
-    "lease_lost": ("fairque_leases_lost", "Acknowledgements refused because the lease was lost."),
+    "retried": ("fairque_tasks_retried", "Failed attempts scheduled for another attempt."),
+    "reclaimed": ("fairque_tasks_reclaimed", "Expired leases taken back (a failed attempt each)."),
+    "lease_lost": (
+        "fairque_leases_lost",
+        "complete, fail or extend calls refused because the lease was no longer held.",
+    ),
 }
 
 
@@ -67,10 +68,7 @@ async def _queue_figures(q: AsyncFairQueue, top: int) -> dict[str, Any]:
     held = {u.user_id for u in stats.users if u.in_flight}
     shown = list(dict.fromkeys([*ranked, *sorted(held)[:top]]))
     loads = await reads.loads(q, shown, now)
-    engine_metrics = None
-    reader = getattr(q, "metrics", None)
-    if reader is not None:
-        engine_metrics = await reader()
+    engine_metrics = await q.metrics()
     return {
         "stats": stats,
         "workers": len(workers),
@@ -80,25 +78,19 @@ async def _queue_figures(q: AsyncFairQueue, top: int) -> dict[str, Any]:
     }
 
 
-def _histograms(queue: str, engine_metrics: Any) -> Iterator[Metric]:
-    """Wait and run time histograms from the engine's ``QueueMetrics`` (when it has them)."""
-    for attr, name, doc in (
-        ("wait_time", "fairque_task_wait_seconds", "Time from entering QUEUED to the lease."),
-        ("run_time", "fairque_task_run_seconds", "Time from the lease to FINISHED or FAILED."),
-    ):
-        hist = getattr(engine_metrics, attr, None)
-        if hist is None:
-            continue
-        bounds = [float(b) for b in hist.bounds]
-        counts = [int(c) for c in hist.counts]
-        cumulative, buckets = 0, []
-        for bound, count in zip(bounds, counts, strict=False):
-            cumulative += count
-            buckets.append((_le(bound), float(cumulative)))
-        total = int(getattr(hist, "count", sum(counts)))
-        buckets.append(("+Inf", float(total)))
+def _histograms(queue: str, engine_metrics: QueueMetrics) -> Iterator[Metric]:
+    """The wait-time and run-time histograms the scripts keep."""
+    for hist, name, doc in (
+        (engine_metrics.wait_time, "fairque_task_wait_seconds",
+         "Time from entering QUEUED to the lease (ready -> leased)."),
+        (engine_metrics.run_time, "fairque_task_run_seconds",
+         "Time from the lease to FINISHED or FAILED (reclaimed leases are not timed)."),
+    ):  # fmt: skip
+        cumulative = hist.cumulative
+        buckets = [(_le(b), float(n)) for b, n in zip(hist.bounds, cumulative, strict=False)]
+        buckets.append(("+Inf", float(hist.count)))
         family = HistogramMetricFamily(name, doc, labels=["queue"])
-        family.add_metric([queue], buckets, sum_value=float(getattr(hist, "sum", 0.0)))
+        family.add_metric([queue], buckets, sum_value=float(hist.sum))
         yield family
 
 
@@ -149,15 +141,9 @@ def families(figures: Mapping[str, dict[str, Any]]) -> list[Metric]:
         workers.add_metric([queue], f["workers"])
         users.add_metric([queue], stats.active_users)
         capped.add_metric([queue], stats.capped_users)
-        values = dict(stats.counters)
-        engine_metrics = f["metrics"]
-        if engine_metrics is not None:
-            for key in ("pushed", "popped", "finished", "failed", "canceled", "retried",
-                        "reclaimed", "lease_lost"):  # fmt: skip
-                value = getattr(engine_metrics, key, None)
-                if value is not None:
-                    values["completed" if key == "finished" else key] = int(value)
-            hists.extend(_histograms(queue, engine_metrics))
+        engine_metrics: QueueMetrics = f["metrics"]
+        values = {key: int(getattr(engine_metrics, key)) for key in COUNTERS}
+        hists.extend(_histograms(queue, engine_metrics))
         for key, family in counters.items():
             family.add_metric([queue], float(values.get(key, 0)))
     return [tasks, ready, in_flight, oldest, workers, users, capped, *counters.values(), *hists]

@@ -71,3 +71,28 @@ def jain_norm(
     if len(ratios) < 2 or capacity <= 0:
         return None
     return jain(ratios)
+
+
+def histogram_quantile(
+    bounds: Sequence[float], counts: Sequence[int], q: float
+) -> tuple[float, bool] | None:
+    """The ``q``-quantile (0..1) of a bucketed histogram, as Prometheus estimates it.
+
+    ``counts[i]`` counts the values in bucket i (at most ``bounds[i]``, above
+    ``bounds[i - 1]``), the last entry those above every bound. Linear interpolation
+    inside the bucket; a quantile in the last bucket answers its lower bound and True
+    ("more than"). None without values.
+    """
+    total = sum(counts)
+    if total == 0:
+        return None
+    rank = q * total
+    seen = 0
+    for i, n in enumerate(counts):
+        if seen + n >= rank and n > 0:
+            if i >= len(bounds):
+                return float(bounds[-1]), True
+            low = float(bounds[i - 1]) if i > 0 else 0.0
+            return low + (float(bounds[i]) - low) * (rank - seen) / n, False
+        seen += n
+    return float(bounds[-1]), True

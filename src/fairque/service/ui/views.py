@@ -14,15 +14,24 @@ from datetime import datetime, timezone
 from typing import Any
 
 from fairque.aio import AsyncFairQueue
-from fairque.models import Priority, Task, TaskState
+from fairque.models import Priority, Task, TaskState, WorkerInfo
 from fairque.service import listing
 from fairque.service.ui import reads
-from fairque.service.ui.fairness import jain, jain_norm, percentile, weighted_shares
+from fairque.service.ui.fairness import (
+    histogram_quantile,
+    jain,
+    jain_norm,
+    percentile,
+    weighted_shares,
+)
 
 #: the windows the tenants page offers, seconds
 WINDOWS = (60, 300, 900, 3600)
 #: tenants per page
 PAGE = 50
+#: the engine's counters shown on the overview
+COUNTERS = ("pushed", "popped", "finished", "failed", "canceled", "retried", "reclaimed",
+            "lease_lost")  # fmt: skip
 #: the sort orders of the tenants page
 SORTS = ("backlog", "in_flight", "served", "wait", "user")
 
@@ -40,15 +49,23 @@ def pretty(value: Any) -> str:
         return repr(value)
 
 
-async def overview(q: AsyncFairQueue) -> dict[str, Any]:
-    """Counts, recent throughput and waits, the oldest waiting task, workers, memory."""
-    stats, workers, now, oldest, served, mem = await asyncio.gather(
-        q.stats(user_limit=1),
+async def _overview_reads(
+    q: AsyncFairQueue,
+) -> tuple[list[WorkerInfo], int, int | None, list[reads.Served], str | None]:
+    return await asyncio.gather(
         q.workers(),
         reads.server_ms(q),
         reads.oldest_queued_ms(q),
         reads.recent_service(q),
         reads.memory(q),
+    )
+
+
+async def overview(q: AsyncFairQueue) -> dict[str, Any]:
+    """Counts, recent throughput and waits, the oldest waiting task, workers, memory."""
+    (stats, engine), (workers, now, oldest, served, mem) = await asyncio.gather(
+        asyncio.gather(q.stats(user_limit=1), q.metrics()),
+        _overview_reads(q),
     )
     ended = [s for s in served if s.ended is not None]
     span = ago(now, min(s.started for s in served)) if served else None
@@ -75,7 +92,16 @@ async def overview(q: AsyncFairQueue) -> dict[str, Any]:
     waits = [s.wait_seconds for s in served]
     return {
         "counts": {state.value: stats.counts.get(state, 0) for state in TaskState},
-        "counters": dict(sorted(stats.counters.items())),
+        "counters": {key: getattr(engine, key) for key in COUNTERS},
+        "hist": {
+            label: {
+                "p50": histogram_quantile(h.bounds, h.counts, 0.5),
+                "p95": histogram_quantile(h.bounds, h.counts, 0.95),
+                "count": h.count,
+                "mean": h.sum / h.count if h.count else None,
+            }
+            for label, h in (("wait", engine.wait_time), ("run", engine.run_time))
+        },
         "active_users": stats.active_users,
         "capped_users": stats.capped_users,
         "workers": len(workers),

@@ -9,7 +9,15 @@ import pytest
 from servers import SyncClient
 from support import queue_snapshot
 
-from fairque import FairQueue, TaskCanceled, TaskFailed, TaskState, ValidationError
+from fairque import (
+    CancelRequested,
+    FairQueue,
+    LeaseLost,
+    TaskCanceled,
+    TaskFailed,
+    TaskState,
+    ValidationError,
+)
 from fairque.keys import QueueKeys
 from fairque.ops import MAX_TRACEBACK
 
@@ -196,3 +204,32 @@ def test_a_resent_failure_with_fields_changes_nothing(
     before = queue_snapshot(redis_client, q.queue)
     assert q._run(call) is TaskState.FAILED
     assert queue_snapshot(redis_client, q.queue) == before
+
+
+def test_extend_of_a_task_canceled_under_its_lease_says_so(
+    make_queue: MakeQueue, redis_client: SyncClient
+) -> None:
+    q = make_queue()
+    q.enqueue("n", user_id="u", task_id="t")
+    leased = q.pop("w")
+    assert leased is not None
+    assert q.cancel("t")
+    call = q.ops.extend(leased, 10)
+    with pytest.raises(CancelRequested):
+        q._run(call)
+    before = queue_snapshot(redis_client, q.queue)
+    with pytest.raises(CancelRequested):  # a resend answers the same, changing nothing
+        q._run(call)
+    assert queue_snapshot(redis_client, q.queue) == before
+    assert not q.complete(leased)  # the lease is gone all the same
+    with pytest.raises(LeaseLost) as lost:
+        q.fail(leased, "x")
+    assert not isinstance(lost.value, CancelRequested)
+    # an operator's retry runs it under a new lease; the old token is only stale now
+    assert q.retry("t") is TaskState.QUEUED
+    again = q.pop("w")
+    assert again is not None
+    with pytest.raises(LeaseLost) as stale:
+        q.extend(leased)
+    assert not isinstance(stale.value, CancelRequested)
+    assert q.extend(again, 10) is not None

@@ -10,6 +10,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from fairque.errors import (
+    CancelRequested,
     ConfigError,
     DependencyCycleError,
     DependencyNotFound,
@@ -69,6 +70,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AsyncFairQueue",
+    "CancelRequested",
     "ConfigError",
     "Context",
     "DependencyCycleError",

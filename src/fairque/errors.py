@@ -52,6 +52,10 @@ class LeaseLost(FairqueError):
     """The task's lease expired or was taken over; this worker no longer owns it."""
 
 
+class CancelRequested(LeaseLost):
+    """The task was canceled while this lease held it: stop working on it."""
+
+
 class InvalidTransition(FairqueError):
     """The task is not in a state that allows the requested operation."""
 
@@ -103,6 +107,7 @@ SCRIPT_ERRORS: dict[int, type[FairqueError]] = {
     -4: InvalidTransition,
     -5: DependencyNotFound,
     -6: DependencyCycleError,
+    -7: CancelRequested,
     -21: ScheduleNotFound,
     -22: ScheduleExists,
     -23: NotLeader,

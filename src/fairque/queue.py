@@ -248,6 +248,8 @@ class FairQueue(ScheduleMethods, QueueBase):
         """Extend the task's lease to now + ``seconds``; returns the new deadline.
 
         Raises:
+            CancelRequested: the task was canceled while this lease held it (a
+                ``LeaseLost``): stop working on it.
             LeaseLost: the task's lease expired or was taken over.
         """
         return self._run(self.ops.extend(task, seconds))

@@ -41,6 +41,8 @@ failure_reason         reason        -              the last failure's kind, e.g
                                                     it; a None result is stored too)
 -                      consumed      -              request id of the read that consumed
                                                     the outcome (fetch once)
+-                      cut_lease     -              the lease token a cancel took away (its
+                                                    worker's extend learns of the cancel)
 -                      op            -              '<request id> <answer>' of the last
                                                     recorded transition (a resend's answer)
 -                      pushed        -              request id of the push that created the
@@ -145,6 +147,7 @@ FIELDS: tuple[Field, ...] = (
     Field(None, "details", None, None),
     Field(None, "result", None, None),
     Field(None, "consumed", None, None),
+    Field(None, "cut_lease", None, None),
     Field(None, "op", None, None),
     Field(None, "pushed", None, None),
 )

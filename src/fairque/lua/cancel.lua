@@ -1,6 +1,7 @@
 --[[
 cancel: cancel a task that has not ended. A leased task loses its lease, so its
-worker's complete() returns False. A DEFERRED task leaves its upstreams' blocked
+worker's complete() returns False; the lease's token is kept in 'cut_lease', so
+the worker's next extend() learns that the task was canceled (CancelRequested). A DEFERRED task leaves its upstreams' blocked
 sets; dependents of the canceled task are canceled too (unless they wait).
 
 KEYS[1] prefix    fq:{<queue>}:  per-task and per-user keys derive from it (includes/keys.lua)
@@ -41,7 +42,7 @@ local K = {prefix = KEYS[1], ring = KEYS[2], delayed = KEYS[3], leases = KEYS[4]
   queued = KEYS[5], deferred = KEYS[6], canceled = KEYS[7], meta = KEYS[8], stats = KEYS[9],
   caps = KEYS[10], turns = KEYS[11], capped = KEYS[12], wake = KEYS[13], ends = KEYS[14]}
 local id, req = ARGV[1], ARGV[3]
-local f = redis.call('HMGET', task_key(K, id), 'state', 'user', 'prio', 'op')
+local f = redis.call('HMGET', task_key(K, id), 'state', 'user', 'prio', 'op', 'lease')
 local state, user = f[1], f[2]
 if replayed(last_op(K, id, state, f[4]), req) then return 1 end
 if not state then return redis.error_reply('FQERR -2 no task ' .. id) end
@@ -61,6 +62,7 @@ elseif state == 'DEFERRED' then
   redis.call('ZREM', K.deferred, id)
   detach_waiting(K, id)
 elseif state == 'STARTED' then
+  redis.call('HSET', task_key(K, id), 'cut_lease', f[5])
   end_attempt(K, id, user, ms)
 end
 finalize(K, id, 'CANCELED', K.canceled, ms, tonumber(ARGV[2]), 'canceled', req .. ' 1')

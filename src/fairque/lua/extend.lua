@@ -11,7 +11,9 @@ ARGV[3] ms          new lease length from now
 
 Reply: the new deadline (ms since the epoch, server time). A resend moves it again,
        to now + ms: the same answer as a second heartbeat.
-Errors: 'FQERR -1' (LeaseLost) when the token does not hold the lease, or its
+Errors: 'FQERR -7' (CancelRequested, a LeaseLost) when the task was canceled while
+        this token held its lease (every resend answers the same);
+        'FQERR -1' (LeaseLost) when the token does not hold the lease, or its
         deadline has passed (an expired lease no longer counts in flight, so the
         user's cap may have let another task start: it cannot be revived).
 ]]
@@ -21,8 +23,11 @@ Errors: 'FQERR -1' (LeaseLost) when the token does not hold the lease, or its
 
 local K = {prefix = KEYS[1], leases = KEYS[2], stats = KEYS[3]}
 local id = ARGV[1]
-local held, f = lease_fence(K, id, ARGV[2], 'user', 'deadline')
+local held, f = lease_fence(K, id, ARGV[2], 'user', 'deadline', 'cut_lease')
 local ms = now()
+if f[1] == 'CANCELED' and f[5] == ARGV[2] then
+  return redis.error_reply('FQERR -7 task ' .. id .. ' was canceled')
+end
 if not held or tonumber(f[4]) <= ms then
   redis.call('HINCRBY', K.stats, 'lease_lost', 1)
   return redis.error_reply('FQERR -1 lease lost for task ' .. id)

@@ -48,7 +48,7 @@ redis.call('PERSIST', tk)
 redis.call('PERSIST', deps_blocked_key(K, id))
 redis.call('HSET', tk, 'retries', 0, 'op', req .. ' QUEUED')
 redis.call('HDEL', tk, 'error', 'ended', 'result', 'run_at', 'traceback', 'reason', 'details',
-  'consumed')
+  'consumed', 'cut_lease')
 enqueue_ready(K, id, f[2], tonumber(f[3]), mono_us(K, us), ms, ARGV[2], tonumber(ARGV[3]))
 signal_wake(K, 1)
 return 'QUEUED'

@@ -6,10 +6,11 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Any
 
 from fairque.aio import AsyncFairQueue
-from fairque.errors import LeaseLost, SerializationError
+from fairque.errors import CancelRequested, LeaseLost, SerializationError
 from fairque.models import Task, TaskState, UserStats
 from fairque.service import listing
 from fairque.service.convert import (
@@ -85,6 +86,10 @@ class Reply:
 
 
 Operation = Callable[[Ctx], Awaitable[Reply]]
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
 
 
 def query_number(ctx: Ctx, name: str, default: float, low: float, high: float) -> float:
@@ -382,6 +387,13 @@ async def extend(ctx: Ctx) -> Reply:
     handle = lease_handle(task_id, body.lease_token)
     try:
         deadline = await ctx.q.extend(handle, body.seconds)
+    except CancelRequested:
+        # canceled while this lease held it: the lease ended with the task
+        task = await ctx.q.get(task_id)
+        ended = task.ended_at if task is not None else None
+        return Reply(
+            200, ExtendOut(lease_expires_at=iso(ended or _now()) or "", cancel_requested=True)
+        )
     except LeaseLost as exc:
         task = await ctx.q.get(task_id)
         state = task.state.value if task is not None and task.state else None

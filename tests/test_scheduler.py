@@ -219,3 +219,29 @@ def test_killing_the_leader_lets_the_other_fire_within_two_ttls(server: ServerIn
     finally:
         q.close()
         client.close()
+
+
+async def test_a_leader_whose_lock_is_taken_stops_firing(server: ServerInfo) -> None:
+    name = unique_queue("sched")
+    q = AsyncFairQueue.from_url(server.url, name)
+    runner = Scheduler(q, lock_ttl=0.3)
+    running = asyncio.ensure_future(runner.run())
+    try:
+        await _until(lambda: runner.leading)
+        # another scheduler holds the lock now (this one's expired unnoticed)
+        client = connect(server)
+        try:
+            client.set(q.ops.keys.scheduler_lock, "thief", px=3000)
+        finally:
+            client.close()
+        await q.add_schedule(schedule_id="s", name="n", user_id="u", interval_seconds=0.1)
+        await _until(lambda: not runner.leading, 2)
+        fired = runner.fired
+        await asyncio.sleep(0.5)
+        assert runner.fired == fired == 0
+        assert await q.scheduler_holder() == "thief"
+    finally:
+        runner.stop()
+        await running
+    assert await q.scheduler_holder() == "thief"  # not released: it was not this one's
+    await q.close()

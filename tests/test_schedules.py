@@ -19,7 +19,7 @@ from fairque import FairQueue, Priority, TaskState, ValidationError
 from fairque.errors import NotLeader, ScheduleExists, ScheduleNotFound
 from fairque.records import Call
 from fairque.schedule_ops import StoredSchedule
-from fairque.schedules import Schedule, slot_task_id
+from fairque.schedules import Schedule, plan, slot_task_id
 
 MakeQueue = Callable[..., FairQueue]
 TOKEN = "test-token"
@@ -371,3 +371,22 @@ def test_slot_task_ids() -> None:
     )
     never = every(cron="0 0 30 2 *", interval_seconds=None)  # 30 February
     assert never.next_slot(_utc(2030, 1, 1), 0) is None
+
+
+@pytest.mark.parametrize("policy", ["run_once", "catch_up", "skip"])
+def test_a_long_outage_is_skipped_in_bounded_passes(policy: str) -> None:
+    """25,000 slots due: two passes skip 10,000 each, the third applies the policy."""
+    schedule = every(1, misfire=policy, catch_up_limit=3)
+    now, cursor, skipped, fired = 25_000_000 + 500, 0, 0, []
+    for _ in range(3):
+        p = plan(schedule, cursor, 0, now)
+        skipped += p.skipped
+        fired += p.fire
+        cursor = p.cursor
+        assert p.next_ms == cursor + 1000
+    expected = {"run_once": [25_000_000], "catch_up": [24_998_000, 24_999_000, 25_000_000],
+                "skip": [25_000_000]}[policy]  # fmt: skip
+    assert fired == expected
+    assert skipped == 25_000 - len(expected)
+    assert cursor == 25_000_000
+    assert plan(schedule, cursor, 0, now).fire == []

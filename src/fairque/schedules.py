@@ -40,7 +40,6 @@ Skipped slots are counted on the schedule (``skipped``) and in the queue's
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from functools import lru_cache
@@ -319,32 +318,23 @@ class FirePlan:
 
 
 def plan(schedule: Schedule, cursor_ms: int, anchor_ms: int, now_ms: int) -> FirePlan:
-    """Apply the schedule's misfire policy to the slots due at ``now_ms``."""
+    """Apply the schedule's misfire policy to the slots due at ``now_ms``.
+
+    At most ``MAX_SLOTS_PER_PASS`` due slots are looked at; when more are due, this
+    pass skips them all and moves the cursor past them (the next slot is then due at
+    once), so the policy is applied to the latest ones only.
+    """
     due = schedule.slots_after(cursor_ms, anchor_ms, now_ms, MAX_SLOTS_PER_PASS)
-    skipped = 0
-    cursor = cursor_ms
-    if len(due) == MAX_SLOTS_PER_PASS:  # too far behind: the rest is skipped wholesale
-        last = schedule.slots_after(now_ms - 1, anchor_ms, now_ms, 1)
-        if last:
-            due[-1] = last[0]
-        cursor = now_ms
-    if due:
-        cursor = max(cursor, due[-1])
-        if schedule.misfire == "catch_up":
-            fire = due[-schedule.catch_up_limit :]
-        elif schedule.misfire == "run_once":
-            fire = due[-1:]
-        else:
-            late = now_ms - due[-1]
-            fire = due[-1:] if late <= schedule.misfire_grace_seconds * 1000 else []
-        skipped = len(due) - len(fire)
+    if not due:
+        return FirePlan([], 0, cursor_ms, schedule.next_slot(cursor_ms, anchor_ms))
+    cursor = due[-1]
+    if len(due) == MAX_SLOTS_PER_PASS:  # far behind: the latest slots come next pass
+        fire: list[int] = []
+    elif schedule.misfire == "catch_up":
+        fire = due[-schedule.catch_up_limit :]
+    elif schedule.misfire == "run_once":
+        fire = due[-1:]
     else:
-        fire = []
-    return FirePlan(fire, skipped, cursor, schedule.next_slot(cursor, anchor_ms))
-
-
-def check_interval_ms(value: float) -> int:
-    """``value`` seconds as whole milliseconds (finite, positive)."""
-    if not math.isfinite(value) or value <= 0:
-        raise ValidationError("interval must be a positive number of seconds")
-    return round(value * 1000)
+        late = now_ms - due[-1]
+        fire = due[-1:] if late <= schedule.misfire_grace_seconds * 1000 else []
+    return FirePlan(fire, len(due) - len(fire), cursor, schedule.next_slot(cursor, anchor_ms))

@@ -4,6 +4,7 @@ the login and roles, CSRF, and stored XSS attempts in every tenant-supplied fiel
 from __future__ import annotations
 
 import re
+import time
 from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import quote
@@ -229,6 +230,18 @@ def test_stored_xss_runs_nowhere(open_ui: tuple[LiveServer, FairQueue], page: An
         page.wait_for_load_state("load")
         assert page.evaluate("window.__xss") is None, url
         assert page.locator("img[src=x], svg[onload]").count() == 0, url
+    # the live refresh inserts fresh HTML (with new hostile strings) and runs none of it
+    page.goto(base)
+    page.check("#live")
+    before = page.locator('[data-state="QUEUED"]').inner_text()
+    q.push(Task(user_id=XSS_SCRIPT, name=XSS_IMG, task_id="late-evil", payload=XSS_IMG))
+    # (polled from here: the page's CSP forbids the string evaluation wait_for_function uses)
+    deadline = time.monotonic() + 15
+    while page.locator('[data-state="QUEUED"]').inner_text() == before:
+        assert time.monotonic() < deadline, "the live refresh did not update the page"
+        page.wait_for_timeout(200)
+    assert page.evaluate("window.__xss") is None
+    page.uncheck("#live")
     # the strings are shown as text
     page.goto(f"{base}/task?id=queued-evil")
     assert page.locator("#task-user").inner_text() == XSS_IMG

@@ -1,0 +1,1 @@
+"""The dashboard under ``/ui``: server-rendered pages over one ``Service``'s queues."""

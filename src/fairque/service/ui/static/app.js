@@ -13,7 +13,8 @@
   });
   function busy() {
     var el = document.activeElement;
-    return el && (el.tagName === "INPUT" || el.tagName === "SELECT" || el.tagName === "TEXTAREA");
+    if (!el || el === box) { return false; }
+    return el.tagName === "INPUT" || el.tagName === "SELECT" || el.tagName === "TEXTAREA";
   }
   function refresh() {
     if (!box.checked || busy() || document.hidden) { return; }

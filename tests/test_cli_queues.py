@@ -4,9 +4,11 @@ queues live on different nodes)."""
 
 from __future__ import annotations
 
+import json
 import signal
 import time
 from collections.abc import Iterator
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -16,7 +18,7 @@ from test_cli_operator import python_path, read_until, start_worker
 from test_worker_queues import apart
 from typer.testing import CliRunner
 
-from fairque import FairQueue, TaskState
+from fairque import FairQueue, TaskState, WorkerInfo
 from fairque.cli.commands import app
 
 pytestmark = pytest.mark.server_kinds("valkey", "cluster")
@@ -126,12 +128,12 @@ def test_the_queues_from_a_file_or_the_environment(
 
 def test_several_queues_are_for_the_worker_only(server: ServerInfo, tmp_path: Path) -> None:
     runner = CliRunner()
-    before = runner.invoke(app, ["--url", server.url, "--queue", "a", "--queue", "b", "status"])
+    before = runner.invoke(app, ["--url", server.url, "--queue", "a", "--queue", "b", "users"])
     assert before.exit_code == 2
     assert "--queue was given 2 times (a, b); this command works on one queue" in before.stderr
-    after = runner.invoke(app, ["status", "--url", server.url, "-q", "a", "-q", "b"])
+    after = runner.invoke(app, ["tasks", "-s", "FAILED", "--url", server.url, "-q", "a", "-q", "b"])
     assert after.exit_code == 2
-    assert "only 'worker' serves several" in after.stderr
+    assert "only 'worker' and 'status' take several" in after.stderr
     config = tmp_path / "bad.yaml"
     config.write_text("worker:\n  queues: [a, a]\n")
     twice = runner.invoke(app, ["worker", "--url", server.url, "--config", str(config)])
@@ -142,3 +144,32 @@ def test_several_queues_are_for_the_worker_only(server: ServerInfo, tmp_path: Pa
     braces = runner.invoke(app, ["worker", "--url", server.url, "--config", str(config)])
     assert braces.exit_code == 2
     assert "must not contain braces" in braces.stderr
+
+
+def test_status_of_several_queues(server: ServerInfo, two: list[FairQueue]) -> None:
+    a, b = two
+    now = datetime.now(timezone.utc)
+    for q, worker_id in ((a, "w-both"), (b, "w-both"), (a, "w-only-a")):
+        info = WorkerInfo(worker_id=worker_id, queue=q.queue, host="h", pid=1, started_at=now,
+                          concurrency=4)  # fmt: skip
+        q.register_worker(info, ttl_seconds=60)
+    a.enqueue("nap", 0, user_id="u")
+    runner = CliRunner()
+    args = ["status", "--url", server.url, "-q", a.queue, "-q", b.queue]
+    shown = runner.invoke(app, args, env={"COLUMNS": "220"})
+    assert shown.exit_code == 0, shown.output
+    text = shown.stdout
+    assert f"queue '{a.queue}'" in text
+    assert f"queue '{b.queue}'" in text
+    assert "queues" in text
+    assert text.count(f"{a.queue}, {b.queue}") == 2  # w-both, in each queue's table
+    docs = json.loads(runner.invoke(app, [*args, "--json"]).stdout)["queues"]
+    assert [d["stats"]["queue"] for d in docs] == [a.queue, b.queue]
+    assert [sorted(w["worker_id"] for w in d["workers"]) for d in docs] == [
+        ["w-both", "w-only-a"],
+        ["w-both"],
+    ]
+    assert docs[0]["stats"]["counts"]["QUEUED"] == 1
+    one = runner.invoke(app, ["status", "--url", server.url, "-q", b.queue], env={"COLUMNS": "220"})
+    assert one.exit_code == 0, one.output
+    assert "queues" not in one.stdout  # one queue: no such column

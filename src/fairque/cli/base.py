@@ -55,7 +55,7 @@ QueueOption = Annotated[
         "-q",
         envvar="FAIRQUE_QUEUE",
         metavar="NAME",
-        help="Queue name (worker: repeat it to serve several queues).",
+        help="Queue name (worker, status: repeat it for several queues).",
         rich_help_panel=SHARED_PANEL,
     ),
 ]
@@ -161,8 +161,8 @@ def settings(ctx: typer.Context, *, several_queues: bool = False, **worker: Any)
 
     Args:
         ctx: the command's context.
-        several_queues: the command serves every ``--queue`` given (``worker``);
-            other commands refuse more than one (exit code 2).
+        several_queues: the command takes every ``--queue`` given (``worker``,
+            ``status``); other commands refuse more than one (exit code 2).
         worker: overrides of the ``worker:`` section.
     """
     common: Common = ctx.obj
@@ -170,7 +170,7 @@ def settings(ctx: typer.Context, *, several_queues: bool = False, **worker: Any)
         named = ", ".join(common.queues)
         fail(
             f"--queue was given {len(common.queues)} times ({named}); this command works "
-            "on one queue (only 'worker' serves several)",
+            "on one queue (only 'worker' and 'status' take several)",
             EXIT_USAGE,
         )
     if several_queues and common.queues:
@@ -229,6 +229,19 @@ def open_queue(ctx: typer.Context, cfg: Settings | None = None) -> Iterator[Fair
         )
         try:
             yield q
+        finally:
+            q.close()
+
+
+@contextlib.contextmanager
+def open_queues(ctx: typer.Context, cfg: Settings) -> Iterator[list[FairQueue]]:
+    """Connected FairQueues for every queue a worker with ``cfg`` serves (one client)."""
+    with server_url(cfg, embedded_ok=False) as url, guarded(url):
+        options = cfg.queue.options()
+        first, *others = cfg.worker_queues
+        q = FairQueue.from_url(url, first, cluster=cfg.redis.cluster, **options)
+        try:
+            yield [q, *(FairQueue(q.client, name, **options) for name in others)]
         finally:
             q.close()
 

@@ -29,6 +29,7 @@ from fairque.cli.base import (
     guarded,
     log,
     open_queue,
+    open_queues,
     say_error,
     server_url,
     settings,
@@ -37,6 +38,7 @@ from fairque.cli.base import (
     stdout,
 )
 from fairque.errors import ConfigError, FairqueError, ValidationError
+from fairque.models import QueueStats, WorkerInfo
 from fairque.ops import Operations
 from fairque.options import QueueOptions
 from fairque.queue import FairQueue
@@ -281,44 +283,74 @@ def status(
 ) -> None:
     """Counts per state, the busiest users and the live workers.
 
-    With --watch the view refreshes in place every --interval seconds until Ctrl-C
-    (exit code 0); with --json too, one JSON document per line each time.
+    With several --queue (or worker.queues in --config), each queue in turn, and
+    the workers' table says which of those queues each worker serves; --json then
+    prints {"queues": [one document per queue]}. With --watch the view refreshes
+    in place every --interval seconds until Ctrl-C (exit code 0); with --json too,
+    one JSON document per line each time.
     """
-    with open_queue(ctx) as q:
+    cfg = settings(ctx, several_queues=True)
+    with open_queues(ctx, cfg) as queues:
         if not watch:
-            show_status(q, as_json, users)
+            show_status(queues, as_json, users)
             return
         try:
             if as_json:
                 while True:
-                    show_status(q, as_json, users, one_line=True)
+                    show_status(queues, as_json, users, one_line=True)
                     time.sleep(interval)
+            from rich.console import Group
             from rich.live import Live
 
             with Live(console=stdout, auto_refresh=False) as live:
                 while True:
-                    view = out.status_view(stdout, q.stats(user_limit=1000), q.workers(), users)
-                    live.update(view, refresh=True)
+                    views = [
+                        out.status_view(stdout, stats, workers, users, serves)
+                        for stats, workers, serves in snapshot(queues)
+                    ]
+                    live.update(Group(*views), refresh=True)
                     time.sleep(interval)
         except KeyboardInterrupt:
             return
 
 
-def show_status(q: FairQueue, as_json: bool, users: int, *, one_line: bool = False) -> None:
-    """Print the queue's status once (``--json``: a document, on one line if asked)."""
-    stats = q.stats(user_limit=1000)
-    workers = q.workers()
+Snapshot = tuple[QueueStats, list[WorkerInfo], "dict[str, list[str]] | None"]
+
+
+def snapshot(queues: list[FairQueue]) -> list[Snapshot]:
+    """Each queue's stats and workers; with several queues, which of them each
+    worker (by id) is registered in."""
+    read = [(q.stats(user_limit=1000), q.workers()) for q in queues]
+    if len(queues) == 1:
+        return [(stats, workers, None) for stats, workers in read]
+    serves: dict[str, list[str]] = {}
+    for q, (_, workers) in zip(queues, read, strict=True):
+        for w in workers:
+            serves.setdefault(w.worker_id, []).append(q.queue)
+    return [(stats, workers, serves) for stats, workers in read]
+
+
+def show_status(
+    queues: list[FairQueue], as_json: bool, users: int, *, one_line: bool = False
+) -> None:
+    """Print the queues' status once (``--json``: a document, on one line if asked)."""
+    taken = snapshot(queues)
     if as_json:
-        doc = {
-            "stats": stats.model_dump(mode="json"),
-            "workers": [w.model_dump(mode="json") for w in workers],
-        }
+        docs = [
+            {
+                "stats": stats.model_dump(mode="json"),
+                "workers": [w.model_dump(mode="json") for w in workers],
+            }
+            for stats, workers, _ in taken
+        ]
+        doc: dict[str, Any] = docs[0] if len(docs) == 1 else {"queues": docs}
         if one_line:
             stdout.out(json.dumps(doc), highlight=False)
         else:
             stdout.print_json(json.dumps(doc))
         return
-    out.print_status(stdout, stats, workers, users)
+    for stats, workers, serves in taken:
+        out.print_status(stdout, stats, workers, users, serves)
 
 
 @app.command("task")

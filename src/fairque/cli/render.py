@@ -302,13 +302,29 @@ def _age(seconds: float | None) -> str:
     return "?" if seconds is None else f"{seconds:.1f}s ago"
 
 
-def print_status(console: Console, stats: QueueStats, workers: list[WorkerInfo], top: int) -> None:
+def print_status(
+    console: Console,
+    stats: QueueStats,
+    workers: list[WorkerInfo],
+    top: int,
+    serves: Mapping[str, list[str]] | None = None,
+) -> None:
     """Per-state counts, the busiest users and the workers as tables."""
-    console.print(status_view(console, stats, workers, top))
+    console.print(status_view(console, stats, workers, top, serves))
 
 
-def status_view(console: Console, stats: QueueStats, workers: list[WorkerInfo], top: int) -> Group:
-    """What ``print_status`` prints, as one renderable (``status --watch`` refreshes it)."""
+def status_view(
+    console: Console,
+    stats: QueueStats,
+    workers: list[WorkerInfo],
+    top: int,
+    serves: Mapping[str, list[str]] | None = None,
+) -> Group:
+    """What ``print_status`` prints, as one renderable (``status --watch`` refreshes it).
+
+    ``serves`` (when several queues are shown) maps worker ids to the queues shown
+    that each one serves: a column of the workers' table.
+    """
     parts: list[RenderableType] = []
     states = Table(title=f"queue {stats.queue!r}", title_justify="left")
     for state in TaskState:
@@ -337,6 +353,8 @@ def status_view(console: Console, stats: QueueStats, workers: list[WorkerInfo], 
     table.add_column("finished", justify="right")  # tasks
     table.add_column("failed attempts", justify="right")  # retried ones too
     table.add_column("heartbeat")
+    if serves is not None:
+        table.add_column("queues", overflow="fold")
     # which users a worker serves, shown when some worker is limited to some users
     pinned = any(w.assigned_users or w.steal_targets for w in workers)
     if pinned:
@@ -347,15 +365,17 @@ def status_view(console: Console, stats: QueueStats, workers: list[WorkerInfo], 
             w.worker_id, w.host, str(w.pid), f"{w.in_flight}/{w.concurrency}{stuck}",
             str(w.processed), str(w.failed), _age(w.last_seen_seconds),
         ]  # fmt: skip
+        if serves is not None:
+            row.append(", ".join(serves.get(w.worker_id, [stats.queue])))
         if pinned:
             row.append(served_users(w.assigned_users, w.steal_targets))
         table.add_row(*row)
     parts.append(table)
     if workers:
         parts.append(
-            "finished: tasks this worker completed; failed attempts: attempts that raised "
-            "or timed out (a task retried three times counts three), unlike the queue's "
-            "FAILED count of tasks"
+            "finished: tasks this worker completed in this queue; failed attempts: attempts "
+            "that raised or timed out (a task retried three times counts three), unlike the "
+            "queue's FAILED count of tasks"
         )
     return Group(*parts)
 

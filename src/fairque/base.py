@@ -234,7 +234,8 @@ class QueueBase:
         if out is None:
             return None
         if out.state is TaskState.FAILED:
-            raise TaskFailed(f"task {task_id} failed: {out.error or ''}")
+            kind = f" ({out.reason})" if out.reason else ""
+            raise TaskFailed(f"task {task_id} failed{kind}: {out.error or ''}")
         if out.state is TaskState.CANCELED:
             error = out.error
             raise TaskCanceled(f"task {task_id} was canceled{': ' + error if error else ''}")

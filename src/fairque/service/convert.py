@@ -13,19 +13,20 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisClusterException, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from fairque.aio import AsyncFairQueue
 from fairque.errors import (
     DuplicateTask,
     FairqueError,
     InvalidTransition,
     LeaseLost,
     PayloadTooLarge,
+    SerializationError,
     TaskNotFound,
     ValidationError,
 )
 from fairque.models import Priority, Task, TaskOutcome, TaskState
 from fairque.service.media import ProblemError
 from fairque.service.wire import (
-    FailureIn,
     LeasedTask,
     ResultFailure,
     TaskIn,
@@ -144,10 +145,20 @@ _FIELD = re.compile(r"^invalid task: ([A-Za-z_][\w.]*): ")
 _FAILURE_MARK = "fairque-failure:"
 
 
-def failure_text(failure: FailureIn) -> str:
-    """The error stored for a worker's failure message (its message, reason and error)."""
-    detail = {"reason": failure.reason, "message": failure.message, "error": failure.error}
-    return _FAILURE_MARK + json.dumps(detail, ensure_ascii=False, default=str)
+async def record_failure(
+    q: AsyncFairQueue, task: Task, reason: str, message: str, error: Any, *, retry: bool
+) -> TaskState:
+    """Fail ``task`` with a worker's failure message, its reason, message and error
+    kept as the task's own fields (``failure_reason``, ``error``, the details).
+
+    Raises:
+        LeaseLost: the lease is no longer held.
+    """
+    try:
+        return await q.fail(task, message, retry=retry, reason=reason, details=error)
+    except SerializationError:  # e.g. bytes from MessagePack under a JSON queue;
+        # raised before anything was sent
+        return await q.fail(task, message, retry=retry, reason=reason, details=repr(error))
 
 
 def failure_from_outcome(out: TaskOutcome) -> ResultFailure:

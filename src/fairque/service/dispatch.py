@@ -28,7 +28,7 @@ from redis.exceptions import RedisError
 from fairque.aio import AsyncFairQueue
 from fairque.errors import FairqueError, LeaseLost
 from fairque.models import Task, WorkerInfo
-from fairque.service.convert import failure_text, wire_priority
+from fairque.service.convert import record_failure, wire_priority
 from fairque.service.media import MSGPACK_TYPES
 from fairque.service.settings import DispatchSettings, Endpoint
 from fairque.service.wire import DispatchJob, WorkerFailure, WorkerSuccess
@@ -191,23 +191,14 @@ class QueueDispatcher:
             self.processed += 1
             return
         self.failed += 1
-        failure = _failure(reply.reason, reply.message, reply.error, reply.should_retry)
-        await self.queue.fail(task, failure_text(failure), retry=reply.should_retry)
+        await record_failure(
+            self.queue, task, reply.reason, reply.message, reply.error, retry=reply.should_retry
+        )
 
     async def _fail(self, task: Task, reason: str, message: str, *, retry: bool = True) -> None:
         log.info("task %s failed (%s): %s", task.task_id, "retry" if retry else "final", message)
         self.failed += 1
-        failure = _failure(reason, message, None, retry)
-        await self.queue.fail(task, failure_text(failure), retry=retry)
-
-
-def _failure(reason: str, message: str, error: Any, retry: bool) -> Any:
-    from fairque.service.wire import FailureIn
-
-    return FailureIn(
-        lease_token="-", reason="timeout" if reason == "timeout" else "other",
-        should_retry=retry, error=error, message=message,
-    )  # fmt: skip
+        await record_failure(self.queue, task, reason, message, None, retry=retry)
 
 
 def _describe(response: httpx.Response) -> str:

@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from fairque.aio import AsyncFairQueue
-from fairque.errors import CancelRequested, LeaseLost, SerializationError
+from fairque.errors import CancelRequested, LeaseLost
 from fairque.models import Task, TaskState, UserStats
 from fairque.service import listing
 from fairque.service.convert import (
@@ -20,6 +20,7 @@ from fairque.service.convert import (
     iso,
     lease_handle,
     leased_out,
+    record_failure,
     task_from_wire,
     task_out,
 )
@@ -344,13 +345,9 @@ async def _apply(q: AsyncFairQueue, task_id: str, outcome: SuccessIn | FailureIn
             if await q.complete(handle, outcome.result):
                 return TaskState.FINISHED.value
             raise LeaseLost(f"task {task_id!r}: the lease is no longer held")
-        # the worker's reason, message and error are kept as the task's own fields
-        fields: dict[str, Any] = {"retry": outcome.should_retry, "reason": outcome.reason}
-        try:
-            state = await q.fail(handle, outcome.message, details=outcome.error, **fields)
-        except SerializationError:  # e.g. bytes from MessagePack under a JSON queue;
-            # raised before anything is sent
-            state = await q.fail(handle, outcome.message, details=repr(outcome.error), **fields)
+        state = await record_failure(
+            q, handle, outcome.reason, outcome.message, outcome.error, retry=outcome.should_retry
+        )
         return state.value
     except LeaseLost as exc:
         task = await q.get(task_id)

@@ -134,3 +134,26 @@ def test_worker_scheduler_needs_a_server() -> None:
     refused = run_cli("worker", "--scheduler", "--import", "os")
     assert refused.returncode == 2
     assert "--scheduler needs a server" in refused.stderr
+
+
+def test_scheduler_takes_its_ttl_from_the_settings(server: ServerInfo, tmp_path: Path) -> None:
+    config = tmp_path / "fairque.yaml"
+    config.write_text("scheduler:\n  lock_ttl_seconds: 0.5\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FAIRQUE_")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "fairque", "scheduler", "--url", server.url, "--queue",
+         unique_queue("cli-sched"), "--config", str(config)],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert proc.stderr is not None
+    first, second = proc.stderr.readline(), proc.stderr.readline()
+    proc.send_signal(signal.SIGTERM)
+    _, rest = proc.communicate(timeout=30)
+    assert proc.returncode == 0, rest
+    assert "lock TTL 0.5 s" in first
+    assert "leads queue" in second
+    assert "no longer leads" in rest
+    bad = run_cli("scheduler", "--url", server.url,
+                  env={"FAIRQUE_SCHEDULER__LOCK_TTL_SECONDS": "0"})  # fmt: skip
+    assert bad.returncode == 2
+    assert "lock_ttl_seconds" in bad.stderr

@@ -163,6 +163,15 @@ class QueueSettings(QueueOptions):
         return self.model_dump(exclude={"name"})
 
 
+class SchedulerSettings(BaseModel):
+    """The ``scheduler:`` section (``fairque scheduler``, ``fairque worker --scheduler``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    #: the leader lock's TTL: a dead leader is replaced within it (renewed every third)
+    lock_ttl_seconds: float = Field(default=10.0, ge=0.1, le=3600, allow_inf_nan=False)
+
+
 class Settings(BaseSettings):
     """Everything a worker or the CLI needs: ``redis``, ``worker`` and ``queue``."""
 
@@ -180,6 +189,7 @@ class Settings(BaseSettings):
     queue: QueueSettings = Field(default_factory=QueueSettings)
     server: ServerSettings = Field(default_factory=ServerSettings)
     dispatch: DispatchSettings = Field(default_factory=DispatchSettings)
+    scheduler: SchedulerSettings = Field(default_factory=SchedulerSettings)
 
 
 #: short environment variables -> the nested variable they stand for

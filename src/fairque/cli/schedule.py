@@ -202,16 +202,16 @@ def resume(
 def scheduler(
     ctx: typer.Context,
     lock_ttl: Annotated[
-        float,
+        float | None,
         typer.Option(
             "--lock-ttl",
             min=0.1,
             max=3600,
             metavar="SECONDS",
-            envvar="FAIRQUE_SCHEDULER_LOCK_TTL",
-            help="Leader lock TTL: a dead leader is replaced within it.",
+            help="Leader lock TTL: a dead leader is replaced within it "
+            "[default: scheduler.lock_ttl_seconds, 10].",
         ),
-    ] = 10.0,
+    ] = None,
 ) -> None:
     """Fire the queue's schedules until SIGTERM/SIGINT.
 
@@ -224,6 +224,7 @@ def scheduler(
     from fairque.scheduler import Scheduler
 
     cfg = settings(ctx)
+    ttl = cfg.scheduler.lock_ttl_seconds if lock_ttl is None else lock_ttl
     with server_url(cfg, embedded_ok=False) as url, guarded(url):
         try:
             q = AsyncFairQueue.from_url(
@@ -231,10 +232,9 @@ def scheduler(
             )
         except ConfigError as exc:
             fail(str(exc), EXIT_USAGE)
-        runner = Scheduler(q, lock_ttl=lock_ttl)
+        runner = Scheduler(q, lock_ttl=ttl)
         stderr.print(
-            f"fairque scheduler {runner.token} for queue {cfg.queue.name!r}: "
-            f"lock TTL {lock_ttl:g} s"
+            f"fairque scheduler {runner.token} for queue {cfg.queue.name!r}: lock TTL {ttl:g} s"
         )
         asyncio.run(_run(runner))
 
@@ -262,7 +262,7 @@ def register(app: typer.Typer) -> None:
 
 @contextlib.contextmanager
 def embedded_scheduler(cfg: Settings, queues: list[str]) -> Iterator[None]:
-    """Fire the schedules of ``queues`` (else the configured queue) on a thread while
+    """Fire the schedules of ``queues`` (else the worker's queues) on a thread while
     the block runs (``fairque worker --scheduler``)."""
     from fairque.scheduler import SchedulerThread
 
@@ -271,7 +271,8 @@ def embedded_scheduler(cfg: Settings, queues: list[str]) -> Iterator[None]:
     url = cfg.redis.to_url()
     with guarded(url):
         thread = SchedulerThread(
-            url, queues or [cfg.queue.name], cluster=cfg.redis.cluster, **cfg.queue.options()
-        )
+            url, queues or cfg.worker_queues, cluster=cfg.redis.cluster,
+            lock_ttl=cfg.scheduler.lock_ttl_seconds, **cfg.queue.options(),
+        )  # fmt: skip
     with thread:
         yield

@@ -14,8 +14,10 @@ import pytest
 from servers import ServerInfo
 from support import unique_queue
 from test_cli import run_cli
+from typer.testing import CliRunner
 
 from fairque import FairQueue
+from fairque.cli.commands import app
 
 # the command line's own behaviour: the engine's tests cover the standalone Redis kind
 pytestmark = pytest.mark.server_kinds("valkey", "cluster")
@@ -64,6 +66,24 @@ def test_result(cli_queue: tuple[list[str], FairQueue]) -> None:
     canceled = run_cli(*base, "result", "open")
     assert canceled.returncode == 1
     assert "task open was canceled" in canceled.stderr
+
+
+def test_result_and_task_show_the_kept_traceback(
+    cli_queue: tuple[list[str], FairQueue],
+) -> None:
+    base, q = cli_queue
+    q.enqueue("job", None, user_id="u", task_id="tb")
+    task = q.pop(worker_id="w")
+    assert task is not None
+    kept = "Traceback (most recent call last):\n  File \"h.py\", line 3, in job\nKeyError: '[k]'"
+    q.fail(task, "KeyError: '[k]'", retry=False, traceback=kept)
+    runner = CliRunner()
+    failed = runner.invoke(app, ["result", "tb", *base])
+    assert failed.exit_code == 1
+    assert failed.stderr == f"{kept}\nerror: task tb failed: KeyError: '[k]'\n"
+    shown = runner.invoke(app, ["task", "tb", "--json", *base])
+    assert shown.exit_code == 0, shown.output
+    assert json.loads(shown.stdout)["traceback"] == kept
 
 
 def test_users_and_limits(cli_queue: tuple[list[str], FairQueue]) -> None:

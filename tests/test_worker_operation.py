@@ -29,7 +29,7 @@ from fairque import (
     WorkerConfig,
 )
 from fairque.config import load_settings
-from fairque.worker.executor import TRACEBACK_CHARS
+from fairque.worker.executor import STORED_FRAMES, TRACEBACK_CHARS
 
 TESTS = Path(__file__).parent
 
@@ -171,6 +171,20 @@ async def test_each_task_logs_its_start_and_end(
     asked = [r for r in lines(later) if "will retry" in r.getMessage()]
     assert [r.levelno for r in asked] == [logging.INFO]  # the handler asked for it
     assert "Traceback" not in asked[0].getMessage()
+
+    # the stored error keeps its one line, and the traceback is kept beside it
+    stored = await q.get(cast(str, bad.task_id))
+    assert stored is not None
+    assert stored.error == "ValueError: bottom reached"
+    assert stored.traceback is not None
+    assert stored.traceback.startswith("Traceback (most recent call last)")
+    assert 'raise ValueError("bottom reached")' in stored.traceback
+    assert stored.traceback.endswith("ValueError: bottom reached")
+    assert stored.traceback.count(", in deep") <= STORED_FRAMES  # 500 frames, the last kept
+    for quiet in (good, later):
+        kept = await q.get(cast(str, quiet.task_id))
+        assert kept is not None
+        assert kept.traceback is None  # a Retry has no traceback to keep
 
 
 # ---------------------------------------------------------------------------- burst

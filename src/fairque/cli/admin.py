@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from fairque.cli.base import fail, open_queue, shared, stdout
+from fairque.cli.base import fail, open_queue, shared, stderr, stdout
 from fairque.errors import ResultTimeout, TaskCanceled, TaskFailed
 
 
@@ -25,7 +25,8 @@ def result(
     """Print a task's result as JSON (null: none returned, not kept or expired).
 
     Exit code 1 when the task does not exist, FAILED or was CANCELED (the error is
-    shown), or had not ended within --wait seconds.
+    shown, after the handler's traceback when one was kept), or had not ended
+    within --wait seconds.
     """
     with open_queue(ctx) as q:
         if q.get(task_id) is None:
@@ -33,6 +34,9 @@ def result(
         try:
             value: Any = q.result(task_id, timeout=wait)
         except (TaskFailed, TaskCanceled) as exc:  # "task ID failed: <its error>"
+            ended = q.get(task_id) if isinstance(exc, TaskFailed) else None
+            if ended is not None and ended.traceback:
+                stderr.out(ended.traceback, highlight=False)  # the handler's, as it raised
             fail(str(exc))
         except ResultTimeout:
             waited = f"within {wait:g} s" if wait else "yet (--wait SECONDS waits for it)"

@@ -57,7 +57,7 @@ class Failed:
     """The attempt failed: retry after ``delay`` (None: the backoff), or fail for good.
 
     ``budget`` is the retry budget to judge by instead of the task's own (a handler's
-    ``max_retries``).
+    ``max_retries``); ``traceback`` is kept with the task (a raising handler's).
     """
 
     what: ClassVar[str] = "failure"
@@ -66,6 +66,7 @@ class Failed:
     retry: bool = True
     delay: float | None = None
     budget: int | None = None
+    traceback: str | None = None
 
 
 @dataclass(frozen=True)
@@ -192,8 +193,9 @@ class Acknowledger:
         try:
             if isinstance(report, Failed):
                 state = await self.queue.fail(
-                    task, report.reason, report.retry, report.delay, max_retries=report.budget
-                )
+                    task, report.reason, report.retry, report.delay,
+                    max_retries=report.budget, traceback=report.traceback,
+                )  # fmt: skip
             else:
                 state = await self.queue.requeue(task, delay=report.delay)
         except LeaseLost:

@@ -16,7 +16,8 @@ once per name), or, with ``unknown_tasks: fail``, failed as a raising handler wo
 
 Each execution logs one line when its handler starts and one when its outcome is
 settled (task id, name, user, attempt, the handler's duration); a failure's line
-carries its traceback, cut to ``TRACEBACK_CHARS``.
+carries its traceback, cut to ``TRACEBACK_CHARS``. The traceback of a raising
+handler is also kept with the task (``Task.traceback``, ``STORED_FRAMES`` frames).
 
 The task's slot is free as soon as the handler has ended; the execution then waits
 for the queue's answer and calls the ``after_task`` hooks with the outcome. A task
@@ -56,6 +57,10 @@ log = logging.getLogger("fairque.worker")
 #: innermost are kept: a runaway recursion must not flood the log).
 TRACEBACK_FRAMES = 30
 TRACEBACK_CHARS = 8000
+
+#: The most frames of a failure's traceback kept with the task (the queue keeps its
+#: last 64 KiB).
+STORED_FRAMES = 100
 
 #: ``asyncio.timeout`` (Python 3.11+), which bounds a handler inside the running task.
 _TIMEOUT_SCOPE: Any = getattr(asyncio, "timeout", None)
@@ -270,7 +275,8 @@ class Executor:
         except ExecutionTimeout as exc:
             return Failed(task, f"timeout after {exc.seconds:g}s", budget=budget), None, exc
         except Exception as exc:
-            return Failed(task, f"{type(exc).__name__}: {exc}", budget=budget), None, exc
+            reason = f"{type(exc).__name__}: {exc}"
+            return Failed(task, reason, budget=budget, traceback=stored_traceback(exc)), None, exc
         finally:
             self._free_slot(execution)
         if result is None:
@@ -386,3 +392,12 @@ def bounded_traceback(error: BaseException) -> str:
     if len(text) > TRACEBACK_CHARS:
         text = "...\n" + text[-TRACEBACK_CHARS:]
     return text
+
+
+def stored_traceback(error: BaseException) -> str:
+    """``error``'s traceback as kept with its task: its innermost ``STORED_FRAMES``
+    frames, causes included, as ``traceback.format_exc()`` writes it."""
+    lines = traceback.format_exception(
+        type(error), error, error.__traceback__, limit=-STORED_FRAMES
+    )
+    return "".join(lines).rstrip("\n")

@@ -174,6 +174,7 @@ async def test_timeouts_from_task_handler_and_worker(h: Harness) -> None:
     for t, error, retries in expected:
         failed = await wait_state(q, t.task_id, TaskState.FAILED)
         assert (failed.error, failed.retry_count) == (error, retries)
+        assert (failed.failure_reason, failed.traceback) == ("timeout", None)
     await eventually(lambda: worker.threads_busy == 0)
 
 

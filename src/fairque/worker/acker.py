@@ -57,7 +57,8 @@ class Failed:
     """The attempt failed: retry after ``delay`` (None: the backoff), or fail for good.
 
     ``budget`` is the retry budget to judge by instead of the task's own (a handler's
-    ``max_retries``); ``traceback`` is kept with the task (a raising handler's).
+    ``max_retries``); ``traceback`` is kept with the task (a raising handler's), and
+    ``kind`` as its ``failure_reason`` (``"timeout"`` for an execution timeout).
     """
 
     what: ClassVar[str] = "failure"
@@ -67,6 +68,7 @@ class Failed:
     delay: float | None = None
     budget: int | None = None
     traceback: str | None = None
+    kind: str | None = None
 
 
 @dataclass(frozen=True)
@@ -194,7 +196,7 @@ class Acknowledger:
             if isinstance(report, Failed):
                 state = await self.queue.fail(
                     task, report.reason, report.retry, report.delay,
-                    max_retries=report.budget, traceback=report.traceback,
+                    max_retries=report.budget, traceback=report.traceback, reason=report.kind,
                 )  # fmt: skip
             else:
                 state = await self.queue.requeue(task, delay=report.delay)

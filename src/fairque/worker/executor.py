@@ -273,7 +273,8 @@ class Executor:
         except Retry as exc:
             return Failed(task, exc.reason, delay=exc.delay, budget=budget), None, exc
         except ExecutionTimeout as exc:
-            return Failed(task, f"timeout after {exc.seconds:g}s", budget=budget), None, exc
+            reason = f"timeout after {exc.seconds:g}s"
+            return Failed(task, reason, budget=budget, kind="timeout"), None, exc
         except Exception as exc:
             reason = f"{type(exc).__name__}: {exc}"
             return Failed(task, reason, budget=budget, traceback=stored_traceback(exc)), None, exc

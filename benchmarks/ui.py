@@ -29,6 +29,7 @@ from urllib.parse import quote
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != os.path.dirname(__file__)]
 
 import httpx  # noqa: E402
+import redis  # noqa: E402
 import uvicorn  # noqa: E402
 
 from fairque import FairQueue, Task  # noqa: E402
@@ -49,10 +50,19 @@ def log(message: str) -> None:
 def load(q: FairQueue, tasks: int, users: int) -> float:
     started = time.perf_counter()
     for start in range(0, tasks, BATCH):
-        q.push_many(
-            Task(user_id=f"user{i % users}", name=f"job{i % NAMES}", payload={"i": i})
+        batch = [
+            Task(user_id=f"user{i % users}", name=f"job{i % NAMES}", payload={"i": i},
+                 task_id=f"t{i}")
             for i in range(start, min(start + BATCH, tasks))
-        )
+        ]  # fmt: skip
+        for attempt in range(5):
+            try:
+                q.push_many(batch)  # ids are given, so a resend after a timeout is a no-op
+                break
+            except redis.TimeoutError:
+                if attempt == 4:
+                    raise
+                log("push timed out (a busy machine); sending the batch again")
         if start % 100_000 == 0:
             log(f"loaded {start + BATCH:,}")
     return time.perf_counter() - started

@@ -1,4 +1,4 @@
-"""Fixtures of the dashboard tests: a live server and one headless Chromium per session.
+"""Fixtures of the dashboard tests: a live server and one headless Chromium per module.
 
 The browser is Debian's ``chromium`` driven by Playwright through ``executable_path``
 (Playwright's own browser downloads are not used). Without it the browser tests skip,
@@ -38,9 +38,13 @@ def chromium_path() -> str | None:
     return found or (None if not os.path.exists("/usr/bin/chromium") else "/usr/bin/chromium")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    """One headless Chromium for the whole session."""
+    """One headless Chromium per test module.
+
+    Not per session: Playwright's sync API runs an event loop in this thread while it
+    is open, and the suite's asyncio tests need the thread's loop free.
+    """
     path = chromium_path()
     if path is None:
         unavailable("chromium is not installed (apt-get install chromium)")

@@ -241,11 +241,12 @@ def create_app(service: Service) -> Litestar:
     handlers_.append(route("/openapi.json", http_method=["GET"])(openapi_json))
     handlers_.append(route("/healthz", http_method=["GET"])(healthz))
     handlers_.append(route("/metrics", http_method=["GET"])(_metrics_endpoint(service)))
-    handlers_.extend(Ui(service).handlers())
+    ui = Ui(service)
+    handlers_.extend(ui.handlers())
     return Litestar(
         route_handlers=handlers_,
         openapi_config=None,
-        lifespan=[lifespan],
+        lifespan=[lifespan, ui.lifespan],
         exception_handlers={Exception: _framework_error},
         debug=False,
     )

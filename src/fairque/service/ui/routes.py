@@ -8,7 +8,7 @@ import contextlib
 import functools
 import importlib.resources
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlencode
 
@@ -24,6 +24,7 @@ from fairque.models import TaskState
 from fairque.service.convert import engine_errors
 from fairque.service.media import ProblemError
 from fairque.service.ui import reads, security, views
+from fairque.service.ui.history import History
 from fairque.service.ui.security import Denied
 
 if TYPE_CHECKING:
@@ -88,11 +89,18 @@ class Ui:
     def __init__(self, service: Service) -> None:
         self.service = service
         self.env = environment()
+        self.history = History()
         self.static = {
             f.name: f.read_bytes()
             for f in importlib.resources.files("fairque.service.ui").joinpath("static").iterdir()
             if f.name.endswith(tuple(STATIC_TYPES))
         }
+
+    @contextlib.asynccontextmanager
+    async def lifespan(self, app: Any) -> AsyncIterator[None]:
+        """Sample the queues' counters for the overview while the app runs."""
+        async with self.history.running(lambda: dict(self.service.queues)):
+            yield
 
     # rendering -------------------------------------------------------------------
     def render(
@@ -181,7 +189,11 @@ class Ui:
     async def overview(self, request: AnyRequest) -> Response[Any]:
         q = await self.queue(request)
         return self.render(
-            request, "overview.html", queue=q.queue, page="overview", **await views.overview(q)
+            request,
+            "overview.html",
+            queue=q.queue,
+            page="overview",
+            **await views.overview(q, self.history),
         )
 
     async def tenants(self, request: AnyRequest) -> Response[Any]:

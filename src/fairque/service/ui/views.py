@@ -24,6 +24,7 @@ from fairque.service.ui.fairness import (
     percentile,
     weighted_shares,
 )
+from fairque.service.ui.history import History
 
 #: the windows the tenants page offers, seconds
 WINDOWS = (60, 300, 900, 3600)
@@ -61,8 +62,12 @@ async def _overview_reads(
     )
 
 
-async def overview(q: AsyncFairQueue) -> dict[str, Any]:
-    """Counts, recent throughput and waits, the oldest waiting task, workers, memory."""
+async def overview(q: AsyncFairQueue, history: History | None = None) -> dict[str, Any]:
+    """Counts, throughput and waits per minute, the oldest waiting task, workers, memory.
+
+    The per-minute chart comes from ``history`` (the scripts' counters sampled while the
+    server runs) once it holds two snapshots, else from the most recent task starts.
+    """
     (stats, engine), (workers, now, oldest, served, mem) = await asyncio.gather(
         asyncio.gather(q.stats(user_limit=1), q.metrics()),
         _overview_reads(q),
@@ -89,6 +94,10 @@ async def overview(q: AsyncFairQueue) -> dict[str, Any]:
                 "p95": percentile(slot["waits"], 95),
             }
         )
+    chart_source = "sample"
+    sampled = history.minutes(q.queue) if history is not None else []
+    if sampled:
+        chart, chart_source = sampled, "history"
     waits = [s.wait_seconds for s in served]
     return {
         "counts": {state.value: stats.counts.get(state, 0) for state in TaskState},
@@ -112,6 +121,8 @@ async def overview(q: AsyncFairQueue) -> dict[str, Any]:
         "wait_p50": percentile(waits, 50),
         "wait_p95": percentile(waits, 95),
         "chart": chart,
+        "chart_source": chart_source,
+        "history_span": history.covered(q.queue) if history is not None else None,
         "chart_max": max([c["finished"] + c["failed"] for c in chart] + [1]),
         "wait_max": max([c["p95"] or 0 for c in chart] + [0.001]),
     }

@@ -1,0 +1,85 @@
+"""The overview's per-minute history: snapshots of the scripts' counters, differenced."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import httpx
+import pytest
+from servers import ServerInfo
+from service.harness import LiveServer
+from support import unique_queue
+
+from fairque import FairQueue, Task
+from fairque.aio import AsyncFairQueue
+from fairque.models import Histogram, QueueMetrics
+from fairque.service.ui import history
+from fairque.service.ui.history import History
+
+VALKEY = pytest.mark.parametrize("server", ["valkey"], indirect=True)
+
+
+def metrics(finished: int, failed: int, waits: list[int]) -> QueueMetrics:
+    empty = Histogram(counts=[0] * 17, sum=0.0, count=0)
+    wait = Histogram(counts=waits + [0] * (17 - len(waits)), sum=0.0, count=sum(waits))
+    return QueueMetrics(queue="q", finished=finished, failed=failed, wait_time=wait, run_time=empty)
+
+
+def test_minutes_from_snapshots() -> None:
+    h = History()
+    assert h.minutes("q") == []
+    assert h.covered("q") is None
+    h.add("q", metrics(0, 0, []), at=0.0)
+    assert h.minutes("q", now=1.0) == []
+    h.add("q", metrics(10, 1, [10]), at=30.0)  # minute 0..1: 10 finished, waits <= 5 ms
+    h.add("q", metrics(40, 1, [10, 0, 0, 0, 0, 0, 0, 0, 30]), at=90.0)  # 30 more, <= 2.5 s
+    minutes = h.minutes("q", now=100.0)
+    assert [m["minute"] for m in minutes] == [1, 0]
+    assert (minutes[0]["finished"], minutes[0]["failed"]) == (10, 1)
+    assert (minutes[1]["finished"], minutes[1]["failed"]) == (30, 0)
+    assert minutes[0]["p95"] <= 0.005
+    assert 1.0 < minutes[1]["p50"] <= 2.5
+    assert h.covered("q", now=100.0) == 100.0
+    # an hour at most: an old interval falls out of the chart
+    assert len(h.minutes("q", now=4000.0)) == 60
+
+
+@VALKEY
+async def test_sampler_reads_the_queues(server: ServerInfo) -> None:
+    q = AsyncFairQueue.from_url(server.url, unique_queue("hist"))
+    h = History(period=0.05)
+    try:
+        async with h.running(lambda: {q.queue: q}):
+            await asyncio.sleep(0.2)
+            await q.push_many([Task(user_id="u", name="n") for _ in range(3)])
+            for _ in range(3):
+                task = await q.pop(worker_id="w")
+                assert task is not None
+                await q.complete(task)
+            await asyncio.sleep(0.3)
+        assert sum(int(m["finished"]) for m in h.minutes(q.queue)) == 3
+    finally:
+        await q.purge()
+        await q.close()
+
+
+@VALKEY
+def test_overview_uses_the_history(server: ServerInfo, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(history, "PERIOD", 0.05)
+    live = LiveServer(server.url, [unique_queue("hist")])
+    q = FairQueue.from_url(server.url, live.service.names[0])
+    try:
+        q.push_many([Task(user_id="u", name="n") for _ in range(4)])
+        for _ in range(4):
+            task = q.pop(worker_id="w")
+            assert task is not None
+            q.fail(task, "boom", retry=False)
+        time.sleep(0.3)
+        page = httpx.get(f"{live.base}/ui/q/{q.queue}", timeout=30).text
+        assert "sampled every few seconds since this server started" in page
+        assert "4 failed" in page  # the chart's bar title for this minute
+    finally:
+        q.purge()
+        q.close()
+        live.stop()

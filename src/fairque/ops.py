@@ -54,7 +54,7 @@ from fairque.records import request_id as request_id
 from fairque.schedule_ops import DueSchedules, FireOutcome, ScheduleCodec, StoredSchedule
 from fairque.schedules import Schedule
 from fairque.scripts import load_all
-from fairque.taskhash import TaskCodec, ms_to_dt, text
+from fairque.taskhash import TaskCodec, ms_to_dt, raw, text
 
 T = TypeVar("T")
 
@@ -626,8 +626,11 @@ class Operations(PlainOperations):
             return QueueStats(
                 queue=self.queue,
                 counts={s: int(c) for s, c in zip(_STATE_ORDER, counts, strict=True)},
+                # the histograms' buckets ('<name>:<bucket>') are metrics()'s business
                 counters={
-                    text(counters[i]): int(counters[i + 1]) for i in range(0, len(counters), 2)
+                    text(counters[i]): int(counters[i + 1])
+                    for i in range(0, len(counters), 2)
+                    if b":" not in raw(counters[i])
                 },
                 users=[
                     UserStats(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -14,7 +15,7 @@ from redis.crc import key_slot
 from support import unique_queue
 from worker_handlers import Harness, eventually, wait_registered, wait_state
 
-from fairque import AsyncFairQueue, Context, Registry, TaskState, Worker, WorkerConfig
+from fairque import AsyncFairQueue, Context, Registry, Task, TaskState, Worker, WorkerConfig
 from fairque.worker.lanes import Rotation
 
 #: slots per master of the suite's 3-node cluster (16384 / 3, rounded up)
@@ -210,21 +211,64 @@ async def test_a_watch_survives_errors_and_outages(h: Harness) -> None:
     await eventually(lambda: (b.queue, t.task_id) in ran, timeout=5)
 
 
+class DownQueue(AsyncFairQueue):
+    """A real queue whose next ``failures`` completions raise: its server is away."""
+
+    failures = 0
+
+    async def complete_and_pop(
+        self, done: Sequence[tuple[Task, Any]], count: int = 1, *args: Any, **kwargs: Any
+    ) -> tuple[list[bool], list[Task]]:
+        if done and self.failures:
+            self.failures -= 1
+            raise redis.exceptions.ConnectionError("injected: the node is away")
+        return await super().complete_and_pop(done, count, *args, **kwargs)
+
+
+async def test_a_queue_whose_server_is_away_does_not_hold_up_the_others(h: Harness) -> None:
+    a_name, b_name = apart(2)
+    a = h.queue(a_name)
+    b = DownQueue.from_url(h.server.url, b_name, cluster=h.server.cluster)
+    h.queues.append(b)
+    assert isinstance(b, DownQueue)
+    b.failures = 3
+    ran: list[tuple[str, str]] = []
+    worker = start(h, [a, b], recording(ran))
+    for lane in worker._lanes:
+        lane.link.base = 0.4  # backoffs of 0.2-0.4, 0.4-0.8, 0.8-1.6 s: B waits 1.4-2.8 s
+    held = await b.enqueue("job", user_id="u")
+    await eventually(lambda: b.failures < 3)
+    latencies = []
+    while (await b.get(held.task_id or "")).state is not TaskState.FINISHED:  # type: ignore[union-attr]
+        began = time.monotonic()
+        t = await a.enqueue("job", user_id="u")
+        done = (a.queue, t.task_id)
+        await eventually(lambda done=done: done in ran, timeout=5)  # type: ignore[misc]
+        latencies.append(time.monotonic() - began)
+    assert len(latencies) > 5
+    assert max(latencies) < 0.2, latencies  # A is served while B's completion waits
+    assert (await wait_state(b, held.task_id, TaskState.FINISHED)).retry_count == 0
+
+
 class _Lane:
     def __init__(self, more_ready: bool) -> None:
         self.more_ready = more_ready
+        self.resting_until = 0.0
 
 
 def test_the_rotation_shares_slots_evenly_and_rotates_the_odd_one() -> None:
     lanes = [_Lane(True), _Lane(True), _Lane(False)]
     rotation = Rotation(lanes)  # type: ignore[arg-type]
-    assert rotation.share(0) == [0, 0, 0]
-    assert rotation.share(4) == [2, 2, 0]
-    firsts = [rotation.share(1) for _ in range(4)]
+    assert rotation.share(0, 1.0) == [0, 0, 0]
+    assert rotation.share(4, 1.0) == [2, 2, 0]
+    firsts = [rotation.share(1, 1.0) for _ in range(4)]
     assert firsts == [[1, 0, 0], [0, 1, 0], [1, 0, 0], [0, 1, 0]]
-    assert rotation.share(3) in ([2, 1, 0], [1, 2, 0])
+    assert rotation.share(3, 1.0) in ([2, 1, 0], [1, 2, 0])
     lanes[2].more_ready = True
-    assert sorted(rotation.share(7)) == [2, 2, 3]
+    assert sorted(rotation.share(7, 1.0)) == [2, 2, 3]
+    lanes[0].resting_until = 2.0  # its server is away until then: no slot for it
+    assert rotation.share(4, 1.0) == [0, 2, 2]
+    assert sorted(rotation.share(4, 2.0)) == [1, 1, 2]
     for lane in lanes:
         lane.more_ready = False
-    assert rotation.share(5) == [0, 0, 0]
+    assert rotation.share(5, 3.0) == [0, 0, 0]

@@ -1,7 +1,8 @@
 """Serving several queues: one lane per queue, and the share of free slots each gets.
 
 A worker keeps one *lane* per queue it serves. A lane holds what belongs to that
-queue alone: its lease requests (``Leasing``), its reports (``Acknowledger``), its
+queue alone: its connection state (``Link``: on a cluster, its node may be down while
+the others answer), its lease requests (``Leasing``), its reports (``Acknowledger``), its
 idle wait (``Park``), its heartbeat, registration and maintenance (``Upkeep``), and
 whether its last lease request came back full (then more may be ready).
 
@@ -22,6 +23,7 @@ from collections.abc import Sequence
 from fairque.aio import AsyncFairQueue
 from fairque.worker.acker import Acknowledger
 from fairque.worker.fetcher import Leasing, Park
+from fairque.worker.link import Link
 from fairque.worker.upkeep import Upkeep
 
 
@@ -30,6 +32,7 @@ class Lane:
 
     Args:
         queue: the queue.
+        link: its connection state (the worker's own when it serves one queue).
         leasing: its lease requests.
         acker: its reports.
         park: its idle wait.
@@ -39,18 +42,22 @@ class Lane:
     def __init__(
         self,
         queue: AsyncFairQueue,
+        link: Link,
         leasing: Leasing,
         acker: Acknowledger,
         park: Park,
         upkeep: Upkeep,
     ) -> None:
         self.queue = queue
+        self.link = link
         self.leasing = leasing
         self.acker = acker
         self.park = park
         self.upkeep = upkeep
         #: the last lease request got every task it asked for: more may be ready
         self.more_ready = True
+        #: a held wave is sent again from then (monotonic time; the link's backoff)
+        self.resting_until = 0.0
 
     @property
     def name(self) -> str:
@@ -65,16 +72,19 @@ class Rotation:
         self.lanes = list(lanes)
         self._first = 0  # the lane that gets the next odd slot (if it wants one)
 
-    def share(self, free: int) -> list[int]:
+    def share(self, free: int, now: float) -> list[int]:
         """How many tasks to ask each lane for (in the lanes' order) out of ``free``.
 
-        Only lanes that may have ready work get slots; an uneven split gives the odd
-        slots to the next lanes in rotation, and the rotation moves past them.
+        Only lanes that may have ready work and are not resting at monotonic time
+        ``now`` get slots; an uneven split gives the odd slots to the next lanes in
+        rotation, and the rotation moves past them.
         """
         n = len(self.lanes)
         wanted = [0] * n
         order = [(self._first + i) % n for i in range(n)]
-        ready = [i for i in order if self.lanes[i].more_ready]
+        ready = [
+            i for i in order if self.lanes[i].more_ready and self.lanes[i].resting_until <= now
+        ]
         if not free or not ready:
             return wanted
         base, odd = divmod(free, len(ready))

@@ -190,18 +190,23 @@ class Worker:
 
     def _lane(self, queue: AsyncFairQueue, lease: float, errors: ErrorLog) -> Lane:
         cfg = self.config
+        # one connection state per queue: on a cluster, queues on a node that is down
+        # back off while the others carry on (and the log does not flap between them)
+        link = self.link
+        if len(self.queues) > 1:
+            link = Link(f"worker {self.id} on queue {queue.queue!r}", log)
         leasing = Leasing(self.id, lease, cfg.assigned_users, cfg.steal_targets)
-        acker = Acknowledger(queue, leasing, self.link, errors, self._changed.set)
+        acker = Acknowledger(queue, leasing, link, errors, self._changed.set)
         park = Park(
-            queue, leasing, self.link, errors, self._stop.pause,
+            queue, leasing, link, errors, self._stop.pause,
             stopping=lambda: self._stop.requested, on_end=self._changed.set,
             room=lambda: self._free_slots() > 0,
         )  # fmt: skip
         upkeep = Upkeep(
             queue, cfg, self.id, self.heartbeat_seconds, lease, self._executor,
-            lambda: self.info(queue.queue), self.link, errors, before_beat=self._check_supervisor,
+            lambda: self.info(queue.queue), link, errors, before_beat=self._check_supervisor,
         )  # fmt: skip
-        return Lane(queue, leasing, upkeep=upkeep, acker=acker, park=park)
+        return Lane(queue, link, leasing, upkeep=upkeep, acker=acker, park=park)
 
     # ------------------------------------------------------------------ what it reports
     @property
@@ -323,13 +328,15 @@ class Worker:
             if self._stop.requested and not await self._drain_turn():
                 return
             free = 0 if self._stop.requested else self._free_slots()
-            wanted = self._rotation.share(free)
+            now = time.monotonic()
+            wanted = self._rotation.share(free, now)
             sending = [
-                (lane, n) for lane, n in zip(lanes, wanted, strict=True) if lane.acker.pending or n
+                (lane, n)
+                for lane, n in zip(lanes, wanted, strict=True)
+                if (lane.acker.pending or n) and lane.resting_until <= now
             ]
             if sending:
-                if not await self._send(sending):  # held: sent again after the backoff
-                    await self._stop.pause(self._stop.until_deadline(self.link.delay()))
+                await self._send(sending)
                 continue
             if not self.config.burst:
                 self._open_parks(free)
@@ -344,19 +351,20 @@ class Worker:
                 continue
             await self._wait_for_change()
 
-    async def _send(self, sending: list[tuple[Lane, int]]) -> bool:
+    async def _send(self, sending: list[tuple[Lane, int]]) -> None:
         """One wave per lane, concurrently: its reports, and a request for its share
-        of the free slots; False when a wave was held (the server is away)."""
+        of the free slots. A lane whose wave was held (its server is away) rests for
+        its link's backoff, then sends again; the other lanes carry on."""
         got = await asyncio.gather(*(lane.acker.send(n) for lane, n in sending))
         for (lane, n), leased in zip(sending, got, strict=True):
             if leased is None:
+                lane.resting_until = time.monotonic() + lane.link.delay()
                 continue
             self._start(lane, leased)
             if n:
                 lane.more_ready = len(leased) >= n
             if leased:
                 self._burst_asked = False
-        return all(leased is not None for leased in got)
 
     def _open_parks(self, free: int) -> None:
         """Park the free slots of a single queue that came back short; watch each of
@@ -393,6 +401,10 @@ class Worker:
         timeout: float | None = None
         if self._stop.requested:
             timeout = max(self._stop.until_deadline(WAKE_AGAIN_AFTER), 0.05)
+        now = time.monotonic()
+        rests = [lane.resting_until - now for lane in self._lanes if lane.resting_until > now]
+        if rests:  # a lane sends again when its rest ends
+            timeout = min([timeout or float("inf"), *rests])
         await _wait_event(self._changed, timeout)
 
     async def _drain_turn(self) -> bool:

@@ -18,8 +18,11 @@ from fairque.errors import (
     FairqueError,
     InvalidTransition,
     LeaseLost,
+    NotLeader,
     PayloadTooLarge,
     ResultTimeout,
+    ScheduleExists,
+    ScheduleNotFound,
     SerializationError,
     ServerError,
     TaskCanceled,
@@ -39,16 +42,19 @@ from fairque.models import (
 )
 from fairque.options import QueueOptions
 from fairque.queue import FairQueue
+from fairque.schedules import Schedule
 
 if TYPE_CHECKING:
     from fairque.aio import AsyncFairQueue
     from fairque.config import WorkerConfig
+    from fairque.scheduler import Scheduler
     from fairque.worker import Context, Hooks, Registry, Retry, Worker, task
 
 # name -> the module that defines it, imported when the name is first used
 _LAZY = {
     "AsyncFairQueue": "fairque.aio",
     "WorkerConfig": "fairque.config",
+    "Scheduler": "fairque.scheduler",
     **dict.fromkeys(("Context", "Hooks", "Registry", "Retry", "Worker", "task"), "fairque.worker"),
 }
 
@@ -81,6 +87,7 @@ __all__ = [
     "Hooks",
     "InvalidTransition",
     "LeaseLost",
+    "NotLeader",
     "PayloadTooLarge",
     "Priority",
     "QueueMetrics",
@@ -89,6 +96,10 @@ __all__ = [
     "Registry",
     "ResultTimeout",
     "Retry",
+    "Schedule",
+    "ScheduleExists",
+    "ScheduleNotFound",
+    "Scheduler",
     "SerializationError",
     "ServerError",
     "Task",

@@ -390,3 +390,29 @@ def test_a_long_outage_is_skipped_in_bounded_passes(policy: str) -> None:
     assert skipped == 25_000 - len(expected)
     assert cursor == 25_000_000
     assert plan(schedule, cursor, 0, now).fire == []
+
+
+def test_dst_through_the_server(make_queue: MakeQueue) -> None:
+    """Europe/Berlin, 2030-03-31 (clocks forward) and 2030-10-27 (clocks back), fired."""
+    q = make_queue()
+    lead(q)
+    q.add_schedule(
+        every(cron="30 2 * * *", interval_seconds=None, timezone="Europe/Berlin",
+              start_at=datetime(2030, 3, 30), misfire="catch_up"),
+    )  # fmt: skip
+    out = fire_at(q, stored(q), _utc(2030, 4, 1, 3))
+    assert out.task_ids == [
+        "tick@2030-03-30T01:30:00Z",  # 02:30 CET
+        "tick@2030-03-31T01:30:00Z",  # no 02:30: 03:30 CEST
+        "tick@2030-04-01T00:30:00Z",  # 02:30 CEST
+    ]
+    q.update_schedule(
+        every(cron="30 2 * * *", interval_seconds=None, timezone="Europe/Berlin",
+              start_at=datetime(2030, 10, 26), misfire="catch_up"),
+    )  # fmt: skip
+    out = fire_at(q, stored(q), _utc(2030, 10, 28, 3))
+    assert out.task_ids == [
+        "tick@2030-10-26T00:30:00Z",  # 02:30 CEST
+        "tick@2030-10-27T00:30:00Z",  # twice 02:30: the first, once
+        "tick@2030-10-28T01:30:00Z",  # 02:30 CET
+    ]

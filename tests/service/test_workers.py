@@ -5,6 +5,8 @@ from __future__ import annotations
 import threading
 import time
 
+from fairque.models import TaskOutcome, TaskState
+from fairque.service.convert import failure_from_outcome
 from service.harness import Api
 
 
@@ -108,6 +110,28 @@ def test_failure_retries_then_fails_with_the_message_kept(api: Api) -> None:
     # fetch once covers failures: consumed, then null
     assert api.ok("GET", "/tasks/f/result", params={"consume": "true"}) == result
     assert api.ok("GET", "/tasks/f/result") is None
+
+
+def test_a_failure_whose_error_the_queue_cannot_store_keeps_its_text(api: Api) -> None:
+    api.push(task_id="b", max_retries=0)
+    [task] = api.lease()
+    failure = {
+        "type": "failure", "lease_token": task["lease_token"], "should_retry": False,
+        "error": b"\x00raw", "message": "binary",
+    }  # fmt: skip
+    assert api.ok("POST", "/tasks/b/outcome", failure, msgpack=True) == {"state": "FAILED"}
+    result = api.ok("GET", "/tasks/b/result")
+    assert result["error"] == repr(b"\x00raw")
+    assert result["message"] == "binary"
+
+
+def test_failures_stored_as_marked_text_are_still_read() -> None:
+    stored = 'fairque-failure:{"reason": "timeout", "message": "slow", "error": [1]}'
+    out = TaskOutcome(task_id="t", state=TaskState.FAILED, error=stored)
+    failure = failure_from_outcome(out)
+    assert (failure.reason, failure.message, failure.error) == ("timeout", "slow", [1])
+    plain = failure_from_outcome(out.model_copy(update={"error": "boom"}))
+    assert (plain.reason, plain.message) == ("other", "boom")
 
 
 def test_a_none_result_is_a_success_until_consumed(api: Api) -> None:

@@ -245,3 +245,16 @@ async def test_a_leader_whose_lock_is_taken_stops_firing(server: ServerInfo) -> 
         await running
     assert await q.scheduler_holder() == "thief"  # not released: it was not this one's
     await q.close()
+
+
+async def test_an_unreachable_server_is_waited_out(caplog: pytest.LogCaptureFixture) -> None:
+    q = AsyncFairQueue.from_url("redis://127.0.0.1:1/0", "x", cluster=False)
+    runner = Scheduler(q, lock_ttl=1)
+    running = asyncio.ensure_future(runner.run())
+    await asyncio.sleep(0.5)
+    assert not running.done()
+    runner.stop()
+    await running
+    assert not runner.leading
+    assert "the server is unreachable" in caplog.text
+    await q.close()

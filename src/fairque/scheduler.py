@@ -24,8 +24,10 @@ import logging
 import threading
 from typing import Any
 
+from redis.exceptions import RedisClusterException, RedisError, ResponseError
+
 from fairque.aio import AsyncFairQueue
-from fairque.errors import ConfigError, FairqueError, NotLeader
+from fairque.errors import ConfigError, NotLeader, ServerError
 from fairque.schedule_ops import new_token
 
 log = logging.getLogger("fairque.scheduler")
@@ -65,47 +67,66 @@ class Scheduler:
         self.fired = 0
         self.skipped = 0
         self._stop = asyncio.Event()
+        self._renewed = 0.0
 
     def stop(self) -> None:
         """Ask ``run`` to return (it releases the lock first)."""
         self._stop.set()
 
     async def run(self) -> None:
-        """Lead when possible and fire due schedules until ``stop``."""
-        renewed = 0.0
-        loop = asyncio.get_running_loop()
+        """Lead when possible and fire due schedules until ``stop``.
+
+        An unreachable server is waited out (retried with a growing pause up to 5 s,
+        logged); the lock decides afterwards whether this scheduler still leads.
+        """
+        self._renewed = 0.0
+        pause = 0.0
         try:
             while not self._stop.is_set():
-                if not self.leading:
-                    acquired, seconds = await self.queue.acquire_scheduler_lock(
-                        self.token, self.lock_ttl
-                    )
-                    if not acquired:
-                        # the holder's lock expires in `seconds` unless it renews
-                        await self._sleep(min(max(seconds, 0.01), self.lock_ttl))
-                        continue
-                    self._lead(True)
-                    renewed = loop.time()
-                elif loop.time() - renewed >= self.lock_ttl / 3:
-                    if not await self.queue.renew_scheduler_lock(self.token, self.lock_ttl):
-                        self._lead(False)
-                        continue
-                    renewed = loop.time()
                 try:
-                    wait = await self.run_once()
-                except NotLeader:
-                    self._lead(False)
-                    continue
-                budget = self.lock_ttl / 3 - (loop.time() - renewed)
-                timeout = budget if wait is None else min(wait, budget)
-                if timeout > 0:
-                    log.debug("scheduler %s waits %.3f s", self.token, timeout)
-                    await self._wait(timeout)
+                    await self._step()
+                    pause = 0.0
+                except (RedisError, RedisClusterException, OSError) as exc:
+                    if isinstance(exc, ResponseError) and not isinstance(exc, ServerError):
+                        raise
+                    pause = min(max(pause * 2, 0.1), 5.0)
+                    log.warning(
+                        "scheduler %s: the server is unreachable (%s); retrying in %.1f s",
+                        self.token, exc, pause,
+                    )  # fmt: skip
+                    await self._sleep(pause)
         finally:
             if self.leading:
-                with contextlib.suppress(FairqueError, OSError, ConnectionError):
+                with contextlib.suppress(RedisError, RedisClusterException, OSError):
                     await self.queue.release_scheduler_lock(self.token)
                 self._lead(False)
+
+    async def _step(self) -> None:
+        """Take or keep the lead, fire what is due, wait for the next slot."""
+        loop = asyncio.get_running_loop()
+        if not self.leading:
+            acquired, seconds = await self.queue.acquire_scheduler_lock(self.token, self.lock_ttl)
+            if not acquired:
+                # the holder's lock expires in `seconds` unless it renews
+                await self._sleep(min(max(seconds, 0.01), self.lock_ttl))
+                return
+            self._lead(True)
+            self._renewed = loop.time()
+        elif loop.time() - self._renewed >= self.lock_ttl / 3:
+            if not await self.queue.renew_scheduler_lock(self.token, self.lock_ttl):
+                self._lead(False)
+                return
+            self._renewed = loop.time()
+        try:
+            wait = await self.run_once()
+        except NotLeader:
+            self._lead(False)
+            return
+        budget = self.lock_ttl / 3 - (loop.time() - self._renewed)
+        timeout = budget if wait is None else min(wait, budget)
+        if timeout > 0:
+            log.debug("scheduler %s waits %.3f s", self.token, timeout)
+            await self._wait(timeout)
 
     async def run_once(self) -> float | None:
         """One pass of the leader: fire every due schedule.

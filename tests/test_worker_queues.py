@@ -120,6 +120,42 @@ async def test_an_idle_worker_picks_up_a_push_on_either_queue_promptly(h: Harnes
     assert time.monotonic() - began < 2.0
 
 
+class Counting(AsyncFairQueue):
+    """A real queue that counts the worker's lease requests and blocking waits."""
+
+    calls: Counter[str]
+
+    async def complete_and_pop(
+        self, done: Sequence[tuple[Task, Any]], count: int = 1, *args: Any, **kwargs: Any
+    ) -> tuple[list[bool], list[Task]]:
+        self.calls["complete_and_pop"] += 1
+        return await super().complete_and_pop(done, count, *args, **kwargs)
+
+    async def wait_for_work(self, timeout: float) -> bool:
+        self.calls["wait_for_work"] += 1
+        return await super().wait_for_work(timeout)
+
+
+async def test_an_idle_worker_of_several_queues_does_not_poll(h: Harness) -> None:
+    queues = []
+    for name in apart(3):
+        q = Counting.from_url(h.server.url, name, cluster=h.server.cluster, lease_seconds=30)
+        assert isinstance(q, Counting)
+        q.calls = Counter()
+        h.queues.append(q)
+        queues.append(q)
+    start(h, list(queues), Registry(), poll_interval_seconds=0.05)
+    await eventually(lambda: all(q.calls["wait_for_work"] == 1 for q in queues))
+    for q in queues:
+        q.calls.clear()
+    await asyncio.sleep(1.5)
+    # each queue's wait lasts until a due time, at most the lease (and what the client
+    # allows one blocking call): at most one new wait each, and no lease request
+    for q in queues:
+        assert q.calls["complete_and_pop"] == 0, q.calls
+        assert q.calls["wait_for_work"] <= 1, q.calls
+
+
 async def test_a_watch_passes_on_a_token_it_cannot_use(h: Harness) -> None:
     """A worker busy with queue A watches B; a push on B reaches another worker idle
     on B at once, not after the busy worker frees a slot."""

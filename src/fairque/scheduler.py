@@ -34,6 +34,8 @@ log = logging.getLogger("fairque.scheduler")
 
 #: Default lock TTL in seconds.
 DEFAULT_LOCK_TTL = 10.0
+#: How late a server may time a blocking wait out (a tick of hz 10, and a margin).
+_TICK = 0.2
 
 
 class Scheduler:
@@ -124,9 +126,16 @@ class Scheduler:
             return
         budget = self.lock_ttl / 3 - (loop.time() - self._renewed)
         timeout = budget if wait is None else min(wait, budget)
-        if timeout > 0:
-            log.debug("scheduler %s waits %.3f s", self.token, timeout)
-            await self._wait(timeout)
+        if timeout <= 0:
+            return
+        log.debug("scheduler %s waits %.3f s", self.token, timeout)
+        # a server times a blocking wait out on its next tick (about every 100 ms):
+        # block until shortly before the slot (or the renewal), then sleep the rest on
+        # the local clock
+        due = loop.time() + timeout
+        if timeout > _TICK and await self._wait(timeout - _TICK):
+            return  # a schedule changed, or stop
+        await self._sleep(due - loop.time())
 
     async def run_once(self) -> float | None:
         """One pass of the leader: fire every due schedule.
@@ -175,11 +184,17 @@ class Scheduler:
         self.leading = leading
 
     async def _sleep(self, seconds: float) -> None:
+        if seconds <= 0:
+            return
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(self._stop.wait(), seconds)
 
-    async def _wait(self, seconds: float) -> None:
-        """Block on the schedules' wake-up list for ``seconds``, or until ``stop``."""
+    async def _wait(self, seconds: float) -> bool:
+        """Block on the schedules' wake-up list for ``seconds``, or until ``stop``.
+
+        Returns:
+            True when a schedule changed or ``stop`` was asked, False on time out.
+        """
         waiting = asyncio.ensure_future(self.queue.wait_for_schedules(seconds))
         stopping = asyncio.ensure_future(self._stop.wait())
         try:
@@ -192,6 +207,9 @@ class Scheduler:
                         await task
             if waiting.done() and not waiting.cancelled() and waiting.exception() is not None:
                 raise waiting.exception()  # type: ignore[misc]
+        return self._stop.is_set() or (
+            waiting.done() and not waiting.cancelled() and waiting.result()
+        )
 
 
 class SchedulerThread:

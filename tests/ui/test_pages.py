@@ -175,3 +175,13 @@ def test_histogram_quantile() -> None:
     assert histogram_quantile(bounds, [0, 10, 0, 0], 0.95) == (1.95, False)
     assert histogram_quantile(bounds, [5, 0, 0, 5], 0.95) == (4.0, True)
     assert histogram_quantile(bounds, [1, 0, 0, 0], 1.0) == (1.0, False)
+
+
+def test_weighted_shares_match_the_water_level() -> None:
+    # equal weights: the classic max-min allocation
+    assert weighted_shares(9, [1, 5, 5, 5], [1, 1, 1, 1]) == pytest.approx([1, 8 / 3, 8 / 3, 8 / 3])
+    # weights count as turns: 1:2 among the unsatisfied
+    assert weighted_shares(12, [100, 100, 1], [1, 2, 1]) == pytest.approx([11 / 3, 22 / 3, 1])
+    # more capacity than demand: everyone is satisfied
+    assert weighted_shares(100, [3, 4], [1, 5]) == [3, 4]
+    assert weighted_shares(0, [3, 4], [1, 1]) == [0, 0]

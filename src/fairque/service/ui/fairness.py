@@ -37,27 +37,29 @@ def jain(values: Sequence[float]) -> float | None:
 def weighted_shares(
     capacity: float, demands: Sequence[float], weights: Sequence[float]
 ) -> list[float]:
-    """Weighted max-min fair allocation of ``capacity`` (water filling).
+    """Weighted max-min fair allocation of ``capacity`` (water filling), O(n log n).
 
     Each user gets capacity in proportion to its weight, never more than its demand;
-    what a satisfied user leaves is shared among the others by weight.
+    what a satisfied user leaves is shared among the others by weight. Users are taken
+    by demand per weight: while the smallest fits under the current water level it is
+    satisfied, and the rest share what remains at one level.
     """
     shares = [0.0] * len(demands)
-    active = [i for i in range(len(demands)) if demands[i] > 0]
+    order = sorted(
+        (i for i in range(len(demands)) if demands[i] > 0), key=lambda i: demands[i] / weights[i]
+    )
     remaining = float(capacity)
-    while active and remaining > 1e-12:
-        total_weight = sum(weights[i] for i in active)
-        level = remaining / total_weight
-        satisfied = [i for i in active if demands[i] - shares[i] <= level * weights[i]]
-        if not satisfied:
-            for i in active:
-                shares[i] += level * weights[i]
-            break
-        for i in satisfied:
-            remaining -= demands[i] - shares[i]
+    total_weight = sum(weights[i] for i in order)
+    for rank, i in enumerate(order):
+        level = remaining / total_weight if total_weight > 0 else 0.0
+        if demands[i] <= level * weights[i]:
             shares[i] = float(demands[i])
-        done = set(satisfied)
-        active = [i for i in active if i not in done]
+            remaining -= shares[i]
+            total_weight -= weights[i]
+            continue
+        for k in order[rank:]:
+            shares[k] = level * weights[k]
+        break
     return shares
 
 

@@ -144,6 +144,9 @@ async def ring_users(
     first), and the ring's size."""
     keys = q.ops.keys
     limit = SCAN_USERS if limit is None else limit
+    if limit <= 0:  # (ZRANGE 0 -1 would be the whole ring)
+        (size,) = await run(q, [("ZCARD", keys.ring)])
+        return [], int(size or 0)
     users, size = await run(
         q, [("ZRANGE", keys.ring, offset, offset + limit - 1), ("ZCARD", keys.ring)]
     )
@@ -174,7 +177,7 @@ _SCANS: dict[tuple[int, str], _Scan] = {}
 MAX_AGE = 300.0
 
 
-async def ranking(q: AsyncFairQueue, extra: Iterable[str] = ()) -> Ranking:
+async def ranking(q: AsyncFairQueue, extra: Iterable[str] = (), scan: bool = True) -> Ranking:
     """Backlogs for ranking users, with bounded work per call.
 
     Each call reads the next ``SCAN_USERS`` users of the ring (wrapping around) plus
@@ -182,24 +185,25 @@ async def ranking(q: AsyncFairQueue, extra: Iterable[str] = ()) -> Ranking:
     loads, scrapes) cover every user of a ring of 100,000 while none costs more than a
     few thousand commands. Users whose lanes are empty are dropped.
     """
-    scan = _SCANS.setdefault((id(q.client), q.queue), _Scan())
-    users, size = await ring_users(q, offset=scan.offset)
-    if not users and scan.offset:
-        scan.offset = 0
+    state = _SCANS.setdefault((id(q.client), q.queue), _Scan())
+    users, size = await ring_users(q, limit=SCAN_USERS if scan else 0, offset=state.offset)
+    if scan and not users and state.offset:
+        state.offset = 0
         users, size = await ring_users(q)
-    scan.offset = scan.offset + len(users) if scan.offset + len(users) < size else 0
+    if scan:
+        state.offset = state.offset + len(users) if state.offset + len(users) < size else 0
     fresh = await backlogs(q, list(dict.fromkeys([*users, *extra])))
     now = time.monotonic()
     for user, lanes in fresh.items():
         if sum(lanes):
-            scan.backlogs[user], scan.read_at[user] = lanes, now
+            state.backlogs[user], state.read_at[user] = lanes, now
         else:
-            scan.backlogs.pop(user, None)
-            scan.read_at.pop(user, None)
-    for user in [u for u, at in scan.read_at.items() if now - at > MAX_AGE]:
-        del scan.backlogs[user], scan.read_at[user]
-    age = now - min(scan.read_at.values()) if scan.read_at else 0.0
-    return Ranking(dict(scan.backlogs), size, len(users), age)
+            state.backlogs.pop(user, None)
+            state.read_at.pop(user, None)
+    for user in [u for u, at in state.read_at.items() if now - at > MAX_AGE]:
+        del state.backlogs[user], state.read_at[user]
+    age = now - min(state.read_at.values()) if state.read_at else 0.0
+    return Ranking(dict(state.backlogs), size, len(users), age)
 
 
 async def capped_users(q: AsyncFairQueue, limit: int | None = None) -> list[str]:
@@ -273,7 +277,16 @@ async def loads(q: AsyncFairQueue, users: Iterable[str], now_ms: int) -> list[Us
 
 
 async def weights(q: AsyncFairQueue, users: Sequence[str]) -> list[int]:
-    """Round-robin weights of ``users`` (1 when unset), one HMGET per thousand users."""
+    """Round-robin weights of ``users`` (1 when unset): the whole (usually small) hash
+    in one HGETALL, or one HMGET per thousand users when it is large."""
+    key = q.ops.keys.weights
+    (size,) = await run(q, [("HLEN", key)])
+    if int(size or 0) <= 50_000:
+        (flat,) = await run(q, [("HGETALL", key)])
+        flat = flat or []
+        items = flat.items() if isinstance(flat, dict) else zip(flat[::2], flat[1::2], strict=True)
+        known = {text(u): number(w) or 1 for u, w in items}
+        return [known.get(u, 1) for u in users]
     out: list[int] = []
     for start in range(0, len(users), 1000):
         chunk = users[start : start + 1000]

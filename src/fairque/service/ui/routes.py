@@ -4,6 +4,7 @@ string, so any identifier the engine accepts has a URL."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 import importlib.resources
@@ -177,7 +178,8 @@ class Ui:
         if role is None:
             return self.render(request, "login.html", status=401, next=target, failed=True)
         response = _redirect(target)
-        response.set_cookie(_cookie(security.TOKEN_COOKIE, form["token"].strip()))
+        secure = request.url.scheme == "https"
+        response.set_cookie(_cookie(security.TOKEN_COOKIE, form["token"].strip(), secure))
         return response
 
     async def logout(self, request: AnyRequest) -> Response[Any]:
@@ -363,19 +365,23 @@ class Ui:
 
 
 async def _act_many(q: AsyncFairQueue, action: str, ids: list[str]) -> int:
-    done = 0
-    for task_id in ids:
-        with contextlib.suppress(FairqueError):
+    """Retry or cancel one batch concurrently; how many were done (ended or moved
+    tasks are skipped)."""
+
+    async def one(task_id: str) -> bool:
+        try:
             if action == "retry":
                 await q.retry(task_id)
-                done += 1
-            elif await q.cancel(task_id):
-                done += 1
-    return done
+                return True
+            return await q.cancel(task_id)
+        except FairqueError:
+            return False
+
+    return sum(await asyncio.gather(*(one(task_id) for task_id in ids)))
 
 
-def _cookie(key: str, value: str) -> Cookie:
-    return Cookie(key=key, value=value, path="/ui", httponly=True, samesite="strict")
+def _cookie(key: str, value: str, secure: bool = False) -> Cookie:
+    return Cookie(key=key, value=value, path="/ui", httponly=True, samesite="strict", secure=secure)
 
 
 def _redirect(path: str, **query: str) -> Response[Any]:

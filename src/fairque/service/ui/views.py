@@ -153,7 +153,10 @@ async def tenants(
     for s in in_window:
         waits_by[s.user_id].append(s.wait_seconds)
     holders = [u.user_id for u in stats.users if u.in_flight]
-    ranked = await reads.ranking(q, [*capped, *holders, *served_by] if not user else [user])
+    # one user asked for: no scan step, the fairness summary uses what is known
+    ranked = await reads.ranking(
+        q, [user] if user else [*capped, *holders, *served_by], scan=not user
+    )
     lanes = ranked.backlogs
     candidates = list(dict.fromkeys([*lanes, *capped, *holders, *served_by]))
     if user:

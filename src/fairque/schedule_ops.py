@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 import orjson
 
-from fairque.checks import MAX_SCAN, check_wait
+from fairque.checks import MAX_SCAN, check_wait, identifier_problem
 from fairque.checks import check_int as _check_int
 from fairque.codec import Serializer
 from fairque.errors import ValidationError
@@ -70,8 +70,6 @@ def new_token() -> str:
 
 def check_schedule_id(schedule_id: str) -> str:
     """``schedule_id`` if it is a valid schedule id."""
-    from fairque.checks import identifier_problem
-
     problem = identifier_problem(schedule_id, "schedule_id", MAX_SCHEDULE_ID)
     if problem is not None:
         raise ValidationError(problem)

@@ -14,15 +14,18 @@ from __future__ import annotations
 import os
 import time
 import traceback
+import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import pytest
+from servers import ServerInfo
 from service.harness import LiveServer
 
 from fairque import FairQueue, Task
 from fairque.models import Priority, WorkerInfo
+from fairque.service.ui import history
 
 TARGET = os.environ.get("FAIRQUE_SCREENSHOTS")
 
@@ -56,8 +59,22 @@ def _serve(q: FairQueue, seconds: float) -> None:
                 q.complete(task, {"ok": True, "bytes": 1024})
 
 
-def test_write_screenshots(open_ui: tuple[LiveServer, FairQueue], browser: Any) -> None:
-    live, q = open_ui
+def test_write_screenshots(
+    browser: Any, server: ServerInfo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the overview's per-minute chart from counters sampled every half second
+    monkeypatch.setattr(history, "PERIOD", 0.5)
+    live = LiveServer(server.url, ["shop-" + uuid.uuid4().hex[:6]])
+    q = FairQueue.from_url(server.url, live.service.names[0])
+    try:
+        _scenario(live, q, browser)
+    finally:
+        q.purge()
+        q.close()
+        live.stop()
+
+
+def _scenario(live: LiveServer, q: FairQueue, browser: Any) -> None:
     out = Path(TARGET or ".")
     out.mkdir(parents=True, exist_ok=True)
     base = f"{live.base}/ui/q/{q.queue}"

@@ -64,11 +64,18 @@ def weighted_shares(
 
 
 def jain_norm(
-    served: Sequence[float], demands: Sequence[float], weights: Sequence[float]
+    served: Sequence[float],
+    demands: Sequence[float],
+    weights: Sequence[float],
+    shares: Sequence[float] | None = None,
 ) -> float | None:
-    """J over ``served / fair share`` of the users with demand; None without two of them."""
+    """J over ``served / fair share`` of the users with demand; None without two of them.
+
+    ``shares``: the ``weighted_shares`` of these figures when already computed.
+    """
     capacity = float(sum(served))
-    shares = weighted_shares(capacity, demands, weights)
+    if shares is None:
+        shares = weighted_shares(capacity, demands, weights)
     ratios = [s / f for s, f in zip(served, shares, strict=True) if f > 0]
     if len(ratios) < 2 or capacity <= 0:
         return None

@@ -129,6 +129,23 @@ def test_a_cursor_whose_task_left_resumes_after_its_time(make_queue: MakeQueue) 
     assert [t.task_id for t in rest.tasks] == ["b0"]
 
 
+def test_a_cursor_whose_task_left_keeps_the_tasks_sharing_its_time(
+    make_queue: MakeQueue,
+) -> None:
+    q = make_queue()
+    # one push: every task gets the same time, so ties go by id
+    q.push_many([Task(user_id="u", name="n", task_id=f"c{i}") for i in range(4)])
+    page = q.list_tasks("QUEUED", limit=1)
+    assert [t.task_id for t in page.tasks] == ["c3"]
+    assert q.cancel("c3")  # the cursor's own task leaves QUEUED
+    rest = q.list_tasks("QUEUED", cursor=page.next_cursor, limit=2)
+    assert [t.task_id for t in rest.tasks] == ["c2", "c1"]
+    assert q.cancel("c1")
+    last = q.list_tasks("QUEUED", cursor=rest.next_cursor, limit=5)
+    assert [t.task_id for t in last.tasks] == ["c0"]
+    assert last.next_cursor is None
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [

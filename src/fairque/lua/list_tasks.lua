@@ -16,7 +16,8 @@ descending. The walk is chosen per page:
 A checked walk examines at most `scan` entries a page, so a page may hold fewer
 tasks than asked for (even none) and still have a next cursor. A cursor names the walk,
 the order score and the id of the last entry examined; the next page resumes right
-after it (found by rank), or, if it has left its set since, after its score.
+after it (found by rank), or, if it has left its set since, after its (score, id) in the
+same order, so a task sharing its score is not skipped.
 
 KEYS[1] prefix    fq:{<queue>}:  per-task and per-user keys derive from it (includes/keys.lua)
 KEYS[2] delayed   SCHEDULED registry: task id -> due time
@@ -120,12 +121,24 @@ if after_id ~= '' then
   local r = redis.call('ZREVRANK', key, after_id)
   if r then rank = r + 1 else offset = 0 end
 end
-local function fetch(n)
+local fetch
+function fetch(n)
   local got
   if offset then
-    got = redis.call('ZREVRANGEBYSCORE', key, '(' .. after_score, '-inf', 'WITHSCORES',
+    got = redis.call('ZREVRANGEBYSCORE', key, after_score, '-inf', 'WITHSCORES',
       'LIMIT', offset, n)
     offset = offset + #got / 2
+    -- entries sharing the cursor's score come first, by id descending: those not after
+    -- the cursor's id were on earlier pages
+    local kept = {}
+    for i = 1, #got, 2 do
+      if tonumber(got[i + 1]) ~= after_score or got[i] < after_id then
+        kept[#kept + 1] = got[i]
+        kept[#kept + 1] = got[i + 1]
+      end
+    end
+    if #kept == 0 and #got > 0 then return fetch(n) end
+    got = kept
   else
     got = redis.call('ZREVRANGE', key, rank, rank + n - 1, 'WITHSCORES')
     rank = rank + #got / 2

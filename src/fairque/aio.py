@@ -14,7 +14,8 @@ from typing import Any, Literal, TypeVar
 import redis.asyncio as aredis
 from redis.exceptions import NoScriptError, ResponseError
 
-from fairque.base import Flow, QueueBase, connect, run_flow_async
+from fairque.base import Flow, QueueBase, connect, replayable_tasks, run_flow_async
+from fairque.constraint_api import AsyncConstraintMethods
 from fairque.models import (
     Priority,
     QueueMetrics,
@@ -31,7 +32,7 @@ from fairque.schedule_api import AsyncScheduleMethods
 T = TypeVar("T")
 
 
-class AsyncFairQueue(AsyncScheduleMethods, QueueBase):
+class AsyncFairQueue(AsyncConstraintMethods, AsyncScheduleMethods, QueueBase):
     """The asyncio twin of ``FairQueue`` (see it for every method's contract)."""
 
     def __init__(
@@ -81,13 +82,14 @@ class AsyncFairQueue(AsyncScheduleMethods, QueueBase):
 
     async def push(self, task: Task) -> Task:
         """See ``FairQueue.push``."""
-        return (await self._run(self.ops.push_many([task])))[0]
+        return (await self._drive(self._push_flow(lambda: self.ops.push_many([task]))))[0]
 
     async def push_many(
         self, tasks: Iterable[Task], *, delays: Sequence[float | None] | None = None
     ) -> Pushed:
         """See ``FairQueue.push_many``."""
-        return await self._run(self.ops.push_many(tasks, delays))
+        batch = replayable_tasks(tasks)
+        return await self._drive(self._push_flow(lambda: self.ops.push_many(batch, delays)))
 
     async def enqueue(
         self,
@@ -107,13 +109,16 @@ class AsyncFairQueue(AsyncScheduleMethods, QueueBase):
         on_dependency_failure: Literal["cancel", "wait"] = "cancel",
     ) -> Task:
         """See ``FairQueue.enqueue``."""
-        call = self.ops.enqueue(
-            name, payload, user_id=user_id, priority=priority, delay=delay,
-            execute_after=execute_after, depends_on=depends_on, task_id=task_id,
-            max_retries=max_retries, timeout=timeout, keep_result=keep_result,
-            result_ttl=result_ttl, on_dependency_failure=on_dependency_failure,
-        )  # fmt: skip
-        return await self._run(call)
+
+        def call() -> Call[Task]:
+            return self.ops.enqueue(
+                name, payload, user_id=user_id, priority=priority, delay=delay,
+                execute_after=execute_after, depends_on=depends_on, task_id=task_id,
+                max_retries=max_retries, timeout=timeout, keep_result=keep_result,
+                result_ttl=result_ttl, on_dependency_failure=on_dependency_failure,
+            )  # fmt: skip
+
+        return await self._drive(self._push_flow(call))
 
     async def pop(
         self,

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Awaitable, Callable, Generator, Sequence
+from collections.abc import Awaitable, Callable, Generator, Iterable, Iterator, Sequence
 from typing import Any, NoReturn, TypeAlias, TypeVar
 
 import redis
@@ -26,6 +26,7 @@ from fairque.errors import (
     FairqueError,
     ResultTimeout,
     ServerError,
+    StaleConstraints,
     TaskCanceled,
     TaskFailed,
     script_error,
@@ -82,6 +83,11 @@ async def run_flow_async(
     except StopIteration as stop:
         result: T = stop.value
         return result
+
+
+def replayable_tasks(tasks: Iterable[Any]) -> Iterable[Any]:
+    """``tasks`` in a form that can be read twice (a push may be built again)."""
+    return tuple(tasks) if isinstance(tasks, Iterator) else tasks
 
 
 def translate_error(exc: ResponseError) -> FairqueError | ResponseError:
@@ -198,6 +204,19 @@ class QueueBase:
             else:
                 out.append(call.parse(raw))
         return out
+
+    def _push_flow(self, build: Callable[[], Call[T]]) -> Flow[T]:
+        """A push, matched against the queue's constraints as this client knows them;
+        when they changed since it read them (the script refuses the push), read them
+        and build the push again."""
+        for _ in range(3):
+            try:
+                pushed: T = yield build()
+                return pushed
+            except StaleConstraints:
+                self.ops.codec.constraints = (yield self.ops.constraints(usage=False))[0]
+        last: T = yield build()
+        return last
 
     def _settle_flow(self, leased: Leased) -> Flow[Leased]:
         """Fail, each on its own, the leased tasks that could not be decoded."""

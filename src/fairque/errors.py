@@ -99,6 +99,14 @@ class NotLeader(FairqueError):
     """This scheduler does not hold the scheduler lock (another one leads)."""
 
 
+class ConstraintNotFound(FairqueError, KeyError):
+    """No constraint with that id is defined on the queue."""
+
+
+class StaleConstraints(FairqueError):
+    """The queue's constraints changed since this client read them (it reloads them)."""
+
+
 #: Numeric error codes returned by Lua scripts, mapped to exception classes.
 SCRIPT_ERRORS: dict[int, type[FairqueError]] = {
     -1: LeaseLost,
@@ -111,6 +119,9 @@ SCRIPT_ERRORS: dict[int, type[FairqueError]] = {
     -21: ScheduleNotFound,
     -22: ScheduleExists,
     -23: NotLeader,
+    -31: ConstraintNotFound,
+    -32: StaleConstraints,
+    -33: ValidationError,
 }
 
 

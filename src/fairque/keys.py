@@ -164,6 +164,18 @@ class QueueKeys:
         """The token that last released the scheduler lock (kept one minute)."""
         return self._k("scheduler:released")
 
+    @property
+    def constraints(self) -> str:
+        """Hash constraint id -> its definition (JSON, ``fairque.constraints``)."""
+        return self._k("constraints")
+
+    @property
+    def constraint_due(self) -> str:
+        """Sorted set constraint bucket -> when (ms) its parked tasks may go back to
+        their lanes (a rate limit's next slot, a concurrency limit's earliest lease
+        deadline, or now once a slot frees)."""
+        return self._k("constraints:due")
+
     # derived keys -------------------------------------------------------------
     def task(self, task_id: str) -> str:
         """Hash holding one task."""
@@ -232,3 +244,23 @@ class QueueKeys:
     def xcom(self, key: str) -> str:
         """A value shared between tasks of a workflow (with a TTL)."""
         return self._k(f"xcom:{key}")
+
+    def constraint_rate(self, bucket: str) -> str:
+        """A constraint bucket's rate state: its GCRA theoretical arrival time (us).
+
+        A bucket is the constraint id, or ``'<id>:<user>'`` for a per-user constraint.
+        """
+        return self._k(f"crate:{bucket}")
+
+    def constraint_held(self, bucket: str) -> str:
+        """A constraint bucket's leases: task id -> lease deadline (ms); its use is the
+        count of unexpired ones, so a dead worker's slot frees by itself."""
+        return self._k(f"cheld:{bucket}")
+
+    def constraint_parked(self, bucket: str) -> str:
+        """Tasks passed over because the bucket was at its limit: id -> lane score."""
+        return self._k(f"cpark:{bucket}")
+
+    def constraint_buckets(self, constraint_id: str) -> str:
+        """Set of the buckets a constraint has used (its per-user buckets)."""
+        return self._k(f"cbk:{constraint_id}")

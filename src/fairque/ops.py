@@ -30,6 +30,7 @@ from fairque.checks import (
 from fairque.checks import check_int as _check_int
 from fairque.checks import seconds_ms as _seconds_ms
 from fairque.codec import Serializer, get_serializer
+from fairque.constraints import MAX_CONSTRAINTS, Constraint, ConstraintInfo, ConstraintSet
 from fairque.dependencies import dependency_order
 from fairque.errors import LeaseLost, ValidationError
 from fairque.keys import QueueKeys, validate_queue_name
@@ -153,6 +154,7 @@ class Operations(PlainOperations):
             n,
             self._failed_ttl_ms,
             request_id(),
+            self.codec.constraints.version,
         ]
 
     # pushes ---------------------------------------------------------------------
@@ -714,3 +716,46 @@ class Operations(PlainOperations):
         """Give up the scheduler lock held by ``token`` (compare and delete)."""
         built = self.schedule_codec.release_scheduler_lock(token)
         return self._call("release_scheduler_lock", *built)
+
+    # constraints: fairque.constraints holds the models and the matcher -------------
+    def define_constraint(self, constraint: Constraint) -> Call[int]:
+        """Add or replace a constraint; the constraints version after it."""
+        if not isinstance(constraint, Constraint):
+            raise ValidationError(f"expected a Constraint, got {type(constraint).__name__}")
+        args = [constraint.id, constraint.dumps(), MAX_CONSTRAINTS]
+        return self._call("define_constraint", args, int)
+
+    def remove_constraint(self, constraint_id: str) -> Call[bool]:
+        """Remove a constraint (False: there was none); its parked tasks go back."""
+        if not isinstance(constraint_id, str) or not constraint_id:
+            raise ValidationError("constraint id must be a non-empty string")
+        return self._call("remove_constraint", [constraint_id, request_id()], lambda r: r == 1)
+
+    def constraints(
+        self, constraint_id: str | None = None, usage: bool = True
+    ) -> Call[tuple[ConstraintSet, list[ConstraintInfo]]]:
+        """The queue's constraints (one, with ``constraint_id``) as a matcher set and,
+        with ``usage``, each with its buckets' running and parked counts."""
+        if constraint_id is not None and (not isinstance(constraint_id, str) or not constraint_id):
+            raise ValidationError("constraint id must be a non-empty string")
+
+        def parse(reply: list[Any]) -> tuple[ConstraintSet, list[ConstraintInfo]]:
+            infos = []
+            for _, raw_def, use in reply[1:]:
+                buckets = {
+                    text(use[i]): (int(use[i + 1]), int(use[i + 2])) for i in range(0, len(use), 3)
+                }
+                infos.append(
+                    ConstraintInfo(
+                        Constraint.loads(raw(raw_def)),
+                        sum(r for r, _ in buckets.values()),
+                        sum(p for _, p in buckets.values()),
+                        buckets,
+                    )
+                )
+            infos.sort(key=lambda i: i.constraint.id)
+            found = tuple(i.constraint for i in infos)
+            return ConstraintSet(int(reply[0]), found), infos
+
+        args = [constraint_id or "", "1" if usage else "0"]
+        return self._call("constraints", args, parse)

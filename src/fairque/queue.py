@@ -10,8 +10,9 @@ from typing import Any, Literal, TypeVar
 import redis
 from redis.exceptions import NoScriptError, ResponseError
 
-from fairque.base import Flow, QueueBase, connect, run_flow
+from fairque.base import Flow, QueueBase, connect, replayable_tasks, run_flow
 from fairque.base import is_cluster_url as is_cluster_url
+from fairque.constraint_api import ConstraintMethods
 from fairque.models import (
     Priority,
     QueueMetrics,
@@ -28,7 +29,7 @@ from fairque.schedule_api import ScheduleMethods
 T = TypeVar("T")
 
 
-class FairQueue(ScheduleMethods, QueueBase):
+class FairQueue(ConstraintMethods, ScheduleMethods, QueueBase):
     """A fair, multi-tenant task queue on one Redis-compatible server or cluster.
 
     Args:
@@ -101,7 +102,7 @@ class FairQueue(ScheduleMethods, QueueBase):
         Raises:
             ValidationError: the payload does not serialize or is too large.
         """
-        return self._run(self.ops.push_many([task]))[0]
+        return self._drive(self._push_flow(lambda: self.ops.push_many([task])))[0]
 
     def push_many(
         self, tasks: Iterable[Task], *, delays: Sequence[float | None] | None = None
@@ -117,7 +118,8 @@ class FairQueue(ScheduleMethods, QueueBase):
             them) is False when task i's id already existed (nothing was written for
             it). A resend of this same call after a lost reply answers as it did.
         """
-        return self._run(self.ops.push_many(tasks, delays))
+        batch = replayable_tasks(tasks)
+        return self._drive(self._push_flow(lambda: self.ops.push_many(batch, delays)))
 
     def enqueue(
         self,
@@ -137,13 +139,16 @@ class FairQueue(ScheduleMethods, QueueBase):
         on_dependency_failure: Literal["cancel", "wait"] = "cancel",
     ) -> Task:
         """Build and push a task in one call (``delay`` in seconds or a timedelta)."""
-        call = self.ops.enqueue(
-            name, payload, user_id=user_id, priority=priority, delay=delay,
-            execute_after=execute_after, depends_on=depends_on, task_id=task_id,
-            max_retries=max_retries, timeout=timeout, keep_result=keep_result,
-            result_ttl=result_ttl, on_dependency_failure=on_dependency_failure,
-        )  # fmt: skip
-        return self._run(call)
+
+        def call() -> Call[Task]:
+            return self.ops.enqueue(
+                name, payload, user_id=user_id, priority=priority, delay=delay,
+                execute_after=execute_after, depends_on=depends_on, task_id=task_id,
+                max_retries=max_retries, timeout=timeout, keep_result=keep_result,
+                result_ttl=result_ttl, on_dependency_failure=on_dependency_failure,
+            )  # fmt: skip
+
+        return self._drive(self._push_flow(call))
 
     def pop(
         self,

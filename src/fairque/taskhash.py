@@ -47,6 +47,10 @@ failure_reason         reason        -              the last failure's kind, e.g
                                                     recorded transition (a resend's answer)
 -                      pushed        -              request id of the push that created the
                                                     task (a resend still answers "created")
+-                      cons          cons           JSON array of the constraint buckets the
+                                                    task counts in (fairque.constraints)
+-                      parked        -              the constraint bucket the task is parked
+                                                    in while over its limit (still QUEUED)
 =====================  ============  =============  ===========================================
 """
 
@@ -62,6 +66,7 @@ import orjson
 
 from fairque.checks import seconds_ms
 from fairque.codec import Serializer
+from fairque.constraints import ConstraintSet
 from fairque.errors import PayloadTooLarge, SerializationError, ValidationError
 from fairque.models import Priority, Task, TaskState
 from fairque.options import QueueOptions
@@ -150,12 +155,14 @@ FIELDS: tuple[Field, ...] = (
     Field(None, "cut_lease", None, None),
     Field(None, "op", None, None),
     Field(None, "pushed", None, None),
+    Field(None, "cons", "cons", None),
+    Field(None, "parked", None, None),
 )
 _TASK_FIELDS = frozenset(Task.model_fields)
 
 
 class PushRecord(NamedTuple):
-    """One task's values in ``push.lua``'s ARGV, in its order (13 per task).
+    """One task's values in ``push.lua``'s ARGV, in its order (14 per task).
 
     The slots are named as ``push.lua``'s header names them; ``-1`` stands for "none"
     in the numeric slots. ``delay_ms`` is the one slot no hash field keeps: the script
@@ -175,6 +182,7 @@ class PushRecord(NamedTuple):
     result_ttl_ms: int
     deps: str
     on_dep_fail: str
+    cons: str
 
 
 def stored_task(values: dict[str, Any]) -> Task:
@@ -202,6 +210,8 @@ class TaskCodec:
     def __init__(self, serializer: Serializer, options: QueueOptions) -> None:
         self.serializer = serializer
         self.options = options
+        #: the queue's constraints as this client last read them (matched at push)
+        self.constraints = ConstraintSet()
         self._decoders = tuple(
             (f.attr, f.hash.encode(), f.decode or serializer.loads, f.missing)
             for f in FIELDS
@@ -308,6 +318,7 @@ class TaskCodec:
             result_ttl_ms=round(ttl_s * 1000),
             deps=orjson.dumps(list(deps)).decode() if deps else "",
             on_dep_fail=values["on_dependency_failure"],
+            cons=self.constraints.buckets(values["name"], values["payload"], values["user_id"]),
         )
 
     @staticmethod

@@ -27,21 +27,24 @@ ARGV[1] ordering    'aging' | 'strict'
 ARGV[2] horizon_us  aging horizon in microseconds
 ARGV[3] on_dup      'return' (existing task is a no-op) | 'error' (DuplicateTask, except
                     for a resend of the push that created it)
-ARGV[4] n           number of tasks; then 13 values per task:
+ARGV[4] n           number of tasks; then 14 values per task:
         id, user, name, payload, prio (1..6), max_retries, delay_ms (-1 none),
         run_at_ms (-1 none), timeout_ms (-1 none), keep_result (0|1), result_ttl_ms,
-        deps (JSON array of task ids, '' for none), on_dep_fail ('cancel'|'wait')
+        deps (JSON array of task ids, '' for none), on_dep_fail ('cancel'|'wait'),
+        cons (JSON array of the constraint buckets the task counts in, '' for none)
 ARGV[5] failed_ttl_ms  how long a task canceled at push stays readable
 ARGV[6] req         request id (unique per call; the same when a call is resent). It is
                     kept in the task's 'pushed' field, so a resend of the push that
                     created a task still answers "created" (0 or 1 in {1, ...} below)
-  (the per-task values start at ARGV[7])
+ARGV[7] cver        the constraints version the client matched the tasks against
+  (the per-task values start at ARGV[8])
 
 Reply: one entry per task: {0, state, created_ms} for a new task,
        {1, <HGETALL of the existing task>, mine} for an id that already exists (mine:
        1 when this same request created it, i.e. this call is a resend, else 0), or
        {2, state} for an id whose task ended and expired within the last minute.
-Errors: 'FQERR -3 <id>' (DuplicateTask) when on_dup is 'error'; 'FQERR -5'
+Errors: 'FQERR -32' (StaleConstraints) when the queue's constraints changed since the
+        client read them (it reloads them and pushes again); 'FQERR -3 <id>' (DuplicateTask) when on_dup is 'error'; 'FQERR -5'
         (DependencyNotFound) for an unknown upstream id. Nothing is written then.
 ]]
 -- @include now
@@ -57,7 +60,10 @@ local K = {prefix = KEYS[1], ring = KEYS[2], delayed = KEYS[3], queued = KEYS[4]
   wake = KEYS[10], ends = KEYS[11]}
 local ordering, horizon_us, on_dup = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local n, failed_ttl_ms, req = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
-local W, B = 13, 7
+local W, B = 14, 8
+if (redis.call('HGET', K.meta, 'cver') or '0') ~= ARGV[7] then
+  return redis.error_reply('FQERR -32 constraints changed')
+end
 
 local in_batch = {}
 for i = 0, n - 1 do in_batch[ARGV[B + i * W]] = true end
@@ -91,7 +97,7 @@ for i = 0, n - 1 do
   local prio, max_retries = tonumber(ARGV[b + 4]), ARGV[b + 5]
   local delay_ms, run_at_ms = tonumber(ARGV[b + 6]), tonumber(ARGV[b + 7])
   local timeout_ms, keep, ttl = tonumber(ARGV[b + 8]), ARGV[b + 9], ARGV[b + 10]
-  local deps, on_dep_fail = ARGV[b + 11], ARGV[b + 12]
+  local deps, on_dep_fail, cons = ARGV[b + 11], ARGV[b + 12], ARGV[b + 13]
   local tk = task_key(K, id)
   if existing[id] then
     local stored = redis.call('HGETALL', tk)
@@ -118,6 +124,7 @@ for i = 0, n - 1 do
       'result_ttl', ttl}
     if plain then fields[#fields + 1] = 'state'; fields[#fields + 1] = 'QUEUED' end
     if timeout_ms >= 0 then fields[#fields + 1] = 'timeout'; fields[#fields + 1] = timeout_ms end
+    if cons ~= '' then fields[#fields + 1] = 'cons'; fields[#fields + 1] = cons end
     fields[#fields + 1] = 'pushed'; fields[#fields + 1] = req
     redis.call('HSET', tk, unpack(fields))
     -- the listing's indexes, by creation time (see list_tasks)

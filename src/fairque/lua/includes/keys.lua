@@ -16,3 +16,7 @@ local function done_key(K, id) return K.prefix .. 'done:' .. id end
 local function schedule_key(K, id) return K.prefix .. 'schedule:' .. id end
 local function user_index_key(K, user) return K.prefix .. 'uidx:' .. user end
 local function name_index_key(K, name) return K.prefix .. 'nidx:' .. name end
+local function constraint_rate_key(K, b) return K.prefix .. 'crate:' .. b end
+local function constraint_held_key(K, b) return K.prefix .. 'cheld:' .. b end
+local function constraint_parked_key(K, b) return K.prefix .. 'cpark:' .. b end
+local function constraint_buckets_key(K, c) return K.prefix .. 'cbk:' .. c end

@@ -18,6 +18,7 @@ KEYS[11] turns    user -> turns used in the current round
 KEYS[12] capped   users held out of the ring by their in-flight cap
 KEYS[13] wake     wake-up list idle workers block on (a freed cap lets a user back)
 KEYS[14] ends     ended tasks to unindex at expiry: '<user>\n<name>\n<id>' -> expiry
+KEYS[15] constraint_due  constraint buckets with parked tasks -> when their limit frees
 
 ARGV[1] id
 ARGV[2] ttl_ms      how long the canceled task stays readable
@@ -40,9 +41,9 @@ Errors: 'FQERR -2' (TaskNotFound) when no such task exists.
 
 local K = {prefix = KEYS[1], ring = KEYS[2], delayed = KEYS[3], leases = KEYS[4],
   queued = KEYS[5], deferred = KEYS[6], canceled = KEYS[7], meta = KEYS[8], stats = KEYS[9],
-  caps = KEYS[10], turns = KEYS[11], capped = KEYS[12], wake = KEYS[13], ends = KEYS[14]}
+  caps = KEYS[10], turns = KEYS[11], capped = KEYS[12], wake = KEYS[13], ends = KEYS[14], constraint_due = KEYS[15]}
 local id, req = ARGV[1], ARGV[3]
-local f = redis.call('HMGET', task_key(K, id), 'state', 'user', 'prio', 'op', 'lease')
+local f = redis.call('HMGET', task_key(K, id), 'state', 'user', 'prio', 'op', 'lease', 'parked')
 local state, user = f[1], f[2]
 if replayed(last_op(K, id, state, f[4]), req) then return 1 end
 if not state then return redis.error_reply('FQERR -2 no task ' .. id) end
@@ -55,6 +56,7 @@ if state == 'QUEUED' then
     redis.call('ZREM', normal_key(K, user), id)
   end
   redis.call('ZREM', K.queued, id)
+  if f[6] then redis.call('ZREM', constraint_parked_key(K, f[6]), id) end
   if not has_ready(K, user) then leave_ring(K, user) end
 elseif state == 'SCHEDULED' then
   redis.call('ZREM', K.delayed, id)

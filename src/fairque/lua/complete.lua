@@ -15,6 +15,7 @@ KEYS[10] caps     user -> in-flight cap
 KEYS[11] capped   users held out of the ring by their in-flight cap
 KEYS[12] wake     wake-up list (signalled when dependents become ready)
 KEYS[13] ends     ended tasks to unindex at expiry: '<user>\n<name>\n<id>' -> expiry
+KEYS[14] constraint_due  constraint buckets with parked tasks -> when their limit frees
 
 ARGV[1] id
 ARGV[2] token       lease token given by pop
@@ -33,7 +34,7 @@ canceled or finished by someone else); nothing changes then.
 
 local K = {prefix = KEYS[1], ring = KEYS[2], delayed = KEYS[3], leases = KEYS[4],
   queued = KEYS[5], deferred = KEYS[6], finished = KEYS[7], meta = KEYS[8], stats = KEYS[9],
-  caps = KEYS[10], capped = KEYS[11], wake = KEYS[12], ends = KEYS[13]}
+  caps = KEYS[10], capped = KEYS[11], wake = KEYS[12], ends = KEYS[13], constraint_due = KEYS[14]}
 local ms, us = now()
 local r = complete_task(K, ARGV[1], ARGV[2], ARGV[3] == '1', ARGV[4], ms, us, ARGV[5],
   tonumber(ARGV[6]))

@@ -22,6 +22,8 @@ KEYS[14] turns    user -> turns used in the current round
 KEYS[15] capped   users held out of the ring by their in-flight cap
 KEYS[16] wake     wake-up list (dependents made ready that this call does not lease)
 KEYS[17] ends     ended tasks to unindex at expiry: '<user>\n<name>\n<id>' -> expiry
+KEYS[18] constraint_due  constraint buckets with parked tasks -> when their limit frees
+KEYS[19] constraints  constraint id -> definition (JSON; fairque.constraints)
 
 ARGV[1] count       tasks to lease (0: only complete)
 ARGV[2] worker_id   recorded on the lease (the task hash's 'worker')
@@ -51,7 +53,7 @@ Reply: {array of 1/0 per completion (0: lease lost), array of leased tasks (flat
 local K = {prefix = KEYS[1], ring = KEYS[2], delayed = KEYS[3], leases = KEYS[4],
   queued = KEYS[5], deferred = KEYS[6], finished = KEYS[7], failed = KEYS[8], canceled = KEYS[9],
   meta = KEYS[10], stats = KEYS[11], weights = KEYS[12], caps = KEYS[13], turns = KEYS[14],
-  capped = KEYS[15], wake = KEYS[16], ends = KEYS[17]}
+  capped = KEYS[15], wake = KEYS[16], ends = KEYS[17], constraint_due = KEYS[18], constraints = KEYS[19]}
 local req = ARGV[9]
 local ms, us = now()
 local ordering, horizon_us = ARGV[7], tonumber(ARGV[8])

@@ -20,6 +20,7 @@ Errors: 'FQERR -7' (CancelRequested, a LeaseLost) when the task was canceled whi
 -- @include now
 -- @include keys
 -- @include lease_fence
+-- @include constraint_extend
 
 local K = {prefix = KEYS[1], leases = KEYS[2], stats = KEYS[3]}
 local id = ARGV[1]
@@ -36,4 +37,5 @@ local deadline = ms + tonumber(ARGV[3])
 redis.call('HSET', task_key(K, id), 'deadline', deadline)
 redis.call('ZADD', K.leases, deadline, id)
 redis.call('ZADD', held_key(K, f[3]), deadline, id)
+constraint_extend(K, id, deadline)
 return deadline

@@ -16,6 +16,7 @@ lease was lost.
 -- @include now
 -- @include keys
 -- @include lease_fence
+-- @include constraint_extend
 
 local K = {prefix = KEYS[1], leases = KEYS[2], stats = KEYS[3]}
 local ms = now()
@@ -28,6 +29,7 @@ for i = 2, #ARGV, 2 do
     redis.call('HSET', task_key(K, id), 'deadline', deadline)
     redis.call('ZADD', K.leases, deadline, id)
     redis.call('ZADD', held_key(K, f[3]), deadline, id)
+    constraint_extend(K, id, deadline)
     out[#out + 1] = deadline
   else
     redis.call('HINCRBY', K.stats, 'lease_lost', 1)

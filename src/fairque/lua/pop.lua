@@ -22,6 +22,8 @@ KEYS[13] turns    user -> turns used in the current round
 KEYS[14] capped   users held out of the ring by their in-flight cap
 KEYS[15] wake     wake-up list (reclaimed leases scheduled for retry)
 KEYS[16] ends     ended tasks to unindex at expiry: '<user>\n<name>\n<id>' -> expiry
+KEYS[17] constraint_due  constraint buckets with parked tasks -> when their limit frees
+KEYS[18] constraints  constraint id -> definition (JSON; fairque.constraints)
 
 ARGV[1] count       tasks to lease (>= 1)
 ARGV[2] worker_id   recorded on the lease (the task hash's 'worker')
@@ -47,7 +49,7 @@ Reply: array of leased tasks, each the flat HGETALL of its hash.
 local K = {prefix = KEYS[1], ring = KEYS[2], delayed = KEYS[3], leases = KEYS[4],
   queued = KEYS[5], deferred = KEYS[6], failed = KEYS[7], canceled = KEYS[8], meta = KEYS[9],
   stats = KEYS[10], weights = KEYS[11], caps = KEYS[12], turns = KEYS[13], capped = KEYS[14],
-  wake = KEYS[15], ends = KEYS[16]}
+  wake = KEYS[15], ends = KEYS[16], constraint_due = KEYS[17], constraints = KEYS[18]}
 local req = ARGV[9]
 local again = leased_before(K, req)
 if again then return again end

@@ -11,6 +11,7 @@ KEYS[7] stats    throughput counters
 KEYS[8] caps     user -> in-flight cap
 KEYS[9] capped   users held out of the ring by their in-flight cap
 KEYS[10] wake    wake-up list idle workers block on
+KEYS[11] constraint_due  constraint buckets with parked tasks -> when their limit frees
 
 ARGV[1] id
 ARGV[2] token
@@ -33,7 +34,7 @@ Errors: 'FQERR -1' (LeaseLost) when the token does not hold the lease.
 
 local K = {prefix = KEYS[1], ring = KEYS[2], delayed = KEYS[3], leases = KEYS[4],
   queued = KEYS[5], meta = KEYS[6], stats = KEYS[7], caps = KEYS[8], capped = KEYS[9],
-  wake = KEYS[10]}
+  wake = KEYS[10], constraint_due = KEYS[11]}
 local id = ARGV[1]
 local req = 'R' .. ARGV[2]
 local held, f = lease_fence(K, id, ARGV[2], 'user', 'prio', 'op')

@@ -3,6 +3,10 @@
 -- @include leave_ring
 -- @include pick_user
 -- @include observe
+-- @include constraint_check
+-- @include constraint_take
+-- @include constraint_park
+-- @include constraint_due
 -- lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any): lease up to
 -- `count` ready tasks, choosing users round robin (see pick_user). A served user moves
 -- to the ring's tail (after `weight` consecutive turns for a weighted user); a user
@@ -10,10 +14,16 @@
 -- Returns the leased tasks (each the flat HGETALL of its hash) and the flat list of
 -- their (id, lease token) pairs. Each task's wait (ready -> leased: its QUEUED
 -- registry time until now) goes to the 'wait' histogram.
+-- Constraints (only when the queue has any: one EXISTS otherwise): due constraint
+-- buckets first put parked tasks back into their lanes; a task whose buckets are over
+-- a limit is parked (constraint_park) and the same user's next task is tried, so a
+-- limited task blocks neither other users nor its user's unlimited tasks.
 local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any)
   local deadline = ms + lease_ms
   local out, tokens, waits = {}, {}, {}
-  local guard = 0
+  local guard, parks = 0, 0
+  local limited = redis.call('EXISTS', K.constraints) == 1
+  if limited then constraint_due(K, ms, 64) end
   while #out < count and guard < count + 64 do
     guard = guard + 1
     local user = pick_user(K.ring, assigned, steal, any)
@@ -21,15 +31,32 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any)
     local normal = normal_key(K, user)
     local id = redis.call('LPOP', critical_key(K, user))
     local more  -- the user has ready work left after this task
+    local score  -- the task's normal-lane score (nil: the critical lane)
     if id then
       more = has_ready(K, user)
     else
-      id = redis.call('ZPOPMIN', normal)[1]
+      local head = redis.call('ZPOPMIN', normal)
+      id, score = head[1], head[2]
       -- its critical lane is empty: only the normal lane can hold more
       more = id and redis.call('ZCARD', normal) > 0
     end
+    local plan, blocked, free_at
+    if id and limited then
+      local cons = redis.call('HGET', task_key(K, id), 'cons')
+      if cons then plan, blocked, free_at = constraint_check(K, cons, ms) end
+    end
     if not id then
       leave_ring(K, user)
+    elseif blocked then
+      -- a critical task parks ahead of every normal-lane score, oldest first
+      constraint_park(K, id, blocked, score or (ms - 4e15), free_at)
+      if not more then leave_ring(K, user) end
+      guard = guard - 1  -- the task left its lane: progress, bounded by `parks`
+      parks = parks + 1
+      if parks >= 256 then
+        signal_wake(K, 1)  -- another call goes on from here
+        break
+      end
     else
       if not more then
         leave_ring(K, user)
@@ -64,6 +91,7 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any)
         redis.call('ZREM', K.queued, id)
       end
       redis.call('ZADD', K.leases, deadline, id)
+      if plan then constraint_take(K, id, plan, deadline, ms) end
       out[#out + 1] = redis.call('HGETALL', tk)
       tokens[#tokens + 1] = id
       tokens[#tokens + 1] = token

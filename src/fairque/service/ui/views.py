@@ -35,6 +35,8 @@ PAGE = 50
 #: the engine's counters shown on the overview
 COUNTERS = ("pushed", "popped", "finished", "failed", "canceled", "retried", "reclaimed",
             "lease_lost")  # fmt: skip
+#: states whose latest start is an attempt not yet counted in retry_count
+_ATTEMPTED = frozenset({TaskState.STARTED, TaskState.FINISHED, TaskState.FAILED})
 #: the sort orders of the tenants page
 SORTS = ("backlog", "in_flight", "served", "wait", "user")
 
@@ -287,7 +289,9 @@ async def task_page(q: AsyncFairQueue, task: Task) -> dict[str, Any]:
         ],
         "downstream": sorted(reads.text(t) for t in blocked or ()),
         "waiting_for": sorted(reads.text(t) for t in waiting or ()),
-        "attempts": task.retry_count + (1 if task.state is TaskState.STARTED else 0),
+        # retry_count counts the attempts given up on; the running or last one adds one
+        "attempts": task.retry_count
+        + (1 if task.started_at is not None and task.state in _ATTEMPTED else 0),
         "why": await why(q, task, now, [reads.text(t) for t in waiting or ()]),
         "now": datetime.fromtimestamp(now / 1000, tz=timezone.utc),
     }

@@ -15,6 +15,7 @@ its lane, in its place, when the limit frees.
 from __future__ import annotations
 
 import fnmatch
+import functools
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -125,7 +126,7 @@ class Constraint:
         """Whether a task of ``name`` with ``payload`` pushed by ``user_id`` matches."""
         if self.users and user_id not in self.users:
             return False
-        if self.name != "*" and not fnmatch.fnmatchcase(name, self.name):
+        if self.name != "*" and self._glob.match(name) is None:
             return False
         if self.payload:
             if not isinstance(payload, Mapping):
@@ -140,6 +141,10 @@ class Constraint:
                 elif not _same(got, want):
                     return False
         return True
+
+    @functools.cached_property
+    def _glob(self) -> re.Pattern[str]:
+        return re.compile(fnmatch.translate(self.name))
 
     def bucket(self, user_id: str) -> str:
         """The bucket a matching task of ``user_id`` counts in."""

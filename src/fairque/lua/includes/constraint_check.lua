@@ -1,11 +1,10 @@
 -- @include keys
--- constraint_check(K, cons, ms): may a task in the constraint buckets `cons` (the task
+-- constraint_check(K, cons, ms, now_us): may a task in the constraint buckets `cons` (the task
 -- hash's JSON array) start now? Returns the plan for constraint_take, or nil, the
 -- first bucket at its limit and when (ms) that limit frees: a rate limit's next GCRA
 -- slot, a concurrency limit's earliest lease deadline (its use is counted from
 -- unexpired leases, pruned here). A bucket whose constraint was removed limits nothing.
-local function constraint_check(K, cons, ms)
-  local now_us = ms * 1000
+local function constraint_check(K, cons, ms, now_us)
   local plan = {}
   for _, b in ipairs(cjson.decode(cons)) do
     local cid = string.match(b, '^[^:]+')

@@ -1,10 +1,10 @@
 -- @include keys
 -- @include constraint_release
 -- @include signal_wake
--- constraint_due(K, ms, limit): for up to `limit` constraint buckets that are due, put
+-- constraint_due(K, ms, now_us, limit): for up to `limit` constraint buckets that are due, put
 -- back into their lanes as many parked tasks as the limits let start now, and make the
 -- bucket due again when the next can (or forget it once nothing is parked).
-local function constraint_due(K, ms, limit)
+local function constraint_due(K, ms, now_us, limit)
   local due = redis.call('ZRANGEBYSCORE', K.constraint_due, '-inf', ms, 'LIMIT', 0, limit)
   local moved = 0
   for _, b in ipairs(due) do
@@ -13,7 +13,6 @@ local function constraint_due(K, ms, limit)
     local raw = redis.call('HGET', K.constraints, string.match(b, '^[^:]+'))
     if raw and waiting > 0 then
       local d = cjson.decode(raw)
-      local now_us = ms * 1000
       next_at = 0
       if d.interval_us > 0 then
         local tat = math.max(tonumber(redis.call('GET', constraint_rate_key(K, b)) or '0'), now_us)

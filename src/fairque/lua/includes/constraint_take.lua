@@ -1,9 +1,8 @@
 -- @include keys
--- constraint_take(K, id, plan, deadline, ms): task `id` starts under the buckets of
+-- constraint_take(K, id, plan, deadline, now_us): task `id` starts under the buckets of
 -- `plan` (constraint_check's): each rate bucket's GCRA arrival time moves one interval
 -- on, each concurrency bucket holds the lease until `deadline`.
-local function constraint_take(K, id, plan, deadline, ms)
-  local now_us = ms * 1000
+local function constraint_take(K, id, plan, deadline, now_us)
   for _, p in ipairs(plan) do
     local b = p[1]
     if p[3] > 0 then

@@ -3,6 +3,7 @@
 -- @include leave_ring
 -- @include pick_user
 -- @include observe
+-- @include now
 -- @include constraint_check
 -- @include constraint_take
 -- @include constraint_park
@@ -23,7 +24,11 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any)
   local out, tokens, waits = {}, {}, {}
   local guard, parks = 0, 0
   local limited = redis.call('EXISTS', K.constraints) == 1
-  if limited then constraint_due(K, ms, 64) end
+  local now_us
+  if limited then
+    now_us = select(2, now())  -- GCRA works in microseconds
+    constraint_due(K, ms, now_us, 64)
+  end
   while #out < count and guard < count + 64 do
     guard = guard + 1
     local user = pick_user(K.ring, assigned, steal, any)
@@ -43,7 +48,7 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any)
     local plan, blocked, free_at
     if id and limited then
       local cons = redis.call('HGET', task_key(K, id), 'cons')
-      if cons then plan, blocked, free_at = constraint_check(K, cons, ms) end
+      if cons then plan, blocked, free_at = constraint_check(K, cons, ms, now_us) end
     end
     if not id then
       leave_ring(K, user)
@@ -91,7 +96,7 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any)
         redis.call('ZREM', K.queued, id)
       end
       redis.call('ZADD', K.leases, deadline, id)
-      if plan then constraint_take(K, id, plan, deadline, ms) end
+      if plan then constraint_take(K, id, plan, deadline, now_us) end
       out[#out + 1] = redis.call('HGETALL', tk)
       tokens[#tokens + 1] = id
       tokens[#tokens + 1] = token

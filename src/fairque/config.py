@@ -33,7 +33,8 @@ from pydantic_settings import (
     SettingsError,
 )
 
-from fairque.errors import ConfigError, pydantic_message
+from fairque.constraints import Constraint, constraint_list
+from fairque.errors import ConfigError, ValidationError, pydantic_message
 from fairque.keys import validate_queue_name
 from fairque.options import QueueOptions
 from fairque.service.settings import DispatchSettings, ServerSettings
@@ -190,6 +191,25 @@ class Settings(BaseSettings):
     server: ServerSettings = Field(default_factory=ServerSettings)
     dispatch: DispatchSettings = Field(default_factory=DispatchSettings)
     scheduler: SchedulerSettings = Field(default_factory=SchedulerSettings)
+    #: constraints to define on the queue (``fairque.constraints``): a list of mappings,
+    #: or a mapping id -> fields; ``fairque constraint apply`` and ``fairque worker``
+    #: define them at start (constraints not listed are left alone)
+    constraints: list[dict[str, Any]] | dict[str, dict[str, Any]] = Field(default_factory=list)
+
+    @field_validator("constraints")
+    @classmethod
+    def _constraints(
+        cls, value: list[dict[str, Any]] | dict[str, dict[str, Any]]
+    ) -> list[dict[str, Any]] | dict[str, dict[str, Any]]:
+        try:
+            constraint_list(value)
+        except ValidationError as exc:
+            raise ValueError(str(exc)) from None
+        return value
+
+    def constraint_definitions(self) -> list[Constraint]:
+        """The ``constraints:`` section as constraints."""
+        return constraint_list(self.constraints)
 
 
 #: short environment variables -> the nested variable they stand for

@@ -158,6 +158,10 @@ def worker(
     level = "DEBUG" if common.verbose and log_level is None else log_level
     logs = [] if level is None else ["--log-level", level]
     logs += [] if log_format is None else ["--log-format", log_format]
+    if cfg.constraints:
+        from fairque.cli.constraint import apply_configured
+
+        apply_configured(ctx, cfg)
     if scheduler:
         from fairque.cli.schedule import embedded_scheduler
 

@@ -185,3 +185,21 @@ def test_weighted_shares_match_the_water_level() -> None:
     # more capacity than demand: everyone is satisfied
     assert weighted_shares(100, [3, 4], [1, 5]) == [3, 4]
     assert weighted_shares(0, [3, 4], [1, 1]) == [0, 0]
+
+
+@VALKEY
+def test_why_a_task_is_parked_by_a_constraint(open_ui: tuple[LiveServer, FairQueue]) -> None:
+    live, q = open_ui
+    q.define_constraint(id="one-at-a-time", name="limited", concurrency=1)
+    q.push_many([Task(user_id="u", name="limited", task_id=f"c{i}") for i in range(2)])
+    first = q.pop(worker_id="w")
+    assert first is not None
+    assert q.pop(worker_id="w") is None  # the second is over the limit: parked
+    waiting = "c1" if first.task_id == "c0" else "c0"
+    with httpx.Client(timeout=30) as http:
+        page = http.get(f"{live.base}/ui/q/{q.queue}/task", params={"id": waiting}).text
+        assert "Parked by constraint bucket" in page
+        assert "one-at-a-time" in page
+        assert "1 running" in page
+        running = http.get(f"{live.base}/ui/q/{q.queue}/task", params={"id": first.task_id})
+        assert "Why is it waiting" not in running.text

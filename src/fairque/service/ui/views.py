@@ -326,6 +326,7 @@ async def why(
         ],
     )
     (load,) = await reads.loads(q, [user], now_ms)
+    constraints = await _constraints(q, task.task_id or "", now_ms)
     ahead = reads.number(place)
     if ahead is not None and not critical:
         ahead += int(crit_len or 0)  # the critical lane always goes first
@@ -337,7 +338,40 @@ async def why(
         "at_cap": load.cap is not None and load.in_flight >= load.cap,
         "ring_rank": reads.number(ring_rank),
         "ring_size": int(ring_size or 0),
+        "constraints": constraints,
+        "parked": next((c["bucket"] for c in constraints if c["parked"]), None),
     }
+
+
+async def _constraints(q: AsyncFairQueue, task_id: str, now_ms: int) -> list[dict[str, Any]]:
+    """The constraint buckets a task counts in: its leases in use, when it frees, and
+    whether the task is parked there (passed over while the bucket is at its limit)."""
+    keys = q.ops.keys
+    cons, parked = (await reads.run(q, [("HMGET", keys.task(task_id), "cons", "parked")]))[0]
+    try:
+        buckets = [str(b) for b in json.loads(cons)] if cons else []
+    except (ValueError, TypeError):
+        buckets = []
+    parked_in = reads.text(parked) if parked else None
+    commands: list[tuple[Any, ...]] = []
+    for bucket in buckets:
+        commands += [
+            ("ZCOUNT", keys.constraint_held(bucket), f"({now_ms}", "+inf"),
+            ("ZSCORE", keys.constraint_due, bucket),
+        ]
+    replies = await reads.run(q, commands)
+    out = []
+    for i, bucket in enumerate(buckets):
+        due = replies[2 * i + 1]
+        out.append(
+            {
+                "bucket": bucket,
+                "in_use": int(replies[2 * i] or 0),
+                "frees_in": None if due is None else max(0.0, (float(due) - now_ms) / 1000),
+                "parked": bucket == parked_in,
+            }
+        )
+    return out
 
 
 async def workers(q: AsyncFairQueue) -> dict[str, Any]:

@@ -84,6 +84,8 @@ def test_stale_push_and_bad_definitions_change_nothing(
         q.ops.remove_constraint("")
     with pytest.raises(ValidationError):
         q.ops.constraints("")
+    with pytest.raises(ValidationError):
+        q.ops.remove_constraint("~version")
     assert queue_snapshot(redis_client, q.queue) == before
     assert q.enqueue("n", user_id="u").task_id  # the client reloads and pushes
 

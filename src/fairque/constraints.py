@@ -36,6 +36,15 @@ MAX_LIMIT = 1_000_000
 _SCALARS = (str, int, float, bool, type(None))
 
 
+def check_constraint_id(value: Any) -> str:
+    """``value`` if it is a valid constraint id, else a ``ValidationError``."""
+    if not isinstance(value, str) or not _ID.match(value):
+        raise ValidationError(
+            f"constraint id must be 1-128 letters, digits, '_', '-' or '.', got {value!r}"
+        )
+    return value
+
+
 def _check_value(value: Any, what: str) -> Any:
     if not isinstance(value, _SCALARS):
         raise ValidationError(f"{what}: a payload value to match must be a JSON scalar")
@@ -81,10 +90,7 @@ class Constraint:
     per_user: bool = False
 
     def __post_init__(self) -> None:
-        if not isinstance(self.id, str) or not _ID.match(self.id):
-            raise ValidationError(
-                f"constraint id must be 1-128 letters, digits, '_', '-' or '.', got {self.id!r}"
-            )
+        check_constraint_id(self.id)
         if not isinstance(self.name, str) or not 0 < len(self.name) <= 256:
             raise ValidationError("constraint name must be a glob of 1-256 characters")
         if not isinstance(self.payload, Mapping):

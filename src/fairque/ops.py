@@ -30,7 +30,13 @@ from fairque.checks import (
 from fairque.checks import check_int as _check_int
 from fairque.checks import seconds_ms as _seconds_ms
 from fairque.codec import Serializer, get_serializer
-from fairque.constraints import MAX_CONSTRAINTS, Constraint, ConstraintInfo, ConstraintSet
+from fairque.constraints import (
+    MAX_CONSTRAINTS,
+    Constraint,
+    ConstraintInfo,
+    ConstraintSet,
+    check_constraint_id,
+)
 from fairque.dependencies import dependency_order
 from fairque.errors import LeaseLost, ValidationError
 from fairque.keys import QueueKeys, validate_queue_name
@@ -727,8 +733,7 @@ class Operations(PlainOperations):
 
     def remove_constraint(self, constraint_id: str) -> Call[bool]:
         """Remove a constraint (False: there was none); its parked tasks go back."""
-        if not isinstance(constraint_id, str) or not constraint_id:
-            raise ValidationError("constraint id must be a non-empty string")
+        check_constraint_id(constraint_id)
         return self._call("remove_constraint", [constraint_id, request_id()], lambda r: r == 1)
 
     def constraints(
@@ -736,8 +741,8 @@ class Operations(PlainOperations):
     ) -> Call[tuple[ConstraintSet, list[ConstraintInfo]]]:
         """The queue's constraints (one, with ``constraint_id``) as a matcher set and,
         with ``usage``, each with its buckets' running and parked counts."""
-        if constraint_id is not None and (not isinstance(constraint_id, str) or not constraint_id):
-            raise ValidationError("constraint id must be a non-empty string")
+        if constraint_id is not None:
+            check_constraint_id(constraint_id)
 
         def parse(reply: list[Any]) -> tuple[ConstraintSet, list[ConstraintInfo]]:
             infos = []

@@ -3,8 +3,7 @@ constraints: the queue's constraints, their version and (when asked) their use p
 bucket: unexpired leases and parked tasks. Read only.
 
 KEYS[1] prefix       fq:{<queue>}:  per-task and per-user keys derive from it (includes/keys.lua)
-KEYS[2] constraints  constraint id -> definition (JSON; fairque.constraints)
-KEYS[3] meta         queue counters ('cver': the constraints version)
+KEYS[2] constraints  constraint id -> definition (JSON; fairque.constraints); '~version'
 
 ARGV[1] id           one constraint's id, or '' for all
 ARGV[2] usage        '1' count each bucket's use, '0' definitions only
@@ -14,12 +13,19 @@ Reply: {version, {id, definition, {bucket, running, parked, ...}}, ...}.
 -- @include now
 -- @include keys
 
-local K = {prefix = KEYS[1], constraints = KEYS[2], meta = KEYS[3]}
+local K = {prefix = KEYS[1], constraints = KEYS[2]}
 local ms = now()
-local out = {tonumber(redis.call('HGET', K.meta, 'cver') or '0')}
+local out = {tonumber(redis.call('HGET', K.constraints, '~version') or '0')}
 local flat
 if ARGV[1] == '' then
   flat = redis.call('HGETALL', K.constraints)
+  for i = 1, #flat, 2 do  -- the version is no constraint
+    if flat[i] == '~version' then
+      table.remove(flat, i + 1)
+      table.remove(flat, i)
+      break
+    end
+  end
 else
   local one = redis.call('HGET', K.constraints, ARGV[1])
   flat = one and {ARGV[1], one} or {}

@@ -1,14 +1,14 @@
 --[[
 define_constraint: add a constraint, or replace its definition. A changed definition
-moves the queue's constraints version on (clients match new pushes against the new
+moves the queue's constraints version on (the hash's '~version' field, which no
+constraint id can be; a purge keeps it) (clients match new pushes against the new
 set) and makes every bucket of the constraint with parked tasks due now, so a raised
 limit lets them go at once. Defining the same definition again changes nothing.
 
 KEYS[1] prefix       fq:{<queue>}:  per-task and per-user keys derive from it (includes/keys.lua)
-KEYS[2] constraints  constraint id -> definition (JSON; fairque.constraints)
+KEYS[2] constraints  constraint id -> definition (JSON; fairque.constraints); '~version'
 KEYS[3] constraint_due  constraint buckets with parked tasks -> when their limit frees
-KEYS[4] meta         queue counters ('cver': the constraints version)
-KEYS[5] wake         wake-up list idle workers block on
+KEYS[4] wake         wake-up list idle workers block on
 
 ARGV[1] id           the constraint id
 ARGV[2] definition   its stored form (JSON)
@@ -21,14 +21,13 @@ Errors: 'FQERR -33' (ValidationError) when the queue already holds `max` constra
 -- @include keys
 -- @include signal_wake
 
-local K = {prefix = KEYS[1], constraints = KEYS[2], constraint_due = KEYS[3], meta = KEYS[4],
-  wake = KEYS[5]}
+local K = {prefix = KEYS[1], constraints = KEYS[2], constraint_due = KEYS[3], wake = KEYS[4]}
 local id, definition = ARGV[1], ARGV[2]
 local old = redis.call('HGET', K.constraints, id)
 if old == definition then
-  return tonumber(redis.call('HGET', K.meta, 'cver') or '0')
+  return tonumber(redis.call('HGET', K.constraints, '~version') or '0')
 end
-if not old and redis.call('HLEN', K.constraints) >= tonumber(ARGV[3]) then
+if not old and redis.call('HLEN', K.constraints) > tonumber(ARGV[3]) then
   return redis.error_reply('FQERR -33 the queue holds ' .. ARGV[3] .. ' constraints already')
 end
 redis.call('HSET', K.constraints, id, definition)
@@ -41,4 +40,4 @@ for _, b in ipairs(redis.call('SMEMBERS', constraint_buckets_key(K, id))) do
   end
 end
 if woke then signal_wake(K, 1) end
-return redis.call('HINCRBY', K.meta, 'cver', 1)
+return redis.call('HINCRBY', K.constraints, '~version', 1)

@@ -18,6 +18,7 @@ KEYS[8] stats     throughput counters
 KEYS[9] capped    users held out of the ring by their in-flight cap
 KEYS[10] wake     wake-up list idle workers block on
 KEYS[11] ends     ended tasks to unindex at expiry: '<user>\n<name>\n<id>' -> expiry
+KEYS[12] constraints  constraint id -> definition; '~version': the constraints version
 
 Every id is looked up first: a push of an id that exists (or ended within the last
 minute: its tombstone, see finalize) is a no-op that returns the stored task, so a
@@ -57,11 +58,11 @@ Errors: 'FQERR -32' (StaleConstraints) when the queue's constraints changed sinc
 
 local K = {prefix = KEYS[1], ring = KEYS[2], delayed = KEYS[3], queued = KEYS[4],
   deferred = KEYS[5], canceled = KEYS[6], meta = KEYS[7], stats = KEYS[8], capped = KEYS[9],
-  wake = KEYS[10], ends = KEYS[11]}
+  wake = KEYS[10], ends = KEYS[11], constraints = KEYS[12]}
 local ordering, horizon_us, on_dup = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local n, failed_ttl_ms, req = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
 local W, B = 14, 8
-if (redis.call('HGET', K.meta, 'cver') or '0') ~= ARGV[7] then
+if (redis.call('HGET', K.constraints, '~version') or '0') ~= ARGV[7] then
   return redis.error_reply('FQERR -32 constraints changed')
 end
 

@@ -4,9 +4,9 @@ their places, its buckets' state is deleted; tasks already pushed keep the bucke
 names, which no longer limit anything.
 
 KEYS[1] prefix       fq:{<queue>}:  per-task and per-user keys derive from it (includes/keys.lua)
-KEYS[2] constraints  constraint id -> definition (JSON; fairque.constraints)
+KEYS[2] constraints  constraint id -> definition (JSON; fairque.constraints); '~version'
 KEYS[3] constraint_due  constraint buckets with parked tasks -> when their limit frees
-KEYS[4] meta         queue counters ('cver': the constraints version; ring clock)
+KEYS[4] meta         queue counters (the ring clock)
 KEYS[5] ring         users with ready work, by last-served virtual time
 KEYS[6] capped       users held out of the ring by their in-flight cap
 KEYS[7] wake         wake-up list idle workers block on
@@ -36,6 +36,6 @@ for _, b in ipairs(redis.call('SMEMBERS', bk)) do
 end
 redis.call('DEL', bk)
 if moved > 0 then signal_wake(K, moved) end
-redis.call('HINCRBY', K.meta, 'cver', 1)
+redis.call('HINCRBY', K.constraints, '~version', 1)
 redis.call('SET', record, 'removed', 'PX', 60000)
 return 1

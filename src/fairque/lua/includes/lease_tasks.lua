@@ -15,7 +15,7 @@
 -- Returns the leased tasks (each the flat HGETALL of its hash) and the flat list of
 -- their (id, lease token) pairs. Each task's wait (ready -> leased: its QUEUED
 -- registry time until now) goes to the 'wait' histogram.
--- Constraints (only when the queue has any: one EXISTS otherwise): due constraint
+-- Constraints (only when the queue has any: one HLEN otherwise): due constraint
 -- buckets first put parked tasks back into their lanes; a task whose buckets are over
 -- a limit is parked (constraint_park) and the same user's next task is tried, so a
 -- limited task blocks neither other users nor its user's unlimited tasks.
@@ -23,7 +23,8 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any)
   local deadline = ms + lease_ms
   local out, tokens, waits = {}, {}, {}
   local guard, parks = 0, 0
-  local limited = redis.call('EXISTS', K.constraints) == 1
+  -- the hash holds the constraints and their version ('~version')
+  local limited = redis.call('HLEN', K.constraints) > 1
   local now_us
   if limited then
     now_us = select(2, now())  -- GCRA works in microseconds

@@ -9,9 +9,11 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from fairque.constraints import Constraint, ConstraintInfo
 from fairque.errors import (
     CancelRequested,
     ConfigError,
+    ConstraintNotFound,
     DependencyCycleError,
     DependencyNotFound,
     DuplicateTask,
@@ -78,6 +80,9 @@ __all__ = [
     "AsyncFairQueue",
     "CancelRequested",
     "ConfigError",
+    "Constraint",
+    "ConstraintInfo",
+    "ConstraintNotFound",
     "Context",
     "DependencyCycleError",
     "DependencyNotFound",

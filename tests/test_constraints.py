@@ -258,3 +258,13 @@ def test_a_purge_keeps_the_constraints_and_their_version(make_queue: MakeQueue) 
     fresh.enqueue("job", user_id="u", task_id="b")
     assert len(fresh.pop_batch(2, worker_id="w")) == 1
     assert [i.constraint.id for i in fresh.constraints()] == ["c"]
+
+
+def test_apply_constraints_defines_and_prunes(make_queue: MakeQueue) -> None:
+    q = make_queue()
+    q.define_constraint(id="old", rate=1)
+    held = q.apply_constraints([Constraint("a", rate=2), Constraint("b", concurrency=1)])
+    assert [c.id for c in held.constraints] == ["a", "b", "old"]
+    held = q.apply_constraints([Constraint("a", rate=3)], prune=True)
+    assert held.constraints == (Constraint("a", rate=3),)
+    assert held.version == q.ops.codec.constraints.version

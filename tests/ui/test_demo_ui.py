@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import logging
 import os
 import subprocess
 import sys
@@ -23,6 +24,7 @@ VALKEY = pytest.mark.parametrize("server", ["valkey"], indirect=True)
 @VALKEY
 def test_dashboard_next_to_the_demo(server: ServerInfo) -> None:
     out = io.StringIO()
+    worker_level = logging.getLogger("fairque.worker").level
     demo = Demo(
         server.url, DemoPlan(flood=300, tenants=3, tasks_per_tenant=5, work_seconds=0.01,
                              concurrency=4),
@@ -40,6 +42,8 @@ def test_dashboard_next_to_the_demo(server: ServerInfo) -> None:
     assert "noisy-tenant" in page.text
     runner.join(timeout=60)
     assert not runner.is_alive()
+    # the demo quiets the worker's log lines only while it runs
+    assert logging.getLogger("fairque.worker").level == worker_level
     with pytest.raises(httpx.TransportError):
         httpx.get(demo.ui_address, timeout=5)
 

@@ -119,8 +119,18 @@ class Demo:
         )
 
     async def run(self) -> dict[str, TenantLog]:
+        """Run the demo; the worker's per-task log lines stay quiet meanwhile (the
+        logger's level is put back afterwards, so a host process's logging is unchanged)."""
+        worker_log = logging.getLogger("fairque.worker")
+        level = worker_log.level
+        worker_log.setLevel(logging.WARNING)
+        try:
+            return await self._run()
+        finally:
+            worker_log.setLevel(level)
+
+    async def _run(self) -> dict[str, TenantLog]:
         plan = self.plan
-        logging.getLogger("fairque.worker").setLevel(logging.WARNING)
         q = AsyncFairQueue.from_url(self.url, f"demo-{uuid.uuid4().hex[:8]}")
         registry = Registry()
 

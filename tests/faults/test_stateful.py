@@ -48,6 +48,7 @@ pytestmark = pytest.mark.faults
 T = TypeVar("T")
 S = TaskState
 USERS = ("ua", "ub", "uc")
+NAMES = ("job", "again")
 ENDED = frozenset({S.FINISHED, S.FAILED, S.CANCELED})
 REGISTRY = {
     S.SCHEDULED: "delayed",
@@ -60,7 +61,7 @@ REGISTRY = {
 }
 FIXED_KEYS = frozenset(
     [*REGISTRY.values(), "ring", "meta", "stats", "weights", "caps", "turns", "capped", "wake",
-     "workers", "workers:seen"]
+     "workers", "workers:seen", "ends"]
     # the in-flight counter hash, until in-flight work is counted from held leases
     + ([] if hasattr(QueueKeys, "held") else ["inflight"])
 )  # fmt: skip
@@ -753,6 +754,11 @@ class QueueMachine(RuleBasedStateMachine):
             assert self.client.pttl(key) != -1, f"{key} never expires"
         elif kind == "deps:waiting":
             assert self.tasks[name].state is S.DEFERRED, f"orphan key {key}"
+        elif kind in ("uidx", "nidx"):
+            # the listing's indexes: a known user or name, members only tasks pushed
+            assert name in (USERS if kind == "uidx" else NAMES), f"orphan key {key}"
+            stray = [m.decode() for m in self.client.zrange(key, 0, -1)]
+            assert set(stray) <= set(self.tasks), f"{key} lists unknown tasks"
         elif kind == "fetch":
             assert self.client.pttl(key) != -1, f"{key} never expires"
         else:

@@ -87,6 +87,7 @@ def test_serve_logs_requests_when_asked(server: ServerInfo, key_audit: list[Serv
     assert f"GET /v1/queues/{queue}/stats" in output
     assert "not-logged" not in output
     assert f"queues {queue} on {base}" in output
+    assert f"dashboard {base}/ui, metrics {base}/metrics" in output
 
 
 @pytest.mark.parametrize("server", ["valkey"], indirect=True)

@@ -57,6 +57,11 @@ def serve(
             f"({'bearer tokens required' if server.tokens else 'no tokens: loopback only'})",
             err=True,
         )
+        base = f"http://{host}:{port}"
+        typer.echo(
+            f"fairque serve: dashboard {base}/ui, metrics {base}/metrics, spec {base}/openapi.json",
+            err=True,
+        )
         logs = server.access_log if access_log is None else access_log
         config = uvicorn.Config(
             create_app(service), host=host, port=port, log_level="info" if logs else "warning",

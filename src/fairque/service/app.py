@@ -193,6 +193,7 @@ def _endpoint(service: Service, spec: Route) -> Any:
     path = spec.path.replace("{queue}", "{queue:str}").replace("{task_id}", "{task_id:str}")
     path = path.replace("{user_id}", "{user_id:str}")
     path = path.replace("{schedule_id}", "{schedule_id:str}")
+    path = path.replace("{constraint_id}", "{constraint_id:str}")
     return route(
         path, http_method=[HttpMethod(spec.method)], name=spec.operation_id, status_code=200
     )(endpoint)

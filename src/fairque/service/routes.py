@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fairque.models import TaskState
+from fairque.service import constraints as con
 from fairque.service import handlers as h
 from fairque.service import schedules as sch
 from fairque.service.auth import ADMINS, PRODUCERS, READERS, WORKERS
@@ -74,6 +75,7 @@ class Route:
 Q = "/v1/queues/{queue}"
 T = Q + "/tasks/{task_id}"
 S = Q + "/schedules"
+C = Q + "/constraints"
 NULL = type(None)
 
 ROUTES: tuple[Route, ...] = (
@@ -154,4 +156,16 @@ ROUTES: tuple[Route, ...] = (
           "Pause a schedule", responses=((200, sch.ScheduleOut),)),
     Route("POST", S + "/{schedule_id}/resume", sch.resume_schedule, ADMINS,
           "Resume a paused schedule from now on", responses=((200, sch.ScheduleOut),)),
+    Route("GET", C, con.list_constraints, READERS,
+          "The queue's rate and concurrency constraints with their use",
+          responses=((200, con.ConstraintsOut),)),
+    Route("GET", C + "/{constraint_id}", con.get_constraint, READERS,
+          "Read a constraint and its use per bucket", responses=((200, con.ConstraintOut),),
+          errors=(422,)),
+    Route("PUT", C + "/{constraint_id}", con.put_constraint, ADMINS,
+          "Define a constraint, or replace its definition", body=con.ConstraintIn,
+          responses=((200, con.ConstraintOut),)),
+    Route("DELETE", C + "/{constraint_id}", con.remove_constraint, ADMINS,
+          "Remove a constraint (its waiting tasks become ready)",
+          responses=((200, con.ConstraintRemoved),), errors=(422,)),
 )  # fmt: skip

@@ -31,6 +31,7 @@ _PATH_PARAMS = {
     "task_id": "task id",
     "user_id": "user (tenant) id",
     "schedule_id": "schedule id",
+    "constraint_id": "constraint id",
 }
 
 

@@ -12,8 +12,8 @@ from worker_handlers import Harness, eventually
 
 from fairque import Registry
 
-#: seconds the rate test runs (the issue asks for 10; 4 keep the suite short on three kinds)
-RATE_SECONDS = 4.0
+#: seconds the rate test runs: 10 on Valkey, 4 on the other kinds (keeps the suite short)
+RATE_SECONDS = {"valkey": 10.0}
 
 
 def _max_in_window(starts: list[float], window: float = 1.0) -> int:
@@ -30,6 +30,7 @@ def _max_in_window(starts: list[float], window: float = 1.0) -> int:
 async def test_rate_limit_over_three_workers(h: Harness) -> None:
     q, reg = h.queue(), Registry()
     starts: list[float] = []
+    seconds = RATE_SECONDS.get(h.server.kind, 4.0)
 
     @reg.task(name="limited")
     async def limited() -> None:
@@ -38,14 +39,14 @@ async def test_rate_limit_over_three_workers(h: Harness) -> None:
     # burst 2: an idle worker's blocking wait ends on the server's ~100 ms tick, so with
     # a burst of 1 every slot between two ticks would be lost (about 10 per second)
     await q.define_constraint(id="r", name="limited", rate=20, per=1.0, burst=2)
-    await q.push_many([_task("limited", f"u{i % 5}") for i in range(int(RATE_SECONDS * 20) + 60)])
+    await q.push_many([_task("limited", f"u{i % 5}") for i in range(int(seconds * 20) + 60)])
     began = time.monotonic()
     for _ in range(3):
         h.start(q, reg, max_concurrent_tasks=10, batch_size=10)
-    await asyncio.sleep(RATE_SECONDS)
-    done = [s for s in starts if s - began <= RATE_SECONDS]
+    await asyncio.sleep(seconds)
+    done = [s for s in starts if s - began <= seconds]
     assert _max_in_window(done) <= 22  # 20 per second plus the burst
-    assert len(done) >= int(RATE_SECONDS * 20 * 0.85)  # and it reaches the limit
+    assert len(done) >= int(seconds * 20 * 0.85)  # and it reaches the limit
     assert _max_in_window(done) >= 19
 
 

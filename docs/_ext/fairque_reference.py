@@ -1,0 +1,245 @@
+"""Reference pages generated from the code at build time, so they cannot drift.
+
+- ``_generated/cli.md``: every ``fairque`` command, from the Typer application.
+- ``_generated/config.md``: every configuration key with its environment variable,
+  type and default, from the settings model (``fairque.config.Settings``).
+- ``_generated/http.md``: every endpoint of the HTTP API, from ``docs/openapi.json``.
+
+``conf.py`` calls :func:`generate` before Sphinx reads the sources; the pages under
+``reference/`` include these files.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import types
+import typing
+from pathlib import Path
+from typing import Any, Union
+
+from pydantic import BaseModel
+from pydantic.fields import FieldInfo
+from pydantic_core import PydanticUndefined
+from sphinx.pycode import ModuleAnalyzer
+
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]<>|#{}$])")
+
+
+def _escape(text: str) -> str:
+    """Plain text, safe inside Markdown (and a table cell)."""
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", " ".join(text.split()))
+
+
+def _code(text: str) -> str:
+    """Inline code that may hold backticks."""
+    fence = "``" if "`" in text else "`"
+    return f"{fence}{text}{fence}" if fence == "`" else f"{fence} {text} {fence}"
+
+
+# ---------------------------------------------------------------------------- CLI
+
+
+def _commands(group: Any, path: list[str]) -> list[tuple[list[str], Any]]:
+    """The command and its subcommands, depth first (duck-typed: Typer vendors Click)."""
+    found = [(path, group)]
+    if hasattr(group, "list_commands"):
+        ctx = group.context_class(group, info_name=" ".join(path))
+        for name in group.list_commands(ctx):
+            sub = group.get_command(ctx, name)
+            if sub is not None and not sub.hidden:
+                found += _commands(sub, [*path, name])
+    return found
+
+
+def _param_row(param: Any, ctx: Any) -> str:
+    record = param.get_help_record(ctx)
+    if record is not None:
+        names, help_text = record
+    else:
+        names = f"{(param.name or '').upper()} {param.display_type(ctx)}"
+        help_text = getattr(param, "help", None) or ""
+    if param.param_type_name == "argument":
+        names = (param.name or "").upper()
+        help_text = (help_text + (" [required]" if param.required else " [optional]")).strip()
+    if param.envvar and "env var" not in help_text:
+        envvars = [param.envvar] if isinstance(param.envvar, str) else list(param.envvar)
+        help_text += f" [env var: {', '.join(envvars)}]"
+    if getattr(param, "multiple", False):
+        help_text += " [may be repeated]"
+    return f"| {_code(names)} | {_escape(help_text)} |"
+
+
+def cli_markdown() -> str:
+    """Markdown for every command of ``fairque``."""
+    import typer.main
+
+    from fairque.cli import app
+
+    root = typer.main.get_command(app)
+    lines = ["<!-- generated from fairque.cli at build time; do not edit -->", ""]
+    for path, command in _commands(root, ["fairque"]):
+        title = " ".join(path)
+        lines += [f"## `{title}`", ""]
+        if command.help:
+            help_text = command.help.split("\f")[0].strip()
+            lines += [_escape(paragraph) + "\n" for paragraph in help_text.split("\n\n")]
+        ctx = command.context_class(command, info_name=title)
+        usage = " ".join(command.collect_usage_pieces(ctx))
+        lines += ["```text", f"{title} {usage}".rstrip(), "```", ""]
+        params = [p for p in command.params if not getattr(p, "hidden", False)]
+        if params:
+            lines += ["| option | description |", "| --- | --- |"]
+            lines += [_param_row(p, ctx) for p in params]
+            lines.append("")
+        if hasattr(command, "list_commands"):
+            subs = command.list_commands(ctx)
+            if subs:
+                lines += ["Commands: " + ", ".join(f"`{title} {s}`" for s in subs) + ".", ""]
+    return "\n".join(lines)
+
+
+# -------------------------------------------------------------------- configuration
+
+
+def _type_name(annotation: Any) -> str:
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin in (Union, types.UnionType):
+        return " | ".join(_type_name(a) for a in args)
+    if origin is typing.Literal:
+        return " | ".join(json.dumps(a) for a in args)
+    if origin is not None:
+        inner = ", ".join(_type_name(a) for a in args)
+        return f"{getattr(origin, '__name__', str(origin))}[{inner}]"
+    if annotation is type(None):
+        return "null"
+    return getattr(annotation, "__name__", str(annotation))
+
+
+def _nested_model(annotation: Any) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    return None
+
+
+def _attribute_docs(model: type[BaseModel]) -> dict[str, str]:
+    """The ``#:`` comments and docstrings of a model's fields, from its source."""
+    docs: dict[str, str] = {}
+    for cls in reversed(model.__mro__):
+        if not (isinstance(cls, type) and issubclass(cls, BaseModel)) or cls is BaseModel:
+            continue
+        try:
+            analyzer = ModuleAnalyzer.for_module(cls.__module__)
+        except Exception:
+            continue
+        for (owner, name), comment in analyzer.find_attr_docs().items():
+            if owner == cls.__qualname__:
+                docs[name] = " ".join(line.strip() for line in comment if line.strip())
+    return docs
+
+
+def _default(info: FieldInfo) -> str:
+    if info.default_factory is not None:
+        try:
+            value = info.default_factory()  # type: ignore[call-arg]
+        except TypeError:
+            return "(computed)"
+        if isinstance(value, BaseModel):
+            return ""
+        if callable(info.default_factory) and info.default_factory.__name__.startswith("default_"):
+            return "(computed)"
+        return json.dumps(value)
+    if info.default is PydanticUndefined:
+        return "(required)"
+    value = info.default
+    if hasattr(value, "get_secret_value"):
+        return "(secret)"
+    return json.dumps(value, default=str)
+
+
+def _config_rows(model: type[BaseModel], prefix: list[str], out: list[str]) -> None:
+    docs = _attribute_docs(model)
+    for name, info in model.model_fields.items():
+        annotation = info.annotation
+        nested = _nested_model(annotation)
+        key = ".".join([*prefix, name])
+        env = "FAIRQUE_" + "__".join(p.upper() for p in [*prefix, name])
+        if nested is not None:
+            _config_rows(nested, [*prefix, name], out)
+            continue
+        description = info.description or docs.get(name, "")
+        out.append(
+            f"| {_code(key)} | {_code(env)} | {_escape(_type_name(annotation))} "
+            f"| {_escape(_default(info))} | {_escape(description)} |"
+        )
+
+
+def config_markdown() -> str:
+    """Markdown for every configuration key of the settings model."""
+    from fairque.config import SHORT_VARIABLES, Settings
+
+    lines = [
+        "<!-- generated from fairque.config.Settings at build time; do not edit -->",
+        "",
+        "| key | environment variable | type | default | meaning |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    rows: list[str] = []
+    _config_rows(Settings, [], rows)
+    lines += rows
+    lines += ["", "Short variables:", ""]
+    for short, long in SHORT_VARIABLES.items():
+        lines.append(f"- {_code(short)}: the same as {_code(long)}")
+    lines.append("")
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------- HTTP API
+
+
+def http_markdown(spec_path: Path) -> str:
+    """Markdown for every endpoint of an OpenAPI document."""
+    spec = json.loads(spec_path.read_text())
+    info = spec.get("info", {})
+    lines = [
+        f"<!-- generated from {spec_path.name} at build time; do not edit -->",
+        "",
+        f"{_escape(info.get('title', 'API'))}, version {_escape(str(info.get('version', '')))}.",
+        "",
+        "| method | path | operation | roles | responses |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for path, item in spec.get("paths", {}).items():
+        for method, op in item.items():
+            if method not in {"get", "post", "put", "patch", "delete"}:
+                continue
+            description = op.get("description", "") or ""
+            roles = ""
+            match = re.search(r"Roles?: ([^.\n]+)", description)
+            if match:
+                roles = match.group(1)
+            codes = ", ".join(sorted(op.get("responses", {})))
+            name = op.get("summary") or op.get("operationId", "")
+            lines.append(
+                f"| {method.upper()} | {_code(path)} | {_escape(name)} | {_escape(roles)} "
+                f"| {_escape(codes)} |"
+            )
+    lines.append("")
+    return "\n".join(lines)
+
+
+def generate(docs_dir: Path) -> None:
+    """Write every generated page under ``docs_dir / "_generated"``."""
+    out = docs_dir / "_generated"
+    out.mkdir(exist_ok=True)
+    pages = {
+        "cli.md": cli_markdown(),
+        "config.md": config_markdown(),
+        "http.md": http_markdown(docs_dir / "openapi.json"),
+        "worker-http.md": http_markdown(docs_dir / "worker-openapi.json"),
+    }
+    for name, text in pages.items():
+        target = out / name
+        if not target.exists() or target.read_text() != text:
+            target.write_text(text)

@@ -1,0 +1,104 @@
+"""Every Python example of the documentation site runs against a real server.
+
+The ``python`` code blocks of each page under ``docs/`` are run in order, as one script
+per page (so a later block may use what an earlier one defined), in a fresh interpreter
+in a temporary working directory. Before running, the page's server URL
+(``redis://127.0.0.1:6379/0``) becomes the suite's server and every ``queue="..."``
+gets a suffix unique to the run, so pages never share a queue.
+
+A block preceded by the MyST comment line ``% not run: <why>`` is left out; use it only
+for fragments that cannot run on their own.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+from servers import ServerInfo
+
+pytestmark = pytest.mark.server_kinds("valkey")
+
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+PAGE_URL = "redis://127.0.0.1:6379/0"
+SKIP = "% not run:"
+_FENCE = re.compile(r"^(?P<fence>```+|~~~+)\s*(?P<lang>[^\s`{]*)\s*$")
+
+
+def code_blocks(text: str, language: str = "python") -> list[str]:
+    """The fenced blocks of ``language`` in a Markdown text, minus those marked not run."""
+    blocks: list[str] = []
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        match = _FENCE.match(lines[i])
+        if match is None:
+            i += 1
+            continue
+        fence, lang = match["fence"], match["lang"]
+        skipped = i > 0 and lines[i - 1].strip().startswith(SKIP)
+        body: list[str] = []
+        i += 1
+        while i < len(lines) and lines[i].strip() != fence:
+            body.append(lines[i])
+            i += 1
+        i += 1
+        if lang == language and not skipped:
+            blocks.append("\n".join(body) + "\n")
+    return blocks
+
+
+def pages() -> list[Path]:
+    """The site's Markdown pages that hold Python examples."""
+    found = []
+    for path in sorted(DOCS.rglob("*.md")):
+        parts = path.relative_to(DOCS).parts
+        if parts[0].startswith("_"):
+            continue
+        if code_blocks(path.read_text()):
+            found.append(path)
+    return found
+
+
+def page_script(text: str, url: str, suffix: str) -> str:
+    """One script from a page's examples, pointed at ``url`` with unique queue names."""
+    script = "\n".join(code_blocks(text))
+    script = script.replace(PAGE_URL, url)
+    return re.sub(r'queue="([^"]+)"', rf'queue="\1-{suffix}"', script)
+
+
+def test_code_blocks_are_found_and_skipped_as_marked() -> None:
+    text = (
+        "# T\n\n```python\nx = 1\n```\n\n% not run: a fragment\n```python\nboom(\n```\n\n"
+        "````python\ny = '```'\n````\n\n```bash\nls\n```\n"
+    )
+    assert code_blocks(text) == ["x = 1\n", "y = '```'\n"]
+    page = '```python\nq = X("redis://127.0.0.1:6379/0", queue="a")\n```\n'
+    assert page_script(page, "redis://h:1/0", "s") == 'q = X("redis://h:1/0", queue="a-s")\n'
+
+
+def test_the_pages_with_examples_include_the_quick_start() -> None:
+    names = {p.relative_to(DOCS).as_posix() for p in pages()}
+    assert {"quickstart.md", "concepts.md", "howto/workflows.md"} <= names
+
+
+@pytest.mark.parametrize("page", pages(), ids=lambda p: p.relative_to(DOCS).as_posix())
+def test_page_examples_run(page: Path, server: ServerInfo, tmp_path: Path) -> None:
+    script = tmp_path / "example.py"
+    script.write_text(page_script(page.read_text(), server.url, uuid.uuid4().hex[:8]))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FAIRQUE_")}
+    proc = subprocess.run(
+        [sys.executable, str(script)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=90,
+        env=env,
+        check=False,
+    )
+    assert proc.returncode == 0, f"{page.name}:\n{proc.stdout}\n{proc.stderr}"

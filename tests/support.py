@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
+import os
+import subprocess
+import sys
 import threading
 import uuid
 from collections.abc import Coroutine
 from typing import Any
 
 import redis
+from typer.testing import CliRunner
 
 from fairque import AsyncFairQueue
 from fairque.keys import QueueKeys
@@ -102,3 +107,48 @@ def expire_lease(client: redis.Redis | redis.RedisCluster, queue: str, task_id: 
     user: Any = client.hget(keys.task(task_id), "user")
     if user is not None:
         client.zadd(keys.held(user.decode()), {task_id: 0}, xx=True)
+
+
+def run_here(
+    *args: str, env: dict[str, str] | None = None, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run ``fairque *args`` in this process, through the installed command's entry point
+    (``fairque.cli.main``: the same app, options, error lines and exit codes), without
+    the second or so an interpreter start and the imports cost.
+
+    As in a fresh process: no ``FAIRQUE_*`` variable but those in ``env``, no secret
+    remembered for redaction from an earlier command, and the logging set-up put back
+    afterwards. Tests where the process boundary itself matters (signals, the worker's
+    handler registry, module shadowing on ``PYTHONPATH``) use ``test_cli.run_cli``.
+    """
+    from fairque import urls
+    from fairque.cli import main
+
+    clean: dict[str, str | None] = {k: None for k in os.environ if k.startswith("FAIRQUE_")}
+    clean.update(env or {})
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    secrets = set(urls._SECRETS)
+    urls._SECRETS.clear()
+    argv = sys.argv
+    code: int = 0
+    with CliRunner().isolation(input=stdin, env=clean) as (out, err, _):
+        sys.argv = ["fairque", *args]
+        try:
+            main()
+        except SystemExit as exc:
+            if exc.code is None or isinstance(exc.code, int):
+                code = exc.code or 0
+            else:  # sys.exit("message"): the interpreter prints it and exits with 1
+                sys.stderr.write(f"{exc.code}\n")
+                code = 1
+        finally:
+            sys.argv = argv
+            urls._SECRETS.clear()
+            urls._SECRETS.update(secrets)
+            root.handlers[:] = handlers
+            root.setLevel(level)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        stdout, stderr = out.getvalue().decode(), err.getvalue().decode()
+    return subprocess.CompletedProcess(["fairque", *args], code, stdout, stderr)

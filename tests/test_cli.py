@@ -1,4 +1,6 @@
-"""The ``fairque`` command, run as a real subprocess against real servers."""
+"""The ``fairque`` command against real servers: in this process through its entry point
+(``support.run_here``), and as a real subprocess (``run_cli``) where the process itself
+is what is tested: exit codes and messages of ``python -m fairque``, no server at all."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from servers import ServerInfo
-from support import unique_queue
+from support import run_here, unique_queue
 
 from fairque import FairQueue, TaskState
 
@@ -40,7 +42,7 @@ def cli_queue(server: ServerInfo) -> tuple[list[str], FairQueue]:
 
 def test_enqueue_show_cancel_retry_purge(cli_queue: tuple[list[str], FairQueue]) -> None:
     base, q = cli_queue
-    made = run_cli(*base, "enqueue", "send_email", '{"to": "a@example.com"}', "--user", "alice",
+    made = run_here(*base, "enqueue", "send_email", '{"to": "a@example.com"}', "--user", "alice",
                    "--priority", "5", "--task-id", "mail-1")  # fmt: skip
     assert made.returncode == 0, made.stderr
     assert made.stdout.strip() == "mail-1"
@@ -49,26 +51,26 @@ def test_enqueue_show_cancel_retry_purge(cli_queue: tuple[list[str], FairQueue])
     assert task.payload == {"to": "a@example.com"}
     assert task.priority == 5
 
-    shown = run_cli(*base, "task", "mail-1", "--json")
+    shown = run_here(*base, "task", "mail-1", "--json")
     assert shown.returncode == 0, shown.stderr
     assert json.loads(shown.stdout)["user_id"] == "alice"
-    table = run_cli(*base, "task", "mail-1")
+    table = run_here(*base, "task", "mail-1")
     assert "send_email" in table.stdout
 
-    assert run_cli(*base, "cancel", "mail-1").returncode == 0
-    again = run_cli(*base, "cancel", "mail-1")
+    assert run_here(*base, "cancel", "mail-1").returncode == 0
+    again = run_here(*base, "cancel", "mail-1")
     assert again.returncode == 1
     assert "already ended" in again.stderr
-    assert run_cli(*base, "retry", "mail-1").returncode == 0
+    assert run_here(*base, "retry", "mail-1").returncode == 0
     assert q.get("mail-1").state == TaskState.QUEUED  # type: ignore[union-attr]
-    not_failed = run_cli(*base, "retry", "mail-1")
+    not_failed = run_here(*base, "retry", "mail-1")
     assert not_failed.returncode == 1
     assert "InvalidTransition" in not_failed.stderr
 
-    refused = run_cli(*base, "purge", stdin="n\n")
+    refused = run_here(*base, "purge", stdin="n\n")
     assert refused.returncode == 1
     assert q.get("mail-1") is not None
-    purged = run_cli(*base, "purge", "--yes")
+    purged = run_here(*base, "purge", "--yes")
     assert purged.returncode == 0
     assert "purged 1 task(s)" in purged.stdout
     assert q.get("mail-1") is None
@@ -86,19 +88,19 @@ def test_enqueue_from_file_and_status(
     lines.append(json.dumps({"name": "later", "user_id": "z", "delay": 60}))
     path = tmp_path / "tasks.jsonl"
     path.write_text("\n".join(lines) + "\n")
-    made = run_cli(*base, "enqueue", "--file", str(path))
+    made = run_here(*base, "enqueue", "--file", str(path))
     assert made.returncode == 0, made.stderr
     assert "enqueued 1201 task(s)" in made.stdout
     stats = q.stats()
     assert stats.counts[TaskState.QUEUED] == 1200
     assert stats.counts[TaskState.SCHEDULED] == 1
 
-    status = run_cli(*base, "status", "--json")
+    status = run_here(*base, "status", "--json")
     assert status.returncode == 0, status.stderr
     doc = json.loads(status.stdout)
     assert doc["stats"]["counts"]["QUEUED"] == 1200
     assert doc["workers"] == []
-    human = run_cli(*base, "status", "--users", "2")
+    human = run_here(*base, "status", "--users", "2")
     assert human.returncode == 0
     assert "busiest users" in human.stdout
     assert "QUEUED" in human.stdout
@@ -124,7 +126,7 @@ def test_bad_task_file_pushes_nothing(
     path.write_text(
         '{"name": "ok", "user_id": "u"}\n' + "\n".join(lines) + "\n" if lines != [""] else ""
     )
-    result = run_cli(*base, "enqueue", "--file", str(path))
+    result = run_here(*base, "enqueue", "--file", str(path))
     assert result.returncode == 2
     assert message in result.stderr
     assert q.stats().total == 0
@@ -135,26 +137,26 @@ def test_usage_errors_have_exit_code_2(
     cli_queue: tuple[list[str], FairQueue], tmp_path: Path
 ) -> None:
     base, q = cli_queue
-    bad_json = run_cli(*base, "enqueue", "job", "{oops", "--user", "u")
+    bad_json = run_here(*base, "enqueue", "job", "{oops", "--user", "u")
     assert bad_json.returncode == 2
     assert "not valid JSON" in bad_json.stderr
-    missing_user = run_cli(*base, "enqueue", "job")
+    missing_user = run_here(*base, "enqueue", "job")
     assert missing_user.returncode == 2
-    bad_priority = run_cli(*base, "enqueue", "job", "--user", "u", "--priority", "9")
+    bad_priority = run_here(*base, "enqueue", "job", "--user", "u", "--priority", "9")
     assert bad_priority.returncode == 2
     assert "priority" in bad_priority.stderr
-    both = run_cli(*base, "enqueue", "job", "--file", str(tmp_path / "x"))
+    both = run_here(*base, "enqueue", "job", "--file", str(tmp_path / "x"))
     assert both.returncode == 2
-    unknown = run_cli(*base, "task", "nope")
+    unknown = run_here(*base, "task", "nope")
     assert unknown.returncode == 1
     assert "no task 'nope'" in unknown.stderr
-    assert run_cli(*base, "cancel", "nope").returncode == 1
+    assert run_here(*base, "cancel", "nope").returncode == 1
     config = tmp_path / "worker.yaml"
     config.write_text("worker:\n  max_concurrent_tasks: lots\n")
-    bad_config = run_cli("--config", str(config), *base, "status")
+    bad_config = run_here("--config", str(config), *base, "status")
     assert bad_config.returncode == 2
     assert "worker.max_concurrent_tasks = 'lots'" in bad_config.stderr
-    bad_import = run_cli(*base, "worker", "--import", "no.such.module")
+    bad_import = run_here(*base, "worker", "--import", "no.such.module")
     assert bad_import.returncode == 2
     assert "no.such.module" in bad_import.stderr
     assert q.stats().total == 0

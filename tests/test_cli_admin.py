@@ -12,8 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 from servers import ServerInfo
-from support import unique_queue
-from test_cli import run_cli
+from support import run_here, unique_queue
 from typer.testing import CliRunner
 
 from fairque import FairQueue
@@ -45,25 +44,25 @@ def test_result(cli_queue: tuple[list[str], FairQueue]) -> None:
         else:
             q.fail(task, "boom [disk full]", retry=False)
 
-    shown = run_cli(*base, "result", "ok")
+    shown = run_here(*base, "result", "ok")
     assert shown.returncode == 0, shown.stderr
     assert json.loads(shown.stdout) == {"sum": 3, "tag": "[x]"}
-    failed = run_cli(*base, "result", "bad")
+    failed = run_here(*base, "result", "bad")
     assert failed.returncode == 1
     assert failed.stderr.strip() == "error: task bad failed: boom [disk full]"
-    missing = run_cli(*base, "result", "nope")
+    missing = run_here(*base, "result", "nope")
     assert missing.returncode == 1
     assert "no task 'nope' in queue" in missing.stderr
     started = time.monotonic()
-    waiting = run_cli(*base, "result", "open", "--wait", "0.5")
+    waiting = run_here(*base, "result", "open", "--wait", "0.5")
     assert waiting.returncode == 1
     assert "has not ended within 0.5 s" in waiting.stderr
     assert time.monotonic() - started >= 0.5
-    now = run_cli(*base, "result", "open")
+    now = run_here(*base, "result", "open")
     assert "--wait SECONDS" in now.stderr
 
     q.cancel("open")
-    canceled = run_cli(*base, "result", "open")
+    canceled = run_here(*base, "result", "open")
     assert canceled.returncode == 1
     assert "task open was canceled" in canceled.stderr
 
@@ -91,33 +90,33 @@ def test_users_and_limits(cli_queue: tuple[list[str], FairQueue]) -> None:
     for i in range(3):
         q.enqueue("job", None, user_id="[big]", task_id=f"b{i}")
     q.enqueue("job", None, user_id="small", task_id="s0")
-    listed = run_cli(*base, "users", "--json")
+    listed = run_here(*base, "users", "--json")
     assert listed.returncode == 0, listed.stderr
     rows = json.loads(listed.stdout)
     assert [(r["user_id"], r["ready"], r["in_flight"]) for r in rows] == [
         ("[big]", 3, 0),
         ("small", 1, 0),
     ]
-    table = run_cli(*base, "users")
+    table = run_here(*base, "users")
     assert "[big]" in table.stdout
 
-    capped = run_cli(*base, "limits", "[big]", "--weight", "2", "--max-in-flight", "1")
+    capped = run_here(*base, "limits", "[big]", "--weight", "2", "--max-in-flight", "1")
     assert capped.returncode == 0, capped.stderr
     assert capped.stdout.strip() == "[big]: weight 2, at most 1 in flight"
-    rows = json.loads(run_cli(*base, "users", "--json").stdout)
+    rows = json.loads(run_here(*base, "users", "--json").stdout)
     assert [(r["user_id"], r["weight"], r["max_in_flight"]) for r in rows] == [
         ("[big]", 2, 1),
         ("small", 1, None),
     ]
-    table = run_cli(*base, "users")
+    table = run_here(*base, "users")
     assert "weight" in table.stdout
     assert "cap" in table.stdout
     leased = [t.user_id for t in q.pop_batch(10, worker_id="w")]
     assert sorted(leased) == ["[big]", "small"]  # the cap holds [big] to one lease
-    uncapped = run_cli(*base, "limits", "[big]")
+    uncapped = run_here(*base, "limits", "[big]")
     assert uncapped.stdout.strip() == "[big]: weight 1, no in-flight cap"
     assert len(q.pop_batch(10, worker_id="w")) == 2
-    bad = run_cli(*base, "limits", "x", "--weight", "0")
+    bad = run_here(*base, "limits", "x", "--weight", "0")
     assert bad.returncode == 2
 
 

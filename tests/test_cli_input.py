@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 from servers import ServerInfo, SyncClient
-from support import queue_snapshot, unique_queue
-from test_cli import run_cli
+from support import queue_snapshot, run_here, unique_queue
 
 from fairque import FairQueue, TaskState
 from fairque.cli.render import MAX_FILE_BYTES, MAX_FILE_TASKS, MAX_PROBLEMS_SHOWN
@@ -43,7 +42,7 @@ def test_one_oversized_payload_after_1500_good_lines_pushes_nothing(
     lines.append({"name": "job", "user_id": "u0", "payload": "x" * 2_000_000})
     path = write_lines(tmp_path / "tasks.jsonl", lines)
     before = queue_snapshot(redis_client, q.queue)
-    result = run_cli(*base, "enqueue", "--file", str(path))
+    result = run_here(*base, "enqueue", "--file", str(path))
     assert result.returncode == 2, result.stderr
     assert f"error: {path}:1501: payload: " in result.stderr
     assert "1048576" in result.stderr
@@ -83,7 +82,7 @@ def test_every_problem_is_reported_with_its_line_and_field(
     with path.open("ab") as f:
         f.write(b'{"name": "\xff", "user_id": "u"}\n')  # 17: not UTF-8
     before = queue_snapshot(redis_client, q.queue)
-    result = run_cli(*base, "enqueue", "--file", str(path))
+    result = run_here(*base, "enqueue", "--file", str(path))
     assert result.returncode == 2, result.stderr
     expected = [
         ("2", "task_id", "'t1' is also on line 1"),
@@ -117,7 +116,7 @@ def test_only_the_first_problems_are_shown_and_the_rest_counted(
 ) -> None:
     base, q = cli_queue
     path = write_lines(tmp_path / "bad.jsonl", [{"name": "job"} for _ in range(50)])
-    result = run_cli(*base, "enqueue", "--file", str(path))
+    result = run_here(*base, "enqueue", "--file", str(path))
     assert result.returncode == 2
     errors = error_lines(result.stderr)
     assert len(errors) == MAX_PROBLEMS_SHOWN + 1
@@ -138,7 +137,7 @@ def test_a_file_is_one_atomic_push_and_json_prints_the_ids(
         {"name": "plain", "user_id": "z", "payload": {"n": 1}},
     ]
     path = write_lines(tmp_path / "dag.jsonl", lines)
-    result = run_cli(*base, "enqueue", "--file", str(path), "--json")
+    result = run_here(*base, "enqueue", "--file", str(path), "--json")
     assert result.returncode == 0, result.stderr
     doc = json.loads(result.stdout)
     assert doc["enqueued"] == 4
@@ -155,7 +154,7 @@ def test_a_file_is_one_atomic_push_and_json_prints_the_ids(
         [{"name": "a", "user_id": "u", "task_id": f"new-{i}"} for i in range(300)]
         + [{"name": "b", "user_id": "u", "depends_on": ["nowhere"]}],
     )
-    refused = run_cli(*base, "enqueue", "--file", str(orphan))
+    refused = run_here(*base, "enqueue", "--file", str(orphan))
     assert refused.returncode == 2
     assert f"error: {orphan}: DependencyNotFound: " in refused.stderr
     assert "nothing was enqueued" in refused.stderr
@@ -168,7 +167,7 @@ def test_a_file_is_one_atomic_push_and_json_prints_the_ids(
             {"name": "a", "user_id": "u", "task_id": "y", "depends_on": ["x"]},
         ],
     )
-    cyclic = run_cli(*base, "enqueue", "--file", str(cycle))
+    cyclic = run_here(*base, "enqueue", "--file", str(cycle))
     assert cyclic.returncode == 2
     assert f"error: {cycle}: depends_on: dependency cycle" in cyclic.stderr
     assert queue_snapshot(redis_client, q.queue) == before
@@ -182,10 +181,10 @@ def test_standard_input_and_a_rerun_with_ids_adds_nothing(
     text = "\ufeff" + "".join(  # a byte-order mark is accepted
         json.dumps({"name": "job", "user_id": "u", "task_id": f"id-{i}"}) + "\r\n" for i in range(3)
     )
-    first = run_cli(*base, "enqueue", "--file", "-", stdin=text)
+    first = run_here(*base, "enqueue", "--file", "-", stdin=text)
     assert first.returncode == 0, first.stderr
     assert first.stdout.strip() == "enqueued 3 task(s) from -"
-    again = run_cli(*base, "enqueue", "--file", "-", "--json", stdin=text)
+    again = run_here(*base, "enqueue", "--file", "-", "--json", stdin=text)
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout)["task_ids"] == ["id-0", "id-1", "id-2"]
     assert q.stats().counts[TaskState.QUEUED] == 3
@@ -200,20 +199,20 @@ def test_a_file_over_the_atomic_limit_is_refused(
     line = json.dumps({"name": "job", "user_id": "u"}) + "\n"
     path = tmp_path / "huge.jsonl"
     path.write_text(line * (MAX_FILE_TASKS + 1))
-    result = run_cli(*base, "enqueue", "--file", str(path))
+    result = run_here(*base, "enqueue", "--file", str(path))
     assert result.returncode == 2
     assert f"{MAX_FILE_TASKS + 1:,} tasks" in result.stderr
     assert "split" in result.stderr
     assert q.stats().total == 0
     path.write_text(line * MAX_FILE_TASKS)
-    result = run_cli(*base, "enqueue", "--file", str(path))
+    result = run_here(*base, "enqueue", "--file", str(path))
     assert result.returncode == 0, result.stderr
     assert q.stats().counts[TaskState.QUEUED] == MAX_FILE_TASKS
 
     heavy = json.dumps({"name": "job", "user_id": "u", "payload": "x" * 1_000_000}) + "\n"
     count = MAX_FILE_BYTES // 1_000_000 + 3
     path.write_text(heavy * count)
-    result = run_cli(*base, "enqueue", "--file", str(path))
+    result = run_here(*base, "enqueue", "--file", str(path))
     assert result.returncode == 2
     assert f"bytes of tasks; one atomic push takes at most {MAX_FILE_BYTES:,}" in result.stderr
     assert q.stats().counts[TaskState.QUEUED] == MAX_FILE_TASKS
@@ -242,9 +241,9 @@ def test_single_and_file_forms_give_the_same_answer(
     if args and not args[0].startswith("--"):  # a payload: give it as a JSON string
         args = [json.dumps(args[0])]
     env = {"FAIRQUE_QUEUE__MAX_PAYLOAD_BYTES": "1000"}
-    single = run_cli(*base, "enqueue", "job", *args, "--user", "u", env=env)
+    single = run_here(*base, "enqueue", "job", *args, "--user", "u", env=env)
     path = write_lines(tmp_path / "one.jsonl", [{"name": "job", "user_id": "u", **line}])
-    batch = run_cli(*base, "enqueue", "--file", str(path), env=env)
+    batch = run_here(*base, "enqueue", "--file", str(path), env=env)
     assert single.returncode == batch.returncode == 2
     first = error_lines(single.stderr)
     assert len(first) == 1
@@ -259,19 +258,19 @@ def test_file_and_single_task_options_do_not_mix(
 ) -> None:
     base, q = cli_queue
     path = write_lines(tmp_path / "ok.jsonl", [{"name": "job", "user_id": "u"}])
-    mixed = run_cli(*base, "enqueue", "--file", str(path), "--user", "u")
+    mixed = run_here(*base, "enqueue", "--file", str(path), "--user", "u")
     assert mixed.returncode == 2
     assert "not both" in mixed.stderr
-    missing = run_cli(*base, "enqueue", "--file", str(tmp_path / "missing.jsonl"))
+    missing = run_here(*base, "enqueue", "--file", str(tmp_path / "missing.jsonl"))
     assert missing.returncode == 2
     assert "cannot read" in missing.stderr
-    nan = run_cli(*base, "enqueue", "job", '{"a": NaN}', "--user", "u")
+    nan = run_here(*base, "enqueue", "job", '{"a": NaN}', "--user", "u")
     assert nan.returncode == 2
     assert error_lines(nan.stderr) == ["error: payload: NaN is not allowed"]
-    inf = run_cli(*base, "enqueue", "job", "--user", "u", "--delay", "inf")
+    inf = run_here(*base, "enqueue", "job", "--user", "u", "--delay", "inf")
     assert inf.returncode == 2
     assert "delay: must be a number of seconds" in inf.stderr
-    made = run_cli(*base, "enqueue", "job", "[1]", "--user", "u", "--json")
+    made = run_here(*base, "enqueue", "job", "[1]", "--user", "u", "--json")
     assert made.returncode == 0, made.stderr
     (task_id,) = json.loads(made.stdout)["task_ids"]
     assert q.get(task_id).payload == [1]  # type: ignore[union-attr]

@@ -1,6 +1,7 @@
 """The CLI as an operator uses it: shared options anywhere, environment variables,
 messages shown as written, one answer for an unknown task, a worker that checks its
-set-up and says what it serves. Real CLI, real servers."""
+set-up and says what it serves. Real CLI, real servers: in this process through the
+entry point, and as a real process for the environment, the worker and signals."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from servers import ServerInfo
-from support import unique_queue
+from support import run_here, unique_queue
 from test_cli import run_cli
 
 from fairque import FairQueue
@@ -82,27 +83,27 @@ def test_shared_options_after_the_command(
 ) -> None:
     name, q = queue
     q.enqueue("job", None, user_id="u", task_id="t-1")
-    after = run_cli("status", "--url", server.url, "--queue", name, "--json")
+    after = run_here("status", "--url", server.url, "--queue", name, "--json")
     assert after.returncode == 0, after.stderr
     assert json.loads(after.stdout)["stats"]["counts"]["QUEUED"] == 1
-    short = run_cli("task", "t-1", "-u", server.url, "-q", name, "--json")
+    short = run_here("task", "t-1", "-u", server.url, "-q", name, "--json")
     assert short.returncode == 0, short.stderr
     assert json.loads(short.stdout)["task_id"] == "t-1"
     # after the command wins over before it; the environment never beats the command line
     closed = "redis://127.0.0.1:1/0"
-    mixed = run_cli("--url", closed, "--queue", "other", "task", "t-1", "--url", server.url,
+    mixed = run_here("--url", closed, "--queue", "other", "task", "t-1", "--url", server.url,
                     "--queue", name, env={"FAIRQUE_URL": closed})  # fmt: skip
     assert mixed.returncode == 0, mixed.stderr
-    before = run_cli("--url", server.url, "task", "t-1", "-q", name, env={"FAIRQUE_URL": closed})
+    before = run_here("--url", server.url, "task", "t-1", "-q", name, env={"FAIRQUE_URL": closed})
     assert before.returncode == 0, before.stderr
 
     config = tmp_path / "fairque.yaml"
     config.write_text(f"redis: {{url: '{server.url}'}}\nqueue: {{name: '{name}'}}\n")
-    from_file = run_cli("status", "--config", str(config), "--json")
+    from_file = run_here("status", "--config", str(config), "--json")
     assert from_file.returncode == 0, from_file.stderr
     assert json.loads(from_file.stdout)["stats"]["queue"] == name
     for command in ("worker", "status", "enqueue", "task", "cancel", "retry", "purge", "demo"):
-        helped = run_cli(command, "--help", env={"COLUMNS": "120"})
+        helped = run_here(command, "--help", env={"COLUMNS": "120"})
         assert helped.returncode == 0
         for option in ("--url", "--queue", "--config", "FAIRQUE_URL", "FAIRQUE_QUEUE"):
             assert option in helped.stdout, (command, option)
@@ -113,38 +114,38 @@ def test_messages_show_brackets_as_written(
 ) -> None:
     name, _ = queue
     base = ["--url", server.url, "--queue", name]
-    missing = run_cli(*base, "cancel", "[embedded]")
+    missing = run_here(*base, "cancel", "[embedded]")
     assert missing.returncode == 1
     assert missing.stderr.strip() == f"error: no task '[embedded]' in queue '{name}'"
-    made = run_cli(*base, "enqueue", "job", "--user", "[bold]ann[/]", "--task-id", "[i]t1")
+    made = run_here(*base, "enqueue", "job", "--user", "[bold]ann[/]", "--task-id", "[i]t1")
     assert made.returncode == 0, made.stderr
     assert made.stdout.strip() == "[i]t1"
-    shown = run_cli(*base, "task", "[i]t1")
+    shown = run_here(*base, "task", "[i]t1")
     assert "[bold]ann[/]" in shown.stdout
-    status = run_cli(*base, "status")
+    status = run_here(*base, "status")
     assert "[bold]ann[/]" in status.stdout
-    canceled = run_cli(*base, "cancel", "[i]t1")
+    canceled = run_here(*base, "cancel", "[i]t1")
     assert canceled.stdout.strip() == "canceled [i]t1"
-    again = run_cli(*base, "cancel", "[i]t1")
+    again = run_here(*base, "cancel", "[i]t1")
     assert again.stderr.strip() == "error: task '[i]t1' had already ended"
 
 
 def test_an_unknown_task_gets_one_answer(server: ServerInfo, queue: tuple[str, FairQueue]) -> None:
     name, _ = queue
     for command in ("task", "cancel", "retry"):
-        result = run_cli("--url", server.url, "--queue", name, command, "nope")
+        result = run_here("--url", server.url, "--queue", name, command, "nope")
         assert result.returncode == 1, (command, result.stderr)
         assert result.stderr.strip() == f"error: no task 'nope' in queue '{name}'", command
 
 
 def test_configuration_messages(server: ServerInfo, tmp_path: Path) -> None:
-    bad_url = run_cli("status", env={"FAIRQUE_REDIS__URL": "localhost:6379"})
+    bad_url = run_here("status", env={"FAIRQUE_REDIS__URL": "localhost:6379"})
     assert bad_url.returncode == 2
     assert "redis.url = 'localhost:6379': must start with redis://" in bad_url.stderr
     assert "Value error" not in bad_url.stderr
     config = tmp_path / "worker.yaml"
     config.write_text("worker:\n  imports: [a, b\n")
-    bad_yaml = run_cli("--url", server.url, "status", "--config", str(config))
+    bad_yaml = run_here("--url", server.url, "status", "--config", str(config))
     assert bad_yaml.returncode == 2
     assert f"error: config file {config} is not valid YAML: line " in bad_yaml.stderr
     assert "unicode string" not in bad_yaml.stderr
@@ -227,11 +228,11 @@ def test_status_shows_whole_worker_ids(server: ServerInfo, queue: tuple[str, Fai
         info = WorkerInfo(worker_id=worker_id, queue=name, host="host", pid=4242,
                           started_at=now, concurrency=4, failed=3)  # fmt: skip
         q.register_worker(info, ttl_seconds=60)
-    wide = run_cli("--url", server.url, "--queue", name, "status", env={"COLUMNS": "160"})
+    wide = run_here("--url", server.url, "--queue", name, "status", env={"COLUMNS": "160"})
     assert wide.returncode == 0, wide.stderr
     for worker_id in ids:
         assert worker_id in wide.stdout
-    narrow = run_cli("--url", server.url, "--queue", name, "status", env={"COLUMNS": "80"})
+    narrow = run_here("--url", server.url, "--queue", name, "status", env={"COLUMNS": "80"})
     assert "…" not in narrow.stdout  # folded onto a second line, never cut
     assert "failed attempts" in narrow.stdout.replace("\n", " ")
     assert "FAILED count of tasks" in narrow.stdout
@@ -240,7 +241,7 @@ def test_status_shows_whole_worker_ids(server: ServerInfo, queue: tuple[str, Fai
     pinned = WorkerInfo(worker_id="pinned", queue=name, host="host", pid=1, started_at=now,
                         concurrency=1, assigned_users=["alice"], steal_targets=["bob"])  # fmt: skip
     q.register_worker(pinned, ttl_seconds=60)
-    shown = run_cli("--url", server.url, "--queue", name, "status", env={"COLUMNS": "200"})
+    shown = run_here("--url", server.url, "--queue", name, "status", env={"COLUMNS": "200"})
     assert "only alice, bob; never any other user" in shown.stdout.replace("\n", " ")
     assert "every user (the global ring)" in shown.stdout.replace("\n", " ")
 

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 from servers import ServerInfo, SyncClient
+from support import run_here
 from test_cli import run_cli
 
 from fairque import AsyncFairQueue, FairQueue
@@ -162,7 +163,7 @@ def test_no_password_in_the_output_of_failing_commands(acl_user: str) -> None:
 @pytest.mark.parametrize("server", ["valkey", "redis"], indirect=True)
 def test_database_out_of_range_is_a_config_error(acl_user: str, server: ServerInfo) -> None:
     url = acl_user.replace("/0", "/99")
-    result = run_cli("--url", url, "status")
+    result = run_here("--url", url, "status")
     assert result.returncode == 2
     assert "error: Redis URL redis://fq-" in result.stderr
     assert "has no database 99" in result.stderr
@@ -173,7 +174,7 @@ def test_database_out_of_range_is_a_config_error(acl_user: str, server: ServerIn
         AsyncFairQueue.from_url(url)
     # told it is no cluster, the client does not probe: the first command gets the answer
     for command in (["status"], ["enqueue", "job", "--user", "u"], ["task", "t"]):
-        unprobed = run_cli("--url", url, *command, env={"FAIRQUE_REDIS__CLUSTER": "false"})
+        unprobed = run_here("--url", url, *command, env={"FAIRQUE_REDIS__CLUSTER": "false"})
         assert unprobed.returncode == 2, command
         assert "has no database 99" in unprobed.stderr, command
         assert_no_secret(unprobed)
@@ -183,7 +184,7 @@ def test_database_out_of_range_is_a_config_error(acl_user: str, server: ServerIn
 
 @pytest.mark.parametrize("server", ["cluster"], indirect=True)
 def test_a_cluster_has_database_zero_only(server: ServerInfo) -> None:
-    result = run_cli("--url", server.url.replace("/0", "") + "/3", "status")
+    result = run_here("--url", server.url.replace("/0", "") + "/3", "status")
     assert result.returncode == 2
     assert "database 0 only" in result.stderr
     assert "Traceback" not in result.stderr

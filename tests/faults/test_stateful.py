@@ -757,7 +757,8 @@ class QueueMachine(RuleBasedStateMachine):
         elif kind in ("uidx", "nidx"):
             # the listing's indexes: a known user or name, members only tasks pushed
             assert name in (USERS if kind == "uidx" else NAMES), f"orphan key {key}"
-            stray = [m.decode() for m in self.client.zrange(key, 0, -1)]
+            members: list[bytes] = self.client.zrange(key, 0, -1)  # type: ignore[assignment]
+            stray = [m.decode() for m in members]
             assert set(stray) <= set(self.tasks), f"{key} lists unknown tasks"
         elif kind == "fetch":
             assert self.client.pttl(key) != -1, f"{key} never expires"

@@ -86,7 +86,10 @@ def worker() -> Iterator[tuple[PushWorker, Uvicorn]]:
     app = PushWorker()
     served = Uvicorn(app)
     yield app, served
+    # a "hang" job's request may still be open: no need to wait for it to end
+    served.server.force_exit = True
     served.stop()
+    assert not served.thread.is_alive()
 
 
 def run_in_thread(url: str, settings: DispatchSettings) -> Callable[[], None]:

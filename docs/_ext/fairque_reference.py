@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import re
 import types
@@ -29,6 +30,15 @@ _MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]<>|#{}$])")
 def _escape(text: str) -> str:
     """Plain text, safe inside Markdown (and a table cell)."""
     return _MARKDOWN_SPECIAL.sub(r"\\\1", " ".join(text.split()))
+
+
+def _rich(text: str) -> str:
+    """Docstring text for Markdown: ````code```` stays code, the rest is escaped."""
+    parts = re.split(r"``(.+?)``", " ".join(text.split()))
+    return "".join(
+        _code(part) if i % 2 else _MARKDOWN_SPECIAL.sub(r"\\\1", part)
+        for i, part in enumerate(parts)
+    )
 
 
 def _code(text: str) -> str:
@@ -139,6 +149,53 @@ def _attribute_docs(model: type[BaseModel]) -> dict[str, str]:
     return docs
 
 
+def _docstring_attributes(model: type[BaseModel]) -> dict[str, str]:
+    """The ``Attributes:`` section of a model's (Google-style) docstring."""
+    found: dict[str, str] = {}
+    for cls in reversed(model.__mro__):
+        doc = inspect.cleandoc(cls.__doc__ or "") if cls is not BaseModel else ""
+        lines = doc.splitlines()
+        if "Attributes:" not in lines:
+            continue
+        name = None
+        for line in lines[lines.index("Attributes:") + 1 :]:
+            if line and not line.startswith(" "):
+                break
+            match = re.match(r"^    (\w+): (.*)$", line)
+            if match:
+                name = match[1]
+                found[name] = match[2]
+            elif name and line.startswith("        "):
+                found[name] += " " + line.strip()
+            elif not line.strip():
+                name = None
+    return found
+
+
+def _template_comments(path: Path) -> dict[str, str]:
+    """``section.key`` -> the comment beside it in the commented YAML template."""
+    found: dict[str, str] = {}
+    section = None
+    last = None
+    for line in path.read_text().splitlines():
+        top = re.match(r"^(\w+):", line)
+        if top:
+            section, last = top[1], None
+            continue
+        item = re.match(r"^  (\w+):[^#]*(?:#\s*(.*))?$", line)
+        if item and section:
+            last = f"{section}.{item[1]}"
+            if item[2]:
+                found[last] = item[2].strip()
+            continue
+        more = re.match(r"^\s+#\s*(.*)$", line)
+        if more and last in found:
+            found[last] += " " + more[1].strip()
+        else:
+            last = None
+    return found
+
+
 def _default(info: FieldInfo) -> str:
     if info.default_factory is not None:
         try:
@@ -158,25 +215,43 @@ def _default(info: FieldInfo) -> str:
     return json.dumps(value, default=str)
 
 
-def _config_rows(model: type[BaseModel], prefix: list[str], out: list[str]) -> None:
-    docs = _attribute_docs(model)
+def _config_rows(
+    model: type[BaseModel],
+    prefix: list[str],
+    out: list[str],
+    template: dict[str, str],
+    *,
+    env: bool = True,
+) -> None:
+    docs = {**_docstring_attributes(model), **_attribute_docs(model)}
     for name, info in model.model_fields.items():
         annotation = info.annotation
         nested = _nested_model(annotation)
         key = ".".join([*prefix, name])
-        env = "FAIRQUE_" + "__".join(p.upper() for p in [*prefix, name])
+        variable = "FAIRQUE_" + "__".join(p.upper() for p in [*prefix, name]) if env else ""
         if nested is not None:
-            _config_rows(nested, [*prefix, name], out)
+            _config_rows(nested, [*prefix, name], out, template, env=env)
             continue
-        description = info.description or docs.get(name, "")
+        description = info.description or docs.get(name) or template.get(key, "")
         out.append(
-            f"| {_code(key)} | {_code(env)} | {_escape(_type_name(annotation))} "
-            f"| {_escape(_default(info))} | {_escape(description)} |"
+            f"| {_code(key)} | {_code(variable) if variable else ''} "
+            f"| {_escape(_type_name(annotation))} "
+            f"| {_escape(_default(info))} | {_rich(description)} |"
         )
+        args = typing.get_args(annotation)
+        item = _nested_model(args[0]) if typing.get_origin(annotation) is list and args else None
+        if item is not None:
+            # the items of a list of mappings: set through the list's variable, as JSON
+            _config_rows(item, [*prefix, f"{name}[]"], out, template, env=False)
 
 
-def config_markdown() -> str:
-    """Markdown for every configuration key of the settings model."""
+def config_markdown(template: Path) -> str:
+    """Markdown for every configuration key of the settings model.
+
+    A key's meaning comes from its field's description, its ``#:`` comment, its
+    model's ``Attributes:`` docstring section, else the comment beside it in the
+    commented YAML template (``config/worker.yaml``).
+    """
     from fairque.config import SHORT_VARIABLES, Settings
 
     lines = [
@@ -186,8 +261,14 @@ def config_markdown() -> str:
         "| --- | --- | --- | --- | --- |",
     ]
     rows: list[str] = []
-    _config_rows(Settings, [], rows)
+    _config_rows(Settings, [], rows, _template_comments(template))
     lines += rows
+    lines += ["", "The sections:", ""]
+    for name, info in Settings.model_fields.items():
+        section = _nested_model(info.annotation)
+        if section is not None and section.__doc__:
+            doc = inspect.cleandoc(section.__doc__).split("Attributes:")[0].strip()
+            lines.append(f"- {_code(name + ':')}: {_rich(doc)}")
     lines += ["", "Short variables:", ""]
     for short, long in SHORT_VARIABLES.items():
         lines.append(f"- {_code(short)}: the same as {_code(long)}")
@@ -235,7 +316,7 @@ def generate(docs_dir: Path) -> None:
     out.mkdir(exist_ok=True)
     pages = {
         "cli.md": cli_markdown(),
-        "config.md": config_markdown(),
+        "config.md": config_markdown(docs_dir.parent / "config" / "worker.yaml"),
         "http.md": http_markdown(docs_dir / "openapi.json"),
         "worker-http.md": http_markdown(docs_dir / "worker-openapi.json"),
     }

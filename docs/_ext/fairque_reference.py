@@ -4,6 +4,8 @@
 - ``_generated/config.md``: every configuration key with its environment variable,
   type and default, from the settings model (``fairque.config.Settings``).
 - ``_generated/http.md``: every endpoint of the HTTP API, from ``docs/openapi.json``.
+- ``_generated/keys.md`` and ``scripts.md``: every key of a queue (``QueueKeys``) and
+  every Lua script's contract header.
 
 ``conf.py`` calls :func:`generate` before Sphinx reads the sources; the pages under
 ``reference/`` include these files.
@@ -310,6 +312,50 @@ def http_markdown(spec_path: Path) -> str:
     return "\n".join(lines)
 
 
+# ------------------------------------------------------------------ keys and scripts
+
+
+def keys_markdown() -> str:
+    """Markdown for every key of a queue, from ``fairque.keys.QueueKeys``."""
+    from fairque.keys import QueueKeys
+
+    keys = QueueKeys("<queue>")
+    lines = [
+        "<!-- generated from fairque.keys.QueueKeys at build time; do not edit -->",
+        "",
+        "| attribute | key | holds |",
+        "| --- | --- | --- |",
+    ]
+    for name, member in vars(QueueKeys).items():
+        if name.startswith("_") or name == "prefix":
+            continue
+        doc = inspect.getdoc(member) or ""
+        if isinstance(member, property):
+            key = getattr(keys, name)
+        elif inspect.isfunction(member):
+            params = list(inspect.signature(member).parameters)[1:]
+            if len(params) != 1:
+                continue
+            key = member(keys, f"<{params[0]}>")
+            name = f"{name}({params[0]})"
+        else:
+            continue
+        lines.append(f"| {_code(name)} | {_code(key)} | {_rich(doc.split(chr(10))[0])} |")
+    lines.append("")
+    return "\n".join(lines)
+
+
+def scripts_markdown(lua_dir: Path) -> str:
+    """Every Lua script's contract header (purpose, KEYS, ARGV, reply)."""
+    lines = ["<!-- generated from src/fairque/lua/*.lua at build time; do not edit -->", ""]
+    for path in sorted(lua_dir.glob("*.lua")):
+        text = path.read_text()
+        match = re.match(r"\s*--\[\[(.*?)\]\]", text, re.S)
+        header = match[1].strip("\n") if match else "(no header)"
+        lines += [f"### `{path.name}`", "", "```text", header, "```", ""]
+    return "\n".join(lines)
+
+
 def generate(docs_dir: Path) -> None:
     """Write every generated page under ``docs_dir / "_generated"``."""
     out = docs_dir / "_generated"
@@ -319,6 +365,8 @@ def generate(docs_dir: Path) -> None:
         "config.md": config_markdown(docs_dir.parent / "config" / "worker.yaml"),
         "http.md": http_markdown(docs_dir / "openapi.json"),
         "worker-http.md": http_markdown(docs_dir / "worker-openapi.json"),
+        "keys.md": keys_markdown(),
+        "scripts.md": scripts_markdown(docs_dir.parent / "src" / "fairque" / "lua"),
     }
     for name, text in pages.items():
         target = out / name

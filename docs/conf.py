@@ -48,6 +48,8 @@ autodoc_inherit_docstrings = True
 napoleon_google_docstring = True
 napoleon_numpy_docstring = False
 nitpicky = False
+# option names and quotes stay as typed (--queue, not an en dash)
+smartquotes = False
 suppress_warnings = ["myst.xref_missing"]
 
 html_theme = "furo"

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from servers import SyncClient
-from support import queue_snapshot, server_ms
+from support import queue_snapshot, server_ms, unique_queue
 
 from fairque import (
     AsyncFairQueue,
@@ -397,12 +397,19 @@ _JUNK_CALLS = st.one_of(
 )
 
 
+@pytest.fixture
+def junk_queue(make_queue: MakeQueue) -> FairQueue:
+    """One client on one fresh queue for every example of a run: the calls, not the
+    client's start (a cluster's slot discovery each time), are what the examples test."""
+    return make_queue(queue=unique_queue("junk"), max_payload_bytes=10_000)
+
+
 @_JUNK_SETTINGS
 @given(call=_JUNK_CALLS)
 def test_random_junk_raises_fairque_errors_only(
-    make_queue: MakeQueue, redis_client: SyncClient, call: Callable[[FairQueue], Any]
+    junk_queue: FairQueue, redis_client: SyncClient, call: Callable[[FairQueue], Any]
 ) -> None:
-    q = make_queue(queue="junk", max_payload_bytes=10_000)
+    q = junk_queue
     before = queue_snapshot(redis_client, q.queue)
     try:
         call(q)

@@ -8,19 +8,28 @@ gets a suffix unique to the run, so pages never share a queue.
 
 A block preceded by the MyST comment line ``% not run: <why>`` is left out; use it only
 for fragments that cannot run on their own.
+
+The ``fairque`` command lines of the ``bash`` blocks are not run (they start servers and
+workers), but each is checked against the command line itself: the command exists and
+takes every option the page gives it.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import shlex
 import subprocess
 import sys
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
+import typer.main
 from servers import ServerInfo
+
+from fairque.cli import app
 
 pytestmark = pytest.mark.server_kinds("valkey")
 
@@ -102,3 +111,73 @@ def test_page_examples_run(page: Path, server: ServerInfo, tmp_path: Path) -> No
         check=False,
     )
     assert proc.returncode == 0, f"{page.name}:\n{proc.stdout}\n{proc.stderr}"
+
+
+def command_lines(text: str) -> list[str]:
+    """The ``fairque ...`` lines of a page's bash blocks (continuations joined)."""
+    found = []
+    for block in code_blocks(text, "bash"):
+        for line in block.replace("\\\n", " ").splitlines():
+            line = line.strip()
+            if line.startswith("fairque "):
+                found.append(line)
+    return found
+
+
+def _options(command: Any) -> dict[str, Any]:
+    return {
+        name: param
+        for param in command.params
+        if param.param_type_name == "option"
+        for name in [*param.opts, *param.secondary_opts]
+    }
+
+
+def check_command_line(line: str) -> None:
+    """Raise AssertionError when ``line`` names a command or option that does not exist."""
+    words = [w for w in shlex.split(line, comments=True) if w != "&"][1:]
+    root = typer.main.get_command(app)
+    shared = _options(root)
+    command: Any = root
+    i = 0
+    while i < len(words):
+        word = words[i]
+        i += 1
+        if word.startswith("-"):
+            name = word.split("=", 1)[0]
+            param = _options(command).get(name) or shared.get(name)
+            assert param is not None, f"{line!r}: {command.name} has no option {name}"
+            takes_value = not (param.is_flag or param.count)
+            if takes_value and "=" not in word:
+                i += 1
+        elif hasattr(command, "list_commands"):
+            ctx = command.context_class(command, info_name=command.name)
+            sub = command.get_command(ctx, word)
+            assert sub is not None, f"{line!r}: no command {word!r}"
+            command = sub
+
+
+def test_command_line_check_finds_drift() -> None:
+    check_command_line("fairque worker --url redis://h:1/0 --queue a --import m --burst &")
+    check_command_line("fairque --queue a schedule list")
+    with pytest.raises(AssertionError, match="no command"):
+        check_command_line("fairque wrker --queue a")
+    with pytest.raises(AssertionError, match="no option --colour"):
+        check_command_line("fairque status --colour")
+
+
+def _all_pages() -> list[Path]:
+    docs = [p for p in sorted(DOCS.rglob("*.md")) if p.relative_to(DOCS).parts[0][0] not in "_"]
+    return [DOCS.parent / "README.md", *docs]
+
+
+def test_command_lines_are_found() -> None:
+    lines = [line for page in _all_pages() for line in command_lines(page.read_text())]
+    assert any(line.startswith("fairque worker ") for line in lines)
+    assert len(lines) >= 10
+
+
+@pytest.mark.parametrize("page", _all_pages(), ids=lambda p: p.relative_to(DOCS.parent).as_posix())
+def test_page_command_lines_exist(page: Path) -> None:
+    for line in command_lines(page.read_text()):
+        check_command_line(line)

@@ -185,6 +185,29 @@ def test_fire_enqueues_each_slot_once(make_queue: MakeQueue) -> None:
     assert q.stats().counters["schedule_fired"] == 1
 
 
+def test_fired_tasks_count_in_the_queues_constraints(make_queue: MakeQueue) -> None:
+    q = make_queue()
+    added = q.add_schedule(every(60, misfire="catch_up"))
+    assert added.created_at is not None
+    lead(q)
+    entry = stored(q)
+    base = round(added.created_at.timestamp() * 1000)
+    fire_at(q, entry, base + 1000)  # planned from the anchor
+    # defined by another client: the leader learns of it from the script's refusal
+    make_queue(q.queue).define_constraint(id="one", name="tick", concurrency=1)
+    out = fire_at(q, stored(q), base + 121_000)  # two slots due: catch up, both fire
+    assert out.created == 2
+    first = q.pop("w")
+    assert first is not None
+    assert q.pop("w") is None  # the other slot's task waits for the constraint's slot
+    info = q.constraint("one")
+    assert (info.running, info.parked) == (1, 1)
+    assert q.complete(first)
+    second = q.pop("w")
+    assert second is not None
+    assert {first.task_id, second.task_id} == set(out.task_ids)
+
+
 def _planned(q: FairQueue, schedule: Schedule) -> tuple[StoredSchedule, int]:
     """Add ``schedule`` and plan it; returns its stored state and its anchor (ms)."""
     q.add_schedule(schedule)

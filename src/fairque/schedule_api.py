@@ -14,6 +14,9 @@ from fairque.schedule_ops import DueSchedules, FireOutcome, StoredSchedule
 from fairque.schedules import Schedule
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from fairque.base import Flow
     from fairque.ops import Operations
     from fairque.records import Call
 
@@ -35,6 +38,10 @@ class ScheduleMethods:
     if TYPE_CHECKING:
 
         def _run(self, call: Call[T]) -> T: ...
+
+        def _drive(self, flow: Flow[T]) -> T: ...
+
+        def _push_flow(self, build: Callable[[], Call[T]]) -> Flow[T]: ...
 
         def _bounded(self, seconds: float) -> float: ...
 
@@ -103,10 +110,13 @@ class ScheduleMethods:
     def fire_schedule(self, stored: StoredSchedule, now_ms: int, token: str) -> FireOutcome:
         """Fire the due slots of ``stored`` (read by ``due_schedules`` at ``now_ms``).
 
+        The template is matched against the queue's constraints as a push is (read
+        again when they changed).
+
         Raises:
             NotLeader: ``token`` does not hold the scheduler lock.
         """
-        return self._run(self.ops.fire_schedule(stored, now_ms, token))
+        return self._drive(self._push_flow(lambda: self.ops.fire_schedule(stored, now_ms, token)))
 
     def acquire_scheduler_lock(self, token: str, ttl: float = 10.0) -> tuple[bool, float]:
         """Try to lead: (True, ttl) when ``token`` holds the lock now, else (False,
@@ -138,6 +148,10 @@ class AsyncScheduleMethods:
     if TYPE_CHECKING:
 
         async def _run(self, call: Call[T]) -> T: ...
+
+        async def _drive(self, flow: Flow[T]) -> T: ...
+
+        def _push_flow(self, build: Callable[[], Call[T]]) -> Flow[T]: ...
 
         def _bounded(self, seconds: float) -> float: ...
 
@@ -175,7 +189,9 @@ class AsyncScheduleMethods:
 
     async def fire_schedule(self, stored: StoredSchedule, now_ms: int, token: str) -> FireOutcome:
         """See ``FairQueue.fire_schedule``."""
-        return await self._run(self.ops.fire_schedule(stored, now_ms, token))
+        return await self._drive(
+            self._push_flow(lambda: self.ops.fire_schedule(stored, now_ms, token))
+        )
 
     async def acquire_scheduler_lock(self, token: str, ttl: float = 10.0) -> tuple[bool, float]:
         """See ``FairQueue.acquire_scheduler_lock``."""

@@ -202,7 +202,10 @@ class ScheduleCodec:
             stored.cursor_ms, p.cursor, -1 if p.next_ms is None else p.next_ms,
             p.fire[-1] if p.fire else -1, p.skipped, ordering, horizon_us,
             schedule.user_id, schedule.name, int(schedule.priority), max_retries, timeout,
-            1 if schedule.keep_result else 0, round(ttl * 1000), len(ids), *ids,
+            1 if schedule.keep_result else 0, round(ttl * 1000),
+            self.codec.constraints.version,
+            self.codec.constraints.buckets(schedule.name, schedule.payload, schedule.user_id),
+            len(ids), *ids,
         ]  # fmt: skip
 
         def parse(reply: Sequence[Any]) -> FireOutcome:

@@ -11,6 +11,7 @@ KEYS[6] meta            queue counters: ring clock, push clock
 KEYS[7] stats           throughput counters
 KEYS[8] capped          users held out of the ring by their in-flight cap
 KEYS[9] wake            wake-up list idle workers block on
+KEYS[10] constraints    constraint id -> definition; '~version': the constraints version
 
 ARGV[1] req         request id (unique per call; the same when a call is resent)
 ARGV[2] token       the caller's scheduler lock token (the fence)
@@ -30,8 +31,10 @@ ARGV[15] max_retries
 ARGV[16] timeout_ms
 ARGV[17] keep_result
 ARGV[18] result_ttl_ms
-ARGV[19] n          number of slots fired; then one task id per slot
-                    (fairque.schedules.slot_task_id), from ARGV[20]
+ARGV[19] cver       the constraints version the leader matched the template against
+ARGV[20] cons       the template's constraint buckets (JSON array, '' for none)
+ARGV[21] n          number of slots fired; then one task id per slot
+                    (fairque.schedules.slot_task_id), from ARGV[22]
 
 Each task is written as push writes a new task due now (QUEUED), listing indexes
 included. A task id that
@@ -42,7 +45,9 @@ from an older revision or cursor changes nothing.
 Reply: {1, created} (tasks written) | {0, 0}: the schedule was removed, paused or
        changed since it was read: nothing was written (read it again). A resend
        answers as the first run did.
-Errors: 'FQERR -23' (NotLeader) when the token does not hold the scheduler lock.
+Errors: 'FQERR -23' (NotLeader) when the token does not hold the scheduler lock;
+        'FQERR -32' (StaleConstraints) when the queue's constraints changed since the
+        leader read them (nothing written: it reads them and fires again).
 ]]
 -- @include now
 -- @include keys
@@ -52,7 +57,8 @@ Errors: 'FQERR -23' (NotLeader) when the token does not hold the scheduler lock.
 -- @include signal_wake
 
 local K = {prefix = KEYS[1], schedules = KEYS[2], scheduler_lock = KEYS[3], ring = KEYS[4],
-  queued = KEYS[5], meta = KEYS[6], stats = KEYS[7], capped = KEYS[8], wake = KEYS[9]}
+  queued = KEYS[5], meta = KEYS[6], stats = KEYS[7], capped = KEYS[8], wake = KEYS[9],
+  constraints = KEYS[10]}
 local req, id = ARGV[1], ARGV[3]
 local sk = schedule_key(K, id)
 local stored = redis.call('HMGET', sk, 'op', 'rev', 'cursor', 'enabled', 'payload')
@@ -62,12 +68,16 @@ if redis.call('GET', K.scheduler_lock) ~= ARGV[2] then
   return redis.error_reply('FQERR -23 this scheduler does not hold the lock')
 end
 if stored[2] ~= ARGV[4] or stored[3] ~= ARGV[5] or stored[4] ~= '1' then return {0, 0} end
+if (redis.call('HGET', K.constraints, '~version') or '0') ~= ARGV[19] then
+  return redis.error_reply('FQERR -32 constraints changed')
+end
+local cons = ARGV[20]
 local ordering, horizon_us = ARGV[10], tonumber(ARGV[11])
 local user, name, prio = ARGV[12], ARGV[13], tonumber(ARGV[14])
-local timeout_ms, n = tonumber(ARGV[16]), tonumber(ARGV[19])
+local timeout_ms, n = tonumber(ARGV[16]), tonumber(ARGV[21])
 local ms, us = now()
 local created = 0
-for i = 20, 19 + n do
+for i = 22, 21 + n do
   local tid = ARGV[i]
   local tk = task_key(K, tid)
   if redis.call('EXISTS', tk, gone_key(K, tid)) == 0 then
@@ -75,6 +85,7 @@ for i = 20, 19 + n do
       'retries', 0, 'max_retries', ARGV[15], 'created', ms, 'keep_result', ARGV[17],
       'result_ttl', ARGV[18], 'state', 'QUEUED', 'pushed', req}
     if timeout_ms >= 0 then fields[#fields + 1] = 'timeout'; fields[#fields + 1] = timeout_ms end
+    if cons ~= '' then fields[#fields + 1] = 'cons'; fields[#fields + 1] = cons end
     redis.call('HSET', tk, unpack(fields))
     -- the listing's indexes, by creation time, as push keeps them (see list_tasks)
     redis.call('ZADD', user_index_key(K, user), ms, tid)

@@ -4,7 +4,8 @@ The ``python`` code blocks of each page under ``docs/`` are run in order, as one
 per page (so a later block may use what an earlier one defined), in a fresh interpreter
 in a temporary working directory. Before running, the page's server URL
 (``redis://127.0.0.1:6379/0``) becomes the suite's server and every ``queue="..."``
-gets a suffix unique to the run, so pages never share a queue.
+gets a suffix unique to the run, so pages never share a queue. The pages run on Valkey
+and on the three-node cluster.
 
 A block preceded by the MyST comment line ``% not run: <why>`` is left out; use it only
 for fragments that cannot run on their own.
@@ -31,7 +32,7 @@ from servers import ServerInfo
 
 from fairque.cli import app
 
-pytestmark = pytest.mark.server_kinds("valkey")
+pytestmark = pytest.mark.server_kinds("valkey", "cluster")
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 PAGE_URL = "redis://127.0.0.1:6379/0"

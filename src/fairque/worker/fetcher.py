@@ -46,6 +46,10 @@ log = logging.getLogger("fairque.worker")
 
 #: The shortest wait a park sends (a due time already passed still needs a real wait).
 SHORTEST_WAIT = 0.001
+#: A server ends a blocking wait that times out only on its clock tick (every 100 ms
+#: at the default ``hz`` of 10): a due time nearer than this is waited for here, then
+#: leased at once, so a rate limit's next slot is taken on time.
+LOCAL_WAIT = 0.1
 #: Seconds between the wake-up tokens that ask an open park to end (for a stop):
 #: another idle worker of the queue may take a token first.
 WAKE_AGAIN_AFTER = 1.0
@@ -201,20 +205,35 @@ class Park:
     async def _wait_for_work(self, slots: int) -> list[Task]:
         """Wait after wait until one leases tasks, or the worker stops."""
         longest = self.leasing.lease_seconds
+        direct = True  # a near due time may be leased without a blocking wait
         while not self._stopping():
             req: str | None = None
             try:
                 due = await self.queue.next_wakeup()
                 self.link.ok()  # the server answers: an outage ends before the wait
-                wait = longest if due is None else min(max(due, SHORTEST_WAIT), longest)
                 req = self.leasing.next_id()
-                leased = await self.queue.wait_and_pop(
-                    wait,
-                    slots,
-                    self.leasing.worker_id,
-                    self.leasing.lease_seconds,
-                    **self.leasing.options(req),
-                )
+                if direct and due is not None and due < LOCAL_WAIT:
+                    # nearer than the server's clock tick: wait here, then lease; when
+                    # that finds nothing (the due time freed no task for this worker),
+                    # the next wait blocks, so a due time that keeps passing cannot spin
+                    await asyncio.sleep(max(due, 0.0))
+                    direct = False
+                    leased = await self.queue.pop_batch(
+                        slots,
+                        self.leasing.worker_id,
+                        self.leasing.lease_seconds,
+                        **self.leasing.options(req),
+                    )
+                else:
+                    direct = True
+                    wait = longest if due is None else min(max(due, SHORTEST_WAIT), longest)
+                    leased = await self.queue.wait_and_pop(
+                        wait,
+                        slots,
+                        self.leasing.worker_id,
+                        self.leasing.lease_seconds,
+                        **self.leasing.options(req),
+                    )
             except CONNECTION_ERRORS as exc:
                 if req is not None:
                     self.leasing.reply_lost(req)

@@ -148,13 +148,19 @@ def test_several_queues_are_for_the_worker_only(server: ServerInfo, tmp_path: Pa
 
 def test_status_of_several_queues(server: ServerInfo, two: list[FairQueue]) -> None:
     a, b = two
+    runner = CliRunner()
+    alone = ["status", "--url", server.url, "-q", b.queue]
+    one = runner.invoke(app, alone, env={"COLUMNS": "220"})
+    assert one.exit_code == 0, one.output
+    assert "queues" not in one.stdout  # one queue, no worker of several: no such column
     now = datetime.now(timezone.utc)
-    for q, worker_id in ((a, "w-both"), (b, "w-both"), (a, "w-only-a")):
+    for q, worker_id, served in (
+        (a, "w-both", [a.queue, b.queue]), (b, "w-both", [a.queue, b.queue]), (a, "w-only-a", []),
+    ):  # fmt: skip
         info = WorkerInfo(worker_id=worker_id, queue=q.queue, host="h", pid=1, started_at=now,
-                          concurrency=4)  # fmt: skip
+                          concurrency=4, queues=served)  # fmt: skip
         q.register_worker(info, ttl_seconds=60)
     a.enqueue("nap", 0, user_id="u")
-    runner = CliRunner()
     args = ["status", "--url", server.url, "-q", a.queue, "-q", b.queue]
     shown = runner.invoke(app, args, env={"COLUMNS": "220"})
     assert shown.exit_code == 0, shown.output
@@ -170,6 +176,8 @@ def test_status_of_several_queues(server: ServerInfo, two: list[FairQueue]) -> N
         ["w-both"],
     ]
     assert docs[0]["stats"]["counts"]["QUEUED"] == 1
-    one = runner.invoke(app, ["status", "--url", server.url, "-q", b.queue], env={"COLUMNS": "220"})
+    one = runner.invoke(app, alone, env={"COLUMNS": "220"})
     assert one.exit_code == 0, one.output
-    assert "queues" not in one.stdout  # one queue: no such column
+    # one queue shown: a worker that serves others too says which
+    assert "queues" in one.stdout
+    assert f"{a.queue}, {b.queue}" in one.stdout

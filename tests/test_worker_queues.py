@@ -76,6 +76,7 @@ async def test_every_task_of_every_queue_runs_once(h: Harness) -> None:
     for q in (a, b, c):
         info = await wait_registered(q, worker.id)
         assert info.queue == q.queue
+        assert info.queues == [a.queue, b.queue, c.queue]
     await eventually(lambda: worker.info(b.queue).processed == 60)
 
 

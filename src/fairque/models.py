@@ -342,4 +342,6 @@ class WorkerInfo(BaseModel):
     #: ('*': any user); both empty: the global ring
     assigned_users: list[str] = Field(default_factory=list)
     steal_targets: list[str] = Field(default_factory=list)
+    #: every queue the worker serves (it registers in each); empty: ``queue`` alone
+    queues: list[str] = Field(default_factory=list)
     last_seen_seconds: float | None = None

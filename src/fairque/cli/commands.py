@@ -326,7 +326,10 @@ def snapshot(queues: list[FairQueue]) -> list[Snapshot]:
     worker (by id) is registered in."""
     read = [(q.stats(user_limit=1000), q.workers()) for q in queues]
     if len(queues) == 1:
-        return [(stats, workers, None) for stats, workers in read]
+        # one queue shown: its workers that serve others too say which
+        stats, workers = read[0]
+        more = {w.worker_id: w.queues for w in workers if len(w.queues) > 1}
+        return [(stats, workers, more or None)]
     serves: dict[str, list[str]] = {}
     for q, (_, workers) in zip(queues, read, strict=True):
         for w in workers:

@@ -252,6 +252,7 @@ class Worker:
             threads_stuck=self.threads_stuck,
             assigned_users=list(self.config.assigned_users),
             steal_targets=list(self.config.steal_targets),
+            queues=[lane.queue.queue for lane in self._lanes],
         )
 
     async def maintain(self) -> int:

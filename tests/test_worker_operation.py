@@ -240,6 +240,8 @@ async def test_a_burst_worker_waits_for_its_retries_in_flight(h: Harness) -> Non
     assert (await q.get(cast(str, t.task_id))).state == TaskState.FINISHED  # type: ignore[union-attr]
 
 
+# the command line's own behaviour: the engine's tests cover the standalone Redis kind
+@pytest.mark.server_kinds("valkey", "cluster")
 def test_the_burst_cli_worker_finishes_every_task_and_exits_0(
     server: ServerInfo, redis_client: SyncClient, tmp_path: Path
 ) -> None:

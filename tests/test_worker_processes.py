@@ -214,10 +214,14 @@ def children_of(pid: int) -> list[int]:
     return found
 
 
-def start_supervisor(url: str, queue: str, log: Path, *args: str) -> subprocess.Popen[bytes]:
+def start_supervisor(
+    url: str, queue: str, log: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
     """``fairque worker --processes 2`` in its own session, as a shell starts it."""
+    extra = env or {}
     env = {k: v for k, v in os.environ.items() if not k.startswith("FAIRQUE_")}
     env.update(FAIRQUE_URL=url, PYTHONPATH=os.pathsep.join([str(TESTS), env.get("PYTHONPATH", "")]))
+    env.update(extra)
     cmd = [sys.executable, "-m", "fairque", "--queue", queue, "worker", "--processes", "2",
            "--import", "proc_handlers", "--id", "pair", *args]  # fmt: skip
     with log.open("wb") as out:
@@ -266,7 +270,9 @@ def test_children_stop_by_themselves_when_the_supervisor_dies(
 ) -> None:
     queue = unique_queue("orphan")
     q = FairQueue.from_url(password_server, queue, cluster=False)
-    sup = start_supervisor(password_server, queue, tmp_path / "worker.log")
+    # a child looks for its supervisor before each heartbeat (every 10 s by default)
+    beat = {"FAIRQUE_WORKER__HEARTBEAT_INTERVAL_SECONDS": "0.5"}
+    sup = start_supervisor(password_server, queue, tmp_path / "worker.log", env=beat)
     try:
         wait_until(lambda: len(q.workers()) == 2, 30, "two registered workers")
         children = children_of(sup.pid)

@@ -249,6 +249,11 @@ def test_one_ctrl_c_drains_every_child_and_no_secret_is_shown(
             Task(user_id=f"u{i}", name="record", payload={"sleep": 1.5}) for i in range(4)
         )
         wait_until(lambda: q.stats().counts[TaskState.STARTED] == 4, 30, "four tasks to start")
+        # leased is not yet running: tasks a lease call brings back after a stop request
+        # are given back unrun, so the interrupt waits for the four handlers to start
+        wait_until(
+            lambda: log.read_text().count(" started: record ") == 4, 30, "four handlers to start"
+        )
         os.killpg(sup.pid, signal.SIGINT)  # what the terminal does on Ctrl-C
         assert sup.wait(timeout=30) == 0
         for t in tasks:

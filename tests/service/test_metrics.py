@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timezone
+from pathlib import Path
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
@@ -119,3 +121,25 @@ def test_per_user_series_are_bounded(live: LiveServer) -> None:
     finally:
         q.purge()
         q.close()
+
+
+def test_every_metric_and_label_is_documented(live: LiveServer) -> None:
+    """The README's table and the site's dashboard page list every family the scrape
+    has, each with the labels it carries and the type it has."""
+    response = httpx.get(f"{live.base}/metrics", timeout=30)
+    exposed: dict[str, tuple[str, set[str]]] = {}
+    for family in text_string_to_metric_families(response.text):
+        labels = {k for sample in family.samples for k in sample.labels}
+        name = family.name + ("_total" if family.type == "counter" else "")
+        kind, seen = exposed.get(name, (family.type, set()))
+        exposed[name] = (kind, seen | labels)
+    root = Path(__file__).resolve().parents[2]
+    row = re.compile(r"^\| `(fairque_\w+)` \| (\w+) \| ([^|]*) \|", re.M)
+    for doc in (root / "README.md", root / "docs" / "howto" / "dashboard.md"):
+        documented = {
+            m[1]: (m[2], set(re.findall(r"`(\w+)`", m[3]))) for m in row.finditer(doc.read_text())
+        }
+        assert set(documented) == set(exposed), doc.name
+        for name, (kind, labels) in exposed.items():
+            assert documented[name][0] == kind, (doc.name, name)
+            assert labels <= documented[name][1], (doc.name, name, labels)

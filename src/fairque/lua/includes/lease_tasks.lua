@@ -15,13 +15,19 @@
 -- Returns the leased tasks (each the flat HGETALL of its hash) and the flat list of
 -- their (id, lease token) pairs. Each task's wait (ready -> leased: its QUEUED
 -- registry time until now) goes to the 'wait' histogram.
+-- Cost: the loop chooses the tasks; the writes every task of the call gets alike (its
+-- lease token, the QUEUED and lease registries, the counters) follow it, one command
+-- each for the whole call where the command takes many members. The ring clock takes
+-- one HINCRBY for the call's first rotation and is counted on here (nothing else moves
+-- it meanwhile), written back once. A batch (count > 1) looks up weights and caps only
+-- when the queue has any.
 -- Constraints (only when the queue has any: one HLEN otherwise): due constraint
 -- buckets first put parked tasks back into their lanes; a task whose buckets are over
 -- a limit is parked (constraint_park) and the same user's next task is tried, so a
 -- limited task blocks neither other users nor its user's unlimited tasks.
 local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any)
   local deadline = ms + lease_ms
-  local out, tokens, waits = {}, {}, {}
+  local out, tokens, waits, picked = {}, {}, {}, {}
   local guard, parks = 0, 0
   -- the hash holds the constraints and their version ('~version')
   local limited = redis.call('HLEN', K.constraints) > 1
@@ -30,7 +36,13 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any)
     now_us = select(2, now())  -- GCRA works in microseconds
     constraint_due(K, ms, now_us, 64)
   end
-  while #out < count and guard < count + 64 do
+  local weighted, capping = true, true
+  if count > 1 then
+    weighted = redis.call('HLEN', K.weights) > 0
+    capping = redis.call('HLEN', K.caps) > 0
+  end
+  local clock, first_clock
+  while #picked < count and guard < count + 64 do
     guard = guard + 1
     local user = pick_user(K.ring, assigned, steal, any)
     if not user then break end
@@ -68,7 +80,7 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any)
         leave_ring(K, user)
       else
         local rotate = true
-        local w = tonumber(redis.call('HGET', K.weights, user) or '1')
+        local w = weighted and tonumber(redis.call('HGET', K.weights, user) or '1') or 1
         if w > 1 then
           if redis.call('HINCRBY', K.turns, user, 1) < w then
             rotate = false
@@ -77,35 +89,63 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any)
           end
         end
         if rotate then
-          redis.call('ZADD', K.ring, redis.call('HINCRBY', K.meta, 'clock', 1), user)
+          if clock then
+            clock = clock + 1
+          else
+            clock = redis.call('HINCRBY', K.meta, 'clock', 1)
+            first_clock = clock
+          end
+          redis.call('ZADD', K.ring, clock, user)
         end
       end
       local held = held_key(K, user)
       redis.call('ZADD', held, deadline, id)
-      local cap = tonumber(redis.call('HGET', K.caps, user) or '0')
+      local cap = capping and tonumber(redis.call('HGET', K.caps, user) or '0') or 0
       if cap > 0 and redis.call('ZCOUNT', held, '(' .. ms, '+inf') >= cap then
         leave_ring(K, user)
         redis.call('SADD', K.capped, user)
       end
-      local token = redis.call('HINCRBY', K.meta, 'lease', 1)
-      local tk = task_key(K, id)
-      redis.call('HSET', tk, 'state', 'STARTED', 'lease', token, 'worker', worker,
-        'deadline', deadline, 'started', ms)
-      local ready_at = redis.call('ZSCORE', K.queued, id)
-      if ready_at then
-        waits[#waits + 1] = ms - tonumber(ready_at)
-        redis.call('ZREM', K.queued, id)
-      end
-      redis.call('ZADD', K.leases, deadline, id)
       if plan then constraint_take(K, id, plan, deadline, now_us) end
-      out[#out + 1] = redis.call('HGETALL', tk)
-      tokens[#tokens + 1] = id
-      tokens[#tokens + 1] = token
+      picked[#picked + 1] = id
     end
   end
-  if #out > 0 then
-    redis.call('HINCRBY', K.stats, 'popped', #out)
-    observe(K, 'wait', waits)
+  if clock and clock > first_clock then
+    redis.call('HSET', K.meta, 'clock', string.format('%d', clock))
   end
+  local n = #picked
+  if n == 0 then return out, tokens end
+  local token = redis.call('HINCRBY', K.meta, 'lease', n) - n
+  local entries = {}
+  for i, id in ipairs(picked) do
+    token = token + 1
+    local tk = task_key(K, id)
+    redis.call('HSET', tk, 'state', 'STARTED', 'lease', token, 'worker', worker,
+      'deadline', deadline, 'started', ms)
+    out[i] = redis.call('HGETALL', tk)
+    tokens[#tokens + 1] = id
+    tokens[#tokens + 1] = token
+    entries[#entries + 1] = deadline
+    entries[#entries + 1] = id
+  end
+  -- many members per command, in slices the Lua stack takes
+  for at = 1, n > 1 and n or 0, 1000 do
+    local last = math.min(n, at + 999)
+    local ready_at = redis.call('ZMSCORE', K.queued, unpack(picked, at, last))
+    for i = 1, last - at + 1 do
+      if ready_at[i] then waits[#waits + 1] = ms - tonumber(ready_at[i]) end
+    end
+    redis.call('ZREM', K.queued, unpack(picked, at, last))
+    redis.call('ZADD', K.leases, unpack(entries, 2 * at - 1, 2 * last))
+  end
+  if n == 1 then
+    local ready_at = redis.call('ZSCORE', K.queued, picked[1])
+    if ready_at then
+      waits[1] = ms - tonumber(ready_at)
+      redis.call('ZREM', K.queued, picked[1])
+    end
+    redis.call('ZADD', K.leases, deadline, picked[1])
+  end
+  redis.call('HINCRBY', K.stats, 'popped', n)
+  observe(K, 'wait', waits)
   return out, tokens
 end

@@ -14,9 +14,12 @@ worker process of that system (as its users would: ``rq worker``, ``arq``, ``cel
    index (plain and demand-normalised) per one-second window (0.25 s with ``--quick``,
    whose small backlog drains in about a second).
 
-Every task increments ``bench:count``; a figure is reported only when the count matches
-what was enqueued, and otherwise recorded under ``failures``. Prints one JSON document on
-stdout (or writes it to ``--out``); progress goes to stderr.
+Every task is counted in ``bench:count`` (count-mode tasks in process memory, written in
+batches: ``adapters/benchcommon.py``); a figure is reported only when the count matches
+what was enqueued, and otherwise recorded under ``failures``. The throughput phases also
+report the Redis server's time per task (``servertime.py``): main-thread CPU and
+``INFO commandstats``, for enqueue and processing and for a task's full life. Prints one
+JSON document on stdout (or writes it to ``--out``); progress goes to stderr.
 
 Usage::
 
@@ -43,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 import redis
+import servertime
 from metrics import summarize, windows
 from systems import ADAPTERS, HERE, SYSTEMS, System
 
@@ -53,10 +57,15 @@ LOGS = HERE / ".logs"
 COUNT = "bench:count"
 DONE = "bench:done"
 RUNS = "bench:runs"
+IDS = "bench:ids"
+EXPECT = "bench:expect"
+FIRST = "bench:first"
+FINISHED = "bench:finished"
 FLOOD_READY = "bench:flood_ready"
 POLL = 0.002
 SETTLE = 0.3
 STOP_GRACE = 15.0
+PHASES = ("default", "tuned", "noisy")
 
 
 def log(message: str) -> None:
@@ -101,6 +110,44 @@ FULL = Sizes(
     tuned_concurrency=(8, 32, 128), noisy_concurrency=10,
     system_timeout=1200.0, stall_timeout=60.0, window_s=1.0,
 )  # fmt: skip
+
+
+METHOD = {
+    "count_tasks": (
+        "Throughput tasks are near no-ops: each execution is counted in the worker process's "
+        "memory and a daemon thread writes the counts every 5 ms with one pipeline "
+        "(INCRBY bench:count n; RPUSH bench:ids with the job ids, which name duplicates); "
+        "every process writes its first task at once and buffers only later ones (RQ's work "
+        "horse runs one task and leaves with os._exit), and a normal exit flushes. Same "
+        "code for every system (adapters/benchcommon.py). Latency and noisy "
+        "tasks keep one pipeline per task (timestamps in bench:start / bench:done)."
+    ),
+    "verification": (
+        "A figure is reported only when bench:count equals the number of tasks enqueued, "
+        "checked again 0.3 s later to catch duplicates."
+    ),
+    "server_time": (
+        "Redis server time per task: main-thread CPU (INFO cpu used_cpu_sys_main_thread + "
+        "used_cpu_user_main_thread) and INFO commandstats usec, read around the producer's "
+        "enqueue and over the window the processing rate is timed on (first to last "
+        "completion), less what the idle server spends per second (measured before each "
+        "system; the driver waits in BLPOP for a marker the last count write pushes, so it "
+        "does not poll). "
+        "Commandstats counts a command called from a Lua script both under its own name and "
+        "in the script's time (checked on Valkey 8.1), so 'scripts' (EVAL/EVALSHA/FCALL, "
+        "their inner commands included) and 'other' (all other commands, those called from "
+        "scripts included) are given apart; for a system without scripts 'other' is the "
+        "whole. The processing window includes the benchmark's own count writes (one "
+        "3-command pipeline per worker process per 5 ms). Full life = enqueue + processing. "
+        "'One at a time': enqueue one per call + worker at defaults; 'batched': bulk "
+        "enqueue + the best tuned "
+        "worker ('tuned' for systems without a bulk API: enqueue one per call)."
+    ),
+    "throughput_spread": (
+        "Throughput phases run once per setting and give a rate, not per-task samples: no "
+        "percentiles are shown for them."
+    ),
+}
 
 
 # ---------------------------------------------------------------------- environment
@@ -251,6 +298,8 @@ class Drain:
     first_at: float
     first_count: int
     end_at: float
+    first_sample: servertime.Sample
+    end_sample: servertime.Sample
 
     def rate(self, expected: int) -> float:
         elapsed = self.end_at - self.first_at
@@ -262,8 +311,9 @@ class Drain:
 class SystemRun:
     """All phases of one system against the shared server."""
 
-    def __init__(self, system: System, url: str, sizes: Sizes):
+    def __init__(self, system: System, url: str, sizes: Sizes, phases: Sequence[str] = PHASES):
         self.system = system
+        self.phases = tuple(phases)
         self.url = url
         self.sizes = sizes
         self.client = redis.Redis.from_url(url)
@@ -272,6 +322,8 @@ class SystemRun:
         self.failures: dict[str, str] = {}
         self.workers: dict[str, str] = {}
         self.details: dict[str, Any] = {}
+        self.server: dict[str, Any] = {}
+        self.overhead = servertime.Overhead()
 
     def left(self) -> float:
         left = self.deadline - time.monotonic()
@@ -296,14 +348,17 @@ class SystemRun:
         """Wait until the counter reaches ``expected``, timing from the first completion."""
         first_at: float | None = None
         first_count = 0
+        first_sample: servertime.Sample | None = None
         last, last_change = -1, time.monotonic()
         while True:
             now = time.monotonic()
             seen = self.count()
             if seen and first_at is None:
                 first_at, first_count = time.perf_counter(), seen
+                first_sample = servertime.sample(self.client)
             if seen >= expected:
                 end_at = time.perf_counter()
+                end_sample = servertime.sample(self.client)
                 break
             if seen != last:
                 last, last_change = seen, now
@@ -313,17 +368,67 @@ class SystemRun:
             self.left()
             time.sleep(POLL)
         assert first_at is not None
+        assert first_sample is not None
         self.verify(expected)
-        return Drain(first_at, first_count, end_at)
+        return Drain(first_at, first_count, end_at, first_sample, end_sample)
+
+    def drain_count(self, worker: Worker, expected: int) -> Drain:
+        """``drain`` for count-mode tasks, blocked in ``BLPOP`` rather than polling.
+
+        The tasks' recorder pushes on ``bench:first`` at its first write and on
+        ``bench:finished`` when the count reaches ``bench:expect`` (set before the worker
+        started), so the driver adds no traffic of its own while the worker works.
+        """
+        first_at, first_count, first_sample = self.wait_marker(worker, FIRST, expected)
+        end_at, _, end_sample = self.wait_marker(worker, FINISHED, expected)
+        self.verify(expected)
+        return Drain(first_at, first_count, end_at, first_sample, end_sample)
+
+    def wait_marker(
+        self, worker: Worker, key: str, expected: int
+    ) -> tuple[float, int, servertime.Sample]:
+        last, last_change = -1, time.monotonic()
+        while True:
+            popped = self.client.blpop([key], timeout=1)
+            if popped is not None:
+                at = time.perf_counter()
+                return at, int(popped[1]), servertime.sample(self.client)
+            seen, now = self.count(), time.monotonic()
+            if seen != last:
+                last, last_change = seen, now
+            elif now - last_change > self.sizes.stall_timeout:
+                raise PhaseError(f"stalled at {seen}/{expected} tasks{worker.tail()}")
+            worker.check_alive()
+            self.left()
+
+    def drain_server(self, drain: Drain, expected: int) -> dict[str, float]:
+        """Server time per task over the window the processing rate is timed on."""
+        tasks = expected - drain.first_count
+        return servertime.per_task(drain.first_sample, drain.end_sample, tasks, self.overhead)
+
+    def enqueue_measured(self, *args: str) -> tuple[dict[str, Any], dict[str, float]]:
+        """Run the producer's ``enqueue`` and the server time per task it took."""
+        before = servertime.sample(self.client)
+        enq = run_agent(self.system, self.url, self.left(), "enqueue", *args)
+        after = servertime.sample(self.client)
+        self.client.set(EXPECT, enq["enqueued"])  # before the worker starts
+        return enq, servertime.per_task(before, after, enq["enqueued"], self.overhead)
 
     def verify(self, expected: int) -> None:
         time.sleep(SETTLE)
         seen = self.count()
         if seen != expected:
-            runs = self.client.hgetall(RUNS)
-            twice = sorted(text(k) for k, v in runs.items() if int(v) > 1)
+            twice = self.duplicates()
             dup = f"; ran more than once: {', '.join(twice[:5])}" if twice else ""
             raise PhaseError(f"counter is {seen}, expected {expected}{dup}")
+
+    def duplicates(self) -> list[str]:
+        """Job ids that ran more than once, from both kinds of records."""
+        runs = {text(k): int(v) for k, v in self.client.hgetall(RUNS).items()}
+        for chunk in self.client.lrange(IDS, 0, -1):
+            for job_id in text(chunk).split():
+                runs[job_id] = runs.get(job_id, 0) + 1
+        return sorted(k for k, v in runs.items() if v > 1)
 
     def phase(self, name: str, func: Any) -> None:
         log(f"  {name} ...")
@@ -344,14 +449,21 @@ class SystemRun:
         """Enqueue one by one, drain with the default worker, then idle latency."""
         s = self.sizes
         self.fresh()
-        enq = run_agent(self.system, self.url, self.left(), "enqueue", "--n", str(s.tasks))
+        enq, enq_server = self.enqueue_measured("--n", str(s.tasks))
         with self.worker("default", 0, "default") as w:
-            drain = self.drain(w, enq["enqueued"])
+            drain = self.drain_count(w, enq["enqueued"])
             self.figures["enqueue_single_per_s"] = round(enq["timed"] / enq["seconds"])
             self.figures["process_default_per_s"] = round(drain.rate(enq["enqueued"]))
+            proc_server = self.drain_server(drain, enq["enqueued"])
+            self.server["one_at_a_time"] = {
+                "enqueue": enq_server,
+                "process": proc_server,
+                "life": servertime.total([enq_server, proc_server]),
+            }
             log(
                 f"    enqueue {self.figures['enqueue_single_per_s']}/s, "
-                f"process (default) {self.figures['process_default_per_s']}/s"
+                f"process (default) {self.figures['process_default_per_s']}/s; "
+                f"server per task: enqueue {enq_server}, process {proc_server}"
             )
             try:
                 lat = run_agent(
@@ -379,29 +491,43 @@ class SystemRun:
         s = self.sizes
         candidates = s.tuned_concurrency if self.system.has_concurrency else (0,)
         rates: dict[str, int] = {}
+        enq_servers: list[dict[str, float]] = []
+        proc_servers: dict[str, dict[str, float]] = {}
         for c in candidates:
             self.fresh()
-            args = ["enqueue", "--n", str(s.tasks)] + (["--bulk"] if bulk else [])
-            enq = run_agent(self.system, self.url, self.left(), *args)
+            args = ["--n", str(s.tasks)] + (["--bulk"] if bulk else [])
+            enq, enq_server = self.enqueue_measured(*args)
             with self.worker("tuned", c, f"tuned-{c}") as w:
                 try:
-                    rate = round(self.drain(w, enq["enqueued"]).rate(enq["enqueued"]))
+                    drain = self.drain_count(w, enq["enqueued"])
+                    rate = round(drain.rate(enq["enqueued"]))
+                    proc_servers[w.description] = self.drain_server(drain, enq["enqueued"])
                 except PhaseError as exc:
                     self.failures[f"tuned ({w.description})"] = str(exc)
                     log(f"    process ({w.description}) FAILED: {exc}")
                     continue
+            enq_servers.append(enq_server)
             if bulk and "enqueue_bulk_per_s" not in self.figures:  # verified by the drain
                 bulk_rate = round(enq["timed"] / enq["seconds"])
                 self.figures["enqueue_bulk_per_s"] = bulk_rate
                 log(f"    enqueue (bulk, batches of {enq['batch']}) {bulk_rate}/s")
             rates[w.description] = rate
-            log(f"    process ({w.description}) {rate}/s")
+            log(f"    process ({w.description}) {rate}/s; server {proc_servers[w.description]}")
         self.details["tuned_sweep_per_s"] = rates
+        self.details["tuned_sweep_server"] = proc_servers
         if not rates:
             raise PhaseError("no tuned setting gave a verified figure")
         best = max(rates, key=lambda k: rates[k])
         self.figures["process_tuned_per_s"] = rates[best]
         self.workers["tuned"] = best
+        # every verified run's enqueue is the same; the median is the least skewed by load
+        enq_server = sorted(enq_servers, key=lambda e: e["cpu_us"])[len(enq_servers) // 2]
+        self.server["batched" if bulk else "tuned"] = {
+            "enqueue": enq_server,
+            "enqueue_bulk": bulk,
+            "process": proc_servers[best],
+            "life": servertime.total([enq_server, proc_servers[best]]),
+        }
 
     def noisy_phase(self) -> None:
         s = self.sizes
@@ -509,12 +635,18 @@ class SystemRun:
         result["versions"] = about["versions"]
         bulk = bool(about["bulk"])
         result["bulk_api"] = bulk
-        self.phase("default", self.default_phase)
-        self.phase("tuned", lambda: self.tuned_phase(bulk))
-        self.phase("noisy", self.noisy_phase)
+        self.fresh()
+        self.overhead = servertime.Overhead.measure(self.client, 1.0)
+        self.details["server_overhead_per_s"] = asdict(self.overhead)
+        if "default" in self.phases:
+            self.phase("default", self.default_phase)
+        if "tuned" in self.phases:
+            self.phase("tuned", lambda: self.tuned_phase(bulk))
+        if "noisy" in self.phases:
+            self.phase("noisy", self.noisy_phase)
         result.update(
-            workers=self.workers, figures=self.figures, details=self.details,
-            failures=self.failures,
+            workers=self.workers, figures=self.figures, server_time=self.server,
+            details=self.details, failures=self.failures,
         )  # fmt: skip
         self.client.close()
         return result
@@ -539,6 +671,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--noisy-concurrency", type=int)
     parser.add_argument("--system-timeout", type=float, help="seconds per system")
+    parser.add_argument(
+        "--phases",
+        default=",".join(PHASES),
+        help="comma-separated phases to run: default (enqueue 1/call, process at defaults, "
+        "idle latency), tuned (bulk enqueue, tuned processing), noisy (default: all)",
+    )
     return parser.parse_args(argv)
 
 
@@ -559,12 +697,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     unknown = [n for n in names if n not in SYSTEMS]
     if unknown:
         raise SystemExit(f"unknown system(s) {unknown}; known: {', '.join(SYSTEMS)}")
+    phases = [p.strip() for p in args.phases.split(",") if p.strip()]
+    if not phases or any(p not in PHASES for p in phases):
+        raise SystemExit(f"unknown phase(s) in {args.phases!r}; known: {', '.join(PHASES)}")
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     report: dict[str, Any] = {
         "benchmark": "peers",
         "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "mode": "quick" if args.quick else "full",
         "parameters": asdict(sizes),
+        "phases": phases,
+        "method": METHOD,
         "machine": machine(),
         "systems": [],
     }
@@ -584,7 +727,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             system = SYSTEMS[name]
             log(f"== {system.name}")
             started, load = time.perf_counter(), os.getloadavg()[0]
-            result = SystemRun(system, server.url, sizes).run()
+            result = SystemRun(system, server.url, sizes, phases).run()
             result["seconds"] = round(time.perf_counter() - started, 1)
             # other processes on the machine skew the figures; this shows whether any ran
             result["loadavg_1m"] = [round(load, 2), round(os.getloadavg()[0], 2)]

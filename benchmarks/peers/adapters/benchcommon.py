@@ -5,13 +5,21 @@ in a virtual environment of their own; it depends on redis-py only.
 
 Every task does the same thing whatever the system:
 
-* ``count`` (throughput phases): ``INCR bench:count``;
+* ``count`` (throughput phases): a near no-op. The execution is counted in process memory
+  (``Recorder``) and a daemon thread flushes what was counted every ``FLUSH_S`` with one
+  pipeline, ``INCRBY bench:count n`` + ``RPUSH bench:ids "<id> <id> ..."`` (the ids name
+  duplicates). Fork-safe: every process writes its first task at once and buffers only the
+  later ones, so a forked child that runs one task and leaves with ``os._exit`` (RQ's work
+  horse, which may import this module only after the fork) loses nothing, while a process
+  that lives on (a prefork pool's child, a threaded or asyncio worker) pays one write per
+  flush; a forked child never reuses its parent's buffer or thread; a normal exit flushes;
 * ``latency``: record the handler start time (``time.time()``) in ``bench:start``, push the
   job id on ``bench:ack`` (the producer waits on it), ``INCR bench:count``;
 * ``noisy``: sleep ``work_ms`` (the task's work), record the completion time in
   ``bench:done``, ``INCR bench:count``.
 
-Every task also counts its executions in ``bench:runs``, so duplicates can be named.
+Latency and noisy tasks also count their executions in ``bench:runs`` (one pipeline per task),
+so duplicates can be named.
 
 Producer and workers run on the same machine, so ``time.time()`` is a shared clock.
 """
@@ -19,6 +27,7 @@ Producer and workers run on the same machine, so ``time.time()`` is a shared clo
 from __future__ import annotations
 
 import asyncio
+import atexit
 import os
 import threading
 import time
@@ -33,6 +42,10 @@ STARTED = "bench:start"
 ACK = "bench:ack"
 DONE = "bench:done"
 RUNS = "bench:runs"
+IDS = "bench:ids"
+EXPECT = "bench:expect"
+FIRST = "bench:first"
+FINISHED = "bench:finished"
 FLOOD_READY = "bench:flood_ready"
 #: More than the largest concurrency tried (redis-py pools default to 100).
 MAX_CONNECTIONS = 1024
@@ -40,6 +53,8 @@ MAX_CONNECTIONS = 1024
 MODE_COUNT = "count"
 MODE_LATENCY = "latency"
 MODE_NOISY = "noisy"
+#: How long a count-mode execution may wait in memory before it is written.
+FLUSH_S = 0.005
 
 
 def redis_url() -> str:
@@ -87,6 +102,97 @@ def _async_client() -> aioredis.Redis:
     return client
 
 
+class Recorder:
+    """Count-mode executions, counted in memory and written in batches.
+
+    ``add`` is the whole per-task cost (a lock and a list append); the flusher thread writes
+    one two-command pipeline per ``FLUSH_S`` while tasks run and sleeps while none do.
+    """
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self.lock = threading.Lock()
+        self.pending: list[str] = []
+        self.wake = threading.Event()
+        self.ran_here = 0
+        self.client: redis.Redis | None = None
+        self.thread: threading.Thread | None = None
+
+    def add(self, job_id: str) -> None:
+        if self.ran_here == 0:
+            # a forked child's first task may be its only one before os._exit
+            self.ran_here = 1
+            _write(_client(), [job_id])
+            return
+        self.ran_here += 1
+        with self.lock:
+            self.pending.append(job_id)
+            if self.thread is None:  # started on the first buffered task
+                self.thread = threading.Thread(target=self._loop, name="bench-rec", daemon=True)
+                self.thread.start()
+                atexit.register(self.flush)
+        self.wake.set()
+
+    def flush(self) -> None:
+        with self.lock:
+            batch, self.pending = self.pending, []
+        if batch:
+            if self.client is None:
+                self.client = redis.Redis.from_url(redis_url())
+            _write(self.client, batch)
+
+    def _loop(self) -> None:
+        while True:
+            self.wake.wait()
+            time.sleep(FLUSH_S)
+            self.wake.clear()
+            self.flush()
+
+
+def _write(client: redis.Redis, ids: list[str]) -> None:
+    """Count ``ids``; tell the driver (blocked in ``BLPOP``) of the first and the last write.
+
+    The driver sets ``bench:expect`` before it starts the worker; the write that brings
+    ``bench:count`` to it pushes the count on ``bench:finished``, and the very first write
+    on ``bench:first``, so the driver need not poll while the worker works.
+    """
+    n = len(ids)
+    pipe = client.pipeline(transaction=False)
+    pipe.incrby(COUNT, n)
+    pipe.rpush(IDS, " ".join(ids))
+    pipe.get(EXPECT)
+    total, _, expect = pipe.execute()
+    if total == n:
+        client.rpush(FIRST, total)
+    if expect is not None and total - n < int(expect) <= total:
+        client.rpush(FINISHED, total)
+
+
+_recorder: Recorder | None = None
+_recorder_lock = threading.Lock()
+
+
+def _after_fork() -> None:
+    global _recorder, _recorder_lock
+    _recorder = None  # the parent's buffer and thread are not this process's
+    _recorder_lock = threading.Lock()  # it may have been held by another thread at the fork
+
+
+os.register_at_fork(after_in_child=_after_fork)
+
+
+def recorder() -> Recorder:
+    """This process's recorder (a new one in a forked child)."""
+    global _recorder
+    rec = _recorder
+    if rec is None or rec.pid != os.getpid():
+        with _recorder_lock:
+            rec = _recorder
+            if rec is None or rec.pid != os.getpid():
+                rec = _recorder = Recorder()
+    return rec
+
+
 def _record(pipe: Any, job_id: str, mode: str, started: float) -> None:
     pipe.hincrby(RUNS, job_id, 1)  # executions per job, to name duplicates
     if mode == MODE_LATENCY:
@@ -99,6 +205,9 @@ def _record(pipe: Any, job_id: str, mode: str, started: float) -> None:
 
 def run_task(job_id: str, mode: str, work_ms: float) -> None:
     """The task body for systems that run plain functions (threads or processes)."""
+    if mode == MODE_COUNT:
+        recorder().add(job_id)
+        return
     started = time.time()
     if work_ms > 0:
         time.sleep(work_ms / 1000)
@@ -109,6 +218,9 @@ def run_task(job_id: str, mode: str, work_ms: float) -> None:
 
 async def run_task_async(job_id: str, mode: str, work_ms: float) -> None:
     """The task body for asyncio systems."""
+    if mode == MODE_COUNT:
+        recorder().add(job_id)
+        return
     started = time.time()
     if work_ms > 0:
         await asyncio.sleep(work_ms / 1000)

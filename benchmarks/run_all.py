@@ -11,6 +11,7 @@ Celery, taskiq and streaq), each as a subprocess, then writes:
 Usage::
 
     uv run --group peers python benchmarks/run_all.py [--quick] [--systems fairque,rq]
+        [--phases default,tuned] [--skip-engine] [--out /tmp/bench]
 """
 
 from __future__ import annotations
@@ -53,13 +54,16 @@ def run_engine(quick: bool, timeout: float) -> dict[str, Any]:
     return result
 
 
-def run_peers(quick: bool, systems: str | None, timeout: float) -> dict[str, Any]:
+def run_peers(
+    quick: bool, systems: str | None, timeout: float, phases: str | None = None
+) -> dict[str, Any]:
     """The peers benchmark's JSON, or a note saying why there is none."""
     with tempfile.TemporaryDirectory(prefix="fairque-peers-") as tmp:
         out = Path(tmp) / "peers.json"
         command = [sys.executable, str(HERE / "peers" / "run.py"), "--out", str(out)]
         command += ["--quick"] if quick else []
         command += ["--systems", systems] if systems else []
+        command += ["--phases", phases] if phases else []
         log("peers benchmark: " + " ".join(command[1:]))
         try:
             done = subprocess.run(command, cwd=ROOT, timeout=timeout)
@@ -125,6 +129,14 @@ def peers_markdown(peers: dict[str, Any]) -> list[str]:
                 fmt(f.get("latency_p99_ms")),
             ]
         )
+    low = peers.get("floor", {})
+    floors = [("LPUSH to a process in BLPOP", "handoff_ms"), ("idle client's PING", "ping_ms")]
+    for label, key in floors:
+        if key in low:
+            rows.append(
+                [f"*machine floor: {label}*", "-", "-", "-", "-", "-",
+                 fmt(low[key]["p50"]), fmt(low[key]["p99"])]
+            )  # fmt: skip
     lines += table(
         [
             "system",
@@ -138,15 +150,23 @@ def peers_markdown(peers: dict[str, Any]) -> list[str]:
         ],
         rows,
     )
-    low = peers.get("floor", {})
     if "handoff_ms" in low:
         lines += [
             "",
-            f"Latency floor of this machine, measured the same way: a bare `LPUSH` to a "
-            f"second process blocked in `BLPOP` takes p50 {fmt(low['handoff_ms']['p50'])} ms "
-            f"(p99 {fmt(low['handoff_ms']['p99'])} ms); an idle client's `PING` round trip "
-            f"p50 {fmt(low['ping_ms']['p50'])} ms. No Redis-based queue picks up faster here.",
+            "The *machine floor* rows are measured in the same run the same way as the idle "
+            "latency (`benchmarks/peers/floor.py`): a bare `LPUSH` to a second process "
+            "blocked in `BLPOP`, and an idle client's `PING` round trip. No Redis-based "
+            "queue picks up faster here.",
         ]
+    elif "failed" in low:
+        lines += ["", f"The machine floor could not be measured: {low['failed']}."]
+    lines += [
+        "",
+        "Throughput figures are one rate per run (first to last completion), not per-task "
+        "samples, so they have no percentiles; `results.json` has every tuned setting's rate "
+        "(`tuned_sweep_per_s`).",
+    ]
+    lines += ["", *server_time_markdown(systems)]
     lines += ["", "Worker settings (one worker process each):", ""]
     rows = [
         [
@@ -157,6 +177,9 @@ def peers_markdown(peers: dict[str, Any]) -> list[str]:
         for s in systems
     ]
     lines += table(["system", "defaults", "tuned (best of the sweep)"], rows)
+    if "noisy" not in peers.get("phases", ["noisy"]):
+        lines += ["", "### Noisy neighbour", "", "Not run (`--phases`)."]
+        return lines + failures_markdown(systems)
     lines += [
         "",
         f"### Noisy neighbour ({fmt(p['flood'])}-task backlog, then {p['tenants']} small "
@@ -194,14 +217,84 @@ def peers_markdown(peers: dict[str, Any]) -> list[str]:
         ],
         rows,
     )
+    return lines + failures_markdown(systems)
+
+
+def failures_markdown(systems: Sequence[dict[str, Any]]) -> list[str]:
     failures = [(s["system"], k, v) for s in systems for k, v in s.get("failures", {}).items()]
-    lines += ["", "### Failed or unverified figures", ""]
+    lines = ["", "### Failed or unverified figures", ""]
     if failures:
         lines += [f"- **{name}**, {phase}: {reason}" for name, phase, reason in failures]
     else:
         lines.append("None: every figure above was verified by the task counter.")
     lines += ["", "### Environments", ""]
     lines += [f"- **{s['system']}**: {s.get('environment', '?')}" for s in systems]
+    return lines
+
+
+SERVER_MODES = (
+    ("one_at_a_time", "one at a time"),
+    ("batched", "batched (bulk)"),
+    ("tuned", "tuned (no bulk API)"),
+)
+
+
+def server_time_markdown(systems: Sequence[dict[str, Any]]) -> list[str]:
+    """The table of the Redis server's time per task (``servertime.py``)."""
+    rows = []
+    for s in systems:
+        server = s.get("server_time", {})
+        for key, label in SERVER_MODES:
+            mode = server.get(key)
+            if not mode:
+                continue
+            life = mode["life"]
+            scripts, other = life["scripts_us"], life["other_us"]
+            top = (
+                fmt(other) if not scripts else f"{fmt(max(scripts, other))}-{fmt(scripts + other)}"
+            )
+            rows.append(
+                [
+                    f"**{s['system']}**",
+                    label,
+                    fmt(mode["enqueue"]["cpu_us"]),
+                    fmt(mode["process"]["cpu_us"]),
+                    fmt(life["cpu_us"]),
+                    fmt(scripts),
+                    fmt(other),
+                    top,
+                ]
+            )
+    if not rows:
+        return []
+    lines = [
+        "### Redis server time per task (µs)",
+        "",
+        "A task's full life = its enqueue + its processing (push + lease + complete). "
+        "**CPU** is the server's main-thread CPU time (`INFO cpu`), which includes reading "
+        "requests and writing replies; **commandstats** is the time spent inside commands "
+        "(`INFO commandstats` usec). A command called from a Lua script is counted both under "
+        "its own name and in the script's time, so scripts (`EVALSHA` and co., inner calls "
+        "included) and other commands (inner calls included) are shown apart; the time in "
+        "top-level commands lies in the last column's range (exact for a system without "
+        "scripts). *One at a time*: enqueue one per call, worker at defaults; *batched*: "
+        "bulk enqueue, best tuned worker. Commandstats usec is wall time inside the command: "
+        "on a loaded machine it can exceed the CPU figure, which is the steadier of the two.",
+        "",
+    ]
+    lines += table(
+        [
+            "system",
+            "mode",
+            "enqueue CPU",
+            "processing CPU",
+            "full life CPU",
+            "full life: scripts",
+            "other commands",
+            "top-level commands",
+        ],
+        rows,
+    )
     return lines
 
 
@@ -247,7 +340,16 @@ METHOD = """\
 - **Enqueue**: tasks enqueued with the worker stopped, one per call, and with the bulk API
   (batches of 1,000) where the library has one. fairque's tasks are spread over 10 users.
 - **Processing**: the worker drains the preloaded queue; timed from its first completion
-  to its last (startup excluded).
+  to its last (startup excluded). Throughput tasks are near no-ops: each execution is
+  counted in the worker process's memory and a daemon thread writes the counts every 5 ms
+  with one pipeline (`INCRBY bench:count`, `RPUSH bench:ids` with the job ids, which name
+  duplicates, `GET bench:expect`); every process writes its first task at once and buffers
+  only later ones, so RQ's work horse (one task, then `os._exit`) loses nothing. The same
+  code runs in every system (`adapters/benchcommon.py`). The driver waits in `BLPOP` for the
+  marker the write that reaches the expected count pushes, so it adds no traffic.
+- **Server time per task**: `INFO cpu` (main thread) and `INFO commandstats` read around
+  the enqueue and over the processing window, less what the idle server spends per second
+  (measured before each system). The processing window includes the count writes above.
 - **Idle latency**: with the worker idle, the producer enqueues one task and waits until its
   handler starts (time from the start of the enqueue call to the handler's first line,
   `time.time()` on both sides), 20 ms apart.
@@ -260,9 +362,10 @@ METHOD = """\
   last small completion over the tenants with pending demand; **J_norm** divides each
   tenant's completions by its max-min fair share of the window's capacity given its
   demand (DESIGN §9) — 1.0 means every tenant got its fair share.
-- **Verification**: every task increments `bench:count`; a figure is reported only when
-  the counter equals the number of tasks enqueued (checked again 0.3 s later to catch
-  duplicates). Unverified figures are listed below and shown as "-".
+- **Verification**: every task is counted in `bench:count` (latency and noisy tasks at
+  once, with their timestamps); a figure is reported only when the counter equals the
+  number of tasks enqueued (checked again 0.3 s later to catch duplicates, which the
+  recorded job ids name). Unverified figures are listed below and shown as "-".
 """
 
 
@@ -384,8 +487,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n", 1)[0])
     parser.add_argument("--quick", action="store_true", help="small sizes (a few minutes)")
     parser.add_argument("--systems", help="peers to run, comma-separated (default: all)")
+    parser.add_argument(
+        "--phases", help="peers phases to run, comma-separated: default,tuned,noisy (all)"
+    )
     parser.add_argument("--skip-engine", action="store_true", help="do not run engine.py")
-    parser.add_argument("--out-dir", type=Path, default=DEFAULT_OUT)
+    parser.add_argument(
+        "--out", "--out-dir", dest="out_dir", type=Path, default=DEFAULT_OUT,
+        help=f"where to write the report (default: {DEFAULT_OUT.relative_to(ROOT)})",
+    )  # fmt: skip
     return parser.parse_args(argv)
 
 
@@ -401,7 +510,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         report["engine"] = {"failed": "skipped (--skip-engine)"}
     else:
         report["engine"] = run_engine(args.quick, 900 if args.quick else 7200)
-    report["peers"] = run_peers(args.quick, args.systems, 1800 if args.quick else 4 * 3600)
+    report["peers"] = run_peers(
+        args.quick, args.systems, 1800 if args.quick else 4 * 3600, args.phases
+    )
     args.out_dir.mkdir(parents=True, exist_ok=True)
     (args.out_dir / "results.json").write_text(json.dumps(report, indent=2) + "\n")
     (args.out_dir / "results.md").write_text(markdown(report))

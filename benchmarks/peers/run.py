@@ -76,6 +76,13 @@ def text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
 
+def brief(server: dict[str, Any]) -> str:
+    """Server time per task for the log: CPU, scripts and other commands (µs)."""
+    return (
+        f"cpu {server['cpu_us']} / scripts {server['scripts_us']} / other {server['other_us']} µs"
+    )
+
+
 class PhaseError(RuntimeError):
     """A phase could not produce a verified figure."""
 
@@ -401,12 +408,12 @@ class SystemRun:
             worker.check_alive()
             self.left()
 
-    def drain_server(self, drain: Drain, expected: int) -> dict[str, float]:
+    def drain_server(self, drain: Drain, expected: int) -> dict[str, Any]:
         """Server time per task over the window the processing rate is timed on."""
         tasks = expected - drain.first_count
         return servertime.per_task(drain.first_sample, drain.end_sample, tasks, self.overhead)
 
-    def enqueue_measured(self, *args: str) -> tuple[dict[str, Any], dict[str, float]]:
+    def enqueue_measured(self, *args: str) -> tuple[dict[str, Any], dict[str, Any]]:
         """Run the producer's ``enqueue`` and the server time per task it took."""
         before = servertime.sample(self.client)
         enq = run_agent(self.system, self.url, self.left(), "enqueue", *args)
@@ -463,7 +470,7 @@ class SystemRun:
             log(
                 f"    enqueue {self.figures['enqueue_single_per_s']}/s, "
                 f"process (default) {self.figures['process_default_per_s']}/s; "
-                f"server per task: enqueue {enq_server}, process {proc_server}"
+                f"server per task: enqueue {brief(enq_server)}, process {brief(proc_server)}"
             )
             try:
                 lat = run_agent(
@@ -491,8 +498,8 @@ class SystemRun:
         s = self.sizes
         candidates = s.tuned_concurrency if self.system.has_concurrency else (0,)
         rates: dict[str, int] = {}
-        enq_servers: list[dict[str, float]] = []
-        proc_servers: dict[str, dict[str, float]] = {}
+        enq_servers: list[dict[str, Any]] = []
+        proc_servers: dict[str, dict[str, Any]] = {}
         for c in candidates:
             self.fresh()
             args = ["--n", str(s.tasks)] + (["--bulk"] if bulk else [])
@@ -512,7 +519,10 @@ class SystemRun:
                 self.figures["enqueue_bulk_per_s"] = bulk_rate
                 log(f"    enqueue (bulk, batches of {enq['batch']}) {bulk_rate}/s")
             rates[w.description] = rate
-            log(f"    process ({w.description}) {rate}/s; server {proc_servers[w.description]}")
+            log(
+                f"    process ({w.description}) {rate}/s; "
+                f"server {brief(proc_servers[w.description])}"
+            )
         self.details["tuned_sweep_per_s"] = rates
         self.details["tuned_sweep_server"] = proc_servers
         if not rates:
@@ -573,7 +583,7 @@ class SystemRun:
     def noisy_figures(self, sub: dict[str, Any]) -> None:
         raw = self.client.hgetall(DONE)
         done = {text(k): float(v) for k, v in raw.items()}
-        submitted: dict[str, float] = dict(sub["submitted"])
+        submitted: dict[str, Any] = dict(sub["submitted"])
         small = list(submitted)
         missing = [j for j in small if j not in done]
         if missing or len(done) != sub["enqueued"]:

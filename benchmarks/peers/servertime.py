@@ -47,6 +47,8 @@ class Sample:
     scripts_us: float
     other_us: float
     at: float
+    #: per command: (calls, usec)
+    commands: dict[str, tuple[int, float]]
 
 
 def sample(client: redis.Redis) -> Sample:
@@ -57,15 +59,17 @@ def sample(client: redis.Redis) -> Sample:
         cpu_s = float(cpu["used_cpu_sys"]) + float(cpu["used_cpu_user"])
     stats: dict[str, Any] = client.info("commandstats")  # type: ignore[assignment]
     scripts = other = 0.0
+    commands: dict[str, tuple[int, float]] = {}
     for key, value in stats.items():
         name = key.removeprefix("cmdstat_")
         if name in IGNORED:
             continue
+        commands[name] = (int(value["calls"]), float(value["usec"]))
         if name in SCRIPT_COMMANDS:
             scripts += float(value["usec"])
         else:
             other += float(value["usec"])
-    return Sample(cpu_s, scripts, other, time.perf_counter())
+    return Sample(cpu_s, scripts, other, time.perf_counter(), commands)
 
 
 @dataclass(frozen=True)
@@ -89,7 +93,7 @@ class Overhead:
 
 def per_task(
     before: Sample, after: Sample, tasks: int, overhead: Overhead | None = None
-) -> dict[str, float]:
+) -> dict[str, Any]:
     """Server µs per task between two samples, less the idle server's own time."""
     if tasks <= 0:
         raise ValueError("no tasks in the window")
@@ -99,15 +103,25 @@ def per_task(
     cpu = max(0.0, (after.cpu_s - before.cpu_s) * 1e6 - cpu_extra)
     scripts = after.scripts_us - before.scripts_us
     other = max(0.0, after.other_us - before.other_us - other_extra)
+    commands = {}
+    for name, (calls, usec) in after.commands.items():
+        calls0, usec0 = before.commands.get(name, (0, 0.0))
+        if calls > calls0:
+            commands[name] = {
+                "calls": round((calls - calls0) / tasks, 3),
+                "us": round((usec - usec0) / tasks, 2),
+            }
     return {
         "tasks": tasks,
         "cpu_us": round(cpu / tasks, 2),
         "scripts_us": round(scripts / tasks, 2),
         "other_us": round(other / tasks, 2),
+        # per task, busiest first; commands called from scripts are counted here too
+        "commands": dict(sorted(commands.items(), key=lambda kv: -kv[1]["us"])),
     }
 
 
-def total(parts: list[dict[str, float]]) -> dict[str, float]:
+def total(parts: list[dict[str, Any]]) -> dict[str, float]:
     """A task's full life (push + lease + complete): the sum of its phases' figures."""
     return {
         key: round(sum(p[key] for p in parts), 2) for key in ("cpu_us", "scripts_us", "other_us")

@@ -134,6 +134,8 @@ class Recorder:
         self.wake.set()
 
     def flush(self) -> None:
+        if os.getpid() != self.pid:
+            return  # a forked child's copy of its parent's buffer (its atexit hook runs there)
         with self.lock:
             batch, self.pending = self.pending, []
         if batch:

@@ -50,11 +50,12 @@ Errors: 'FQERR -32' (StaleConstraints) when the queue's constraints changed sinc
 ]]
 -- @include now
 -- @include keys
--- @include mono_us
--- @include enqueue_ready
+-- @include ring_join
+-- @include lane_score
 -- @include finalize
 -- @include signal_wake
 -- @include sadd_all
+-- @include add_all
 
 local K = {prefix = KEYS[1], ring = KEYS[2], delayed = KEYS[3], queued = KEYS[4],
   deferred = KEYS[5], canceled = KEYS[6], meta = KEYS[7], stats = KEYS[8], capped = KEYS[9],
@@ -90,8 +91,26 @@ for i = 0, n - 1 do
 end
 
 local ms, us = now()
+-- A ready task's lane, registry and index entries are gathered per key and written
+-- after the loop, one command per key rather than per task: a batch of 1,000 plain
+-- tasks costs about 2,000 commands instead of 13,000. (A task that is not plain
+-- writes its indexes at once: finalize may unindex it again in the same loop.)
+local adds, add_order = {}, {}
+local function gather(command, key, score, member)
+  local values = adds[key]
+  if not values then
+    values = {}
+    adds[key] = values
+    add_order[#add_order + 1] = {command, key}
+  end
+  if score then values[#values + 1] = score end
+  values[#values + 1] = member
+end
+-- the queue's microsecond clock (see mono_us), read once at the first ready task
+local clock = nil
+local ring_users, in_ring = {}, {}
 local reply = {}
-local ready = 0
+local ready, created = 0, 0
 for i = 0, n - 1 do
   local b = B + i * W
   local id, user, name, payload = ARGV[b], ARGV[b + 1], ARGV[b + 2], ARGV[b + 3]
@@ -129,8 +148,13 @@ for i = 0, n - 1 do
     fields[#fields + 1] = 'pushed'; fields[#fields + 1] = req
     redis.call('HSET', tk, unpack(fields))
     -- the listing's indexes, by creation time (see list_tasks)
-    redis.call('ZADD', user_index_key(K, user), ms, id)
-    redis.call('ZADD', name_index_key(K, name), ms, id)
+    if plain then
+      gather('ZADD', user_index_key(K, user), ms, id)
+      gather('ZADD', name_index_key(K, name), ms, id)
+    else
+      redis.call('ZADD', user_index_key(K, user), ms, id)
+      redis.call('ZADD', name_index_key(K, name), ms, id)
+    end
     if due > ms then redis.call('HSET', tk, 'run_at', due) end
     -- dependencies: which upstreams are still pending, and did one already fail?
     local pending, dead = {}, nil
@@ -168,14 +192,35 @@ for i = 0, n - 1 do
       redis.call('ZADD', K.delayed, due, id)
       ready = ready + 1  -- idle workers must shorten their wait to the new due time
     else
+      -- QUEUED: into the user's lane (critical list or normal sorted set), as
+      -- enqueue_ready does, gathered
       state = 'QUEUED'
-      enqueue_ready(K, id, user, prio, mono_us(K, us), ms, ordering, horizon_us, plain)
+      if not plain then redis.call('HSET', tk, 'state', state) end
+      if clock then
+        clock = clock + 1
+      else
+        clock = math.max(us, tonumber(redis.call('HGET', K.meta, 'mono') or '0') + 1)
+      end
+      if prio >= 6 then
+        gather('RPUSH', critical_key(K, user), nil, id)
+      else
+        gather('ZADD', normal_key(K, user), lane_score(prio, clock, ordering, horizon_us), id)
+      end
+      gather('ZADD', K.queued, ms, id)
+      if not in_ring[user] then
+        in_ring[user] = true
+        ring_users[#ring_users + 1] = user
+      end
       ready = ready + 1
     end
-    redis.call('HINCRBY', K.stats, 'pushed', 1)
+    created = created + 1
     reply[#reply + 1] = {0, state, ms}
   end
 end
+for _, entry in ipairs(add_order) do add_all(entry[1], entry[2], adds[entry[2]]) end
+if clock then redis.call('HSET', K.meta, 'mono', clock) end
+for _, user in ipairs(ring_users) do ring_join(K, user) end
+if created > 0 then redis.call('HINCRBY', K.stats, 'pushed', created) end
 -- one token per ready (or newly scheduled) task, bounded, wakes as many idle workers
 if ready > 0 then signal_wake(K, ready) end
 return reply

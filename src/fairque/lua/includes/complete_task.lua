@@ -14,19 +14,25 @@
 local function complete_task(K, id, token, has_result, result, ms, us, ordering, horizon_us)
   local req = 'L' .. token
   local held, f = lease_fence(K, id, token, 'user', 'keep_result', 'result_ttl', 'op',
-    'started')
+    'started', 'cons', 'name')
   if not held then
     if replayed(last_op(K, id, f[1], f[6]), req) == 'FINISHED' then return {1, 0} end
     redis.call('HINCRBY', K.stats, 'lease_lost', 1)
     return {0, 0}
   end
   observe(K, 'run', {ms - tonumber(f[7] or ms)})
-  end_attempt(K, id, f[3], ms, 'error', 'traceback', 'reason', 'details')
-  if has_result and f[4] == '1' then redis.call('HSET', task_key(K, id), 'result', result) end
+  end_attempt(K, id, f[3], ms, f[8], 'error', 'traceback', 'reason', 'details')
+  local known = {user = f[3], name = f[9], unwatched = false}
+  if has_result and f[4] == '1' then known.result = result end
   local ready = 0
-  if redis.call('EXISTS', deps_blocked_key(K, id)) == 1 then
+  -- one EXISTS for the usual case: nobody waits for the task, as a dependency or a result
+  local blocked, watch = deps_blocked_key(K, id), watch_key(K, id)
+  if redis.call('EXISTS', blocked, watch) == 0 then
+    known.unwatched = true
+  elseif redis.call('EXISTS', blocked) == 1 then
     ready = release_dependents(K, id, ms, us, ordering, horizon_us)
   end
-  finalize(K, id, 'FINISHED', K.finished, ms, tonumber(f[5]), 'completed', req .. ' FINISHED')
+  finalize(K, id, 'FINISHED', K.finished, ms, tonumber(f[5]), 'completed', req .. ' FINISHED',
+    known)
   return {1, ready}
 end

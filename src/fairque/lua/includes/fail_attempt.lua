@@ -17,12 +17,12 @@
 local function fail_attempt(K, id, err, retry, ms, base_ms, failed_ttl_ms, delay_ms, req,
                             max_retries, extra)
   local tk = task_key(K, id)
-  local f = redis.call('HMGET', tk, 'user', 'retries', 'max_retries', 'started')
+  local f = redis.call('HMGET', tk, 'user', 'retries', 'max_retries', 'started', 'cons')
   if not f[1] then
     redis.call('ZREM', K.leases, id)
     return 'MISSING'
   end
-  end_attempt(K, id, f[1], ms, 'traceback', 'reason', 'details')
+  end_attempt(K, id, f[1], ms, f[5], 'traceback', 'reason', 'details')
   if extra and #extra > 0 then redis.call('HSET', tk, unpack(extra)) end
   if req then observe(K, 'run', {ms - tonumber(f[4] or ms)}) end
   local n = tonumber(f[2])

@@ -11,20 +11,31 @@
 -- that long, so a resent push or acknowledgement is still recognised. A task deleted
 -- here leaves its user's and name's indexes at once; one kept for ttl_ms is listed in
 -- `ends` until then, for maintain to unindex it when its data has expired.
-local function finalize(K, id, state, registry, ms, ttl_ms, counter, op)
+-- `known` (or nil) spares reads the caller has made: {user = , name = } (the task's
+-- 'user' and 'name' fields, false when absent), unwatched = true (no 'watch' key), and
+-- result = <value> (also written to the task's 'result' field).
+local function finalize(K, id, state, registry, ms, ttl_ms, counter, op, known)
   local tk = task_key(K, id)
-  if op then
+  local result = known and known.result
+  if op and result then
+    redis.call('HSET', tk, 'state', state, 'ended', ms, 'op', op, 'result', result)
+  elseif op then
     redis.call('HSET', tk, 'state', state, 'ended', ms, 'op', op)
   else
     redis.call('HSET', tk, 'state', state, 'ended', ms)
   end
   redis.call('HINCRBY', K.stats, counter, 1)
   redis.call('ZREMRANGEBYSCORE', registry, '-inf', ms)
-  notify_waiters(K, id)
+  if not (known and known.unwatched) then notify_waiters(K, id) end
   if ttl_ms < 60000 then
     redis.call('SET', gone_key(K, id), state .. ' ' .. (op or ''), 'PX', 60000)
   end
-  local owner = redis.call('HMGET', tk, 'user', 'name')
+  local owner
+  if known and known.user ~= nil then
+    owner = {known.user, known.name}
+  else
+    owner = redis.call('HMGET', tk, 'user', 'name')
+  end
   if ttl_ms <= 0 then
     unindex_task(K, id, owner[1], owner[2])
     redis.call('DEL', tk)

@@ -1,4 +1,4 @@
-"""Screenshots of every dashboard page for the README.
+"""Screenshots of every dashboard page for the documentation (docs/howto/dashboard.md).
 
 Skipped unless ``FAIRQUE_SCREENSHOTS`` names a folder::
 

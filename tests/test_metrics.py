@@ -104,3 +104,24 @@ def test_histogram_cumulative_counts() -> None:
     assert h.cumulative[:3] == [1, 1, 3]
     assert h.cumulative[-1] == 3
     assert len(h.cumulative) == len(h.bounds) + 1
+
+
+def test_completions_sent_together_count_once_each(
+    make_queue: MakeQueue, redis_client: SyncClient
+) -> None:
+    q = make_queue()
+    for i in range(4):
+        q.enqueue("n", user_id=f"u{i}", task_id=f"t{i}")
+    tasks = {t.task_id: t for t in q.pop_batch(4, "w")}
+    expire_lease(redis_client, q.queue, "t3")
+    assert q.reclaim() == 1
+    time.sleep(0.03)  # each ran at least 30 ms
+    done = [(tasks[f"t{i}"], i) for i in range(4)]
+    acks, leased = q.complete_and_pop(done, count=0)
+    assert (acks, leased) == ([True, True, True, False], [])
+    m = q.metrics()
+    assert (m.finished, m.lease_lost) == (3, 1)
+    assert m.run_time.count == 3
+    assert m.run_time.sum >= 0.09
+    assert sum(m.run_time.counts[:2]) == 0  # none at or under 10 ms
+    assert [q.result(f"t{i}") for i in range(3)] == [0, 1, 2]

@@ -30,14 +30,17 @@ canceled or finished by someone else); nothing changes then.
 ]]
 -- @include now
 -- @include complete_task
+-- @include count_completions
 -- @include signal_wake
 
 local K = {prefix = KEYS[1], ring = KEYS[2], delayed = KEYS[3], leases = KEYS[4],
   queued = KEYS[5], deferred = KEYS[6], finished = KEYS[7], meta = KEYS[8], stats = KEYS[9],
   caps = KEYS[10], capped = KEYS[11], wake = KEYS[12], ends = KEYS[13], constraint_due = KEYS[14]}
 local ms, us = now()
+local acc = {runs = {}, done = 0}
 local r = complete_task(K, ARGV[1], ARGV[2], ARGV[3] == '1', ARGV[4], ms, us, ARGV[5],
-  tonumber(ARGV[6]))
+  tonumber(ARGV[6]), acc)
+count_completions(K, acc)
 if r[2] > 0 then
   signal_wake(K, 1)
 end

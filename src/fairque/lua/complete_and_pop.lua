@@ -43,6 +43,7 @@ Reply: {array of 1/0 per completion (0: lease lost), array of leased tasks (flat
 ]]
 -- @include now
 -- @include complete_task
+-- @include count_completions
 -- @include signal_wake
 -- @include reclaim_expired
 -- @include promote_due
@@ -59,13 +60,15 @@ local ms, us = now()
 local ordering, horizon_us = ARGV[7], tonumber(ARGV[8])
 local nc = tonumber(ARGV[10])
 local acks, ready = {}, 0
+local acc = {runs = {}, done = 0}
 for i = 0, nc - 1 do
   local b = 11 + i * 4
   local r = complete_task(K, ARGV[b], ARGV[b + 1], ARGV[b + 2] == '1', ARGV[b + 3], ms, us,
-    ordering, horizon_us)
+    ordering, horizon_us, acc)
   acks[#acks + 1] = r[1]
   ready = ready + r[2]
 end
+count_completions(K, acc)
 local count = tonumber(ARGV[1])
 local leased = {}
 if count > 0 then

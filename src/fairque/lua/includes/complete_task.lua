@@ -5,13 +5,16 @@
 -- @include release_dependents
 -- @include replayed
 -- @include last_op
--- @include observe
--- complete_task(K, id, token, has_result, result, ms, us, ordering, horizon_us):
+-- complete_task(K, id, token, has_result, result, ms, us, ordering, horizon_us, acc):
 -- finish a leased task if `token` still holds its lease, store its result (when the
 -- task keeps results) and release the dependents waiting only for it. A resend of a
 -- completion that succeeded succeeds again and changes nothing. Returns
 -- {1 or 0 (lease lost), dependents made ready}.
-local function complete_task(K, id, token, has_result, result, ms, us, ordering, horizon_us)
+-- `acc` ({runs = {}, done = 0}, one per call) gathers the counters of the call's
+-- completions, for count_completions to write once; the FINISHED registry's expired
+-- entries are trimmed by the call's first completion (acc.trimmed).
+local function complete_task(K, id, token, has_result, result, ms, us, ordering, horizon_us,
+                             acc)
   local req = 'L' .. token
   local held, f = lease_fence(K, id, token, 'user', 'keep_result', 'result_ttl', 'op',
     'started', 'cons', 'name')
@@ -20,9 +23,12 @@ local function complete_task(K, id, token, has_result, result, ms, us, ordering,
     redis.call('HINCRBY', K.stats, 'lease_lost', 1)
     return {0, 0}
   end
-  observe(K, 'run', {ms - tonumber(f[7] or ms)})
+  acc.runs[#acc.runs + 1] = ms - tonumber(f[7] or ms)
+  acc.done = acc.done + 1
   end_attempt(K, id, f[3], ms, f[8], 'error', 'traceback', 'reason', 'details')
-  local known = {user = f[3], name = f[9], unwatched = false}
+  local known = {user = f[3], name = f[9], unwatched = false, counted = true,
+    trimmed = acc.trimmed}
+  acc.trimmed = true
   if has_result and f[4] == '1' then known.result = result end
   local ready = 0
   -- one EXISTS for the usual case: nobody waits for the task, as a dependency or a result

@@ -13,7 +13,8 @@
 -- `ends` until then, for maintain to unindex it when its data has expired.
 -- `known` (or nil) spares reads the caller has made: {user = , name = } (the task's
 -- 'user' and 'name' fields, false when absent), unwatched = true (no 'watch' key), and
--- result = <value> (also written to the task's 'result' field).
+-- result = <value> (also written to the task's 'result' field), counted = true (the
+-- caller adds to `counter`), trimmed = true (the registry was trimmed at `ms` already).
 local function finalize(K, id, state, registry, ms, ttl_ms, counter, op, known)
   local tk = task_key(K, id)
   local result = known and known.result
@@ -24,8 +25,8 @@ local function finalize(K, id, state, registry, ms, ttl_ms, counter, op, known)
   else
     redis.call('HSET', tk, 'state', state, 'ended', ms)
   end
-  redis.call('HINCRBY', K.stats, counter, 1)
-  redis.call('ZREMRANGEBYSCORE', registry, '-inf', ms)
+  if not (known and known.counted) then redis.call('HINCRBY', K.stats, counter, 1) end
+  if not (known and known.trimmed) then redis.call('ZREMRANGEBYSCORE', registry, '-inf', ms) end
   if not (known and known.unwatched) then notify_waiters(K, id) end
   if ttl_ms < 60000 then
     redis.call('SET', gone_key(K, id), state .. ' ' .. (op or ''), 'PX', 60000)

@@ -16,6 +16,7 @@ from redis.exceptions import NoScriptError, ResponseError
 
 from fairque.base import Flow, QueueBase, connect, replayable_tasks, run_flow_async
 from fairque.constraint_api import AsyncConstraintMethods
+from fairque.errors import StaleConstraints
 from fairque.models import (
     Priority,
     QueueMetrics,
@@ -118,7 +119,10 @@ class AsyncFairQueue(AsyncConstraintMethods, AsyncScheduleMethods, QueueBase):
                 result_ttl=result_ttl, on_dependency_failure=on_dependency_failure,
             )  # fmt: skip
 
-        return await self._drive(self._push_flow(call))
+        try:  # the common case, without the flow's machinery
+            return await self._run(call())
+        except StaleConstraints:
+            return await self._drive(self._repush_flow(call))
 
     async def pop(
         self,

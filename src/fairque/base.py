@@ -218,6 +218,13 @@ class QueueBase:
         last: T = yield build()
         return last
 
+    def _repush_flow(self, build: Callable[[], Call[T]]) -> Flow[T]:
+        """``_push_flow`` after the script refused a push sent without it (stale
+        constraints): read the constraints first."""
+        self.ops.codec.constraints = (yield self.ops.constraints(usage=False))[0]
+        pushed: T = yield from self._push_flow(build)
+        return pushed
+
     def _settle_flow(self, leased: Leased) -> Flow[Leased]:
         """Fail, each on its own, the leased tasks that could not be decoded."""
         for call in self.ops.fail_undecodable(leased):

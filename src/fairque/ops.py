@@ -9,6 +9,7 @@ business; the records passed around are in ``fairque.records``.
 from __future__ import annotations
 
 import base64
+import os
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TypeVar, overload
@@ -140,6 +141,11 @@ class Operations(PlainOperations):
             name: tuple(getattr(self.keys, key) for key in script.key_names)
             for name, script in self.scripts.items()
         }
+        self._push_script, self._push_keys = self.scripts["push"], self._script_keys["push"]
+        # _push_head of one task, up to the request id
+        self._quick_head = (
+            options.ordering, self._horizon_us, options.on_duplicate, 1, self._failed_ttl_ms
+        )  # fmt: skip
 
     def _call(self, name: str, args: Sequence[Any], parse: Callable[[Any], T]) -> Call[T]:
         """A call of script ``name``: its KEYS are the ones its header names, in order."""
@@ -263,10 +269,16 @@ class Operations(PlainOperations):
             batch = self.push_many([task], [delay])
             return Call(batch.script, batch.keys, batch.args, lambda r: batch.parse(r)[0])
         codec = self.codec
-        values = codec.plain(name, payload, user_id, priority, task_id, max_retries, keep_result)
-        args = self._push_head(1)
-        args.extend(codec.encode(values))
-        return self._call("push", args, lambda r: codec.pushed(r[0], values, None))
+        # one read of the random source makes the task id (when not given) and the
+        # request id (see _push_head)
+        ids = os.urandom(24).hex()
+        values, record = codec.encode_plain(
+            name, payload, user_id, priority, task_id or ids[:32], max_retries, keep_result
+        )
+        args = (*self._quick_head, ids[32:], codec.constraints.version, *record)
+        return Call(
+            self._push_script, self._push_keys, args, lambda r: codec.pushed(r[0], values, None)
+        )
 
     # leases ---------------------------------------------------------------------
     def _lease_args(self, request: LeaseRequest) -> list[Any]:

@@ -13,6 +13,7 @@ from redis.exceptions import NoScriptError, ResponseError
 from fairque.base import Flow, QueueBase, connect, replayable_tasks, run_flow
 from fairque.base import is_cluster_url as is_cluster_url
 from fairque.constraint_api import ConstraintMethods
+from fairque.errors import StaleConstraints
 from fairque.models import (
     Priority,
     QueueMetrics,
@@ -148,7 +149,10 @@ class FairQueue(ConstraintMethods, ScheduleMethods, QueueBase):
                 result_ttl=result_ttl, on_dependency_failure=on_dependency_failure,
             )  # fmt: skip
 
-        return self._drive(self._push_flow(call))
+        try:  # the common case, without the flow's machinery
+            return self._run(call())
+        except StaleConstraints:
+            return self._drive(self._repush_flow(call))
 
     def pop(
         self,

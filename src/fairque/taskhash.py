@@ -199,7 +199,7 @@ def stored_task(values: dict[str, Any]) -> Task:
     return task
 
 
-#: A task's field values before the queue fills its defaults (``TaskCodec.plain``).
+#: A task's field values before the queue fills its defaults (``TaskCodec.encode_plain``).
 _BLANK: dict[str, Any] = dict.fromkeys(Task.model_fields)
 _BLANK.update(retry_count=0, depends_on=(), on_dependency_failure="cancel", keep_result=True)
 
@@ -321,22 +321,41 @@ class TaskCodec:
             cons=self.constraints.buckets(values["name"], values["payload"], values["user_id"]),
         )
 
-    @staticmethod
-    def plain(
+    def encode_plain(
+        self,
         name: str,
         payload: Any,
         user_id: str,
         priority: int,
-        task_id: str | None,
+        task_id: str,
         max_retries: int | None,
         keep_result: bool,
-    ) -> dict[str, Any]:
-        """The field values of a task whose arguments ``enqueue`` already checked."""
+    ) -> tuple[dict[str, Any], tuple[Any, ...]]:
+        """What ``encode`` makes, for ``enqueue``'s common call (no delay, dependencies,
+        timeout or result TTL; arguments already checked, the id given) and without
+        building a Task first: the task's field values, defaults filled, and its push
+        record as a tuple.
+
+        Raises:
+            SerializationError: the payload does not serialize.
+            PayloadTooLarge: the payload is over the queue's limit.
+        """
+        data = self.dump_payload(payload)
+        options = self.options
+        if max_retries is None:
+            max_retries = options.max_retries
+        ttl_s = options.result_ttl_seconds
         values = _BLANK.copy()
         values["task_id"], values["user_id"], values["name"] = task_id, user_id, name
         values["payload"], values["priority"] = payload, _PRIORITY_OF[priority]
         values["max_retries"], values["keep_result"] = max_retries, keep_result
-        return values
+        values["result_ttl"] = round(ttl_s)
+        constraints = self.constraints
+        cons = constraints.buckets(name, payload, user_id) if constraints.constraints else ""
+        # the slots of PushRecord, in its order
+        record = (task_id, user_id, name, data, int(priority), max_retries, -1, -1, -1,
+                  1 if keep_result else 0, round(ttl_s * 1000), "", "cancel", cons)  # fmt: skip
+        return values, record
 
     @staticmethod
     def created(entry: Sequence[Any]) -> bool:

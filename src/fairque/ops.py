@@ -197,18 +197,24 @@ class Operations(PlainOperations):
             records.append(record)
         if not given:
             raise ValidationError("push_many needs at least one task")
-        order = dependency_order([(v["task_id"], v["depends_on"]) for _, v in given])
-        args = self._push_head(len(order))
-        for i in order:
-            args.extend(records[i])
-        # the reply follows the order sent; answer in the order given
-        position = [0] * len(order)
-        for n, i in enumerate(order):
-            position[i] = n
+        args = self._push_head(len(given))
+        if any(v["depends_on"] for _, v in given):
+            order = dependency_order([(v["task_id"], v["depends_on"]) for _, v in given])
+            for i in order:
+                args.extend(records[i])
+            # the reply follows the order sent; answer in the order given
+            sent_at = [0] * len(order)
+            for n, i in enumerate(order):
+                sent_at[i] = n
+            position: list[int] | None = sent_at
+        else:  # nothing to reorder
+            position = None
+            for record in records:
+                args.extend(record)
         pushed, created = self.codec.pushed, self.codec.created
 
         def parse(reply: list[Any]) -> Pushed:
-            entries = [reply[position[i]] for i in range(len(given))]
+            entries = reply if position is None else [reply[p] for p in position]
             return Pushed(
                 [pushed(e, v, t) for e, (t, v) in zip(entries, given, strict=True)],
                 [created(e) for e in entries],

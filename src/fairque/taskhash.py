@@ -56,7 +56,7 @@ failure_reason         reason        -              the last failure's kind, e.g
 
 from __future__ import annotations
 
-import uuid
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -212,6 +212,8 @@ class TaskCodec:
         self.options = options
         #: the queue's constraints as this client last read them (matched at push)
         self.constraints = ConstraintSet()
+        #: the last creation time ``pushed`` converted: (as sent, as a datetime)
+        self._created: tuple[Any, datetime | None] = (None, None)
         self._decoders = tuple(
             (f.attr, f.hash.encode(), f.decode or serializer.loads, f.missing)
             for f in FIELDS
@@ -289,7 +291,7 @@ class TaskCodec:
         """
         payload = self.dump_payload(values["payload"])
         options = self.options
-        task_id = values["task_id"] or uuid.uuid4().hex
+        task_id = values["task_id"] or os.urandom(16).hex()
         max_retries = values["max_retries"]
         if max_retries is None:
             max_retries = options.max_retries
@@ -377,7 +379,14 @@ class TaskCodec:
             return self.task_from_hash(entry[1])
         values = values.copy()  # a resent call parses its reply again
         values["state"] = _STATES[raw(entry[1])]
-        values["created_at"] = ms_to_dt(entry[2]) if len(entry) > 2 else None
+        if len(entry) > 2:
+            # the tasks of one batch share their creation time: convert it once
+            created = entry[2]
+            if created != self._created[0]:
+                self._created = (created, ms_to_dt(created))
+            values["created_at"] = self._created[1]
+        else:
+            values["created_at"] = None
         values["retry_count"] = 0
         if task is None or type(task) is Task:  # without pydantic's copy machinery
             return stored_task(values)

@@ -19,9 +19,10 @@
 -- lease token, the QUEUED and lease registries, the counters) follow it, one command
 -- each for the whole call where the command takes many members. The ring clock takes
 -- one HINCRBY for the call's first rotation and is counted on here (nothing else moves
--- it meanwhile), written back once. A batch (count > 1) looks up weights and caps only
--- when the queue has any.
--- Constraints (only when the queue has any: one HLEN otherwise): due constraint
+-- it meanwhile), written back once. A queue with no constraints, weights or caps
+-- learns so from one EXISTS of the three hashes; otherwise a batch (count > 1) looks up
+-- weights and caps only when the queue has any.
+-- Constraints (only when the queue has any; see below for the cost): due constraint
 -- buckets first put parked tasks back into their lanes; a task whose buckets are over
 -- a limit is parked (constraint_park) and the same user's next task is tried, so a
 -- limited task blocks neither other users nor its user's unlimited tasks.
@@ -29,17 +30,20 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any)
   local deadline = ms + lease_ms
   local out, tokens, waits, picked = {}, {}, {}, {}
   local guard, parks = 0, 0
-  -- the hash holds the constraints and their version ('~version')
-  local limited = redis.call('HLEN', K.constraints) > 1
+  local limited, weighted, capping = false, false, false
+  if redis.call('EXISTS', K.constraints, K.weights, K.caps) > 0 then
+    -- the hash holds the constraints and their version ('~version')
+    limited = redis.call('HLEN', K.constraints) > 1
+    weighted, capping = true, true
+    if count > 1 then
+      weighted = redis.call('HLEN', K.weights) > 0
+      capping = redis.call('HLEN', K.caps) > 0
+    end
+  end
   local now_us
   if limited then
     now_us = select(2, now())  -- GCRA works in microseconds
     constraint_due(K, ms, now_us, 64)
-  end
-  local weighted, capping = true, true
-  if count > 1 then
-    weighted = redis.call('HLEN', K.weights) > 0
-    capping = redis.call('HLEN', K.caps) > 0
   end
   local clock, first_clock
   while #picked < count and guard < count + 64 do

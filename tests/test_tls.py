@@ -312,6 +312,11 @@ def test_the_pages_yaml_and_environment_forms(tls_server: TlsServer, tmp_path: P
         by_env = run_here("status", "--queue", name, env={**trust, "FAIRQUE_URL": url})
         assert by_env.returncode == 0, by_env.stderr
         assert "s3cret" not in by_env.stdout + by_env.stderr
+        # a private CA in the YAML file: the whole URL, query options included, as redis.url
+        with_url = tmp_path / "with-url.yaml"
+        with_url.write_text(f'redis:\n  url: "{tls_server.url}"\nqueue:\n  name: {name}\n')
+        by_url = run_here("--config", str(with_url), "status")
+        assert by_url.returncode == 0, by_url.stderr
         distrust = {"SSL_CERT_FILE": str(tls_server.certs.other_ca)}
         untrusted = run_here("--config", str(config), "status", env=distrust)
         assert untrusted.returncode == 1

@@ -182,7 +182,8 @@ def _start(certs: Certs, workdir: Path, auth_clients: str) -> Iterator[TlsServer
             text = log.read_text(errors="replace")
             if not any(marker in text for marker in NO_TLS):
                 pytest.fail(f"{binary} with TLS did not start:\n{text[-2000:]}")
-            tried.append(f"{binary} (built without TLS)")
+            last = text.strip().splitlines()[-1:] or ["no log"]
+            tried.append(f"{binary} ({last[0]})")
         finally:
             if process.poll() is None:
                 process.terminate()
@@ -250,22 +251,17 @@ def test_sync_client_push_pop_complete(any_server: TlsServer) -> None:
         q.close()
 
 
-def test_async_client_push_pop(any_server: TlsServer) -> None:
-    import asyncio
-
-    async def scenario() -> None:
-        q = AsyncFairQueue.from_url(any_server.url, queue=unique_queue("tls"))
-        try:
-            pushed = await q.enqueue("tls-echo", {"n": 2}, user_id="bob")
-            leased = await q.pop(worker_id="hand")
-            assert leased is not None
-            assert leased.task_id == pushed.task_id
-            assert await q.complete(leased, result=3) is True
-            await q.purge()
-        finally:
-            await q.close()
-
-    asyncio.run(scenario())
+async def test_async_client_push_pop(any_server: TlsServer) -> None:
+    q = AsyncFairQueue.from_url(any_server.url, queue=unique_queue("tls"))
+    try:
+        pushed = await q.enqueue("tls-echo", {"n": 2}, user_id="bob")
+        leased = await q.pop(worker_id="hand")
+        assert leased is not None
+        assert leased.task_id == pushed.task_id
+        assert await q.complete(leased, result=3) is True
+        await q.purge()
+    finally:
+        await q.close()
 
 
 def test_worker_and_status_commands(any_server: TlsServer) -> None:

@@ -56,6 +56,28 @@ def test_pop_batch_is_round_robin_within_the_batch(make_queue: MakeQueue) -> Non
     assert q.pop_batch(10) == []
 
 
+@pytest.mark.parametrize("limits", [False, True])
+def test_a_batch_leases_what_single_pops_would(make_queue: MakeQueue, limits: bool) -> None:
+    """A batch follows the ring's head as single pops do: same tasks, same order, with
+    users emptying, weighted turns, caps reached and the critical lane."""
+    queues = make_queue(), make_queue()
+    for q in queues:
+        for u, n in (("a", 7), ("b", 1), ("c", 4), ("d", 9), ("e", 2)):
+            q.push_many(Task(user_id=u, name="n", task_id=f"{u}{i}") for i in range(n))
+        q.push_many([Task(user_id="c", name="n", task_id="c!", priority=Priority.CRITICAL)])
+        if limits:
+            q.set_user_limits("a", weight=3)
+            q.set_user_limits("d", max_in_flight=2)
+    batched, single = queues
+    by_batch = [t.task_id for t in batched.pop_batch(12, "w")]
+    by_batch += [t.task_id for t in batched.pop_batch(50, "w")]
+    one_by_one = []
+    while (task := single.pop("w")) is not None:
+        one_by_one.append(task.task_id)
+    assert by_batch == one_by_one
+    assert len(one_by_one) == (17 if limits else 24)  # d: 2 of its 9 under its cap
+
+
 def test_critical_lane_first_and_fifo(make_queue: MakeQueue) -> None:
     q = make_queue()
     q.enqueue("n1", user_id="u", priority=Priority.VERY_HIGH)

@@ -21,8 +21,11 @@
 -- one HINCRBY for the call's first rotation and is counted on here (nothing else moves
 -- it meanwhile), written back once. A queue with no constraints, weights or caps
 -- learns so from one EXISTS of the three hashes; otherwise a batch (count > 1) looks up
--- weights and caps only when the queue has any.
--- Constraints (only when the queue has any; see below for the cost): due constraint
+-- weights and caps only when the queue has any. A batch with no assigned users serves
+-- the ring's head each time: it reads the ring's first users once and follows them (a
+-- user that stays is the head still; one that rotates goes behind all of them; the
+-- loop is the ring's only writer meanwhile), reading again when they run out.
+-- Constraints (only when the queue has any): due constraint
 -- buckets first put parked tasks back into their lanes; a task whose buckets are over
 -- a limit is parked (constraint_park) and the same user's next task is tried, so a
 -- limited task blocks neither other users nor its user's unlimited tasks.
@@ -46,10 +49,22 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any)
     constraint_due(K, ms, now_us, 64)
   end
   local clock, first_clock
+  local by_head = count > 1 and #assigned == 0 and (any or #steal == 0)
+  local heads, at_head = {}, 1
   while #picked < count and guard < count + 64 do
     guard = guard + 1
-    local user = pick_user(K.ring, assigned, steal, any)
+    local user
+    if by_head then
+      if at_head > #heads then
+        heads = redis.call('ZRANGE', K.ring, 0, math.min(count - #picked, 500) - 1)
+        at_head = 1
+      end
+      user = heads[at_head]
+    else
+      user = pick_user(K.ring, assigned, steal, any)
+    end
     if not user then break end
+    local moved = true  -- the user left the ring's head (left the ring, or rotated)
     local normal = normal_key(K, user)
     local id = redis.call('LPOP', critical_key(K, user))
     local more  -- the user has ready work left after this task
@@ -72,7 +87,7 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any)
     elseif blocked then
       -- a critical task parks ahead of every normal-lane score, oldest first
       constraint_park(K, id, blocked, score or (ms - 4e15), free_at)
-      if not more then leave_ring(K, user) end
+      if more then moved = false else leave_ring(K, user) end
       guard = guard - 1  -- the task left its lane: progress, bounded by `parks`
       parks = parks + 1
       if parks >= 256 then
@@ -87,7 +102,7 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any)
         local w = weighted and tonumber(redis.call('HGET', K.weights, user) or '1') or 1
         if w > 1 then
           if redis.call('HINCRBY', K.turns, user, 1) < w then
-            rotate = false
+            rotate, moved = false, false
           else
             redis.call('HDEL', K.turns, user)
           end
@@ -108,10 +123,12 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any)
       if cap > 0 and redis.call('ZCOUNT', held, '(' .. ms, '+inf') >= cap then
         leave_ring(K, user)
         redis.call('SADD', K.capped, user)
+        moved = true
       end
       if plan then constraint_take(K, id, plan, deadline, now_us) end
       picked[#picked + 1] = id
     end
+    if moved then at_head = at_head + 1 end
   end
   if clock and clock > first_clock then
     redis.call('HSET', K.meta, 'clock', string.format('%d', clock))

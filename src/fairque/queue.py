@@ -24,6 +24,7 @@ from fairque.models import (
     TaskState,
     WorkerInfo,
 )
+from fairque.quicksend import FAILED, QuickSender
 from fairque.records import Call, Leased, LeaseRequest, Pushed
 from fairque.schedule_api import ScheduleMethods
 
@@ -49,6 +50,7 @@ class FairQueue(ConstraintMethods, ScheduleMethods, QueueBase):
     ) -> None:
         super().__init__(client, queue, **options)
         self.client = client
+        self._quick = QuickSender.for_client(client)
 
     @classmethod
     def from_url(
@@ -79,6 +81,23 @@ class FairQueue(ConstraintMethods, ScheduleMethods, QueueBase):
             self._reraise(exc)
         return call.parse(raw)
 
+    def _run_push(self, call: Call[T]) -> T:
+        """``_run`` for calls that are safe to send twice (pushes): the lean sender when
+        the client allows it, the ordinary path when it does not or when it failed."""
+        quick = self._quick
+        if quick is not None and call.script is not None:
+            try:
+                raw = quick.send(
+                    ("EVALSHA", call.script.sha, len(call.keys), *call.keys, *call.args)
+                )
+            except NoScriptError:
+                raw = FAILED  # _run loads the script
+            except ResponseError as exc:
+                self._reraise(exc)
+            if raw is not FAILED:
+                return call.parse(raw)
+        return self._run(call)
+
     def _send_pipeline(self, calls: Sequence[Call[Any]]) -> list[Any]:
         """Send ``calls`` in one pipeline; their raw replies, errors included."""
         pipe = self.client.pipeline(transaction=False)
@@ -103,7 +122,8 @@ class FairQueue(ConstraintMethods, ScheduleMethods, QueueBase):
         Raises:
             ValidationError: the payload does not serialize or is too large.
         """
-        return self._drive(self._push_flow(lambda: self.ops.push_many([task])))[0]
+        flow = self._push_flow(lambda: self.ops.push_many([task]))
+        return run_flow(flow, self._run_push, self._send_pipeline)[0]
 
     def push_many(
         self, tasks: Iterable[Task], *, delays: Sequence[float | None] | None = None
@@ -120,7 +140,8 @@ class FairQueue(ConstraintMethods, ScheduleMethods, QueueBase):
             it). A resend of this same call after a lost reply answers as it did.
         """
         batch = replayable_tasks(tasks)
-        return self._drive(self._push_flow(lambda: self.ops.push_many(batch, delays)))
+        flow = self._push_flow(lambda: self.ops.push_many(batch, delays))
+        return run_flow(flow, self._run_push, self._send_pipeline)
 
     def enqueue(
         self,
@@ -150,7 +171,7 @@ class FairQueue(ConstraintMethods, ScheduleMethods, QueueBase):
             )  # fmt: skip
 
         try:  # the common case, without the flow's machinery
-            return self._run(call())
+            return self._run_push(call())
         except StaleConstraints:
             return self._drive(self._repush_flow(call))
 

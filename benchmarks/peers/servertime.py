@@ -52,12 +52,12 @@ class Sample:
 
 
 def sample(client: redis.Redis) -> Sample:
-    cpu: dict[str, Any] = client.info("cpu")  # type: ignore[assignment]
+    cpu: dict[str, Any] = client.info("cpu")
     if "used_cpu_sys_main_thread" in cpu:
         cpu_s = float(cpu["used_cpu_sys_main_thread"]) + float(cpu["used_cpu_user_main_thread"])
     else:
         cpu_s = float(cpu["used_cpu_sys"]) + float(cpu["used_cpu_user"])
-    stats: dict[str, Any] = client.info("commandstats")  # type: ignore[assignment]
+    stats: dict[str, Any] = client.info("commandstats")
     scripts = other = 0.0
     commands: dict[str, tuple[int, float]] = {}
     for key, value in stats.items():

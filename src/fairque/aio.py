@@ -83,7 +83,10 @@ class AsyncFairQueue(AsyncConstraintMethods, AsyncScheduleMethods, QueueBase):
 
     async def push(self, task: Task) -> Task:
         """See ``FairQueue.push``."""
-        return (await self._drive(self._push_flow(lambda: self.ops.push_many([task]))))[0]
+        try:  # the common case, without the flow's machinery
+            return await self._run(self.ops.push(task))
+        except StaleConstraints:
+            return await self._drive(self._repush_flow(lambda: self.ops.push(task)))
 
     async def push_many(
         self, tasks: Iterable[Task], *, delays: Sequence[float | None] | None = None

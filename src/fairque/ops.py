@@ -222,6 +222,21 @@ class Operations(PlainOperations):
 
         return self._call("push", args, parse)
 
+    def push(self, task: Task) -> Call[Task]:
+        """Push one task (``push``); one with dependencies goes as a batch of one."""
+        if not isinstance(task, Task):
+            raise ValidationError(f"expected a Task, got {type(task).__name__}")
+        if task.depends_on:
+            batch = self.push_many([task])
+            return Call(batch.script, batch.keys, batch.args, lambda r: batch.parse(r)[0])
+        codec = self.codec
+        values = dict(task.__dict__)
+        record = codec.encode(values)
+        args = (*self._quick_head, request_id(), codec.constraints.version, *record)
+        return Call(
+            self._push_script, self._push_keys, args, lambda r: codec.pushed(r[0], values, task)
+        )
+
     def enqueue(
         self,
         name: str,

@@ -122,8 +122,11 @@ class FairQueue(ConstraintMethods, ScheduleMethods, QueueBase):
         Raises:
             ValidationError: the payload does not serialize or is too large.
         """
-        flow = self._push_flow(lambda: self.ops.push_many([task]))
-        return run_flow(flow, self._run_push, self._send_pipeline)[0]
+        try:  # the common case, without the flow's machinery
+            return self._run_push(self.ops.push(task))
+        except StaleConstraints:
+            flow = self._repush_flow(lambda: self.ops.push(task))
+            return run_flow(flow, self._run_push, self._send_pipeline)
 
     def push_many(
         self, tasks: Iterable[Task], *, delays: Sequence[float | None] | None = None

@@ -24,7 +24,7 @@ Errors: 'FQERR -7' (CancelRequested, a LeaseLost) when the task was canceled whi
 
 local K = {prefix = KEYS[1], leases = KEYS[2], stats = KEYS[3]}
 local id = ARGV[1]
-local held, f = lease_fence(K, id, ARGV[2], 'user', 'deadline', 'cut_lease')
+local held, f = lease_fence(K, id, ARGV[2], 'user', 'deadline', 'cut_lease', 'cons')
 local ms = now()
 if f[1] == 'CANCELED' and f[5] == ARGV[2] then
   return redis.error_reply('FQERR -7 task ' .. id .. ' was canceled')
@@ -37,5 +37,5 @@ local deadline = ms + tonumber(ARGV[3])
 redis.call('HSET', task_key(K, id), 'deadline', deadline)
 redis.call('ZADD', K.leases, deadline, id)
 redis.call('ZADD', held_key(K, f[3]), deadline, id)
-constraint_extend(K, id, deadline)
+constraint_extend(K, id, deadline, f[6])
 return deadline

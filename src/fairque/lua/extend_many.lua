@@ -21,19 +21,25 @@ lease was lost.
 local K = {prefix = KEYS[1], leases = KEYS[2], stats = KEYS[3]}
 local ms = now()
 local deadline = ms + tonumber(ARGV[1])
-local out = {}
+local out, moved, lost = {}, {}, 0
 for i = 2, #ARGV, 2 do
   local id = ARGV[i]
-  local held, f = lease_fence(K, id, ARGV[i + 1], 'user', 'deadline')
+  local held, f = lease_fence(K, id, ARGV[i + 1], 'user', 'deadline', 'cons')
   if held and tonumber(f[4]) > ms then
     redis.call('HSET', task_key(K, id), 'deadline', deadline)
-    redis.call('ZADD', K.leases, deadline, id)
     redis.call('ZADD', held_key(K, f[3]), deadline, id)
-    constraint_extend(K, id, deadline)
+    constraint_extend(K, id, deadline, f[5])
+    moved[#moved + 1] = deadline
+    moved[#moved + 1] = id
     out[#out + 1] = deadline
   else
-    redis.call('HINCRBY', K.stats, 'lease_lost', 1)
+    lost = lost + 1
     out[#out + 1] = -1
   end
 end
+-- the lease registry and the counter once for the call, in slices the Lua stack takes
+for at = 1, #moved, 2000 do
+  redis.call('ZADD', K.leases, unpack(moved, at, math.min(#moved, at + 1999)))
+end
+if lost > 0 then redis.call('HINCRBY', K.stats, 'lease_lost', lost) end
 return out

@@ -8,11 +8,12 @@ from typing import Any
 
 import pytest
 import redis
+import redis.asyncio as aredis
 from servers import ServerInfo
 from support import unique_queue
 
-from fairque import FairQueue, Task
-from fairque.quicksend import QuickSender
+from fairque import AsyncFairQueue, FairQueue, Task, TaskState
+from fairque.quicksend import AsyncQuickSender, QuickSender
 
 pytestmark = pytest.mark.server_kinds("valkey", "redis")
 
@@ -106,3 +107,56 @@ def test_clients_that_need_the_ordinary_path_keep_it(
     monkeypatch.setattr(redis.Redis, "execute_command", Wrapper())
     assert not isinstance(redis.Redis.__dict__["execute_command"], types.FunctionType)
     assert QuickSender.for_client(plain_client(server)) is None
+
+
+async def test_the_async_client_pushes_through_the_lean_sender(server: ServerInfo) -> None:
+    client = aredis.Redis.from_url(server.url)
+    q = AsyncFairQueue(client, queue=unique_queue("qs"))
+    quick = q._quick
+    assert quick is not None
+    sent: list[Any] = []
+    send = quick.send
+
+    async def spy(args: Any) -> Any:
+        sent.append(args[0])
+        return await send(args)
+
+    quick.send = spy  # type: ignore[method-assign]
+    t = await q.enqueue("a", {"x": 1}, user_id="u")
+    pushed = await q.push_many([Task(user_id="u", name="b")])
+    one = await q.push(Task(user_id="w", name="c"))
+    assert sent == ["EVALSHA"] * 3
+    assert pushed.created == [True]
+    assert await q.get(str(one.task_id)) == one
+    assert await q.get(str(t.task_id)) is not None
+    await client.script_flush()
+    assert (await q.enqueue("a", None, user_id="u")).state is TaskState.QUEUED
+    await client.aclose()
+
+
+async def test_the_async_sender_falls_back_when_the_reply_is_lost(
+    server: ServerInfo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    client = aredis.Redis.from_url(server.url)
+    q = AsyncFairQueue(client, queue=unique_queue("qs"))
+    await q.enqueue("a", None, user_id="u")
+    real = aredis.Connection.read_response
+    failures = [1]
+
+    async def flaky(self: aredis.Connection, *args: Any, **kwargs: Any) -> Any:
+        answer = await real(self, *args, **kwargs)
+        if failures:
+            failures.pop()
+            raise redis.ConnectionError("reply lost")
+        return answer
+
+    monkeypatch.setattr(aredis.Connection, "read_response", flaky)
+    pushed = await q.push_many([Task(user_id="u", name="a", task_id="t1")])
+    monkeypatch.undo()
+    assert not failures
+    assert pushed.created == [True]
+    assert (await q.stats()).counters.get("pushed") == 2
+    assert (
+        AsyncQuickSender.for_client(aredis.Redis.from_url(server.url, encoding="latin-1")) is None
+    )
+    await client.aclose()

@@ -27,6 +27,7 @@ from fairque.models import (
     TaskState,
     WorkerInfo,
 )
+from fairque.quicksend import FAILED, AsyncQuickSender
 from fairque.records import Call, Leased, LeaseRequest, Pushed
 from fairque.schedule_api import AsyncScheduleMethods
 
@@ -41,6 +42,7 @@ class AsyncFairQueue(AsyncConstraintMethods, AsyncScheduleMethods, QueueBase):
     ) -> None:
         super().__init__(client, queue, **options)
         self.client = client
+        self._quick = AsyncQuickSender.for_client(client)
 
     @classmethod
     def from_url(
@@ -66,6 +68,21 @@ class AsyncFairQueue(AsyncConstraintMethods, AsyncScheduleMethods, QueueBase):
             self._reraise(exc)
         return call.parse(raw)
 
+    async def _run_push(self, call: Call[T]) -> T:
+        """See ``FairQueue._run_push``."""
+        quick = self._quick
+        if quick is not None and call.script is not None:
+            args = ("EVALSHA", call.script.sha, len(call.keys), *call.keys, *call.args)
+            try:
+                raw = await quick.send(args)
+            except NoScriptError:
+                raw = FAILED  # _run loads the script
+            except ResponseError as exc:
+                self._reraise(exc)
+            if raw is not FAILED:
+                return call.parse(raw)
+        return await self._run(call)
+
     async def _send_pipeline(self, calls: Sequence[Call[Any]]) -> list[Any]:
         """See ``FairQueue._send_pipeline``."""
         pipe = self.client.pipeline(transaction=False)
@@ -84,7 +101,7 @@ class AsyncFairQueue(AsyncConstraintMethods, AsyncScheduleMethods, QueueBase):
     async def push(self, task: Task) -> Task:
         """See ``FairQueue.push``."""
         try:  # the common case, without the flow's machinery
-            return await self._run(self.ops.push(task))
+            return await self._run_push(self.ops.push(task))
         except StaleConstraints:
             return await self._drive(self._repush_flow(lambda: self.ops.push(task)))
 
@@ -93,7 +110,8 @@ class AsyncFairQueue(AsyncConstraintMethods, AsyncScheduleMethods, QueueBase):
     ) -> Pushed:
         """See ``FairQueue.push_many``."""
         batch = replayable_tasks(tasks)
-        return await self._drive(self._push_flow(lambda: self.ops.push_many(batch, delays)))
+        flow = self._push_flow(lambda: self.ops.push_many(batch, delays))
+        return await run_flow_async(flow, self._run_push, self._send_pipeline)
 
     async def enqueue(
         self,
@@ -123,7 +141,7 @@ class AsyncFairQueue(AsyncConstraintMethods, AsyncScheduleMethods, QueueBase):
             )  # fmt: skip
 
         try:  # the common case, without the flow's machinery
-            return await self._run(call())
+            return await self._run_push(call())
         except StaleConstraints:
             return await self._drive(self._repush_flow(call))
 

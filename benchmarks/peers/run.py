@@ -24,6 +24,7 @@ JSON document on stdout (or writes it to ``--out``); progress goes to stderr.
 Usage::
 
     uv run --group peers python benchmarks/peers/run.py --quick [--systems fairque,rq]
+        [--phases default,tuned]
 """
 
 from __future__ import annotations

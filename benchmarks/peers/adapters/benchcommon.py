@@ -8,11 +8,13 @@ Every task does the same thing whatever the system:
 * ``count`` (throughput phases): a near no-op. The execution is counted in process memory
   (``Recorder``) and a daemon thread flushes what was counted every ``FLUSH_S`` with one
   pipeline, ``INCRBY bench:count n`` + ``RPUSH bench:ids "<id> <id> ..."`` (the ids name
-  duplicates). Fork-safe: every process writes its first task at once and buffers only the
-  later ones, so a forked child that runs one task and leaves with ``os._exit`` (RQ's work
-  horse, which may import this module only after the fork) loses nothing, while a process
-  that lives on (a prefork pool's child, a threaded or asyncio worker) pays one write per
-  flush; a forked child never reuses its parent's buffer or thread; a normal exit flushes;
+  duplicates) + ``GET bench:expect`` (the first write and the one that reaches the expected
+  count push a marker for the driver, see ``_write``). Fork-safe: every process writes its
+  first task at once and buffers only the later ones, so a forked child that runs one
+  task and leaves with ``os._exit`` (RQ's work horse, which may import this module only
+  after the fork) loses nothing, while a process that lives on (a prefork pool's child, a
+  threaded or asyncio worker) pays one write per flush; a forked child never reuses its
+  parent's buffer or thread; a normal exit flushes;
 * ``latency``: record the handler start time (``time.time()``) in ``bench:start``, push the
   job id on ``bench:ack`` (the producer waits on it), ``INCR bench:count``;
 * ``noisy``: sleep ``work_ms`` (the task's work), record the completion time in

@@ -97,12 +97,28 @@ def remember_secrets(*urls: str | None) -> None:
 
 def redact_text(text: str, secrets: Iterable[str] = ()) -> str:
     """``text`` with every URL redacted and every known secret replaced by ``***``."""
-    cleaned = _URL_IN_TEXT.sub(lambda m: redact_url(m.group(0)), text)
+    # every log line passes here: a text with no "://" holds no URL, skip the pattern
+    cleaned = _URL_IN_TEXT.sub(_redact_match, text) if "://" in text else text
     # longest first, so a secret containing another is replaced whole
-    for secret in sorted({*_SECRETS, *secrets}, key=len, reverse=True):
-        if len(secret) >= MIN_SECRET_LENGTH:
+    for secret in sorted({*_SECRETS, *secrets}, key=len, reverse=True) if secrets else _known():
+        if len(secret) >= MIN_SECRET_LENGTH and secret in cleaned:
             cleaned = cleaned.replace(secret, MASK)
     return cleaned
+
+
+def _redact_match(match: re.Match[str]) -> str:
+    return redact_url(match.group(0))
+
+
+_known_cache: tuple[frozenset[str], list[str]] = (frozenset(), [])
+
+
+def _known() -> list[str]:
+    """The remembered secrets, longest first (sorted again only when they changed)."""
+    global _known_cache
+    if _known_cache[0] != _SECRETS:
+        _known_cache = (frozenset(_SECRETS), sorted(_SECRETS, key=len, reverse=True))
+    return _known_cache[1]
 
 
 def check_url(url: str) -> str:

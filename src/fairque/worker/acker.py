@@ -1,7 +1,8 @@
 """Acknowledging: every outcome of a task reaches the queue along one path.
 
 An execution never talks to the queue about its outcome itself. It files a *report*
-with the worker's ``Acknowledger`` and waits for the queue's answer:
+with the worker's ``Acknowledger``, which calls it back with the queue's answer (a
+plain call, not a future: an answer costs no turn of the event loop):
 
 - ``Finished``: the handler returned; complete the task with its result;
 - ``Failed``: the handler raised, timed out or asked for a retry; the queue schedules
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import functools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -43,7 +45,7 @@ from fairque.worker.link import CONNECTION_ERRORS, ErrorLog, Link
 log = logging.getLogger("fairque.worker")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Finished:
     """The handler returned: complete the task, keeping ``result`` (already encoded)."""
 
@@ -52,7 +54,7 @@ class Finished:
     result: EncodedResult | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Failed:
     """The attempt failed: retry after ``delay`` (None: the backoff), or fail for good.
 
@@ -71,7 +73,7 @@ class Failed:
     kind: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class GivenBack:
     """The task goes back without counting a failure, ready again after ``delay``
     seconds: the worker stopped its handler, or has no handler for its name
@@ -97,8 +99,10 @@ class NotApplied(enum.Enum):
 
 #: The queue's answer to a report: the task's new state, or why nothing changed.
 Answer: TypeAlias = TaskState | NotApplied
-#: A report and the future its execution waits on.
-Filed: TypeAlias = "tuple[Report, asyncio.Future[Answer]]"
+#: Called once with the answer to a report.
+OnAnswer: TypeAlias = Callable[[Answer], None]
+#: A report and whom to tell its answer.
+Filed: TypeAlias = tuple[Report, OnAnswer]
 
 
 class Acknowledger:
@@ -140,14 +144,19 @@ class Acknowledger:
     def report(self, report: Report) -> asyncio.Future[Answer]:
         """File ``report``; the future resolves with the queue's answer."""
         answer: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
-        if report.task.lease_token is None:  # a lost lease the worker already knows of
-            answer.set_result(NotApplied.LEASE_LOST)
-        elif self._given_up:
-            self._give_up_on(report, answer)
-        else:
-            self._pending.append((report, answer))
-            self._on_report()
+        self.file(report, functools.partial(_resolve, answer))
         return answer
+
+    def file(self, report: Report, on_answer: OnAnswer) -> None:
+        """File ``report``; ``on_answer`` is called once with the queue's answer (at
+        once when the worker already knows the lease lost, or gave up reporting)."""
+        if report.task.lease_token is None:  # a lost lease the worker already knows of
+            self._answer(on_answer, NotApplied.LEASE_LOST)
+        elif self._given_up:
+            self._give_up_on(report, on_answer)
+        else:
+            self._pending.append((report, on_answer))
+            self._on_report()
 
     async def send(self, wanted: int) -> list[Task] | None:
         """One wave: send every pending report, and ask for up to ``wanted`` tasks.
@@ -158,17 +167,20 @@ class Acknowledger:
             starts after the link's backoff.
         """
         wave, self._pending = self._pending, []
-        finished: list[tuple[Finished, asyncio.Future[Answer]]] = []
-        others: list[tuple[Failed | GivenBack, asyncio.Future[Answer]]] = []
+        finished: list[tuple[Finished, OnAnswer]] = []
+        others: list[tuple[Failed | GivenBack, OnAnswer]] = []
         for report, answer in wave:
             if report.task.lease_token is None:  # lost while it waited (the heartbeat saw it)
-                _resolve(answer, NotApplied.LEASE_LOST)
+                self._answer(answer, NotApplied.LEASE_LOST)
             elif isinstance(report, Finished):
                 finished.append((report, answer))
             else:
                 others.append((report, answer))
         if others:
-            sent = await asyncio.gather(*(self._send_one(r, a) for r, a in others))
+            if len(others) == 1:  # the usual case: no task to gather
+                sent = [await self._send_one(*others[0])]
+            else:
+                sent = await asyncio.gather(*(self._send_one(r, a) for r, a in others))
             held = [item for item, done in zip(others, sent, strict=True) if not done]
             if held:  # the server is away: the successes wait with them
                 self._pending[:0] = [*held, *finished]
@@ -189,7 +201,7 @@ class Acknowledger:
             self._give_up_on(report, answer)
         return len(held)
 
-    async def _send_one(self, report: Failed | GivenBack, answer: asyncio.Future[Answer]) -> bool:
+    async def _send_one(self, report: Failed | GivenBack, answer: OnAnswer) -> bool:
         """Send a failure or a give-back; False when it must be sent again."""
         task = report.task
         try:
@@ -201,7 +213,7 @@ class Acknowledger:
             else:
                 state = await self.queue.requeue(task, delay=report.delay)
         except LeaseLost:
-            _resolve(answer, NotApplied.LEASE_LOST)
+            self._answer(answer, NotApplied.LEASE_LOST)
         except Exception as exc:
             if self._holds(exc, f"could not report the {report.what} of task {task.task_id}"):
                 return False
@@ -211,11 +223,11 @@ class Acknowledger:
             if isinstance(report, GivenBack):
                 # the execution logs it (an unknown name: once per name)
                 log.debug("task %s given back (%s)", task.task_id, state.value)
-            _resolve(answer, state)
+            self._answer(answer, state)
         return True
 
     async def _complete_and_lease(
-        self, finished: list[tuple[Finished, asyncio.Future[Answer]]], wanted: int
+        self, finished: list[tuple[Finished, OnAnswer]], wanted: int
     ) -> list[Task] | None:
         """Complete the successes and lease up to ``wanted`` tasks: one round trip."""
         req = self.leasing.next_id() if wanted else None
@@ -238,7 +250,7 @@ class Acknowledger:
             return []
         self.link.ok()
         for (_, answer), ok in zip(finished, won, strict=True):
-            _resolve(answer, TaskState.FINISHED if ok else NotApplied.LEASE_LOST)
+            self._answer(answer, TaskState.FINISHED if ok else NotApplied.LEASE_LOST)
         return leased
 
     def _holds(self, exc: Exception, what: str) -> bool:
@@ -256,15 +268,23 @@ class Acknowledger:
             return True
         return False
 
-    def _give_up_on(self, report: Report, answer: asyncio.Future[Answer]) -> None:
+    def _give_up_on(self, report: Report, answer: OnAnswer) -> None:
         log.warning(
             "worker %s: gave up reporting the %s of task %s; its lease will expire and it "
             "will run again",
             self.worker_id, report.what, report.task.task_id,
         )  # fmt: skip
-        _resolve(answer, NotApplied.GAVE_UP)
+        self._answer(answer, NotApplied.GAVE_UP)
+
+    def _answer(self, on_answer: OnAnswer, value: Answer) -> None:
+        """Tell an answer; a callback that raises does not stop the others."""
+        try:
+            on_answer(value)
+        except Exception as exc:  # pragma: no cover - a bug in the callback
+            self.errors.error(f"worker {self.worker_id}: handling an answer failed", exc)
 
 
 def _resolve(answer: asyncio.Future[Answer], value: Answer) -> None:
+    """Resolve a future with an answer (its waiter may have been cancelled meanwhile)."""
     if not answer.done():
         answer.set_result(value)

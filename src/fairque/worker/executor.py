@@ -22,6 +22,12 @@ handler is also kept with the task (``Task.traceback``, ``STORED_FRAMES`` frames
 The task's slot is free as soon as the handler has ended; the execution then waits
 for the queue's answer and calls the ``after_task`` hooks with the outcome. A task
 leased while the worker is stopping is given back without running.
+
+What a task costs the worker is kept small, since a no-op task is all overhead: one
+asyncio task runs the hooks and the handler and ends once the report is filed; the
+answer settles the execution by a plain callback (no future, no further turn of the
+loop); one timer (``Watchdog``) keeps the execution timeouts of every running async
+handler; the two log lines skip logging's walk up the stack.
 """
 
 from __future__ import annotations
@@ -29,6 +35,8 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
+import math
+import sys
 import time
 import traceback
 from collections import Counter
@@ -41,6 +49,7 @@ from fairque.errors import SerializationError
 from fairque.models import Task, TaskState
 from fairque.worker.acker import (
     Acknowledger,
+    Answer,
     Failed,
     Finished,
     GivenBack,
@@ -62,9 +71,6 @@ TRACEBACK_CHARS = 8000
 #: last 64 KiB).
 STORED_FRAMES = 100
 
-#: ``asyncio.timeout`` (Python 3.11+), which bounds a handler inside the running task.
-_TIMEOUT_SCOPE: Any = getattr(asyncio, "timeout", None)
-
 
 class UnknownTaskError(Exception):
     """No handler is registered for the task's name."""
@@ -81,13 +87,94 @@ class Stage(enum.Enum):
 class Execution:
     """One leased task on this worker, the queue it came from and where its outcome goes."""
 
-    __slots__ = ("acker", "queue", "stage", "task")
+    __slots__ = (
+        "acker", "ctx", "error", "executor", "job", "queue", "report", "result", "stage",
+        "stopped", "task", "timed_out", "took",
+    )  # fmt: skip
 
-    def __init__(self, task: Task, queue: AsyncFairQueue, acker: Acknowledger) -> None:
+    def __init__(
+        self, executor: Executor, task: Task, queue: AsyncFairQueue, acker: Acknowledger
+    ) -> None:
+        self.executor = executor
         self.task = task
         self.queue = queue
         self.acker = acker
         self.stage = Stage.STARTING
+        #: the asyncio task that runs it (then the one that runs its after_task hooks)
+        self.job: asyncio.Task[None] | None = None
+        #: the handler's context; None for a task given back without running
+        self.ctx: Context | None = None
+        #: cancelled by the worker (a stop, a lost lease): the task is given back
+        self.stopped = False
+        #: cancelled by the watchdog: the handler ran past its execution timeout
+        self.timed_out = False
+        #: what was filed with the acknowledger, and how long the handler took
+        self.report: Report | None = None
+        self.result: Any = None
+        self.error: BaseException | None = None
+        self.took = 0.0
+
+    def answered(self, answer: Answer) -> None:
+        """The acknowledger's answer to the report (see ``Executor._answered``)."""
+        self.executor._answered(self, answer)
+
+    def job_done(self, job: asyncio.Task[None]) -> None:
+        """Its asyncio task ended (see ``Executor._job_done``)."""
+        self.executor._job_done(self, job)
+
+
+class Watchdog:
+    """The execution timeouts of the running async handlers, kept by one timer.
+
+    A timer per handler (``asyncio.timeout``) costs a timer and its cancellation per
+    task; here a handler costs a dict entry, and the one timer is set for the nearest
+    deadline. When it fires, it cancels every handler past its deadline (marking the
+    execution ``timed_out``) and is set again for the nearest one left.
+    """
+
+    def __init__(self) -> None:
+        self._due: dict[Execution, float] = {}
+        self._timer: asyncio.TimerHandle | None = None
+        self._at = math.inf
+
+    def watch(self, execution: Execution, deadline: float) -> None:
+        """Cancel ``execution``'s handler at loop time ``deadline`` unless forgotten."""
+        self._due[execution] = deadline
+        if deadline < self._at:
+            self._set(deadline)
+
+    def forget(self, execution: Execution) -> None:
+        """``execution``'s handler ended."""
+        self._due.pop(execution, None)
+
+    def close(self) -> None:
+        """Stop the timer."""
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer, self._at = None, math.inf
+
+    def _set(self, at: float) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._at = at
+        self._timer = asyncio.get_running_loop().call_at(at, self._fire)
+
+    def _fire(self) -> None:
+        self._timer, self._at = None, math.inf
+        # a timer may fire up to the clock's resolution early
+        now = asyncio.get_running_loop().time() + 1e-6
+        nearest = math.inf
+        for execution, deadline in list(self._due.items()):
+            if deadline <= now:
+                del self._due[execution]
+                job = execution.job
+                if job is not None and execution.stage is Stage.HANDLING:
+                    execution.timed_out = True
+                    job.cancel()
+            elif deadline < nearest:
+                nearest = deadline
+        if nearest < math.inf:
+            self._set(nearest)
 
 
 class Executor:
@@ -95,6 +182,10 @@ class Executor:
 
     Each task is started with the queue it came from (its handler sees that queue
     in its context) and the acknowledger of that queue (where its outcome goes).
+
+    An execution's asyncio task runs its hooks and its handler, files its report and
+    ends; the acknowledger's answer settles the execution by a plain callback (and,
+    with ``after_task`` hooks, in a task of its own that runs them).
 
     Args:
         registry: the handlers.
@@ -123,7 +214,10 @@ class Executor:
         self.threads = threads
         self._stopping = stopping
         self._on_end = on_end
-        self._executions: dict[asyncio.Task[None], Execution] = {}
+        # every execution not settled yet, in start order (a dict as an ordered set)
+        self._executions: dict[Execution, None] = {}
+        self._watchdog = Watchdog()
+        self._all_settled: asyncio.Future[None] | None = None  # end_all waits on it
         self._unknown_names: set[str] = set()  # warned about once each
         #: executions holding a slot: not started yet, or inside their handler
         self.slots_taken = 0
@@ -149,46 +243,41 @@ class Executor:
 
     def in_flight_in(self, queue: str) -> int:
         """Executions of tasks from ``queue`` whose outcome is not settled yet."""
-        return sum(1 for e in self._executions.values() if e.queue.queue == queue)
+        return sum(1 for e in self._executions if e.queue.queue == queue)
 
     @property
     def handling(self) -> bool:
         """True while any handler runs."""
-        return any(e.stage is Stage.HANDLING for e in self._executions.values())
+        return any(e.stage is Stage.HANDLING for e in self._executions)
 
-    def held(
-        self, queue: AsyncFairQueue | None = None
-    ) -> list[tuple[asyncio.Task[None], Execution]]:
+    def held(self, queue: AsyncFairQueue | None = None) -> list[Execution]:
         """Every execution (each task whose lease this worker holds) of ``queue`` (None:
-        of every queue), with the asyncio task that runs it."""
-        return [
-            (job, e) for job, e in self._executions.items() if queue is None or e.queue is queue
-        ]
+        of every queue)."""
+        return [e for e in self._executions if queue is None or e.queue is queue]
 
     def start(self, task: Task, queue: AsyncFairQueue, acker: Acknowledger) -> None:
         """Run ``task``, leased from ``queue``, in its own asyncio task; its outcome is
         reported to ``acker``."""
-        execution = Execution(task, queue, acker)
-        job = asyncio.create_task(self._execute(execution))
-        self._executions[job] = execution
+        execution = Execution(self, task, queue, acker)
+        self._executions[execution] = None
         self.slots_taken += 1
-        job.add_done_callback(self._ended)
+        job = execution.job = asyncio.create_task(self._execute(execution))
+        job.add_done_callback(execution.job_done)
 
-    def lease_lost(self, job: asyncio.Task[None]) -> None:
-        """The heartbeat found the lease of ``job``'s task lost: stop its handler."""
-        execution = self._executions.get(job)
-        if execution is None or execution.stage is not Stage.HANDLING:
+    def lease_lost(self, execution: Execution) -> None:
+        """The heartbeat found the lease of ``execution``'s task lost: stop its handler."""
+        if execution.stage is not Stage.HANDLING or execution not in self._executions:
             return  # its handler ended: the queue will answer its report with the loss
         task = execution.task
         log.warning("task %s: lease lost (canceled or reclaimed); stopping it", task.task_id)
         task.lease_token = None
-        job.cancel()
+        self._cancel(execution)
 
     def interrupt(self) -> None:
         """Cancel every running handler: its task is given back without a failure."""
-        for job, execution in list(self._executions.items()):
+        for execution in list(self._executions):
             if execution.stage is Stage.HANDLING:
-                job.cancel()
+                self._cancel(execution)
 
     async def end_all(self, timeout: float) -> None:
         """Let every execution end within ``timeout`` seconds (the worker gives up).
@@ -196,56 +285,116 @@ class Executor:
         Call after the acknowledger gave up: executions waiting for an answer have it
         and end by themselves; the others are cancelled.
         """
-        for job, execution in list(self._executions.items()):
+        for execution in list(self._executions):
             if execution.stage is not Stage.REPORTING:
-                job.cancel()
+                self._cancel(execution)
         if self._executions:
-            await asyncio.wait(set(self._executions), timeout=timeout)
+            waiter = self._all_settled = asyncio.get_running_loop().create_future()
+            try:
+                await asyncio.wait({waiter}, timeout=timeout)
+            finally:
+                self._all_settled = None
+        self._watchdog.close()
+
+    def _cancel(self, execution: Execution) -> None:
+        execution.stopped = True
+        if execution.job is not None:
+            execution.job.cancel()
 
     def _free_slot(self, execution: Execution) -> None:
         if execution.stage is not Stage.REPORTING:
             execution.stage = Stage.REPORTING
             self.slots_taken -= 1
 
-    def _ended(self, job: asyncio.Task[None]) -> None:
-        execution = self._executions.pop(job, None)
-        if execution is not None:
-            self._free_slot(execution)
+    def _file(
+        self,
+        execution: Execution,
+        report: Report,
+        result: Any = None,
+        error: BaseException | None = None,
+        took: float = 0.0,
+    ) -> None:
+        """Hand ``report`` to the acknowledger; its answer settles the execution."""
+        execution.report, execution.result, execution.error = report, result, error
+        execution.took = took
+        self._free_slot(execution)
+        execution.acker.file(report, execution.answered)
+
+    def _answered(self, execution: Execution, answer: Answer) -> None:
+        """Turn the queue's answer into the task's outcome: count it, log the line that
+        ends the execution, run the after_task hooks, settle."""
+        report = execution.report
+        state = answer if isinstance(answer, TaskState) else None
+        if state is not None:
+            if isinstance(report, Finished):
+                self.processed_in[execution.queue.queue] += 1
+            elif isinstance(report, Failed):
+                self.failed_in[execution.queue.queue] += 1
+        ctx = execution.ctx
+        if ctx is None or report is None:  # given back without running: no line, no hooks
+            self._settle(execution)
+            return
+        _log_end(ctx, report, state, execution.error, execution.took)
+        if not self.hooks:
+            self._settle(execution)
+            return
+        outcome = Outcome(
+            state=state, result=execution.result, error=execution.error, lease_lost=state is None
+        )
+        execution.job = asyncio.create_task(self._after(execution, ctx, outcome))
+
+    async def _after(self, execution: Execution, ctx: Context, outcome: Outcome) -> None:
+        try:
+            await call_hooks(self.hooks, "after_task", ctx, outcome)
+        finally:
+            self._settle(execution)
+
+    def _job_done(self, execution: Execution, job: asyncio.Task[None]) -> None:
         if not job.cancelled() and job.exception() is not None:  # pragma: no cover - a bug
             log.error("worker %s: an execution failed", self.worker_id, exc_info=job.exception())
+        if execution.report is None:  # cancelled before it filed a report: nothing to wait for
+            self._settle(execution)
+
+    def _settle(self, execution: Execution) -> None:
+        """``execution`` is over: forget it."""
+        if execution not in self._executions:
+            return
+        del self._executions[execution]
+        self._free_slot(execution)
+        execution.job = None
+        waiter = self._all_settled
+        if waiter is not None and not self._executions and not waiter.done():
+            waiter.set_result(None)
         self._on_end()
 
     # ------------------------------------------------------------------ one execution
     async def _execute(self, execution: Execution) -> None:
         task = execution.task
         if self._stopping():  # leased as the worker began to stop
-            await self._settle(execution, GivenBack(task))
+            self._file(execution, GivenBack(task))
             return
-        if task.name not in self.registry and self.config.unknown_tasks == "give_back":
+        handler = self.registry.get(task.name)
+        if handler is None and self.config.unknown_tasks == "give_back":
             self._warn_unknown(task.name)
-            self._free_slot(execution)  # the wave that gives it back may fill the slot
             delay = self.config.unknown_task_delay_seconds
-            await self._settle(execution, GivenBack(task, delay=delay, unknown=True))
+            # the wave that gives it back may fill the slot
+            self._file(execution, GivenBack(task, delay=delay, unknown=True))
             return
         ctx = Context(task, execution.queue, self.worker_id, task_logger(log, task, self.worker_id))
-        await call_hooks(self.hooks, "before_task", ctx)
-        ctx.logger.info(
-            "task %s started: %s for user %s, attempt %d",
-            task.task_id, task.name, task.user_id, ctx.attempt,
+        if self.hooks:
+            await call_hooks(self.hooks, "before_task", ctx)
+        execution.ctx = ctx
+        _log(
+            ctx.logger, logging.INFO, "task %s started: %s for user %s, attempt %d",
+            task.task_id, task.name, task.user_id, task.retry_count + 1,
         )  # fmt: skip
         began = time.monotonic()
         try:
-            report, result, error = await self._handle(execution, ctx)
+            report, result, error = await self._handle(execution, ctx, handler)
         except asyncio.CancelledError:
-            took = time.monotonic() - began
-            outcome = await self._settle(execution, GivenBack(task))
-            _log_end(ctx, GivenBack(task), outcome, took)
-            await call_hooks(self.hooks, "after_task", ctx, outcome)
+            self._file(execution, GivenBack(task), took=time.monotonic() - began)
             raise
-        took = time.monotonic() - began
-        outcome = await self._settle(execution, report, result, error)
-        _log_end(ctx, report, outcome, took)
-        await call_hooks(self.hooks, "after_task", ctx, outcome)
+        self._file(execution, report, result, error, time.monotonic() - began)
 
     def _warn_unknown(self, name: str) -> None:
         if name in self._unknown_names:
@@ -259,17 +408,32 @@ class Executor:
         )  # fmt: skip
 
     async def _handle(
-        self, execution: Execution, ctx: Context
+        self, execution: Execution, ctx: Context, handler: Handler | None
     ) -> tuple[Report, Any, BaseException | None]:
-        """Run the handler; how it ended as (report, result, error)."""
+        """Run the handler under its execution timeout; how it ended as (report,
+        result, error)."""
         task = execution.task
-        handler = self.registry.get(task.name)
         budget = handler.max_retries if handler is not None else None
         execution.stage = Stage.HANDLING
         try:
             if handler is None:
                 raise UnknownTaskError(f"no handler registered for task name {task.name!r}")
-            result = await self._invoke(handler, ctx, task)
+            args = handler.arguments(ctx, task.payload)
+            timeout = self._timeout(handler, task)
+            if not handler.is_async:
+                result = await self.threads.run(handler.func, args, timeout, self._abandoned(task))
+            else:
+                # in this task, under the watchdog: no timer and no second task per call
+                watchdog = self._watchdog
+                watchdog.watch(execution, asyncio.get_running_loop().time() + timeout)
+                try:
+                    result = await handler.func(*args)
+                except asyncio.CancelledError:
+                    if execution.timed_out and not execution.stopped and _uncancel(execution):
+                        raise ExecutionTimeout(timeout) from None
+                    raise
+                finally:
+                    watchdog.forget(execution)
         except Retry as exc:
             return Failed(task, exc.reason, delay=exc.delay, budget=budget), None, exc
         except ExecutionTimeout as exc:
@@ -289,56 +453,12 @@ class Executor:
             return Failed(task, reason, retry=False), None, exc
         return Finished(task, encoded), result, None
 
-    async def _settle(
-        self,
-        execution: Execution,
-        report: Report,
-        result: Any = None,
-        error: BaseException | None = None,
-    ) -> Outcome:
-        """File ``report`` and turn the queue's answer into the task's outcome."""
-        # a cancel while this waits leaves the report with the acknowledger: it is sent
-        answer = await execution.acker.report(report)
-        if isinstance(answer, TaskState):
-            if isinstance(report, Finished):
-                self.processed_in[execution.queue.queue] += 1
-            elif isinstance(report, Failed):
-                self.failed_in[execution.queue.queue] += 1
-            return Outcome(state=answer, result=result, error=error)
-        return Outcome(state=None, result=result, error=error, lease_lost=True)
-
     def _timeout(self, handler: Handler, task: Task) -> float:
         if task.timeout is not None:
             return task.timeout
         if handler.timeout is not None:
             return handler.timeout
         return self.config.task_timeout_seconds
-
-    async def _invoke(self, handler: Handler, ctx: Context, task: Task) -> Any:
-        args = handler.arguments(ctx, task.payload)
-        timeout = self._timeout(handler, task)
-        if not handler.is_async:
-            return await self.threads.run(handler.func, args, timeout, self._abandoned(task))
-        if _TIMEOUT_SCOPE is not None:
-            # run in this task: no second task and no extra turn of the loop per call
-            scope = _TIMEOUT_SCOPE(timeout)
-            try:
-                async with scope:
-                    return await handler.func(*args)
-            except TimeoutError:
-                if scope.expired():
-                    raise ExecutionTimeout(timeout) from None
-                raise  # the handler's own TimeoutError
-        running = asyncio.ensure_future(handler.func(*args))  # pragma: no cover - Python 3.10
-        try:  # pragma: no cover
-            done, _ = await asyncio.wait({running}, timeout=timeout)
-        except asyncio.CancelledError:  # pragma: no cover
-            running.cancel()
-            raise
-        if not done:  # pragma: no cover
-            running.cancel()
-            raise ExecutionTimeout(timeout)
-        return running.result()  # pragma: no cover
 
     def _abandoned(self, task: Task) -> Callable[[], None]:
         def warn() -> None:
@@ -352,33 +472,65 @@ class Executor:
         return warn
 
 
-def _log_end(ctx: Context, report: Report, outcome: Outcome, took: float) -> None:
-    """The line that ends a task's execution on this worker."""
-    task = ctx.task
-    about = f"{task.name} for user {task.user_id}, attempt {ctx.attempt}, {took:.3f}s"
-    state = outcome.state
+def _uncancel(execution: Execution) -> bool:
+    """Withdraw the watchdog's cancel of ``execution``'s task; False when another
+    cancel is pending as well (that one wins). Python 3.10 counts no cancels."""
+    uncancel = getattr(execution.job, "uncancel", None)
+    return uncancel is None or uncancel() == 0
+
+
+def _log(logger: logging.LoggerAdapter[Any], level: int, msg: str, *args: Any) -> None:
+    """``logger.log(level, msg, *args)`` for the lines every task writes, without the
+    walk up the stack that looks for the caller: the record names its caller all the
+    same (file, line and function), read from the calling frame."""
+    base = logger.logger
+    if not base.isEnabledFor(level):
+        return
+    frame = sys._getframe(1)
+    code = frame.f_code
+    record = base.makeRecord(
+        base.name, level, code.co_filename, frame.f_lineno, msg, args, None, code.co_name,
+        logger.extra,
+    )  # fmt: skip
+    base.handle(record)
+
+
+def _log_end(
+    ctx: Context,
+    report: Report,
+    state: TaskState | None,
+    error: BaseException | None,
+    took: float,
+) -> None:
+    """The line that ends a task's execution on this worker (``state``: the queue's
+    answer; None when it did not record the report)."""
+    task, logger = ctx.task, ctx.logger
+    about = f"{task.name} for user {task.user_id}, attempt {task.retry_count + 1}, {took:.3f}s"
     if state is None:  # the lease was lost, or the stopping worker gave up reporting
         what = {Finished: "finished", Failed: "failed"}.get(type(report), "was given back")
-        ctx.logger.warning(
+        _log(
+            logger, logging.WARNING,
             "task %s %s (%s) but the queue did not record it (its lease was lost, or the "
             "worker left before reporting it)",
             task.task_id, what, about,
         )  # fmt: skip
     elif isinstance(report, Finished):
-        ctx.logger.info("task %s finished (%s)", task.task_id, about)
+        _log(logger, logging.INFO, "task %s finished (%s)", task.task_id, about)
     elif isinstance(report, GivenBack):
-        ctx.logger.info("task %s given back (%s), now %s", task.task_id, about, state.value)
+        _log(
+            logger, logging.INFO, "task %s given back (%s), now %s",
+            task.task_id, about, state.value,
+        )  # fmt: skip
     else:
-        error = outcome.error
         level = logging.ERROR if state is TaskState.FAILED else logging.WARNING
         then = "failed for good" if state is TaskState.FAILED else f"will retry ({state.value})"
         if isinstance(error, Retry) and state is not TaskState.FAILED:
             level = logging.INFO  # the handler asked for it
         if isinstance(error, (Retry, ExecutionTimeout)) or error is None:
-            ctx.logger.log(level, "task %s %s: %s (%s)", task.task_id, then, report.reason, about)
+            _log(logger, level, "task %s %s: %s (%s)", task.task_id, then, report.reason, about)
         else:
-            ctx.logger.log(
-                level, "task %s %s: %s (%s)\n%s",
+            _log(
+                logger, level, "task %s %s: %s (%s)\n%s",
                 task.task_id, then, report.reason, about, bounded_traceback(error),
             )  # fmt: skip
 

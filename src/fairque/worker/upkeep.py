@@ -146,11 +146,11 @@ class Upkeep:
         held = self.executor.held(self.queue)
         if not held:
             return
-        tasks = [execution.task for _, execution in held]
+        tasks = [execution.task for execution in held]
         extended = await self.queue.extend_many(tasks, self.lease_seconds)
-        for (job, _), ok in zip(held, extended, strict=True):
+        for execution, ok in zip(held, extended, strict=True):
             if not ok:
-                self.executor.lease_lost(job)
+                self.executor.lease_lost(execution)
 
     async def _maintenance_loop(self) -> None:
         interval = self.config.maintenance_interval_seconds

@@ -315,8 +315,9 @@ def test_one_name_per_transition() -> None:
                     and isinstance(call.args[0], ast.Constant)
                 ):
                     builders.setdefault(str(call.args[0].value), set()).add(node.name)
-    # push_many and enqueue both build a push; fail and the undecodable path share a helper
-    shared = {"push": {"push_many", "enqueue"}, "fail": {"_fail_call"}}
+    # push, push_many and enqueue each build a push; fail and the undecodable path share
+    # a helper
+    shared = {"push": {"push", "push_many", "enqueue"}, "fail": {"_fail_call"}}
     assert set(builders) == set(load_all())
     for name, functions in builders.items():
         assert functions == shared.get(name, {name}), name

@@ -141,7 +141,6 @@ class Operations(PlainOperations):
             name: tuple(getattr(self.keys, key) for key in script.key_names)
             for name, script in self.scripts.items()
         }
-        self._push_script, self._push_keys = self.scripts["push"], self._script_keys["push"]
         # _push_head of one task, up to the request id
         self._quick_head = (
             options.ordering, self._horizon_us, options.on_duplicate, 1, self._failed_ttl_ms
@@ -233,9 +232,7 @@ class Operations(PlainOperations):
         values = dict(task.__dict__)
         record = codec.encode(values)
         args = (*self._quick_head, request_id(), codec.constraints.version, *record)
-        return Call(
-            self._push_script, self._push_keys, args, lambda r: codec.pushed(r[0], values, task)
-        )
+        return self._call("push", args, lambda r: codec.pushed(r[0], values, task))
 
     def enqueue(
         self,
@@ -297,9 +294,7 @@ class Operations(PlainOperations):
             name, payload, user_id, priority, task_id or ids[:32], max_retries, keep_result
         )
         args = (*self._quick_head, ids[32:], codec.constraints.version, *record)
-        return Call(
-            self._push_script, self._push_keys, args, lambda r: codec.pushed(r[0], values, None)
-        )
+        return self._call("push", args, lambda r: codec.pushed(r[0], values, None))
 
     # leases ---------------------------------------------------------------------
     def _lease_args(self, request: LeaseRequest) -> list[Any]:

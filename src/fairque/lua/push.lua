@@ -139,14 +139,20 @@ for i = 0, n - 1 do
     if run_at_ms >= 0 then due = run_at_ms elseif delay_ms >= 0 then due = ms + delay_ms end
     -- the common task (no dependencies, due now) is written whole in one command
     local plain = deps == '' and due <= ms
-    local fields = {'id', id, 'user', user, 'name', name, 'payload', payload, 'prio', prio,
-      'retries', 0, 'max_retries', max_retries, 'created', ms, 'keep_result', keep,
-      'result_ttl', ttl}
-    if plain then fields[#fields + 1] = 'state'; fields[#fields + 1] = 'QUEUED' end
-    if timeout_ms >= 0 then fields[#fields + 1] = 'timeout'; fields[#fields + 1] = timeout_ms end
-    if cons ~= '' then fields[#fields + 1] = 'cons'; fields[#fields + 1] = cons end
-    fields[#fields + 1] = 'pushed'; fields[#fields + 1] = req
-    redis.call('HSET', tk, unpack(fields))
+    if plain and timeout_ms < 0 and cons == '' then  -- without building a table
+      redis.call('HSET', tk, 'id', id, 'user', user, 'name', name, 'payload', payload,
+        'prio', prio, 'retries', 0, 'max_retries', max_retries, 'created', ms,
+        'keep_result', keep, 'result_ttl', ttl, 'state', 'QUEUED', 'pushed', req)
+    else
+      local fields = {'id', id, 'user', user, 'name', name, 'payload', payload, 'prio', prio,
+        'retries', 0, 'max_retries', max_retries, 'created', ms, 'keep_result', keep,
+        'result_ttl', ttl}
+      if plain then fields[#fields + 1] = 'state'; fields[#fields + 1] = 'QUEUED' end
+      if timeout_ms >= 0 then fields[#fields + 1] = 'timeout'; fields[#fields + 1] = timeout_ms end
+      if cons ~= '' then fields[#fields + 1] = 'cons'; fields[#fields + 1] = cons end
+      fields[#fields + 1] = 'pushed'; fields[#fields + 1] = req
+      redis.call('HSET', tk, unpack(fields))
+    end
     -- the listing's indexes, by creation time (see list_tasks)
     if plain then
       gather('ZADD', user_index_key(K, user), ms, id)

@@ -119,6 +119,9 @@ class Park:
         stopping: True once the worker stops; no new wait starts then.
         on_end: called when the park has ended and its tasks may be collected.
         room: whether the worker has a free slot (a watch passes a token on when not).
+        deliver: starts leased tasks the moment the lease reply is read (None: they
+            wait for ``collect``). An idle worker's task then starts one turn of the
+            event loop after its reply, not three.
     """
 
     def __init__(
@@ -131,6 +134,7 @@ class Park:
         stopping: Callable[[], bool],
         on_end: Callable[[], None],
         room: Callable[[], bool] = lambda: True,
+        deliver: Callable[[list[Task]], None] | None = None,
     ) -> None:
         self.queue = queue
         self.leasing = leasing
@@ -140,6 +144,9 @@ class Park:
         self._stopping = stopping
         self._on_end = on_end
         self._room = room
+        self._deliver = deliver
+        self._asked = 0  # the slots the open park was started with
+        self._delivered = 0  # tasks it handed to ``deliver``
         self._job: asyncio.Task[list[Task]] | None = None
         self._woken_at = -WAKE_AGAIN_AFTER
         #: the slots the open park may fill (0 when none is open)
@@ -154,7 +161,8 @@ class Park:
         """Park ``slots`` free slots until work comes (one park at a time); with no
         slots, watch the queue until it may have work (see the module's docstring)."""
         assert self._job is None, "a park is already open"
-        self.slots = slots
+        self.slots = self._asked = slots
+        self._delivered = 0
         wait = self._wait_for_work(slots) if slots else self._watch()
         self._job = asyncio.create_task(wait)
         self._job.add_done_callback(lambda _: self._on_end())
@@ -166,9 +174,9 @@ class Park:
         if job is None or not job.done():
             return None
         self._job = None
-        slots, self.slots = self.slots, 0
+        self.slots = 0
         leased = [] if job.cancelled() else job.result()
-        return Parked(leased, len(leased) >= slots)
+        return Parked(leased, len(leased) + self._delivered >= self._asked)
 
     async def wake(self) -> None:
         """Ask an open park's wait to end now, for a stop: push a wake-up token.
@@ -246,7 +254,11 @@ class Park:
                 continue
             self.link.ok()
             if leased:
-                return leased
+                if self._deliver is None:
+                    return leased
+                self._delivered, self.slots = len(leased), 0  # the tasks hold the slots now
+                self._deliver(leased)
+                return []
         return []
 
     async def _watch(self) -> list[Task]:

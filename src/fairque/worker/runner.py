@@ -32,7 +32,7 @@ import os
 import signal
 import socket
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 
 from fairque.aio import AsyncFairQueue
@@ -200,7 +200,7 @@ class Worker:
         park = Park(
             queue, leasing, link, errors, self._stop.pause,
             stopping=lambda: self._stop.requested, on_end=self._changed.set,
-            room=lambda: self._free_slots() > 0,
+            room=lambda: self._free_slots() > 0, deliver=self._starter(queue, acker),
         )  # fmt: skip
         upkeep = Upkeep(
             queue, cfg, self.id, self.heartbeat_seconds, lease, self._executor,
@@ -397,6 +397,16 @@ class Worker:
     def _start(self, lane: Lane, leased: list[Task]) -> None:
         for task in leased:
             self._executor.start(task, lane.queue, lane.acker)
+
+    def _starter(self, queue: AsyncFairQueue, acker: Acknowledger) -> Callable[[list[Task]], None]:
+        """Starts tasks leased from ``queue`` (a park's as soon as its reply is read)."""
+        start = self._executor.start
+
+        def deliver(leased: list[Task]) -> None:
+            for task in leased:
+                start(task, queue, acker)
+
+        return deliver
 
     async def _wait_for_change(self) -> None:
         timeout: float | None = None

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
+import time
 from collections.abc import Iterable, Iterator
 from urllib.parse import unquote, urlsplit
 
@@ -211,7 +212,23 @@ def url_errors(url: str) -> Iterator[None]:
 
 
 class RedactingFormatter(logging.Formatter):
-    """A log formatter whose lines (tracebacks included) pass through ``redact_text``."""
+    """A log formatter whose lines (tracebacks included) pass through ``redact_text``.
+
+    The default time stamp is formatted once per second (a worker writes two lines
+    per task, thousands a second), then given its milliseconds.
+    """
+
+    _second: tuple[int, str] = (-1, "")
 
     def format(self, record: logging.LogRecord) -> str:
         return redact_text(super().format(record))
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:  # noqa: N802
+        msec_format = self.default_msec_format
+        if datefmt or not msec_format:
+            return super().formatTime(record, datefmt)
+        second = int(record.created)
+        if self._second[0] != second:
+            stamp = time.strftime(self.default_time_format, self.converter(record.created))
+            self._second = (second, stamp)
+        return msec_format % (self._second[1], record.msecs)

@@ -1,0 +1,151 @@
+"""Server instructions per task of the lease and completion scripts, counted by callgrind.
+
+Wall-clock figures on a shared machine move by tens of per cent from run to run; the
+number of instructions the server executes inside ``EVALSHA`` does not (a few per cent,
+from the random task ids). This starts a private Valkey under ``valgrind --tool=callgrind
+--toggle-collect=evalShaCommand`` (only script calls are counted), runs each phase on a
+fresh queue of ``--users`` users and dumps the counts after it:
+
+- ``pop1``: ``pop`` of one task, ``--tasks`` times; ``complete``: each of them, one call each;
+- ``pop100``: ``pop_batch(100)``;
+- ``complete_and_pop1``: one completion and a lease of one per call (a worker's round trip);
+- ``complete_and_pop100``: 100 completions and a lease of 100 per call.
+
+Prints instructions per task for each phase and repetition. Needs ``valgrind`` and
+``callgrind_control`` on the PATH. To compare two versions, run it with each on the
+``PYTHONPATH`` (e.g. a ``git archive`` of the older commit's ``src``).
+
+Usage::
+
+    uv run python benchmarks/script_instructions.py [--tasks N] [--users N] [--repeat N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import os
+import socket
+import subprocess
+import tempfile
+import time
+
+import redis
+
+from fairque import FairQueue, Task
+from fairque.cli.embedded import find_valkey_server
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Counted:
+    """A Valkey server under callgrind, counting instructions inside EVALSHA."""
+
+    def __init__(self, out_dir: str) -> None:
+        self.out_dir = out_dir
+        self.port = free_port()
+        self.proc = subprocess.Popen(
+            [
+                "valgrind", "--tool=callgrind", "--toggle-collect=evalShaCommand",
+                f"--callgrind-out-file={out_dir}/callgrind.%p", find_valkey_server(),
+                "--port", str(self.port), "--save", "", "--appendonly", "no",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        client = redis.Redis(port=self.port)
+        for _ in range(300):
+            try:
+                client.ping()
+                return
+            except redis.ConnectionError:
+                time.sleep(0.1)
+        raise RuntimeError("the server under callgrind did not start")
+
+    def since_last(self) -> int:
+        """Instructions counted since the previous call (a callgrind dump)."""
+        subprocess.run(
+            ["callgrind_control", "-d", str(self.proc.pid)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            check=True,
+        )
+        dumps = glob.glob(f"{self.out_dir}/callgrind.*.*")
+        last = max(dumps, key=lambda path: int(path.rsplit(".", 1)[1]))
+        with open(last) as f:
+            for line in f:
+                if line.startswith(("summary:", "totals:")):
+                    return int(line.split()[1])
+        raise RuntimeError(f"no totals in {last}")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait()
+
+
+def run(server: Counted, name: str, tasks: int, users: int) -> dict[str, float]:
+    q = FairQueue(redis.Redis(port=server.port), name)
+    load = [Task(user_id=f"u{i % users}", name="noop", payload={"n": i}) for i in range(5 * tasks)]
+    for at in range(0, len(load), 1000):
+        q.push_many(load[at : at + 1000])
+    out: dict[str, float] = {}
+    server.since_last()
+    held = [q.pop(worker_id="w") for _ in range(tasks)]
+    out["pop1"] = server.since_last() / tasks
+    for task in held:
+        assert task is not None
+        assert q.complete(task, None)
+    out["complete"] = server.since_last() / tasks
+    batch = []
+    for _ in range(tasks // 100):
+        batch.extend(q.pop_batch(100, worker_id="w"))
+    out["pop100"] = server.since_last() / len(batch)
+    for task in batch:
+        q.complete(task, None)
+    one = q.pop(worker_id="w")
+    server.since_last()
+    for _ in range(tasks // 2):
+        assert one is not None
+        _, leased = q.complete_and_pop([(one, None)], 1, worker_id="w")
+        one = leased[0]
+    out["complete_and_pop1"] = server.since_last() / (tasks // 2)
+    assert one is not None
+    assert q.complete(one, None)
+    group = q.pop_batch(100, worker_id="w")
+    server.since_last()
+    rounds = max(1, tasks // 100)
+    for _ in range(rounds):
+        acks, group = q.complete_and_pop([(t, None) for t in group], 100, worker_id="w")
+        assert all(acks)
+        assert len(group) == 100
+    out["complete_and_pop100"] = server.since_last() / (100 * rounds)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--tasks", type=int, default=300, help="tasks per phase (default 300)")
+    parser.add_argument("--users", type=int, default=100, help="users (default 100)")
+    parser.add_argument("--repeat", type=int, default=2, help="repetitions (default 2)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as out_dir:
+        server = Counted(out_dir)
+        try:
+            rows: dict[str, list[float]] = {}
+            for rep in range(args.repeat):
+                for phase, value in run(
+                    server, f"ir{rep}{os.getpid()}", args.tasks, args.users
+                ).items():
+                    rows.setdefault(phase, []).append(value)
+        finally:
+            server.stop()
+    for phase, values in rows.items():
+        print(f"{phase:20s} instructions per task: " + "  ".join(f"{v:,.0f}" for v in values))
+
+
+if __name__ == "__main__":
+    main()

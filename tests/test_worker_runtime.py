@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import cast
+from collections.abc import Sequence
+from typing import Any, cast
 
+from support import unique_queue
 from worker_handlers import Harness, Recorder, Sleeper, eventually, wait_state
 
-from fairque import Registry, TaskState
+from fairque import AsyncFairQueue, Registry, Task, TaskState
+from fairque.worker.runner import WAVES_IN_FLIGHT
 
 
 async def test_a_later_nearer_deadline_fires_before_an_earlier_farther_one(h: Harness) -> None:
@@ -87,3 +90,48 @@ async def test_a_stop_after_a_timeout_still_gives_back_and_hooks_see_every_end(
     assert back.retry_count == 0
     assert [o.state for o in rec.outcomes] == [TaskState.FINISHED, TaskState.QUEUED]
     assert worker.in_flight == 0
+
+
+class SlowWaves(AsyncFairQueue):
+    """A real queue whose completion waves answer 50 ms late; records how many were
+    at the server at once and every count asked for."""
+
+    out = peak = 0
+    counts: list[int]
+
+    async def complete_and_pop(
+        self, done: Sequence[tuple[Task, Any]], count: int = 1, *args: Any, **kwargs: Any
+    ) -> tuple[list[bool], list[Task]]:
+        self.counts.append(count)
+        self.out += 1
+        self.peak = max(self.peak, self.out)
+        try:
+            await asyncio.sleep(0.05)
+            return await super().complete_and_pop(done, count, *args, **kwargs)
+        finally:
+            self.out -= 1
+
+
+async def test_waves_overlap_and_never_ask_for_more_than_the_slots(h: Harness) -> None:
+    """A worker with more slots than one request takes has two waves at the server at
+    once; the slots a wave asked for stay held until it is back."""
+    url, cluster = h.server.url, h.server.cluster
+    q = cast(SlowWaves, SlowWaves.from_url(url, unique_queue(), cluster=cluster))
+    q.counts = []
+    h.queues.append(q)
+    reg, ran = Registry(), []
+
+    @reg.task(name="work")
+    async def work(payload: int) -> None:
+        ran.append(payload)
+
+    tasks = await q.push_many(Task(user_id=f"u{i % 7}", name="work", payload=i) for i in range(300))
+    worker = h.start(q, reg, max_concurrent_tasks=12, batch_size=5, burst=True)
+    job = h.runs[-1][1]
+    await asyncio.wait_for(job, 30)
+    assert sorted(ran) == list(range(300))
+    assert worker.processed == 300
+    assert q.peak == WAVES_IN_FLIGHT
+    assert max(q.counts) <= 5
+    for t in tasks[:5]:
+        await wait_state(q, t.task_id, TaskState.FINISHED, timeout=0)

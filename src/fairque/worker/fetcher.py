@@ -76,17 +76,16 @@ class Leasing:
         self.lease_seconds = lease_seconds
         self.assigned_users = list(assigned_users) or None
         self.steal_targets = list(steal_targets) or None
-        self._unanswered: str | None = None
+        self._unanswered: list[str] = []  # several requests may be in flight
 
     def next_id(self) -> str:
         """The id of the next lease request: the id of one whose reply was lost (given
         out once only, so two calls never receive the same tasks), else a new one."""
-        req, self._unanswered = self._unanswered or request_id(), None
-        return req
+        return self._unanswered.pop() if self._unanswered else request_id()
 
     def reply_lost(self, req: str) -> None:
         """A connection error swallowed the reply to request ``req``: resend it next."""
-        self._unanswered = req
+        self._unanswered.append(req)
 
     def options(self, req: str | None) -> dict[str, Any]:
         """The keyword arguments of a lease call besides its count and worker."""

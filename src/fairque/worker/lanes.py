@@ -18,6 +18,7 @@ signals work, and the lane takes part in the next split.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 
 from fairque.aio import AsyncFairQueue
@@ -58,6 +59,9 @@ class Lane:
         self.more_ready = True
         #: a held wave is sent again from then (monotonic time; the link's backoff)
         self.resting_until = 0.0
+        #: its waves at the server, and the tasks they asked for (slots held meanwhile)
+        self.waves: set[asyncio.Task[None]] = set()
+        self.asked = 0
 
     @property
     def name(self) -> str:

@@ -9,8 +9,12 @@ one *lane* per queue and shares its free slots among them, round robin: ``lanes`
    (``acker``), asking in the same round trip for as many tasks as the worker has
    free slots, and starts what came back (``executor``): a busy worker's usual turn
    is a single ``complete_and_pop``. While the queue fills every request, the next
-   turn asks again.
-3. Once the queue has fewer tasks than asked for, the free slots *park*
+   turn asks again. A queue may have two waves at the server at once
+   (``WAVES_IN_FLIGHT``), each in its own asyncio task: while one is there, the
+   worker runs what the other brought. The slots a wave asks for are held until it
+   is back, so the worker never asks for more tasks than it has slots.
+3. Once the queue has fewer tasks than asked for (and no wave is out), the free
+   slots *park*
    (``fetcher``): the worker blocks on the queue's wake-up list until pushed work or
    a due time ends the wait, and leases in the same round trip. An idle worker's
    only calls are these waits (each until the next due time, at most its lease
@@ -21,12 +25,14 @@ one *lane* per queue and shares its free slots among them, round robin: ``lanes`
    reported and one more request to each queue brings nothing, it stops as if asked to.
 6. A stop ends fetching, lets running handlers finish within the grace period,
    gives the rest back, and reports every outcome before the worker leaves, or gives
-   up on them once its patience is spent.
+   up on them once its patience is spent (a wave at the server is waited for: its
+   call returns or fails by itself).
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import signal
@@ -52,6 +58,9 @@ log = logging.getLogger("fairque.worker")
 
 #: Seconds a stopping worker keeps resending held outcomes after its grace period.
 OUTCOME_PATIENCE = 10.0
+#: Waves a queue may have at the server at once: while one is there, the worker runs
+#: the tasks another brought, so the server's work and the worker's overlap.
+WAVES_IN_FLIGHT = 2
 
 __all__ = ["OUTCOME_PATIENCE", "UnknownTaskError", "Worker"]
 
@@ -334,10 +343,16 @@ class Worker:
             sending = [
                 (lane, n)
                 for lane, n in zip(lanes, wanted, strict=True)
-                if (lane.acker.pending or n) and lane.resting_until <= now
+                if (lane.acker.pending or n)
+                and lane.resting_until <= now
+                and len(lane.waves) < WAVES_IN_FLIGHT
             ]
             if sending:
-                await self._send(sending)
+                for lane, n in sending:
+                    self._launch(lane, n)
+                continue
+            if any(lane.waves for lane in lanes):  # what they bring decides what is next
+                await self._wait_for_change()
                 continue
             if not self.config.burst:
                 self._open_parks(free)
@@ -352,20 +367,32 @@ class Worker:
                 continue
             await self._wait_for_change()
 
-    async def _send(self, sending: list[tuple[Lane, int]]) -> None:
-        """One wave per lane, concurrently: its reports, and a request for its share
-        of the free slots. A lane whose wave was held (its server is away) rests for
-        its link's backoff, then sends again; the other lanes carry on."""
-        got = await asyncio.gather(*(lane.acker.send(n) for lane, n in sending))
-        for (lane, n), leased in zip(sending, got, strict=True):
-            if leased is None:
-                lane.resting_until = time.monotonic() + lane.link.delay()
-                continue
-            self._start(lane, leased)
-            if n:
-                lane.more_ready = len(leased) >= n
-            if leased:
-                self._burst_asked = False
+    def _launch(self, lane: Lane, n: int) -> None:
+        """Send a wave of ``lane`` in its own asyncio task (see ``_wave``); the slots
+        it asks for are held until it is back."""
+        lane.asked += n
+        wave = asyncio.create_task(self._wave(lane, n))
+        lane.waves.add(wave)
+        wave.add_done_callback(functools.partial(self._wave_done, lane, n))
+
+    def _wave_done(self, lane: Lane, n: int, wave: asyncio.Task[None]) -> None:
+        lane.waves.discard(wave)
+        lane.asked -= n
+        self._changed.set()
+
+    async def _wave(self, lane: Lane, n: int) -> None:
+        """One wave of a lane: its reports, and a request for ``n`` tasks (its share of
+        the free slots). A lane whose wave was held (its server is away) rests for its
+        link's backoff, then sends again; the other lanes carry on."""
+        leased = await lane.acker.send(n)
+        if leased is None:
+            lane.resting_until = time.monotonic() + lane.link.delay()
+            return
+        self._start(lane, leased)
+        if n:
+            lane.more_ready = len(leased) >= n
+        if leased:
+            self._burst_asked = False
 
     def _open_parks(self, free: int) -> None:
         """Park the free slots of a single queue that came back short; watch each of
@@ -381,7 +408,10 @@ class Worker:
 
     def _idle(self) -> bool:
         """Nothing runs and no outcome waits to be reported."""
-        return not (self._executor.in_flight or any(lane.acker.pending for lane in self._lanes))
+        return not (
+            self._executor.in_flight
+            or any(lane.acker.pending or lane.waves for lane in self._lanes)
+        )
 
     def _free_slots(self) -> int:
         """Tasks the worker can start now and has not asked for yet (never negative).
@@ -390,7 +420,7 @@ class Worker:
         the worker gave up on, and by an open park.
         """
         cfg = self.config
-        parked = sum(lane.park.slots for lane in self._lanes)
+        parked = sum(lane.park.slots + lane.asked for lane in self._lanes)
         taken = self._executor.slots_taken + self._threads.stuck + parked
         return max(0, min(cfg.max_concurrent_tasks - taken, cfg.batch_size))
 
@@ -437,8 +467,8 @@ class Worker:
         assert stop.grace_ends is not None
         if now >= stop.grace_ends and executor.handling:
             executor.interrupt()
-        if now < stop.give_up_at:
-            return True
+        if now < stop.give_up_at or any(lane.waves for lane in self._lanes):
+            return True  # a wave at the server ends by itself (its call returns or fails)
         log.warning(
             "worker %s: could not report %d outcome(s) before exiting; their leases will "
             "expire and the tasks will run again",

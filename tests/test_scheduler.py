@@ -260,3 +260,26 @@ async def test_an_unreachable_server_is_waited_out(caplog: pytest.LogCaptureFixt
     assert not runner.leading
     assert "the server is unreachable" in caplog.text
     await q.close()
+
+
+async def test_a_cancelled_scheduler_ends_whenever_the_cancellation_comes(
+    server: ServerInfo,
+) -> None:
+    """A crash is a cancellation: wherever it finds the scheduler (taking the lock,
+    firing, blocking on the schedules' list, sleeping out a slot), the run ends."""
+    name = unique_queue("sched")
+    q = AsyncFairQueue.from_url(server.url, name)
+    await q.add_schedule(
+        schedule_id="tick", name="tick", user_id="ops", interval_seconds=0.1,
+        misfire="skip",
+    )  # fmt: skip
+    try:
+        for i in range(40):
+            runner = Scheduler(q, lock_ttl=0.3)
+            job = asyncio.ensure_future(runner.run())
+            await asyncio.sleep(0.005 * (i % 20))
+            crash(runner, job)
+            done, _ = await asyncio.wait({job}, timeout=5.0)
+            assert done == {job}, f"cancellation {i} did not end the run"
+    finally:
+        await q.close()

@@ -28,6 +28,7 @@ from redis.exceptions import RedisClusterException, RedisError, ResponseError
 
 from fairque.aio import AsyncFairQueue
 from fairque.errors import ConfigError, NotLeader, ServerError
+from fairque.pauses import pass_on_cancellation, pause_unless, pause_until_done
 from fairque.schedule_ops import new_token
 
 log = logging.getLogger("fairque.scheduler")
@@ -85,6 +86,7 @@ class Scheduler:
         pause = 0.0
         try:
             while not self._stop.is_set():
+                pass_on_cancellation()
                 try:
                     await self._step()
                     pause = 0.0
@@ -184,10 +186,7 @@ class Scheduler:
         self.leading = leading
 
     async def _sleep(self, seconds: float) -> None:
-        if seconds <= 0:
-            return
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(self._stop.wait(), seconds)
+        await pause_unless(self._stop, seconds)
 
     async def _wait(self, seconds: float) -> bool:
         """Block on the schedules' wake-up list for ``seconds``, or until ``stop``.
@@ -196,20 +195,20 @@ class Scheduler:
             True when a schedule changed or ``stop`` was asked, False on time out.
         """
         waiting = asyncio.ensure_future(self.queue.wait_for_schedules(seconds))
-        stopping = asyncio.ensure_future(self._stop.wait())
         try:
-            await asyncio.wait({waiting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            await pause_until_done(waiting, self._stop)
         finally:
-            for task in (waiting, stopping):
-                if not task.done():
-                    task.cancel()
-                    with contextlib.suppress(asyncio.CancelledError, Exception):
-                        await task
-            if waiting.done() and not waiting.cancelled() and waiting.exception() is not None:
-                raise waiting.exception()  # type: ignore[misc]
-        return self._stop.is_set() or (
-            waiting.done() and not waiting.cancelled() and waiting.result()
-        )
+            if not waiting.done():
+                waiting.cancel()
+                # let the cancelled wait give its connection back; a cancellation of
+                # this task meanwhile is passed on (``asyncio.wait`` never swallows one)
+                await asyncio.wait({waiting})
+        if waiting.cancelled():
+            return self._stop.is_set()
+        failure = waiting.exception()
+        if failure is not None:
+            raise failure
+        return self._stop.is_set() or bool(waiting.result())
 
 
 class SchedulerThread:

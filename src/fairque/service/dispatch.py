@@ -28,6 +28,7 @@ from redis.exceptions import RedisError
 from fairque.aio import AsyncFairQueue
 from fairque.errors import FairqueError, LeaseLost
 from fairque.models import Task, WorkerInfo
+from fairque.pauses import pass_on_cancellation, pause_unless
 from fairque.service.convert import record_failure, wire_priority
 from fairque.service.media import MSGPACK_TYPES
 from fairque.service.settings import DispatchSettings, Endpoint
@@ -96,7 +97,7 @@ class QueueDispatcher:
         while not stop.is_set():
             with contextlib.suppress(FairqueError, RedisError):
                 await self.queue.register_worker(self.info(), ttl_seconds=REGISTRATION_TTL)
-            await _sleep_unless(stop, REGISTRATION_TTL / 3)
+            await pause_unless(stop, REGISTRATION_TTL / 3)
         with contextlib.suppress(FairqueError, RedisError):
             await self.queue.unregister_worker(self.worker_id)
 
@@ -111,7 +112,7 @@ class QueueDispatcher:
                 tasks = await self.queue.wait_and_pop(1.0, free, self.worker_id, self.lease_seconds)
             except (FairqueError, RedisError) as exc:  # unreachable: wait, then again
                 log.warning("lease failed on %s: %s", self.queue.queue, exc)
-                await _sleep_unless(stop, 1.0)
+                await pause_unless(stop, 1.0)
                 continue
             for task in tasks:
                 job = asyncio.create_task(self.handle(task))
@@ -142,6 +143,7 @@ class QueueDispatcher:
     async def _keep_lease(self, task: Task, endpoint: Endpoint) -> None:
         while True:
             await asyncio.sleep(endpoint.lease_seconds / 3)
+            pass_on_cancellation()  # one a command swallowed (see fairque.pauses)
             await self.queue.extend(task, endpoint.lease_seconds)
 
     async def _send(self, task: Task, endpoint: Endpoint, heartbeat: asyncio.Task[None]) -> None:
@@ -203,11 +205,6 @@ class QueueDispatcher:
 
 def _describe(response: httpx.Response) -> str:
     return f"HTTP {response.status_code} from {response.request.url}: {response.text[:500]}"
-
-
-async def _sleep_unless(stop: asyncio.Event, seconds: float) -> None:
-    with contextlib.suppress(asyncio.TimeoutError):
-        await asyncio.wait_for(stop.wait(), seconds)
 
 
 def default_worker_id() -> str:

@@ -80,7 +80,15 @@ async def wait_state(
     assert task_id is not None
     deadline = time.monotonic() + timeout
     while True:
-        t = await q.get(task_id)
+        try:
+            t = await q.get(task_id)
+        except redis.ConnectionError:
+            # this poll's own connection died with a restarted server: poll again (the
+            # worker under test is what must ride the outage out, not this read)
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.1)
+            continue
         if t is not None and t.state in states:
             return t
         if time.monotonic() > deadline:

@@ -9,7 +9,9 @@ fresh queue of ``--users`` users and dumps the counts after it:
 - ``pop1``: ``pop`` of one task, ``--tasks`` times; ``complete``: each of them, one call each;
 - ``pop100``: ``pop_batch(100)``;
 - ``complete_and_pop1``: one completion and a lease of one per call (a worker's round trip);
-- ``complete_and_pop100``: 100 completions and a lease of 100 per call.
+- ``complete_and_pop100``: 100 completions and a lease of 100 per call;
+- ``push1``: ``push`` of one task per call, ``--tasks`` times; ``push100``: ``push_many``
+  of 100 per call. These also print the server commands per task (INFO commandstats).
 
 Prints instructions per task for each phase and repetition. Needs ``valgrind`` and
 ``callgrind_control`` on the PATH. To compare two versions, run it with each on the
@@ -126,25 +128,70 @@ def run(server: Counted, name: str, tasks: int, users: int) -> dict[str, float]:
     return out
 
 
+def commands(client: redis.Redis) -> int:
+    """Commands the server ran, the script calls themselves and this count's left out."""
+    stats = client.info("commandstats")
+    return sum(
+        int(value["calls"])
+        for name, value in stats.items()
+        if name not in ("cmdstat_evalsha", "cmdstat_eval", "cmdstat_info", "cmdstat_config")
+    )
+
+
+def run_push(server: Counted, name: str, tasks: int, users: int) -> dict[str, float]:
+    """Instructions and server commands per task of ``push`` and of ``push_many(100)``."""
+    client = redis.Redis(port=server.port)
+    q = FairQueue(client, name)
+    out: dict[str, float] = {}
+    one = [Task(user_id=f"u{i % users}", name="noop", payload={"n": i}) for i in range(tasks)]
+    q.push(Task(user_id="u0", name="noop", payload={}))  # loads the script
+    client.config_resetstat()
+    server.since_last()
+    for task in one:
+        q.push(task)
+    out["push1"] = server.since_last() / tasks
+    out["push1 commands"] = commands(client) / tasks
+    rounds = max(1, tasks // 100)
+    batches = [
+        [Task(user_id=f"u{i % users}", name="noop", payload={"n": i}) for i in range(100)]
+        for _ in range(rounds)
+    ]
+    client.config_resetstat()
+    server.since_last()
+    for batch in batches:
+        q.push_many(batch)
+    out["push100"] = server.since_last() / (100 * rounds)
+    out["push100 commands"] = commands(client) / (100 * rounds)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--tasks", type=int, default=300, help="tasks per phase (default 300)")
     parser.add_argument("--users", type=int, default=100, help="users (default 100)")
     parser.add_argument("--repeat", type=int, default=2, help="repetitions (default 2)")
+    parser.add_argument("--only-push", action="store_true", help="only the push phases")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as out_dir:
         server = Counted(out_dir)
         try:
             rows: dict[str, list[float]] = {}
             for rep in range(args.repeat):
-                for phase, value in run(
-                    server, f"ir{rep}{os.getpid()}", args.tasks, args.users
-                ).items():
+                phases = (
+                    {}
+                    if args.only_push
+                    else run(server, f"ir{rep}{os.getpid()}", args.tasks, args.users)
+                )
+                phases.update(run_push(server, f"ip{rep}{os.getpid()}", args.tasks, args.users))
+                for phase, value in phases.items():
                     rows.setdefault(phase, []).append(value)
         finally:
             server.stop()
     for phase, values in rows.items():
-        print(f"{phase:20s} instructions per task: " + "  ".join(f"{v:,.0f}" for v in values))
+        if phase.endswith("commands"):
+            print(f"{phase:20s} per task: " + "  ".join(f"{v:.1f}" for v in values))
+        else:
+            print(f"{phase:20s} instructions per task: " + "  ".join(f"{v:,.0f}" for v in values))
 
 
 if __name__ == "__main__":

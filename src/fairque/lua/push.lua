@@ -38,7 +38,10 @@ ARGV[6] req         request id (unique per call; the same when a call is resent)
                     kept in the task's 'pushed' field, so a resend of the push that
                     created a task still answers "created" (0 or 1 in {1, ...} below)
 ARGV[7] cver        the constraints version the client matched the tasks against
-  (the per-task values start at ARGV[8])
+  (the per-task values start at ARGV[8]; for a single task: ARGV[8] id, ARGV[9] user,
+  ARGV[10] name, ARGV[11] payload, ARGV[12] prio, ARGV[13] max_retries, ARGV[14] delay_ms,
+  ARGV[15] run_at_ms, ARGV[16] timeout_ms, ARGV[17] keep_result, ARGV[18] result_ttl_ms,
+  ARGV[19] deps, ARGV[20] on_dep_fail, ARGV[21] cons)
 
 Reply: one entry per task: {0, state, created_ms} for a new task,
        {1, <HGETALL of the existing task>, mine} for an id that already exists (mine:
@@ -60,6 +63,57 @@ Errors: 'FQERR -32' (StaleConstraints) when the queue's constraints changed sinc
 local K = {prefix = KEYS[1], ring = KEYS[2], delayed = KEYS[3], queued = KEYS[4],
   deferred = KEYS[5], canceled = KEYS[6], meta = KEYS[7], stats = KEYS[8], capped = KEYS[9],
   wake = KEYS[10], ends = KEYS[11], constraints = KEYS[12]}
+
+-- One plain task (no dependencies, delay, due time, timeout or constraint buckets) that
+-- does not exist yet: written straight away, with what the loop below does for it and
+-- no more (no tables, fewer commands). A queue that never had a constraint (the
+-- client's version '0') has no constraints hash: one EXISTS then answers both "is the
+-- id new" and "is the version still 0". Anything else takes the general path below,
+-- which reads everything again.
+if ARGV[4] == '1' and ARGV[19] == '' and ARGV[21] == '' and ARGV[14] == '-1'
+    and ARGV[15] == '-1' and ARGV[16] == '-1' then
+  local id, user, name = ARGV[8], ARGV[9], ARGV[10]
+  local tk = task_key(K, id)
+  local fresh
+  if ARGV[7] == '0' then
+    fresh = redis.call('EXISTS', tk, gone_key(K, id), K.constraints) == 0
+  elseif (redis.call('HGET', K.constraints, '~version') or '0') == ARGV[7] then
+    fresh = redis.call('EXISTS', tk, gone_key(K, id)) == 0
+  end
+  if fresh then
+    local ms, us = now()
+    redis.call('HSET', tk, 'id', id, 'user', user, 'name', name, 'payload', ARGV[11],
+      'prio', ARGV[12], 'retries', 0, 'max_retries', ARGV[13], 'created', ms,
+      'keep_result', ARGV[17], 'result_ttl', ARGV[18], 'state', 'QUEUED', 'pushed', ARGV[6])
+    redis.call('ZADD', user_index_key(K, user), ms, id)
+    redis.call('ZADD', name_index_key(K, name), ms, id)
+    -- the push clock (mono_us) and the ring's clock (ring_join) in one read and one write
+    local meta = redis.call('HMGET', K.meta, 'mono', 'clock')
+    local clock = math.max(us, tonumber(meta[1] or '0') + 1)
+    if ARGV[12] == '6' then
+      redis.call('RPUSH', critical_key(K, user), id)
+    else
+      redis.call('ZADD', normal_key(K, user),
+        lane_score(tonumber(ARGV[12]), clock, ARGV[1], tonumber(ARGV[2])), id)
+    end
+    redis.call('ZADD', K.queued, ms, id)
+    local ring_clock = nil
+    if not redis.call('ZSCORE', K.ring, user)
+        and redis.call('SISMEMBER', K.capped, user) == 0 then
+      ring_clock = tonumber(meta[2] or '0') + 1
+      redis.call('ZADD', K.ring, ring_clock, user)
+    end
+    if ring_clock then
+      redis.call('HSET', K.meta, 'mono', clock, 'clock', ring_clock)
+    else
+      redis.call('HSET', K.meta, 'mono', clock)
+    end
+    redis.call('HINCRBY', K.stats, 'pushed', 1)
+    signal_wake(K, 1)
+    return {{0, 'QUEUED', ms}}
+  end
+end
+
 local ordering, horizon_us, on_dup = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local n, failed_ttl_ms, req = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
 local W, B = 14, 8

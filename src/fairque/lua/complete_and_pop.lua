@@ -45,11 +45,10 @@ Reply: {array of 1/0 per completion (0: lease lost), array of leased tasks (flat
 -- @include complete_task
 -- @include count_completions
 -- @include signal_wake
--- @include reclaim_expired
--- @include promote_due
 -- @include read_users
 -- @include leased_before
 -- @include lease_request
+-- @include maintenance
 
 local K = {prefix = KEYS[1], ring = KEYS[2], delayed = KEYS[3], leases = KEYS[4],
   queued = KEYS[5], deferred = KEYS[6], finished = KEYS[7], failed = KEYS[8], canceled = KEYS[9],
@@ -74,8 +73,8 @@ local leased = {}
 if count > 0 then
   leased = leased_before(K, req)
   if not leased then
-    reclaim_expired(K, ms, tonumber(ARGV[6]), tonumber(ARGV[4]), tonumber(ARGV[5]))
-    promote_due(K, ms, tonumber(ARGV[6]), ordering, horizon_us)
+    maintenance(K, ms, tonumber(ARGV[6]), tonumber(ARGV[4]), tonumber(ARGV[5]), ordering,
+      horizon_us)
     local assigned, steal, any = read_users(ARGV, 11 + nc * 4)
     leased = lease_request(K, req, count, ARGV[2], tonumber(ARGV[3]), ms, assigned, steal,
       any)

@@ -40,11 +40,10 @@ ARGV[11+A] S        number of steal_targets, then their S user ids ('*' = any us
 Reply: array of leased tasks, each the flat HGETALL of its hash.
 ]]
 -- @include now
--- @include reclaim_expired
--- @include promote_due
 -- @include read_users
 -- @include leased_before
 -- @include lease_request
+-- @include maintenance
 
 local K = {prefix = KEYS[1], ring = KEYS[2], delayed = KEYS[3], leases = KEYS[4],
   queued = KEYS[5], deferred = KEYS[6], failed = KEYS[7], canceled = KEYS[8], meta = KEYS[9],
@@ -54,8 +53,8 @@ local req = ARGV[9]
 local again = leased_before(K, req)
 if again then return again end
 local ms = now()
-reclaim_expired(K, ms, tonumber(ARGV[6]), tonumber(ARGV[4]), tonumber(ARGV[5]))
-promote_due(K, ms, tonumber(ARGV[6]), ARGV[7], tonumber(ARGV[8]))
+maintenance(K, ms, tonumber(ARGV[6]), tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[7],
+  tonumber(ARGV[8]))
 local assigned, steal, any = read_users(ARGV, 10)
 return lease_request(K, req, tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), ms, assigned,
   steal, any)

@@ -4,10 +4,8 @@
 -- @include pick_user
 -- @include observe
 -- @include now
--- @include constraint_check
--- @include constraint_take
--- @include constraint_park
--- @include constraint_due
+-- @include signal_wake
+-- @include constraint_lib
 -- lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any): lease up to
 -- `count` ready tasks, choosing users round robin (see pick_user). A served user moves
 -- to the ring's tail (after `weight` consecutive turns for a weighted user); a user
@@ -43,8 +41,10 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any)
       capping = redis.call('HLEN', K.caps) > 0
     end
   end
-  local now_us
+  local now_us, constraint_check, constraint_take, constraint_park
   if limited then
+    local constraint_due
+    constraint_check, constraint_take, constraint_park, constraint_due = constraint_lib()
     now_us = select(2, now())  -- GCRA works in microseconds
     constraint_due(K, ms, now_us, 64)
   end

@@ -1,9 +1,11 @@
 -- @include keys
 -- @include enqueue_ready
--- promote_due(K, ms, limit, ordering, horizon_us): move up to `limit` due
--- SCHEDULED tasks into their users' lanes; returns how many moved.
-local function promote_due(K, ms, limit, ordering, horizon_us)
-  local due = redis.call('ZRANGEBYSCORE', K.delayed, '-inf', ms, 'WITHSCORES', 'LIMIT', 0, limit)
+-- promote_due(K, ms, limit, ordering, horizon_us, due): move up to `limit` due
+-- SCHEDULED tasks into their users' lanes; returns how many moved. `due`: the caller's
+-- read of them (ZRANGEBYSCORE delayed -inf ms WITHSCORES LIMIT 0 limit), or nil.
+local function promote_due(K, ms, limit, ordering, horizon_us, due)
+  due = due or redis.call('ZRANGEBYSCORE', K.delayed, '-inf', ms, 'WITHSCORES', 'LIMIT', 0,
+    limit)
   for i = 1, #due, 2 do
     local id = due[i]
     local at = tonumber(due[i + 1])

@@ -5,7 +5,12 @@ Every worker runs the task module ``adapters/peer_<adapter>.py``. Three worker s
 * ``default``: the library's defaults, except that the process count is pinned to one where
   the library would start one process per CPU (Dramatiq ``--processes 1``, Celery's prefork
   pool ``--concurrency 1``, taskiq ``--workers 1``);
-* ``tuned``: the same one process with the concurrency raised to ``concurrency``;
+* ``tuned``: the same one process with the concurrency raised to ``concurrency``, and its
+  per-task log lines turned off where the system writes any at its default level (the
+  first thing an operator turns down for throughput): fairque, taskiq and RQ with their
+  log-level option, Huey with ``--quiet``, arq and streaq with their own default logging
+  configuration at WARNING (``QUIET`` in their adapters). Celery runs at WARNING in every
+  setting; Dramatiq and SAQ write no line per task by default;
 * ``noisy``: the same one process at the noisy-neighbour concurrency (equal for all).
 """
 
@@ -75,10 +80,12 @@ def rq_worker(bin_dir: Path, url: str, setting: Setting, c: int) -> WorkerSpec:
     argv = [str(bin_dir / "rq"), "worker", "--url", url, "--path", str(ADAPTERS)]
     if setting == "default":
         return WorkerSpec([*argv, "bench"], {}, "rq.Worker (forks per job), 1 job at a time")
+    quiet = ["--logging_level", "WARNING"] if setting == "tuned" else []
     return WorkerSpec(
-        [*argv, "--worker-class", "rq.worker.SimpleWorker", "bench"],
+        [*argv, *quiet, "--worker-class", "rq.worker.SimpleWorker", "bench"],
         {},
-        "rq.SimpleWorker (no fork), 1 job at a time: RQ has no in-process concurrency",
+        "rq.SimpleWorker (no fork), 1 job at a time: RQ has no in-process concurrency"
+        + (", --logging_level WARNING" if quiet else ""),
     )
 
 
@@ -86,7 +93,10 @@ def arq_worker(bin_dir: Path, url: str, setting: Setting, c: int) -> WorkerSpec:
     argv = [str(bin_dir / "arq"), "peer_arq.WorkerSettings"]
     if setting == "default":
         return WorkerSpec(argv, {}, "max_jobs=10 (default)")
-    return WorkerSpec(argv, _conc(c), f"max_jobs={c}")
+    if setting == "tuned":
+        argv = [*argv, "--custom-log-dict", "peer_arq.QUIET"]
+    quiet = ", log level WARNING" if setting == "tuned" else ""
+    return WorkerSpec(argv, _conc(c), f"max_jobs={c}{quiet}")
 
 
 def saq_worker(bin_dir: Path, url: str, setting: Setting, c: int) -> WorkerSpec:
@@ -107,8 +117,11 @@ def huey_worker(bin_dir: Path, url: str, setting: Setting, c: int) -> WorkerSpec
     argv = [str(bin_dir / "huey_consumer"), "peer_huey.huey"]
     if setting == "default":
         return WorkerSpec(argv, {}, "1 worker thread (default)")
+    quiet = ["--quiet"] if setting == "tuned" else []
     return WorkerSpec(
-        [*argv, "--workers", str(c), "--worker-type", "thread"], {}, f"-w {c} -k thread"
+        [*argv, *quiet, "--workers", str(c), "--worker-type", "thread"],
+        {},
+        f"-w {c} -k thread" + (" --quiet" if quiet else ""),
     )
 
 
@@ -129,8 +142,11 @@ def taskiq_worker(bin_dir: Path, url: str, setting: Setting, c: int) -> WorkerSp
     argv = [str(bin_dir / "taskiq"), "worker", "peer_taskiq:broker", "--workers", "1"]
     if setting == "default":
         return WorkerSpec(argv, {}, "--workers 1, max-async-tasks 100 (default)")
+    quiet = ["--log-level", "WARNING"] if setting == "tuned" else []
     return WorkerSpec(
-        [*argv, "--max-async-tasks", str(c)], {}, f"--workers 1 --max-async-tasks {c}"
+        [*argv, *quiet, "--max-async-tasks", str(c)],
+        {},
+        f"--workers 1 --max-async-tasks {c}" + (" --log-level WARNING" if quiet else ""),
     )
 
 
@@ -138,7 +154,9 @@ def streaq_worker(bin_dir: Path, url: str, setting: Setting, c: int) -> WorkerSp
     argv = [str(bin_dir / "streaq"), "run", "peer_streaq:worker"]
     if setting == "default":
         return WorkerSpec(argv, {}, "concurrency=16 (default)")
-    return WorkerSpec(argv, _conc(c), f"concurrency={c}")
+    quiet = {"BENCH_QUIET": "1"} if setting == "tuned" else {}
+    about = ", log level WARNING" if quiet else ""
+    return WorkerSpec(argv, {**_conc(c), **quiet}, f"concurrency={c}{about}")
 
 
 def fairque_worker(bin_dir: Path, url: str, setting: Setting, c: int) -> WorkerSpec:
@@ -148,7 +166,10 @@ def fairque_worker(bin_dir: Path, url: str, setting: Setting, c: int) -> WorkerS
     ]  # fmt: skip
     if setting == "default":
         return WorkerSpec(argv, {}, "--concurrency 10 (default)")
-    return WorkerSpec([*argv, "--concurrency", str(c)], {}, f"--concurrency {c}")
+    quiet = ["--log-level", "WARNING"] if setting == "tuned" else []
+    return WorkerSpec(
+        [*argv, *quiet, "--concurrency", str(c)], {}, f"--concurrency {c} {' '.join(quiet)}".strip()
+    )
 
 
 SYSTEMS: dict[str, System] = {

@@ -6,12 +6,20 @@ from typing import Any, ClassVar
 
 from arq import create_pool
 from arq.connections import ArqRedis, RedisSettings
+from arq.logs import default_log_config
 from benchcommon import Job, concurrency, redis_url, run_task_async
 
 
 async def bench(ctx: dict[str, Any], job_id: str, mode: str, work_ms: float) -> None:
     """The benchmark task."""
     await run_task_async(job_id, mode, work_ms)
+
+
+#: arq's own logging configuration at WARNING (``arq --custom-log-dict peer_arq.QUIET``):
+#: arq has no quiet option, and writes two lines per job at INFO.
+QUIET: dict[str, Any] = default_log_config(verbose=False)
+QUIET["handlers"]["arq.standard"]["level"] = "WARNING"
+QUIET["loggers"]["arq"]["level"] = "WARNING"
 
 
 class WorkerSettings:

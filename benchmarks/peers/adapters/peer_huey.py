@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
-from benchcommon import Job, redis_url, run_task
+from benchcommon import MAX_CONNECTIONS, Job, redis_url, run_task
 from huey import RedisHuey
+from redis import ConnectionPool
 
-huey = RedisHuey("bench", url=redis_url())
+#: Huey's client pool, enlarged: redis-py's default (100 connections) runs dry at
+#: ``-w 128`` ("Too many connections").
+huey = RedisHuey(
+    "bench", connection_pool=ConnectionPool.from_url(redis_url(), max_connections=MAX_CONNECTIONS)
+)
 
 
 @huey.task()

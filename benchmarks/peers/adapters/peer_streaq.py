@@ -2,10 +2,27 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
+import streaq.cli
+import streaq.utils
 from benchcommon import Job, concurrency, redis_url, run_task_async
 from streaq import Worker
+
+
+def _quiet_log_config(tz: Any, verbose: bool) -> dict[str, Any]:
+    """streaq's own logging configuration at WARNING: its command line has no quiet
+    option, and it writes two lines per task at INFO."""
+    config: dict[str, Any] = streaq.utils.default_log_config(tz, verbose)
+    for section in ("handlers", "loggers"):
+        for entry in config.get(section, {}).values():
+            entry["level"] = "WARNING"
+    return config
+
+
+if os.environ.get("BENCH_QUIET"):  # the tuned setting (systems.py)
+    streaq.cli.default_log_config = _quiet_log_config  # type: ignore[attr-defined]
 
 worker: Worker[Any] = Worker(
     redis_url=redis_url(),

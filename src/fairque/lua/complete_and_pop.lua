@@ -42,6 +42,7 @@ ARGV[11+4C] A      number of assigned_users, then their A user ids, then the num
 Reply: {array of 1/0 per completion (0: lease lost), array of leased tasks (flat HGETALL)}.
 ]]
 -- @include now
+-- @include enqueue_ready
 -- @include complete_task
 -- @include count_completions
 -- @include signal_wake

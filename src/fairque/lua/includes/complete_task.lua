@@ -2,23 +2,27 @@
 -- @include lease_fence
 -- @include end_attempt
 -- @include finalize
--- @include release_dependents
--- @include replayed
--- @include last_op
 -- complete_task(K, id, token, has_result, result, ms, us, ordering, horizon_us, acc):
 -- finish a leased task if `token` still holds its lease, store its result (when the
 -- task keeps results) and release the dependents waiting only for it. A resend of a
 -- completion that succeeded succeeds again and changes nothing. Returns
 -- {1 or 0 (lease lost), dependents made ready}.
 -- `acc` ({runs = {}, done = 0}, one per call) gathers the counters of the call's
--- completions, for count_completions to write once; the FINISHED registry's expired
--- entries are trimmed by the call's first completion (acc.trimmed).
+-- completions, for count_completions to write once. The FINISHED registry's expired
+-- entries are trimmed at most once per call, by a completion whose lease token is a
+-- multiple of 16 (acc.trimmed): a ZREMRANGEBYSCORE per completion bought nothing that
+-- readers need (they skip expired ids; maintain and stats trim too).
+-- The functions of the rare paths (a resent or lost completion, dependents to release)
+-- are made only when the path is taken (a script makes every function it defines on
+-- each run).
 local function complete_task(K, id, token, has_result, result, ms, us, ordering, horizon_us,
                              acc)
   local req = 'L' .. token
   local held, f = lease_fence(K, id, token, 'user', 'keep_result', 'result_ttl', 'op',
     'started', 'cons', 'name')
   if not held then
+-- @include replayed
+-- @include last_op
     if replayed(last_op(K, id, f[1], f[6]), req) == 'FINISHED' then return {1, 0} end
     redis.call('HINCRBY', K.stats, 'lease_lost', 1)
     return {0, 0}
@@ -26,9 +30,10 @@ local function complete_task(K, id, token, has_result, result, ms, us, ordering,
   acc.runs[#acc.runs + 1] = ms - tonumber(f[7] or ms)
   acc.done = acc.done + 1
   end_attempt(K, id, f[3], ms, f[8], 'error', 'traceback', 'reason', 'details')
+  local trimmed = acc.trimmed or tonumber(token) % 16 ~= 0
   local known = {user = f[3], name = f[9], unwatched = false, counted = true,
-    trimmed = acc.trimmed}
-  acc.trimmed = true
+    trimmed = trimmed}
+  if not trimmed then acc.trimmed = true end
   if has_result and f[4] == '1' then known.result = result end
   local ready = 0
   -- one EXISTS for the usual case: nobody waits for the task, as a dependency or a result
@@ -36,6 +41,7 @@ local function complete_task(K, id, token, has_result, result, ms, us, ordering,
   if redis.call('EXISTS', blocked, watch) == 0 then
     known.unwatched = true
   elseif redis.call('EXISTS', blocked) == 1 then
+-- @include release_dependents
     ready = release_dependents(K, id, ms, us, ordering, horizon_us)
   end
   finalize(K, id, 'FINISHED', K.finished, ms, tonumber(f[5]), 'completed', req .. ' FINISHED',

@@ -119,6 +119,12 @@ def _optional_text(value: str | None, what: str, limit: int) -> str:
     return value
 
 
+def _entries(reply: list[Any]) -> list[Any]:
+    """The entries of a push reply: a new plain task pushed alone answers its entry
+    ``{0, state, created_ms}`` without the list around it (see push.lua)."""
+    return [reply] if type(reply[0]) is int else reply
+
+
 class Operations(PlainOperations):
     """Builds the calls of one queue; shared by the sync and async clients.
 
@@ -213,6 +219,7 @@ class Operations(PlainOperations):
         pushed, created = self.codec.pushed, self.codec.created
 
         def parse(reply: list[Any]) -> Pushed:
+            reply = _entries(reply)
             entries = reply if position is None else [reply[p] for p in position]
             return Pushed(
                 [pushed(e, v, t) for e, (t, v) in zip(entries, given, strict=True)],
@@ -232,7 +239,7 @@ class Operations(PlainOperations):
         values = dict(task.__dict__)
         record = codec.encode(values)
         args = (*self._quick_head, request_id(), codec.constraints.version, *record)
-        return self._call("push", args, lambda r: codec.pushed(r[0], values, task))
+        return self._call("push", args, lambda r: codec.pushed(_entries(r)[0], values, task))
 
     def enqueue(
         self,
@@ -294,7 +301,7 @@ class Operations(PlainOperations):
             name, payload, user_id, priority, task_id or ids[:32], max_retries, keep_result
         )
         args = (*self._quick_head, ids[32:], codec.constraints.version, *record)
-        return self._call("push", args, lambda r: codec.pushed(r[0], values, None))
+        return self._call("push", args, lambda r: codec.pushed(_entries(r)[0], values, None))
 
     # leases ---------------------------------------------------------------------
     def _lease_args(self, request: LeaseRequest) -> list[Any]:

@@ -47,6 +47,9 @@ Reply: one entry per task: {0, state, created_ms} for a new task,
        {1, <HGETALL of the existing task>, mine} for an id that already exists (mine:
        1 when this same request created it, i.e. this call is a resend, else 0), or
        {2, state} for an id whose task ended and expired within the last minute.
+       A single new task that is QUEUED at once may answer its entry alone,
+       {0, 'QUEUED', created_ms}, without the list around it (a nested table costs
+       the server more to send).
 Errors: 'FQERR -32' (StaleConstraints) when the queue's constraints changed since the
         client read them (it reloads them and pushes again); 'FQERR -3 <id>' (DuplicateTask) when on_dup is 'error'; 'FQERR -5'
         (DependencyNotFound) for an unknown upstream id. Nothing is written then.
@@ -110,7 +113,7 @@ if ARGV[4] == '1' and ARGV[19] == '' and ARGV[21] == '' and ARGV[14] == '-1'
     end
     redis.call('HINCRBY', K.stats, 'pushed', 1)
     signal_wake(K, 1)
-    return {{0, 'QUEUED', ms}}
+    return {0, 'QUEUED', ms}
   end
 end
 

@@ -153,7 +153,7 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any)
     local last = math.min(n, at + 999)
     local ready_at = redis.call('ZMSCORE', K.queued, unpack(picked, at, last))
     for i = 1, last - at + 1 do
-      if ready_at[i] then waits[#waits + 1] = ms - tonumber(ready_at[i]) end
+      if ready_at[i] then waits[#waits + 1] = ms - ready_at[i] end
     end
     redis.call('ZREM', K.queued, unpack(picked, at, last))
     redis.call('ZADD', K.leases, unpack(entries, 2 * at - 1, 2 * last))
@@ -161,7 +161,7 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any)
   if n == 1 then
     local ready_at = redis.call('ZSCORE', K.queued, picked[1])
     if ready_at then
-      waits[1] = ms - tonumber(ready_at)
+      waits[1] = ms - ready_at
       redis.call('ZREM', K.queued, picked[1])
     end
     redis.call('ZADD', K.leases, deadline, picked[1])

@@ -53,8 +53,8 @@ local req = ARGV[9]
 local again = leased_before(K, req)
 if again then return again end
 local ms = now()
-maintenance(K, ms, tonumber(ARGV[6]), tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[7],
-  tonumber(ARGV[8]))
+-- numeric ARGV read as ARGV[i] + 0: Lua's string coercion costs a third of a tonumber call
+maintenance(K, ms, ARGV[6] + 0, ARGV[4] + 0, ARGV[5] + 0, ARGV[7], ARGV[8] + 0)
 local assigned, steal, any = read_users(ARGV, 10)
-return lease_request(K, req, tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), ms, assigned,
+return lease_request(K, req, ARGV[1] + 0, ARGV[2], ARGV[3] + 0, ms, assigned,
   steal, any)

@@ -27,10 +27,10 @@ local function complete_task(K, id, token, has_result, result, ms, us, ordering,
     redis.call('HINCRBY', K.stats, 'lease_lost', 1)
     return {0, 0}
   end
-  acc.runs[#acc.runs + 1] = ms - tonumber(f[7] or ms)
+  acc.runs[#acc.runs + 1] = ms - (f[7] or ms)  -- (numeric strings coerce)
   acc.done = acc.done + 1
   end_attempt(K, id, f[3], ms, f[8], 'error', 'traceback', 'reason', 'details')
-  local trimmed = acc.trimmed or tonumber(token) % 16 ~= 0
+  local trimmed = acc.trimmed or token % 16 ~= 0  -- token: the held lease's, numeric
   local known = {user = f[3], name = f[9], unwatched = false, counted = true,
     trimmed = trimmed}
   if not trimmed then acc.trimmed = true end
@@ -44,7 +44,7 @@ local function complete_task(K, id, token, has_result, result, ms, us, ordering,
 -- @include release_dependents
     ready = release_dependents(K, id, ms, us, ordering, horizon_us)
   end
-  finalize(K, id, 'FINISHED', K.finished, ms, tonumber(f[5]), 'completed', req .. ' FINISHED',
+  finalize(K, id, 'FINISHED', K.finished, ms, f[5] + 0, 'completed', req .. ' FINISHED',
     known)
   return {1, ready}
 end

@@ -1,10 +1,10 @@
 -- read_users(argv, at): parse "A, A users, S, S users" starting at argv[at] into
 -- (assigned, steal, any) where `any` is true when a steal target is '*'.
 local function read_users(argv, at)
-  local na = tonumber(argv[at])
+  local na = argv[at] + 0  -- Lua's string coercion: cheaper than tonumber
   local assigned = {}
   for i = 1, na do assigned[i] = argv[at + i] end
-  local ns = tonumber(argv[at + na + 1])
+  local ns = argv[at + na + 1] + 0
   local steal, any = {}, false
   for i = 1, ns do
     local u = argv[at + na + 1 + i]

@@ -172,8 +172,12 @@ for i = 0, n - 1 do
   local b = B + i * W
   local id, user, name, payload = ARGV[b], ARGV[b + 1], ARGV[b + 2], ARGV[b + 3]
   local prio, max_retries = tonumber(ARGV[b + 4]), ARGV[b + 5]
-  local delay_ms, run_at_ms = tonumber(ARGV[b + 6]), tonumber(ARGV[b + 7])
-  local timeout_ms, keep, ttl = tonumber(ARGV[b + 8]), ARGV[b + 9], ARGV[b + 10]
+  -- '-1' (none), the usual value, is recognised as text: a conversion costs more
+  local delay_ms, run_at_ms, timeout_ms = ARGV[b + 6], ARGV[b + 7], ARGV[b + 8]
+  delay_ms = delay_ms == '-1' and -1 or tonumber(delay_ms)
+  run_at_ms = run_at_ms == '-1' and -1 or tonumber(run_at_ms)
+  timeout_ms = timeout_ms == '-1' and -1 or tonumber(timeout_ms)
+  local keep, ttl = ARGV[b + 9], ARGV[b + 10]
   local deps, on_dep_fail, cons = ARGV[b + 11], ARGV[b + 12], ARGV[b + 13]
   local tk = task_key(K, id)
   if existing[id] then

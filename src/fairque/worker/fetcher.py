@@ -40,6 +40,7 @@ from typing import Any, NamedTuple
 from fairque.aio import AsyncFairQueue
 from fairque.models import Task
 from fairque.ops import request_id
+from fairque.pauses import pass_on_cancellation
 from fairque.worker.link import CONNECTION_ERRORS, ErrorLog, Link
 
 log = logging.getLogger("fairque.worker")
@@ -53,6 +54,10 @@ LOCAL_WAIT = 0.1
 #: Seconds between the wake-up tokens that ask an open park to end (for a stop):
 #: another idle worker of the queue may take a token first.
 WAKE_AGAIN_AFTER = 1.0
+#: Seconds ``Park.close`` waits for a cancelled park before cancelling it again, and
+#: how many times it does.
+CLOSE_STEP = 0.2
+CLOSE_TRIES = 5
 
 
 class Leasing:
@@ -194,14 +199,17 @@ class Park:
         """Forget the park; one still waiting is cancelled (the worker is leaving).
 
         Tasks it leased that were never collected keep their leases until they
-        expire, and then run again.
+        expire, and then run again. A cancellation swallowed as a blocking wait was
+        sent is seen only once the wait returns: the cancel is repeated meanwhile.
         """
         job, self._job, self.slots = self._job, None, 0
         if job is None:
             return
-        if not job.done():
+        for _ in range(CLOSE_TRIES):
+            if job.done():
+                break
             job.cancel()
-            await asyncio.wait({job}, timeout=1.0)
+            await asyncio.wait({job}, timeout=CLOSE_STEP)
         if job.done() and not job.cancelled() and job.exception() is None and job.result():
             log.warning(
                 "worker %s: %d task(s) leased while leaving were not started; their leases "
@@ -214,10 +222,14 @@ class Park:
         longest = self.leasing.lease_seconds
         direct = True  # a near due time may be leased without a blocking wait
         while not self._stopping():
+            # a cancellation (``close``) that a call swallowed ends the park before its
+            # next call, not after a whole wait (see ``fairque.pauses``)
+            pass_on_cancellation()
             req: str | None = None
             try:
                 due = await self.queue.next_wakeup()
                 self.link.ok()  # the server answers: an outage ends before the wait
+                pass_on_cancellation()
                 req = self.leasing.next_id()
                 if direct and due is not None and due < LOCAL_WAIT:
                     # nearer than the server's clock tick: wait here, then lease; when
@@ -253,8 +265,8 @@ class Park:
                 continue
             self.link.ok()
             if leased:
-                if self._deliver is None:
-                    return leased
+                if self._deliver is None or _cancel_swallowed():
+                    return leased  # a closed park's are not started (``close`` says so)
                 self._delivered, self.slots = len(leased), 0  # the tasks hold the slots now
                 self._deliver(leased)
                 return []
@@ -264,9 +276,11 @@ class Park:
         """Wait until a wake-up token arrives or a due time passes, leasing nothing."""
         longest = self.leasing.lease_seconds
         while not self._stopping():
+            pass_on_cancellation()  # one a call swallowed (see ``_wait_for_work``)
             try:
                 due = await self.queue.next_wakeup()
                 self.link.ok()
+                pass_on_cancellation()
                 wait = longest if due is None else min(max(due, SHORTEST_WAIT), longest)
                 woken = await self.queue.wait_for_work(wait)
             except CONNECTION_ERRORS as exc:
@@ -285,3 +299,13 @@ class Park:
             if woken or wait < longest:
                 return []
         return []
+
+
+def _cancel_swallowed() -> bool:
+    """Whether the running task was asked to cancel and a call swallowed the request
+    (see ``fairque.pauses``)."""
+    try:
+        pass_on_cancellation()
+    except asyncio.CancelledError:
+        return True
+    return False

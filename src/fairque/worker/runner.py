@@ -44,6 +44,7 @@ from datetime import datetime, timezone
 from fairque.aio import AsyncFairQueue
 from fairque.config import WorkerConfig
 from fairque.models import Task, WorkerInfo
+from fairque.pauses import pass_on_cancellation, pause_unless
 from fairque.worker.acker import Acknowledger
 from fairque.worker.executor import Executor, UnknownTaskError
 from fairque.worker.fetcher import WAKE_AGAIN_AFTER, Leasing, Park
@@ -110,8 +111,9 @@ class Stop:
         self.give_up_at = min(self.give_up_at, self.grace_ends + OUTCOME_PATIENCE)
 
     async def pause(self, seconds: float) -> None:
-        """Sleep ``seconds``, or less when a stop is requested meanwhile."""
-        await _wait_event(self._poke, seconds)
+        """Sleep ``seconds``, or less when a stop is requested meanwhile (a cancellation
+        swallowed by a call before it is raised: see ``fairque.pauses``)."""
+        await pause_unless(self._poke, seconds)
 
     def until_deadline(self, seconds: float) -> float:
         """``seconds``, shortened to end at the drain's next deadline."""
@@ -329,6 +331,9 @@ class Worker:
         stop has drained (see the module's docstring)."""
         lanes = self._lanes
         while True:
+            # a cancellation swallowed by a call (registering, waking a park) ends the
+            # loop here (see ``fairque.pauses``); the loop's own waits never swallow one
+            pass_on_cancellation()
             self._changed.clear()
             for lane in lanes:
                 parked = lane.park.collect()
@@ -499,6 +504,7 @@ class Worker:
                     raise
                 await self._stop.pause(min(delay, remaining))
                 continue
+            pass_on_cancellation()  # one the registration swallowed: do not serve
             self.link.ok()
             return True
         return False

@@ -18,6 +18,7 @@ from typing import Any
 from fairque.aio import AsyncFairQueue
 from fairque.config import WorkerConfig
 from fairque.models import WorkerInfo
+from fairque.pauses import pass_on_cancellation
 from fairque.worker.executor import Executor
 from fairque.worker.link import CONNECTION_ERRORS, ErrorLog, Link
 
@@ -85,7 +86,9 @@ class Upkeep:
         """Stop both loops, even if a cancellation gets lost.
 
         A cancel that lands while redis-py is sending a command can be swallowed on
-        Python < 3.12, so the loops also watch ``_closing`` and the cancel is repeated.
+        Python < 3.12. From 3.11 the loops raise it again after the call (see
+        ``fairque.pauses``); 3.10 counts no cancels, so they also watch ``_closing``, and
+        the cancel is repeated.
         """
         self._closing = True
         pending = {loop for loop in self._loops if not loop.done()}
@@ -162,7 +165,8 @@ class Upkeep:
             await asyncio.sleep(interval * random.uniform(0.9, 1.1))
 
     async def _guarded(self, what: str, call: Callable[[], Awaitable[Any]]) -> None:
-        """Run a background call; an outage or an error is logged, never raised."""
+        """Run a background call; an outage or an error is logged, never raised (a
+        cancellation is, even one the call swallowed)."""
         try:
             await call()
         except asyncio.CancelledError:
@@ -173,3 +177,4 @@ class Upkeep:
             self.errors.error(f"worker {self.worker_id}: {what} failed", exc)
         else:
             self.link.ok()
+        pass_on_cancellation()

@@ -73,13 +73,16 @@ count_completions(K, acc)
 local count = ARGV[1] + 0
 local leased = {}
 if count > 0 then
-  leased = leased_before(K, req)
+  -- one EXISTS answers the usual call: not a resend, on a queue without constraints,
+  -- weights or caps (past the resend check, a key found is one of those three)
+  local limits = redis.call('EXISTS', fetch_key(K, req), K.constraints, K.weights, K.caps) > 0
+  leased = limits and leased_before(K, req)
   if not leased then
     maintenance(K, ms, ARGV[6] + 0, ARGV[4] + 0, ARGV[5] + 0, ordering,
       horizon_us)
     local assigned, steal, any = read_users(ARGV, 11 + nc * 4)
     leased = lease_request(K, req, count, ARGV[2], ARGV[3] + 0, ms, assigned, steal,
-      any)
+      any, limits)
   end
 end
 if ready > #leased then

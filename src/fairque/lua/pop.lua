@@ -40,6 +40,7 @@ ARGV[11+A] S        number of steal_targets, then their S user ids ('*' = any us
 Reply: array of leased tasks, each the flat HGETALL of its hash.
 ]]
 -- @include now
+-- @include keys
 -- @include read_users
 -- @include leased_before
 -- @include lease_request
@@ -50,11 +51,16 @@ local K = {prefix = KEYS[1], ring = KEYS[2], delayed = KEYS[3], leases = KEYS[4]
   stats = KEYS[10], weights = KEYS[11], caps = KEYS[12], turns = KEYS[13], capped = KEYS[14],
   wake = KEYS[15], ends = KEYS[16], constraint_due = KEYS[17], constraints = KEYS[18]}
 local req = ARGV[9]
-local again = leased_before(K, req)
-if again then return again end
+-- one EXISTS answers the usual call: not a resend, on a queue without constraints,
+-- weights or caps (past the resend check, a key found is one of those three)
+local limits = redis.call('EXISTS', fetch_key(K, req), K.constraints, K.weights, K.caps) > 0
+if limits then
+  local again = leased_before(K, req)
+  if again then return again end
+end
 local ms = now()
 -- numeric ARGV read as ARGV[i] + 0: Lua's string coercion costs a third of a tonumber call
 maintenance(K, ms, ARGV[6] + 0, ARGV[4] + 0, ARGV[5] + 0, ARGV[7], ARGV[8] + 0)
 local assigned, steal, any = read_users(ARGV, 10)
 return lease_request(K, req, ARGV[1] + 0, ARGV[2], ARGV[3] + 0, ms, assigned,
-  steal, any)
+  steal, any, limits)

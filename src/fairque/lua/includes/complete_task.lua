@@ -1,6 +1,7 @@
 -- @include keys
 -- @include lease_fence
 -- @include end_attempt
+-- @include constraint_free
 -- @include finalize
 -- complete_task(K, id, token, has_result, result, ms, us, ordering, horizon_us, acc):
 -- finish a leased task if `token` still holds its lease, store its result (when the
@@ -29,16 +30,29 @@ local function complete_task(K, id, token, has_result, result, ms, us, ordering,
   end
   acc.runs[#acc.runs + 1] = ms - (f[7] or ms)  -- (numeric strings coerce)
   acc.done = acc.done + 1
-  end_attempt(K, id, f[3], ms, f[8], 'error', 'traceback', 'reason', 'details')
+  -- one EXISTS for the usual case: no user is held out by its cap (the capped set is
+  -- empty: release_slot has nothing to look up) and nobody waits for the task, as a
+  -- dependency or a result; else the two sets are told apart as before
+  local blocked, watch = deps_blocked_key(K, id), watch_key(K, id)
+  local found = redis.call('EXISTS', K.capped, blocked, watch)
+  local waited = found > 0 and redis.call('EXISTS', blocked, watch) or 0
+  if found > waited then
+    end_attempt(K, id, f[3], ms, f[8], 'error', 'traceback', 'reason', 'details')
+  else
+    -- end_attempt with its release_slot down to the ZREM: nobody is capped
+    redis.call('ZREM', K.leases, id)
+    constraint_free(K, id, ms, f[8])
+    redis.call('HDEL', task_key(K, id), 'lease', 'worker', 'deadline', 'error', 'traceback',
+      'reason', 'details')
+    redis.call('ZREM', held_key(K, f[3]), id)
+  end
   local trimmed = acc.trimmed or token % 16 ~= 0  -- token: the held lease's, numeric
   local known = {user = f[3], name = f[9], unwatched = false, counted = true,
     trimmed = trimmed}
   if not trimmed then acc.trimmed = true end
   if has_result and f[4] == '1' then known.result = result end
   local ready = 0
-  -- one EXISTS for the usual case: nobody waits for the task, as a dependency or a result
-  local blocked, watch = deps_blocked_key(K, id), watch_key(K, id)
-  if redis.call('EXISTS', blocked, watch) == 0 then
+  if waited == 0 then
     known.unwatched = true
   elseif redis.call('EXISTS', blocked) == 1 then
 -- @include release_dependents

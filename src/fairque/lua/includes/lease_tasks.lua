@@ -6,7 +6,7 @@
 -- @include now
 -- @include signal_wake
 -- @include constraint_lib
--- lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any): lease up to
+-- lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any, limits): lease up to
 -- `count` ready tasks, choosing users round robin (see pick_user). A served user moves
 -- to the ring's tail (after `weight` consecutive turns for a weighted user); a user
 -- whose unexpired leases reach its in-flight cap leaves the ring until a slot frees.
@@ -18,7 +18,8 @@
 -- each for the whole call where the command takes many members. The ring clock takes
 -- one HINCRBY for the call's first rotation and is counted on here (nothing else moves
 -- it meanwhile), written back once. A queue with no constraints, weights or caps
--- learns so from one EXISTS of the three hashes; otherwise a batch (count > 1) looks up
+-- learns so from one EXISTS of the three hashes (`limits` false: the caller's EXISTS
+-- found none of them, true: some, nil: look here); otherwise a batch (count > 1) looks up
 -- weights and caps only when the queue has any. A batch with no assigned users serves
 -- the ring's head each time: it reads the ring's first users once and follows them (a
 -- user that stays is the head still; one that rotates goes behind all of them; the
@@ -27,12 +28,15 @@
 -- buckets first put parked tasks back into their lanes; a task whose buckets are over
 -- a limit is parked (constraint_park) and the same user's next task is tried, so a
 -- limited task blocks neither other users nor its user's unlimited tasks.
-local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any)
+local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any, limits)
   local deadline = ms + lease_ms
   local out, tokens, waits, picked = {}, {}, {}, {}
   local guard, parks = 0, 0
   local limited, weighted, capping = false, false, false
-  if redis.call('EXISTS', K.constraints, K.weights, K.caps) > 0 then
+  if limits == nil then
+    limits = redis.call('EXISTS', K.constraints, K.weights, K.caps) > 0
+  end
+  if limits then
     -- the hash holds the constraints and their version ('~version')
     limited = redis.call('HLEN', K.constraints) > 1
     weighted, capping = true, true

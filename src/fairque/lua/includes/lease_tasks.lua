@@ -23,7 +23,9 @@
 -- weights and caps only when the queue has any. A batch with no assigned users serves
 -- the ring's head each time: it reads the ring's first users once and follows them (a
 -- user that stays is the head still; one that rotates goes behind all of them; the
--- loop is the ring's only writer meanwhile), reading again when they run out.
+-- loop is the ring's only writer meanwhile), reading again when they run out; its
+-- rotations are written in one ZADD per reading (before the next reading, and at the
+-- end), a rotation its user's cap takes back never written.
 -- Constraints (only when the queue has any): due constraint
 -- buckets first put parked tasks back into their lanes; a task whose buckets are over
 -- a limit is parked (constraint_park) and the same user's next task is tried, so a
@@ -55,11 +57,16 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any,
   local clock, first_clock
   local by_head = count > 1 and #assigned == 0 and (any or #steal == 0)
   local heads, at_head = {}, 1
+  local rotations = {}  -- by_head: (clock, user) pairs not yet written to the ring
   while #picked < count and guard < count + 64 do
     guard = guard + 1
     local user
     if by_head then
       if at_head > #heads then
+        if #rotations > 0 then
+          redis.call('ZADD', K.ring, unpack(rotations))
+          rotations = {}
+        end
         heads = redis.call('ZRANGE', K.ring, 0, math.min(count - #picked, 500) - 1)
         at_head = 1
       end
@@ -69,6 +76,7 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any,
     end
     if not user then break end
     local moved = true  -- the user left the ring's head (left the ring, or rotated)
+    local rotated = false  -- by_head: this user's rotation is the last of `rotations`
     local normal = normal_key(K, user)
     local id = redis.call('LPOP', critical_key(K, user))
     local more  -- the user has ready work left after this task
@@ -118,13 +126,23 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any,
             clock = redis.call('HINCRBY', K.meta, 'clock', 1)
             first_clock = clock
           end
-          redis.call('ZADD', K.ring, clock, user)
+          if by_head then
+            rotations[#rotations + 1] = clock
+            rotations[#rotations + 1] = user
+            rotated = true
+          else
+            redis.call('ZADD', K.ring, clock, user)
+          end
         end
       end
       local held = held_key(K, user)
       redis.call('ZADD', held, deadline, id)
       local cap = capping and tonumber(redis.call('HGET', K.caps, user) or '0') or 0
       if cap > 0 and redis.call('ZCOUNT', held, '(' .. ms, '+inf') >= cap then
+        if rotated then
+          rotations[#rotations] = nil
+          rotations[#rotations] = nil
+        end
         leave_ring(K, user)
         redis.call('SADD', K.capped, user)
         moved = true
@@ -134,6 +152,7 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any,
     end
     if moved then at_head = at_head + 1 end
   end
+  if #rotations > 0 then redis.call('ZADD', K.ring, unpack(rotations)) end
   if clock and clock > first_clock then
     redis.call('HSET', K.meta, 'clock', string.format('%d', clock))
   end

@@ -334,9 +334,13 @@ METHOD = """\
   same Python environment. Task modules: `benchmarks/peers/adapters/peer_*.py`.
 - **Defaults** are the library's, except that the process count is pinned to one where
   the library starts one per CPU (Dramatiq `--processes 1`, Celery's prefork pool
-  `--concurrency 1`, taskiq `--workers 1`). **Tuned** raises the concurrency; the driver
-  tries 8, 32 and 128 and reports the best (RQ has no in-process concurrency: its tuned
-  worker is `SimpleWorker`, which does not fork per job).
+  `--concurrency 1`, taskiq `--workers 1`). **Tuned** raises the concurrency (the driver
+  tries 8, 32 and 128 and reports the best; RQ has no in-process concurrency: its tuned
+  worker is `SimpleWorker`, which does not fork per job) and turns off the per-task log
+  lines of every system that writes them at its default level: fairque, RQ and taskiq
+  with their log-level option at WARNING, Huey with `--quiet`, arq and streaq with their
+  own logging configuration at WARNING. Celery runs at WARNING in both settings; Dramatiq
+  and SAQ write no line per task by default. Defaults keep each library's logging.
 - **Enqueue**: tasks enqueued with the worker stopped, one per call, and with the bulk API
   (batches of 1,000) where the library has one. fairque's tasks are spread over 10 users.
 - **Processing**: the worker drains the preloaded queue; timed from its first completion
@@ -366,6 +370,9 @@ METHOD = """\
   once, with their timestamps); a figure is reported only when the counter equals the
   number of tasks enqueued (checked again 0.3 s later to catch duplicates, which the
   recorded job ids name). Unverified figures are listed below and shown as "-".
+  SAQ's duplicates are SAQ's own: at start its worker sweeps jobs that are in its active
+  list but not yet marked active, and runs them again (its log says "Sweeping job" at
+  INFO, which `saq --verbose` shows).
 """
 
 

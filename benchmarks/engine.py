@@ -8,7 +8,7 @@ own counters (``FairQueue.stats()``) before it is reported; a mismatch aborts th
 Usage::
 
     uv run python benchmarks/engine.py [--quick] [--server valkey|redis|both] [--url URL]
-        [--cases a,b,c,d] [--tasks N] [--big N] [--pop-samples N] [--repeat N]
+        [--cases a,b,c,d,e] [--tasks N] [--big N] [--pop-samples N] [--repeat N]
 
 Measurements (no-op tasks with a small JSON payload, a fresh queue each):
 
@@ -18,7 +18,8 @@ Measurements (no-op tasks with a small JSON payload, a fresh queue each):
 4. ``pop_batch(100)`` then ``complete`` for each task;
 5. latency of a single ``pop`` for (a) 10,000 users / 1,000,000 queued tasks and
    (b) 10 users / 1,000 queued, plus (c) 10,000 users / 20,000 queued (a big ring
-   without the big backlog) and (d) 10 users / 1,000,000 queued (long per-user lanes).
+   without the big backlog), (d) 10 users / 1,000,000 queued (long per-user lanes) and
+   (e) 100,000 users / 1,000,000 queued (the biggest ring).
    The big queues are loaded with ``push_many`` batches of 10,000; the load rate, the
    server time per batch and the ``used_memory`` growth per queued task are reported.
 
@@ -86,7 +87,7 @@ class Sizes:
 
     Attributes:
         tasks: tasks per throughput phase.
-        big_tasks: queued tasks of the big latency cases (a) and (d).
+        big_tasks: queued tasks of the big latency cases (a), (d) and (e).
         pop_samples: timed single pops per latency case (a small case is popped in
             rounds of at most half its tasks, refilled in between).
         load_batch: ``push_many`` batch used to load the latency cases.
@@ -123,6 +124,7 @@ def latency_cases(sizes: Sizes) -> list[LatencyCase]:
         LatencyCase(
             "d_10_users_big_queue", "10 users, big queue (long lanes)", 10, sizes.big_tasks
         ),
+        LatencyCase("e_100k_users_big_queue", "100,000 users, big queue", 100_000, sizes.big_tasks),
     ]
 
 
@@ -897,8 +899,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--cases",
-        default="a,b,c,d",
-        help="pop-latency cases to run, comma-separated letters (default: a,b,c,d)",
+        default="a,b,c,d,e",
+        help="pop-latency cases to run, comma-separated letters (default: a,b,c,d,e)",
     )
     parser.add_argument("--tasks", type=int, help="tasks per throughput phase")
     parser.add_argument("--big", type=int, help="queued tasks of the big latency cases")

@@ -314,10 +314,21 @@ def engine_markdown(engine: dict[str, Any]) -> list[str]:
         rows = []
         for key, case in run.get("pop_latency", {}).items():
             pop = case.get("pop_latency", {})
+            side = case.get("server_side", {})
             rows.append(
-                [key, fmt(case.get("queued")), fmt(pop.get("p50_us")), fmt(pop.get("p99_us"))]
-            )
-        lines += table(["pop latency case", "queued", "p50 (µs)", "p99 (µs)"], rows)
+                [
+                    key, fmt(case.get("users")), fmt(case.get("queued")), fmt(pop.get("p50_us")),
+                    fmt(pop.get("p99_us")), fmt(side.get("script_us_per_pop")),
+                    fmt(side.get("server_cpu_us_per_pop")),
+                ]
+            )  # fmt: skip
+        lines += table(
+            [
+                "pop latency case", "users", "queued", "p50 (µs)", "p99 (µs)",
+                "server script (µs/pop)", "server CPU (µs/pop)",
+            ],
+            rows,
+        )  # fmt: skip
         lines.append("")
     for skipped in engine.get("skipped", []):
         lines.append(f"- skipped: {skipped}")

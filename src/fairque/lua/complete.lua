@@ -38,10 +38,10 @@ local K = {prefix = KEYS[1], ring = KEYS[2], delayed = KEYS[3], leases = KEYS[4]
   caps = KEYS[10], capped = KEYS[11], wake = KEYS[12], ends = KEYS[13], constraint_due = KEYS[14]}
 local ms, us = now()
 local acc = {runs = {}, done = 0}
-local r = complete_task(K, ARGV[1], ARGV[2], ARGV[3] == '1', ARGV[4], ms, us, ARGV[5],
-  ARGV[6] + 0, acc)  -- (+ 0: Lua's string coercion, a third of a tonumber call)
+local ok, ready = complete_task(K, ARGV[1], ARGV[2], ARGV[3] == '1', ARGV[4], ms, us,
+  ARGV[5], ARGV[6] + 0, acc)  -- (+ 0: Lua's string coercion, a third of a tonumber call)
 count_completions(K, acc)
-if r[2] > 0 then
+if ready > 0 then
   signal_wake(K, 1)
 end
-return r[1]
+return ok

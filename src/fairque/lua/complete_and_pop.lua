@@ -64,10 +64,10 @@ local acks, ready = {}, 0
 local acc = {runs = {}, done = 0}
 for i = 0, nc - 1 do
   local b = 11 + i * 4
-  local r = complete_task(K, ARGV[b], ARGV[b + 1], ARGV[b + 2] == '1', ARGV[b + 3], ms, us,
-    ordering, horizon_us, acc)
-  acks[#acks + 1] = r[1]
-  ready = ready + r[2]
+  local ok, made_ready = complete_task(K, ARGV[b], ARGV[b + 1], ARGV[b + 2] == '1',
+    ARGV[b + 3], ms, us, ordering, horizon_us, acc)
+  acks[#acks + 1] = ok
+  ready = ready + made_ready
 end
 count_completions(K, acc)
 local count = ARGV[1] + 0

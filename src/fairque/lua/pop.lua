@@ -42,7 +42,6 @@ Reply: array of leased tasks, each the flat HGETALL of its hash.
 -- @include now
 -- @include keys
 -- @include read_users
--- @include leased_before
 -- @include lease_request
 -- @include maintenance
 
@@ -55,6 +54,7 @@ local req = ARGV[9]
 -- weights or caps (past the resend check, a key found is one of those three)
 local limits = redis.call('EXISTS', fetch_key(K, req), K.constraints, K.weights, K.caps) > 0
 if limits then
+-- @include leased_before
   local again = leased_before(K, req)
   if again then return again end
 end

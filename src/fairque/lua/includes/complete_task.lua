@@ -7,7 +7,7 @@
 -- finish a leased task if `token` still holds its lease, store its result (when the
 -- task keeps results) and release the dependents waiting only for it. A resend of a
 -- completion that succeeded succeeds again and changes nothing. Returns
--- {1 or 0 (lease lost), dependents made ready}.
+-- 1 or 0 (lease lost), and the number of dependents made ready.
 -- `acc` ({runs = {}, done = 0}, one per call) gathers the counters of the call's
 -- completions, for count_completions to write once. The FINISHED registry's expired
 -- entries are trimmed at most once per call, by a completion whose lease token is a
@@ -24,9 +24,9 @@ local function complete_task(K, id, token, has_result, result, ms, us, ordering,
   if not held then
 -- @include replayed
 -- @include last_op
-    if replayed(last_op(K, id, f[1], f[6]), req) == 'FINISHED' then return {1, 0} end
+    if replayed(last_op(K, id, f[1], f[6]), req) == 'FINISHED' then return 1, 0 end
     redis.call('HINCRBY', K.stats, 'lease_lost', 1)
-    return {0, 0}
+    return 0, 0
   end
   acc.runs[#acc.runs + 1] = ms - (f[7] or ms)  -- (numeric strings coerce)
   acc.done = acc.done + 1
@@ -60,5 +60,5 @@ local function complete_task(K, id, token, has_result, result, ms, us, ordering,
   end
   finalize(K, id, 'FINISHED', K.finished, ms, f[5] + 0, 'completed', req .. ' FINISHED',
     known)
-  return {1, ready}
+  return 1, ready
 end

@@ -62,6 +62,7 @@ local ordering, horizon_us = ARGV[7], ARGV[8] + 0
 local nc = ARGV[10] + 0
 local acks, ready = {}, 0
 local acc = {runs = {}, done = 0}
+if nc > 1 then acc.later = {leases = {}, ends = {}, registry = {}} end
 for i = 0, nc - 1 do
   local b = 11 + i * 4
   local ok, made_ready = complete_task(K, ARGV[b], ARGV[b + 1], ARGV[b + 2] == '1',

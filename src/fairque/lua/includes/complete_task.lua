@@ -9,7 +9,10 @@
 -- completion that succeeded succeeds again and changes nothing. Returns
 -- 1 or 0 (lease lost), and the number of dependents made ready.
 -- `acc` ({runs = {}, done = 0}, one per call) gathers the counters of the call's
--- completions, for count_completions to write once. The FINISHED registry's expired
+-- completions, for count_completions to write once; with acc.later = {leases = {},
+-- ends = {}, registry = {}} (a call of many completions) also the members of the
+-- lease registry's ZREM and of the FINISHED registry's and `ends`' ZADDs, which
+-- count_completions writes one command each (nothing reads those keys meanwhile). The FINISHED registry's expired
 -- entries are trimmed at most once per call, by a completion whose lease token is a
 -- multiple of 16 (acc.trimmed): a ZREMRANGEBYSCORE per completion bought nothing that
 -- readers need (they skip expired ids; maintain and stats trim too).
@@ -40,7 +43,12 @@ local function complete_task(K, id, token, has_result, result, ms, us, ordering,
     end_attempt(K, id, f[3], ms, f[8], 'error', 'traceback', 'reason', 'details')
   else
     -- end_attempt with its release_slot down to the ZREM: nobody is capped
-    redis.call('ZREM', K.leases, id)
+    if acc.later then
+      local leases = acc.later.leases
+      leases[#leases + 1] = id
+    else
+      redis.call('ZREM', K.leases, id)
+    end
     constraint_free(K, id, ms, f[8])
     redis.call('HDEL', task_key(K, id), 'lease', 'worker', 'deadline', 'error', 'traceback',
       'reason', 'details')
@@ -48,7 +56,7 @@ local function complete_task(K, id, token, has_result, result, ms, us, ordering,
   end
   local trimmed = acc.trimmed or token % 16 ~= 0  -- token: the held lease's, numeric
   local known = {user = f[3], name = f[9], unwatched = false, counted = true,
-    trimmed = trimmed}
+    trimmed = trimmed, later = acc.later}
   if not trimmed then acc.trimmed = true end
   if has_result and f[4] == '1' then known.result = result end
   local ready = 0

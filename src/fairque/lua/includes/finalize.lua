@@ -14,7 +14,9 @@
 -- `known` (or nil) spares reads the caller has made: {user = , name = } (the task's
 -- 'user' and 'name' fields, false when absent), unwatched = true (no 'watch' key), and
 -- result = <value> (also written to the task's 'result' field), counted = true (the
--- caller adds to `counter`), trimmed = true (the registry was trimmed at `ms` already).
+-- caller adds to `counter`), trimmed = true (the registry was trimmed at `ms` already),
+-- later = {ends = {}, registry = {}} (the two expiry ZADDs' score, member pairs are
+-- appended there for the caller to write, one ZADD each for many tasks).
 local function finalize(K, id, state, registry, ms, ttl_ms, counter, op, known)
   local tk = task_key(K, id)
   local result = known and known.result
@@ -43,8 +45,17 @@ local function finalize(K, id, state, registry, ms, ttl_ms, counter, op, known)
     return
   end
   local entry = (owner[1] or '') .. '\n' .. (owner[2] or '') .. '\n' .. id
-  redis.call('ZADD', K.ends, ms + ttl_ms, entry)
-  redis.call('ZADD', registry, ms + ttl_ms, id)
+  local later = known and known.later
+  if later then
+    local ends, reg = later.ends, later.registry
+    ends[#ends + 1] = ms + ttl_ms
+    ends[#ends + 1] = entry
+    reg[#reg + 1] = ms + ttl_ms
+    reg[#reg + 1] = id
+  else
+    redis.call('ZADD', K.ends, ms + ttl_ms, entry)
+    redis.call('ZADD', registry, ms + ttl_ms, id)
+  end
   redis.call('PEXPIRE', tk, ttl_ms)
   if state ~= 'FINISHED' then redis.call('PEXPIRE', deps_blocked_key(K, id), ttl_ms) end
 end

@@ -56,12 +56,8 @@ Errors: 'FQERR -32' (StaleConstraints) when the queue's constraints changed sinc
 ]]
 -- @include now
 -- @include keys
--- @include ring_join
 -- @include lane_score
--- @include finalize
 -- @include signal_wake
--- @include sadd_all
--- @include add_all
 
 local K = {prefix = KEYS[1], ring = KEYS[2], delayed = KEYS[3], queued = KEYS[4],
   deferred = KEYS[5], canceled = KEYS[6], meta = KEYS[7], stats = KEYS[8], capped = KEYS[9],
@@ -116,6 +112,13 @@ if ARGV[4] == '1' and ARGV[19] == '' and ARGV[21] == '' and ARGV[14] == '-1'
     return {0, 'QUEUED', ms}
   end
 end
+
+-- the general path's functions, made only when a call takes it (a script makes every
+-- function it defines on each run)
+-- @include ring_join
+-- @include finalize
+-- @include sadd_all
+-- @include add_all
 
 -- numbers are read with Lua's string coercion (x + 0), cheaper than tonumber
 local ordering, horizon_us, on_dup = ARGV[1], ARGV[2] + 0, ARGV[3]

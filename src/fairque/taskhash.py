@@ -125,6 +125,13 @@ def _flag(value: bytes) -> bool:
 
 
 _text = bytes.decode
+#: Converters whose results ``task_from_hash`` keeps, by stored value (at most
+#: ``_MEMO_SIZE`` per field): the values repeat from task to task, and the results are
+#: immutable (a datetime, a number), so tasks may share them.
+_MEMOIZED: frozenset[Callable[[Any], Any]] = frozenset(
+    {ms_to_dt, _ms_seconds, _ms_whole_seconds, int}
+)
+_MEMO_SIZE = 256
 FIELDS: tuple[Field, ...] = (
     Field("task_id", "id", "id", _text, REQUIRED),
     Field("user_id", "user", "user", _text, REQUIRED),
@@ -185,6 +192,10 @@ class PushRecord(NamedTuple):
     cons: str
 
 
+_ALL_FIELDS_SET = set(_TASK_FIELDS)
+_set_dict = object.__setattr__
+
+
 def stored_task(values: dict[str, Any]) -> Task:
     """A Task from trusted, complete values (every field), without validation.
 
@@ -192,10 +203,10 @@ def stored_task(values: dict[str, Any]) -> Task:
     per-field default handling that made it the costliest step of leasing a task.
     """
     task = object.__new__(Task)
-    object.__setattr__(task, "__dict__", values)
-    object.__setattr__(task, "__pydantic_fields_set__", set(_TASK_FIELDS))
-    object.__setattr__(task, "__pydantic_extra__", None)
-    object.__setattr__(task, "__pydantic_private__", None)
+    _set_dict(task, "__dict__", values)
+    _set_dict(task, "__pydantic_fields_set__", _ALL_FIELDS_SET.copy())
+    _set_dict(task, "__pydantic_extra__", None)
+    _set_dict(task, "__pydantic_private__", None)
     return task
 
 
@@ -219,16 +230,58 @@ class TaskCodec:
             for f in FIELDS
             if f.attr is not None
         )
+        # the lease path's decoding (``task_from_hash``): each hash field's attribute and
+        # converter, with a memo of its conversions for the fields whose values recur
+        # (the times a script run stamps on every task it leases, the retry settings)
+        self._by_key: dict[bytes, tuple[str, Callable[[Any], Any], dict[Any, Any] | None]] = {
+            key: (attr, decode, {} if decode in _MEMOIZED else None)
+            for attr, key, decode, _ in self._decoders
+        }
+        self._template = {attr: missing for attr, _, _, missing in self._decoders}
+        self._required = tuple(a for a, _, _, missing in self._decoders if missing is REQUIRED)
 
     def task_from_hash(self, flat: Sequence[Any] | Mapping[Any, Any]) -> Task:
         """Build a Task from an HGETALL reply (flat list or mapping).
 
-        This runs once per leased task: fields are looked up as the bytes the server
-        sent, and decoded by the converters ``FIELDS`` lists.
+        This runs once per leased task: a flat list of bytes (what the scripts return
+        to a raw client) is read in one pass, each field converted as ``FIELDS`` says
+        into a copy of the defaults; anything else, or a hash that fails that pass,
+        takes ``_from_fields``, which gives the same task or raises the same error.
 
         Raises:
             KeyError: a required field is absent or the priority is unknown.
         """
+        if type(flat) is list and flat and type(flat[0]) is bytes:
+            values = self._template.copy()
+            by_key = self._by_key
+            it = iter(flat)
+            try:
+                for key, value in zip(it, it, strict=True):
+                    entry = by_key.get(key)
+                    if entry is None:
+                        continue
+                    attr, decode, memo = entry
+                    if memo is None:
+                        values[attr] = decode(value)
+                        continue
+                    got = memo.get(value)
+                    if got is None:
+                        got = decode(value)
+                        if len(memo) >= _MEMO_SIZE:
+                            memo.clear()
+                        memo[value] = got
+                    values[attr] = got
+            except Exception:  # decoded again below, where it fails as it always did
+                return self._from_fields(flat)
+            for attr in self._required:
+                if values[attr] is REQUIRED:
+                    return self._from_fields(flat)
+            return stored_task(values)
+        return self._from_fields(flat)
+
+    def _from_fields(self, flat: Sequence[Any] | Mapping[Any, Any]) -> Task:
+        """``task_from_hash`` for any reply: the fields looked up one by one, in
+        ``FIELDS``'s order."""
         fields: dict[Any, Any]
         if type(flat) is list or not isinstance(flat, Mapping):
             it = iter(flat)

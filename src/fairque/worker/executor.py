@@ -88,8 +88,8 @@ class Execution:
     """One leased task on this worker, the queue it came from and where its outcome goes."""
 
     __slots__ = (
-        "acker", "ctx", "error", "executor", "job", "queue", "report", "result", "stage",
-        "stopped", "task", "timed_out", "took",
+        "acker", "begun", "ctx", "error", "executor", "job", "queue", "report", "result",
+        "stage", "stopped", "task", "timed_out", "took",
     )  # fmt: skip
 
     def __init__(
@@ -102,6 +102,8 @@ class Execution:
         self.stage = Stage.STARTING
         #: the asyncio task that runs it (then the one that runs its after_task hooks)
         self.job: asyncio.Task[None] | None = None
+        #: its asyncio task has begun to run (a task cancelled before that never runs)
+        self.begun = False
         #: the handler's context; None for a task given back without running
         self.ctx: Context | None = None
         #: cancelled by the worker (a stop, a lost lease): the task is given back
@@ -117,10 +119,6 @@ class Execution:
     def answered(self, answer: Answer) -> None:
         """The acknowledger's answer to the report (see ``Executor._answered``)."""
         self.executor._answered(self, answer)
-
-    def job_done(self, job: asyncio.Task[None]) -> None:
-        """Its asyncio task ended (see ``Executor._job_done``)."""
-        self.executor._job_done(self, job)
 
 
 class Watchdog:
@@ -261,8 +259,8 @@ class Executor:
         execution = Execution(self, task, queue, acker)
         self._executions[execution] = None
         self.slots_taken += 1
-        job = execution.job = asyncio.create_task(self._execute(execution))
-        job.add_done_callback(execution.job_done)
+        # the loop's own create_task (any task factory applies), without asyncio's wrapper
+        execution.job = asyncio.get_running_loop().create_task(self._execute(execution))
 
     def lease_lost(self, execution: Execution) -> None:
         """The heartbeat found the lease of ``execution``'s task lost: stop its handler."""
@@ -288,6 +286,8 @@ class Executor:
         for execution in list(self._executions):
             if execution.stage is not Stage.REPORTING:
                 self._cancel(execution)
+                if not execution.begun:  # its task will never run: nothing to wait for
+                    self._settle(execution)
         if self._executions:
             waiter = self._all_settled = asyncio.get_running_loop().create_future()
             try:
@@ -349,12 +349,6 @@ class Executor:
         finally:
             self._settle(execution)
 
-    def _job_done(self, execution: Execution, job: asyncio.Task[None]) -> None:
-        if not job.cancelled() and job.exception() is not None:  # pragma: no cover - a bug
-            log.error("worker %s: an execution failed", self.worker_id, exc_info=job.exception())
-        if execution.report is None:  # cancelled before it filed a report: nothing to wait for
-            self._settle(execution)
-
     def _settle(self, execution: Execution) -> None:
         """``execution`` is over: forget it."""
         if execution not in self._executions:
@@ -369,32 +363,41 @@ class Executor:
 
     # ------------------------------------------------------------------ one execution
     async def _execute(self, execution: Execution) -> None:
-        task = execution.task
-        if self._stopping():  # leased as the worker began to stop
-            self._file(execution, GivenBack(task))
-            return
-        handler = self.registry.get(task.name)
-        if handler is None and self.config.unknown_tasks == "give_back":
-            self._warn_unknown(task.name)
-            delay = self.config.unknown_task_delay_seconds
-            # the wave that gives it back may fill the slot
-            self._file(execution, GivenBack(task, delay=delay, unknown=True))
-            return
-        ctx = Context(task, execution.queue, self.worker_id, task_logger(log, task, self.worker_id))
-        if self.hooks:
-            await call_hooks(self.hooks, "before_task", ctx)
-        execution.ctx = ctx
-        _log(
-            ctx.logger, logging.INFO, "task %s started: %s for user %s, attempt %d",
-            task.task_id, task.name, task.user_id, task.retry_count + 1,
-        )  # fmt: skip
-        began = time.monotonic()
+        execution.begun = True
         try:
-            report, result, error = await self._handle(execution, ctx, handler)
-        except asyncio.CancelledError:
-            self._file(execution, GivenBack(task), took=time.monotonic() - began)
-            raise
-        self._file(execution, report, result, error, time.monotonic() - began)
+            task = execution.task
+            if self._stopping():  # leased as the worker began to stop
+                self._file(execution, GivenBack(task))
+                return
+            handler = self.registry.get(task.name)
+            if handler is None and self.config.unknown_tasks == "give_back":
+                self._warn_unknown(task.name)
+                delay = self.config.unknown_task_delay_seconds
+                # the wave that gives it back may fill the slot
+                self._file(execution, GivenBack(task, delay=delay, unknown=True))
+                return
+            ctx = Context(
+                task, execution.queue, self.worker_id, task_logger(log, task, self.worker_id)
+            )
+            if self.hooks:
+                await call_hooks(self.hooks, "before_task", ctx)
+            execution.ctx = ctx
+            _log(
+                ctx.logger, logging.INFO, "task %s started: %s for user %s, attempt %d",
+                task.task_id, task.name, task.user_id, task.retry_count + 1,
+            )  # fmt: skip
+            began = time.monotonic()
+            try:
+                report, result, error = await self._handle(execution, ctx, handler)
+            except asyncio.CancelledError:
+                self._file(execution, GivenBack(task), took=time.monotonic() - began)
+                raise
+            self._file(execution, report, result, error, time.monotonic() - began)
+        except Exception as exc:  # pragma: no cover - a bug
+            log.error("worker %s: an execution failed", self.worker_id, exc_info=exc)
+        finally:
+            if execution.report is None:  # ended before it filed a report: nothing to wait for
+                self._settle(execution)
 
     def _warn_unknown(self, name: str) -> None:
         if name in self._unknown_names:
@@ -505,6 +508,8 @@ def _log_end(
     """The line that ends a task's execution on this worker (``state``: the queue's
     answer; None when it did not record the report)."""
     task, logger = ctx.task, ctx.logger
+    if state is not None and type(report) is Finished and not logger.isEnabledFor(logging.INFO):
+        return  # the usual line, not logged: skip building it
     about = f"{task.name} for user {task.user_id}, attempt {task.retry_count + 1}, {took:.3f}s"
     if state is None:  # the lease was lost, or the stopping worker gave up reporting
         what = {Finished: "finished", Failed: "failed"}.get(type(report), "was given back")

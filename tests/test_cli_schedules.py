@@ -30,6 +30,20 @@ def tick(payload):
     return payload
 """
 
+# loaded at the start of the worker's interpreter: names every module first imported
+# while the scheduler's thread runs
+IMPORT_AUDIT = """
+import sys, threading
+
+def _audit(event, args):
+    if event == "import" and args[0] not in sys.modules and any(
+        t.name == "fairque-scheduler" for t in threading.enumerate()
+    ):
+        sys.stderr.write(f"imported while the scheduler ran: {args[0]}\\n")
+
+sys.addaudithook(_audit)
+"""
+
 
 def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """Run the command line in this process (a dozen runs cost a dozen interpreter
@@ -106,6 +120,7 @@ def test_help_texts() -> None:
 
 def test_worker_with_scheduler_fires_and_runs(server: ServerInfo, tmp_path: Path) -> None:
     (tmp_path / "tick_handlers.py").write_text(HANDLERS)
+    (tmp_path / "sitecustomize.py").write_text(IMPORT_AUDIT)
     name = unique_queue("cli-sched")
     q = FairQueue.from_url(server.url, name)
     q.add_schedule(schedule_id="tick", name="tick", user_id="ops", interval_seconds=0.2,
@@ -130,6 +145,9 @@ def test_worker_with_scheduler_fires_and_runs(server: ServerInfo, tmp_path: Path
     try:
         assert proc.returncode == 0, err
         assert "schedule tick fired" in err
+        # the worker's modules are all imported before the scheduler's thread starts:
+        # a first import on one thread while another runs once failed the start
+        assert "imported while the scheduler ran" not in err, err
         assert q.scheduler_holder() is None  # released on the way out
         assert q.result("tick@" + err.split("task tick@", 1)[1].split()[0]) == {"hello": 1}
     finally:

@@ -163,8 +163,10 @@ def worker(
 
         apply_configured(ctx, cfg)
     if scheduler:
+        from fairque.cli.run import import_worker
         from fairque.cli.schedule import embedded_scheduler
 
+        import_worker(cfg.worker.imports)  # before a second thread runs
         with embedded_scheduler(cfg, common.queues):
             run_worker(common, cfg, processes, logs)
         return

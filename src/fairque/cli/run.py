@@ -87,6 +87,20 @@ def handler_names(modules: list[str]) -> list[str]:
     return list(default_registry)
 
 
+def import_worker(modules: list[str]) -> None:
+    """Import the handler modules and every module the worker runs, on this thread.
+
+    ``fairque worker --scheduler`` calls it before the scheduler's thread starts, so
+    that no module is first imported while two threads run: the worker once failed
+    at start with "'NoneType' object has no attribute '__dict__'" (Python 3.11's
+    dataclasses not finding the module being imported) while importing its modules
+    as the scheduler's thread fired.
+    """
+    handler_names(modules)
+    import fairque.worker.link
+    import fairque.worker.supervisor  # noqa: F401
+
+
 def require_handlers(names: list[str], modules: list[str]) -> None:
     """Exit 2 when no handler is registered: every task leased would be refused."""
     if not names:

@@ -293,7 +293,11 @@ async def test_worker_rides_out_a_server_restart_and_completes_each_task_once(
         messages = [r.getMessage() for r in worker_records(caplog)]
         lost = [m for m in messages if "lost the connection to the server" in m]
         back = [m for m in messages if "connection to the server is back" in m]
-        assert (len(lost), len(back)) == (1, 1), messages
+        # one line for the outage, not one per failed call; once (2 of about 30 full
+        # runs) a call failed again on "Connection closed by server" just after the
+        # worker was back, which the worker rightly reports as a second, short loss
+        assert 1 <= len(lost) == len(back) <= 2, [*lost, *back]
+        assert float(back[0].split(" after ")[1].rstrip("s")) >= 3, back  # the outage
         assert [r for r in caplog.records if r.exc_info] == []
         assert len([r for r in during if r.levelno >= logging.WARNING]) <= 2, during
     finally:

@@ -153,6 +153,8 @@ class Park:
         self._delivered = 0  # tasks it handed to ``deliver``
         self._job: asyncio.Task[list[Task]] | None = None
         self._woken_at = -WAKE_AGAIN_AFTER
+        #: a watch may wait here for a near due time (see ``_watch``)
+        self._watch_direct = True
         #: the slots the open park may fill (0 when none is open)
         self.slots = 0
 
@@ -273,7 +275,12 @@ class Park:
         return []
 
     async def _watch(self) -> list[Task]:
-        """Wait until a wake-up token arrives or a due time passes, leasing nothing."""
+        """Wait until a wake-up token arrives or a due time passes, leasing nothing.
+
+        A due time nearer than the server's clock tick is waited for here, as a park
+        does; when the worker's request after it finds nothing, the next watch blocks,
+        so a due time that keeps passing cannot spin.
+        """
         longest = self.leasing.lease_seconds
         while not self._stopping():
             pass_on_cancellation()  # one a call swallowed (see ``_wait_for_work``)
@@ -281,6 +288,11 @@ class Park:
                 due = await self.queue.next_wakeup()
                 self.link.ok()
                 pass_on_cancellation()
+                if self._watch_direct and due is not None and due < LOCAL_WAIT:
+                    await asyncio.sleep(max(due, 0.0))
+                    self._watch_direct = False
+                    return []
+                self._watch_direct = True
                 wait = longest if due is None else min(max(due, SHORTEST_WAIT), longest)
                 woken = await self.queue.wait_for_work(wait)
             except CONNECTION_ERRORS as exc:

@@ -67,6 +67,7 @@ def test_every_transition_counts_once(make_queue: MakeQueue, redis_client: SyncC
     assert m.retried == 2  # t3 failed with a retry left; t4's expired lease
     assert m.reclaimed == 1
     assert m.lease_lost == 4
+    assert (m.requeued, m.schedule_fired, m.schedule_skipped) == (0, 0, 0)
     # waits: five leases, each of 30 ms or more
     assert m.wait_time.count == 5
     assert m.wait_time.sum >= 0.15
@@ -97,6 +98,19 @@ def test_resent_transitions_do_not_count_again(make_queue: MakeQueue) -> None:
     assert (m.pushed, m.popped, m.finished, m.lease_lost) == (1, 1, 1, 0)
     assert m.run_time.count == 1
     assert m.wait_time.count == 1
+
+
+def test_a_give_back_counts_once(make_queue: MakeQueue) -> None:
+    q = make_queue()
+    q.enqueue("n", user_id="u")
+    leased = q.pop("w")
+    assert leased is not None
+    back = q.ops.requeue(leased, 0)
+    assert q._run(back) is TaskState.QUEUED
+    assert q._run(back) is TaskState.QUEUED  # a resend: answered again, not counted
+    m = q.metrics()
+    assert (m.requeued, m.retried, m.failed) == (1, 0, 0)
+    assert q.stats().counters["requeued"] == 1
 
 
 def test_histogram_cumulative_counts() -> None:

@@ -183,6 +183,7 @@ def test_fire_enqueues_each_slot_once(make_queue: MakeQueue) -> None:
     assert after.fired == 1
     assert after.last_fire_at == added.created_at + timedelta(seconds=60)
     assert q.stats().counters["schedule_fired"] == 1
+    assert q.metrics().schedule_fired == 1
 
 
 def test_fired_tasks_count_in_the_queues_constraints(make_queue: MakeQueue) -> None:
@@ -243,6 +244,7 @@ def test_misfire_policies(
     due = (late_s // 60 + 1) * 60
     assert after.next_fire_at == datetime.fromtimestamp((anchor + due * 1000) / 1000, timezone.utc)
     assert q.stats().counters.get("schedule_skipped", 0) == skipped
+    assert (q.metrics().schedule_fired, q.metrics().schedule_skipped) == (len(fired), skipped)
     # the queue holds exactly the fired tasks, in slot order
     popped = [t.task_id for t in q.pop_batch(20, "w")]
     assert popped == out.task_ids

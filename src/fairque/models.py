@@ -306,9 +306,12 @@ class QueueMetrics(BaseModel):
     ``failed`` (finally), ``canceled``, ``retried`` (failed attempts scheduled again),
     ``reclaimed`` (expired leases taken back), ``lease_lost`` (complete, fail or extend
     calls refused because their lease was no longer held; a resend of a refused call
-    counts again). Histograms: ``wait_time`` (ready -> leased: from the time a task
-    entered QUEUED to its lease) and ``run_time`` (leased -> finished or failed; a
-    reclaimed lease is not timed).
+    counts again), ``requeued`` (leased tasks given back without a failure: a stopping
+    worker's, one with no handler), ``schedule_fired`` (tasks schedules pushed) and
+    ``schedule_skipped`` (missed slots a schedule's misfire policy skipped).
+    Histograms: ``wait_time`` (ready -> leased: from the time a task entered QUEUED
+    to its lease) and ``run_time`` (leased -> finished or failed; a reclaimed lease
+    is not timed).
     """
 
     queue: str
@@ -320,6 +323,9 @@ class QueueMetrics(BaseModel):
     retried: int = 0
     reclaimed: int = 0
     lease_lost: int = 0
+    requeued: int = 0
+    schedule_fired: int = 0
+    schedule_skipped: int = 0
     wait_time: Histogram
     run_time: Histogram
 

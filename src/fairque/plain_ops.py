@@ -106,6 +106,9 @@ class PlainOperations:
                 retried=fields.get("retried", 0),
                 reclaimed=fields.get("reclaimed", 0),
                 lease_lost=fields.get("lease_lost", 0),
+                requeued=fields.get("requeued", 0),
+                schedule_fired=fields.get("schedule_fired", 0),
+                schedule_skipped=fields.get("schedule_skipped", 0),
                 wait_time=_histogram(fields, "wait"),
                 run_time=_histogram(fields, "run"),
             )

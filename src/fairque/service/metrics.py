@@ -43,6 +43,15 @@ COUNTERS: dict[str, tuple[str, str]] = {
         "fairque_leases_lost",
         "complete, fail or extend calls refused because the lease was no longer held.",
     ),
+    "requeued": (
+        "fairque_tasks_requeued",
+        "Leased tasks given back without a failure (a stopping worker's, no handler).",
+    ),
+    "schedule_fired": ("fairque_schedule_tasks_fired", "Tasks pushed by schedules."),
+    "schedule_skipped": (
+        "fairque_schedule_slots_skipped",
+        "Missed schedule slots that a misfire policy skipped.",
+    ),
 }
 
 

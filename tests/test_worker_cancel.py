@@ -11,13 +11,15 @@ each test cancels after a growing number of turns, then at moments spread in tim
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections import Counter
 from typing import Any
 
+import pytest
 from worker_handlers import Harness, wait_state
 
-from fairque import Registry, TaskState, Worker, WorkerConfig
+from fairque import Context, Registry, TaskState, Worker, WorkerConfig
 from fairque.worker.fetcher import Leasing, Park
 from fairque.worker.link import ErrorLog, Link
 from fairque.worker.runner import log
@@ -153,3 +155,46 @@ async def test_cancelled_upkeep_loops_end_whenever_the_cancellation_comes(h: Har
     finally:
         lane.acker.give_up()
         worker._threads.shutdown()
+
+
+async def test_a_wave_back_after_a_cancellation_starts_nothing(
+    h: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A wave at the server when the worker is cancelled comes back later with tasks:
+    they are not started (nothing would report them), and run once, elsewhere, when
+    their leases expire."""
+    caplog.set_level(logging.WARNING, logger="fairque.worker")
+    q = h.queue(lease_seconds=0.5)
+    started: list[str] = []
+    registry = Registry()
+
+    @registry.task(name="job")
+    async def job(ctx: Context) -> None:
+        started.append(ctx.worker_id)
+
+    tasks = [await q.enqueue("job", user_id=f"u{i}") for i in range(3)]
+    leased = asyncio.Event()
+    complete_and_pop = q.complete_and_pop
+
+    async def slow_reply(*args: Any, **kwargs: Any) -> Any:
+        answer = await complete_and_pop(*args, **kwargs)  # the server leased the tasks
+        leased.set()
+        await asyncio.sleep(0.3)  # and the reply is still on its way
+        return answer
+
+    q.complete_and_pop = slow_reply  # type: ignore[method-assign]
+    h.start(q, registry, id="gone")
+    job_of_gone = h.runs[-1][1]
+    await asyncio.wait_for(leased.wait(), 5)
+    job_of_gone.cancel()
+    await asyncio.wait({job_of_gone}, timeout=5)
+    assert job_of_gone.cancelled()
+    await asyncio.sleep(0.5)  # the wave is back meanwhile
+    assert started == []
+    assert "3 task(s) leased after it left were not started" in caplog.text
+    del q.complete_and_pop
+    other = h.start(q, registry, id="other")
+    for task in tasks:
+        await wait_state(q, task.task_id, TaskState.FINISHED, timeout=10)
+    await h.stop(other)
+    assert started == ["other"] * 3

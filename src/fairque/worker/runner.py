@@ -198,6 +198,9 @@ class Worker:
         self._rotation = Rotation(self._lanes)
         # a burst worker asked every queue once more while idle (nothing came: it stops)
         self._burst_asked = False
+        #: set once the loop has ended (a drained stop, or a cancellation): a wave that
+        #: comes back later does not start what it leased
+        self._left = False
 
     def _lane(self, queue: AsyncFairQueue, lease: float, errors: ErrorLog) -> Lane:
         cfg = self.config
@@ -311,6 +314,7 @@ class Worker:
             try:
                 await self._serve()
             finally:
+                self._left = True
                 for lane in self._lanes:
                     await lane.park.close()
                     await lane.upkeep.stop()
@@ -392,6 +396,13 @@ class Worker:
         leased = await lane.acker.send(n)
         if leased is None:
             lane.resting_until = time.monotonic() + lane.link.delay()
+            return
+        if self._left:  # the worker was cancelled while this wave was at the server
+            if leased:
+                log.warning(
+                    "worker %s: %d task(s) leased after it left were not started; their "
+                    "leases will expire", self.id, len(leased),
+                )  # fmt: skip
             return
         self._start(lane, leased)
         if n:

@@ -260,6 +260,34 @@ def test_a_purge_keeps_the_constraints_and_their_version(make_queue: MakeQueue) 
     assert [i.constraint.id for i in fresh.constraints()] == ["c"]
 
 
+def test_a_purge_frees_the_slots_of_the_tasks_it_deletes(
+    make_queue: MakeQueue, redis_client: SyncClient
+) -> None:
+    """A purged task's lease held its bucket's slot until it expired, and a parked one
+    stayed in its bucket: new tasks waited for the slot. The rate window stays."""
+    q = make_queue()
+    q.define_constraint(id="c", concurrency=1)
+    q.define_constraint(id="r", rate=100, per=60, burst=10)
+    q.enqueue("job", user_id="u", task_id="a")
+    q.enqueue("job", user_id="u", task_id="b")
+    assert [t.task_id for t in q.pop_batch(2, worker_id="w")] == ["a"]  # b is parked
+    assert q.constraint("c").running == 1
+    assert q.constraint("c").parked == 1
+    k = QueueKeys(q.queue)
+    rate_before = redis_client.get(k.constraint_rate("r"))
+    assert rate_before is not None
+    for _ in range(2):  # a resend changes nothing more
+        q.purge()
+        assert not redis_client.exists(k.constraint_held("c"), k.constraint_parked("c"))
+        assert not redis_client.exists(k.constraint_due)
+        assert redis_client.get(k.constraint_rate("r")) == rate_before
+    q.enqueue("job", user_id="u", task_id="c")
+    leased = q.pop(worker_id="w")  # at once, not after "a"'s lease expired
+    assert leased is not None
+    assert leased.task_id == "c"
+    assert (q.constraint("c").running, q.constraint("c").parked) == (1, 0)
+
+
 def test_apply_constraints_defines_and_prunes(make_queue: MakeQueue) -> None:
     q = make_queue()
     q.define_constraint(id="old", rate=1)

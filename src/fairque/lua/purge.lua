@@ -1,8 +1,9 @@
 --[[
 purge: delete a queue's tasks and state, at most `limit` tasks per call so a huge
 queue never blocks the server for long; call again until it reports 0 remaining.
-The last call also removes the ring, counters, user lanes and limits. Registered
-workers are kept.
+The last call also removes the ring, counters, user lanes and limits, and what the
+constraints' buckets hold of the deleted tasks (their leases and parked tasks; the rate
+windows stay). Registered workers and the constraints themselves are kept.
 
 KEYS[1] prefix    fq:{<queue>}:  per-task and per-user keys derive from it (includes/keys.lua)
 KEYS[2] ring      users with ready work, by last-served virtual time
@@ -21,6 +22,8 @@ KEYS[14] turns    user -> turns used in the current round
 KEYS[15] capped   users held out of the ring by their in-flight cap
 KEYS[16] wake     wake-up list idle workers block on
 KEYS[17] ends     ended tasks to unindex at expiry: '<user>\n<name>\n<id>' -> expiry
+KEYS[18] constraints     constraint id -> definition; '~version': the constraints version
+KEYS[19] constraint_due  constraint buckets with parked tasks -> when their limit frees
 
 ARGV[1] limit       tasks to delete in this call
 
@@ -31,7 +34,8 @@ Reply: {tasks deleted by this call, tasks remaining}.
 local K = {prefix = KEYS[1], ring = KEYS[2], delayed = KEYS[3], leases = KEYS[4],
   queued = KEYS[5], deferred = KEYS[6], finished = KEYS[7], failed = KEYS[8], canceled = KEYS[9],
   meta = KEYS[10], stats = KEYS[11], weights = KEYS[12], caps = KEYS[13], turns = KEYS[14],
-  capped = KEYS[15], wake = KEYS[16], ends = KEYS[17]}
+  capped = KEYS[15], wake = KEYS[16], ends = KEYS[17], constraints = KEYS[18],
+  constraint_due = KEYS[19]}
 local registries = {K.delayed, K.deferred, K.queued, K.leases, K.finished, K.failed,
   K.canceled}
 local budget = tonumber(ARGV[1])
@@ -78,5 +82,14 @@ if remaining == 0 then
     redis.call('DEL', critical_key(K, u), normal_key(K, u))
   end
   redis.call('DEL', K.ring, K.capped, K.meta, K.stats, K.turns, K.weights, K.caps, K.wake)
+  -- a deleted task's lease would hold its buckets' slots until it expired (HGETALL:
+  -- the commands the documented ACL rule allows)
+  local defined = redis.call('HGETALL', K.constraints)
+  for i = 1, #defined, 2 do
+    for _, b in ipairs(redis.call('SMEMBERS', constraint_buckets_key(K, defined[i]))) do
+      redis.call('DEL', constraint_held_key(K, b), constraint_parked_key(K, b))
+    end
+  end
+  redis.call('DEL', K.constraint_due)
 end
 return {deleted, remaining}

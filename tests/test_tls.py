@@ -343,3 +343,5 @@ def test_the_client_certificate_is_required_when_the_server_asks(mtls_server: Tl
     assert shown.returncode == 1
     assert "Traceback" not in shown.stderr
     assert "cannot connect to rediss://localhost" in shown.stderr
+    assert "requires a client certificate" in shown.stderr
+    assert "give ssl_certfile and ssl_keyfile in the URL" in shown.stderr

@@ -255,6 +255,28 @@ def guarded(url: str) -> Iterator[None]:
         fail(*describe_failure(exc, url))
 
 
+#: how a TLS server that wants a client certificate ends a handshake without one, as
+#: OpenSSL reports it (with TLS 1.3 the alert often comes after the client wrote)
+_NO_CLIENT_CERTIFICATE = (
+    "CERTIFICATE_REQUIRED",
+    "EOF occurred in violation of protocol",
+    "Connection reset by peer",
+    "Connection closed by server",
+)
+
+
+def _certificate_hint(exc: Exception, url: str) -> str:
+    """Why a TLS connection without a client certificate may have ended, or ''."""
+    if not url.startswith("rediss://") or "ssl_certfile=" in url:
+        return ""
+    if not any(sign in str(exc) for sign in _NO_CLIENT_CERTIFICATE):
+        return ""
+    return (
+        " (a server that requires a client certificate ends the connection so: give "
+        "ssl_certfile and ssl_keyfile in the URL)"
+    )
+
+
 def describe_failure(exc: Exception, url: str) -> tuple[str, int]:
     """The one-line message and exit code for a failure talking to ``url``.
 
@@ -268,7 +290,7 @@ def describe_failure(exc: Exception, url: str) -> tuple[str, int]:
     if isinstance(exc, redis.TimeoutError):
         return f"no answer from {shown} in time: {exc}", EXIT_FAILURE
     if isinstance(exc, redis.ConnectionError):
-        return f"cannot connect to {shown}: {exc}", EXIT_FAILURE
+        return f"cannot connect to {shown}: {exc}{_certificate_hint(exc, url)}", EXIT_FAILURE
     if isinstance(exc, ValidationError):
         return f"{type(exc).__name__}: {exc}", EXIT_USAGE
     if isinstance(exc, FairqueError):

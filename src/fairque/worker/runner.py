@@ -303,6 +303,7 @@ class Worker:
         installed = list(stop_signals) if install_signals else []
         for sig in installed:
             loop.add_signal_handler(sig, self.request_stop)
+        self._left = False  # a worker run again after a cancellation starts what it leases
         try:
             if not await self._connect():
                 return

@@ -96,9 +96,8 @@ def import_worker(modules: list[str]) -> None:
     dataclasses not finding the module being imported) while importing its modules
     as the scheduler's thread fired.
     """
-    handler_names(modules)
-    import fairque.worker.link
-    import fairque.worker.supervisor  # noqa: F401
+    handler_names(modules)  # fairque.worker, and with it every module the loop uses
+    import fairque.worker.supervisor  # noqa: F401  (run_worker's lazy import)
 
 
 def require_handlers(names: list[str], modules: list[str]) -> None:

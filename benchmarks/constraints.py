@@ -34,7 +34,7 @@ import redis
 
 from fairque import FairQueue, Task
 from fairque.cli.embedded import EmbeddedServer, find_valkey_server
-from fairque.constraints import Constraint
+from fairque.constraints.model import Constraint
 
 LEASE_SECONDS = 600.0
 

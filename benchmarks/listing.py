@@ -30,7 +30,7 @@ import redis
 
 from fairque import FairQueue, Task
 from fairque.cli.embedded import EmbeddedServer
-from fairque.records import Call
+from fairque.core.records import Call
 
 NAMES = 20
 BATCH = 10_000

@@ -34,7 +34,7 @@ import redis
 
 from fairque import FairQueue, Task
 from fairque.cli.embedded import EmbeddedServer
-from fairque.scripts import load_all
+from fairque.core.scripts import load_all
 
 HERE = Path(__file__).parent
 

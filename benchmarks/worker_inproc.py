@@ -26,11 +26,11 @@ from typing import Any
 import redis
 
 from fairque import FairQueue, Task
-from fairque.aio import AsyncFairQueue
 from fairque.cli.base import LOG_FORMAT, configure_logging
 from fairque.cli.embedded import EmbeddedServer
+from fairque.client.aio import AsyncFairQueue
 from fairque.config import WorkerConfig
-from fairque.urls import RedactingFormatter
+from fairque.core.urls import RedactingFormatter
 from fairque.worker import Worker
 from fairque.worker.acker import Acknowledger
 from fairque.worker.registry import Registry

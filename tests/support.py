@@ -17,7 +17,7 @@ import redis
 from typer.testing import CliRunner
 
 from fairque import AsyncFairQueue
-from fairque.keys import QueueKeys
+from fairque.core.keys import QueueKeys
 
 
 def unique_queue(prefix: str = "t") -> str:
@@ -121,8 +121,8 @@ def run_here(
     afterwards. Tests where the process boundary itself matters (signals, the worker's
     handler registry, module shadowing on ``PYTHONPATH``) use ``test_cli.run_cli``.
     """
-    from fairque import urls
     from fairque.cli import main
+    from fairque.core import urls
 
     clean: dict[str, str | None] = {k: None for k in os.environ if k.startswith("FAIRQUE_")}
     clean.update(env or {})

@@ -34,7 +34,12 @@ ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "howto" / "tls.md"
 SRC = ROOT / "src" / "fairque"
 #: modules that send plain commands (not scripts): ``("CMD", ...)`` tuples
-PLAIN_SENDERS = ("plain_ops.py", "schedule_ops.py", "service/ui/reads.py", "service/ui/views.py")
+PLAIN_SENDERS = (
+    "core/ops/plain.py",
+    "schedules/codec.py",
+    "service/ui/reads.py",
+    "service/ui/views.py",
+)
 PASSWORD = "s3cret"
 
 
@@ -53,7 +58,7 @@ def sent_commands() -> set[str]:
     """Every command fairque sends: the scripts' inner calls, the plain commands, and
     those the clients send directly (``EVALSHA``/``EVAL``, ``TIME``, ``INFO``)."""
     found = {"evalsha", "eval", "time", "info"}
-    for path in (SRC / "lua").rglob("*.lua"):
+    for path in (SRC / "core" / "lua").rglob("*.lua"):
         found |= {c.lower() for c in re.findall(r"redis\.p?call\(\s*['\"](\w+)", path.read_text())}
     for rel in PLAIN_SENDERS:
         found |= {c.lower() for c in re.findall(r'\("([A-Z]+)",', (SRC / rel).read_text())}

@@ -14,8 +14,7 @@ from support import run_here
 from test_cli import run_cli
 
 from fairque import AsyncFairQueue, FairQueue
-from fairque.errors import ConfigError
-from fairque.urls import (
+from fairque.core.urls import (
     RedactingFormatter,
     check_url,
     redact_text,
@@ -23,6 +22,7 @@ from fairque.urls import (
     remember_secrets,
     url_secrets,
 )
+from fairque.errors import ConfigError
 
 # the command line's own behaviour: the engine's tests cover the standalone Redis kind
 pytestmark = pytest.mark.server_kinds("valkey", "cluster")

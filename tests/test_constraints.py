@@ -11,9 +11,9 @@ from servers import SyncClient
 from support import expire_lease, server_ms
 
 from fairque import FairQueue, Priority
-from fairque.constraints import Constraint, ConstraintSet, constraint_list
+from fairque.constraints.model import Constraint, ConstraintSet, constraint_list
+from fairque.core.keys import QueueKeys
 from fairque.errors import ConstraintNotFound, ValidationError
-from fairque.keys import QueueKeys
 
 MakeQueue = Callable[..., FairQueue]
 

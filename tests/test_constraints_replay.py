@@ -10,7 +10,7 @@ from support import queue_snapshot
 from test_replay import resend
 
 from fairque import FairQueue
-from fairque.constraints import Constraint
+from fairque.constraints.model import Constraint
 from fairque.errors import StaleConstraints, ValidationError
 
 MakeQueue = Callable[..., FairQueue]
@@ -92,12 +92,11 @@ def test_stale_push_and_bad_definitions_change_nothing(
 
 def test_too_many_constraints(make_queue: MakeQueue, redis_client: SyncClient) -> None:
     q = make_queue()
-    import fairque.ops
+    from fairque.core.records import Call
 
     call = q.ops.define_constraint(Constraint("a", rate=1))
     q._run(call)
-    limited = fairque.ops.Call(call.script, call.keys, ("b", Constraint("b", rate=1).dumps(), 1),
-                               call.parse)  # fmt: skip
+    limited = Call(call.script, call.keys, ("b", Constraint("b", rate=1).dumps(), 1), call.parse)
     before = queue_snapshot(redis_client, q.queue)
     with pytest.raises(ValidationError):
         q._run(limited)

@@ -9,7 +9,7 @@ import pytest
 from servers import SyncClient
 
 from fairque import FairQueue, Task, TaskState
-from fairque.keys import QueueKeys
+from fairque.core.keys import QueueKeys
 from fairque.workflow import Step, chain, collect, group, push_workflow
 
 MakeQueue = Callable[..., FairQueue]

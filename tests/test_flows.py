@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-import fairque.aio
-from fairque.base import Flow, run_flow, run_flow_async
+import fairque.client.aio
+from fairque.client.base import Flow, run_flow, run_flow_async
+from fairque.core.records import Call
 from fairque.errors import LeaseLost
-from fairque.records import Call
 
 
 def call(name: str) -> Call[Any]:
@@ -84,8 +84,8 @@ async def test_an_error_the_flow_does_not_catch_reaches_the_async_caller() -> No
 
 
 def test_the_async_client_does_not_import_the_sync_one() -> None:
-    tree = ast.parse(inspect.getsource(fairque.aio))
+    tree = ast.parse(inspect.getsource(fairque.client.aio))
     imported = {
         node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module
     }
-    assert "fairque.queue" not in imported
+    assert "fairque.client.queue" not in imported

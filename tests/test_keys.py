@@ -11,7 +11,7 @@ from redis.crc import key_slot
 from servers import SyncClient
 
 from fairque import FairQueue, Priority, ResultTimeout, Task
-from fairque.keys import QueueKeys
+from fairque.core.keys import QueueKeys
 
 MakeQueue = Callable[..., FairQueue]
 

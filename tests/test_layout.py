@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -13,7 +14,7 @@ WORKER_SIDE = (
     "fairque.worker",
     "fairque.config",
     "fairque.cli",
-    "fairque.aio",
+    "fairque.client.aio",
     "yaml",
     "pydantic_settings",
     "typer",
@@ -31,7 +32,7 @@ def loaded_after(statement: str) -> set[str]:
 
 def test_the_producer_api_loads_no_worker_config_or_cli() -> None:
     loaded = loaded_after("from fairque import FairQueue, Task, TaskState, ValidationError")
-    assert "fairque.queue" in loaded
+    assert "fairque.client.queue" in loaded
     assert not loaded & set(WORKER_SIDE), sorted(loaded & set(WORKER_SIDE))
 
 
@@ -54,9 +55,7 @@ def test_an_unknown_name_is_an_attribute_error() -> None:
 
 def test_the_architecture_page_shows_the_task_hash_table() -> None:
     """docs/architecture.md's field table is ``taskhash.FIELDS``, row for row."""
-    from pathlib import Path
-
-    from fairque.taskhash import FIELDS
+    from fairque.core.taskhash import FIELDS
 
     page = Path(__file__).parent.parent / "docs" / "architecture.md"
     rows = []
@@ -66,3 +65,53 @@ def test_the_architecture_page_shows_the_task_hash_table() -> None:
             rows.append(tuple(cells[:3]))
     assert rows[0] == ("Task attribute", "hash field", "push slot")
     assert rows[1:] == [(f.attr or "-", f.hash, f.push or "-") for f in FIELDS]
+
+
+def _module_imports(path: Path, package: Path) -> set[str]:
+    """The fairque modules ``path`` imports, at its top or inside its functions (not
+    those imported only for type checking)."""
+    import ast
+
+    found: set[str] = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            continue
+        for item in ast.walk(node):
+            if isinstance(item, ast.Import):
+                found |= {a.name for a in item.names}
+            elif isinstance(item, ast.ImportFrom) and item.module:
+                # ``from fairque.cli import admin`` imports the module fairque.cli.admin
+                subs = {f"{item.module}.{a.name}" for a in item.names}
+                modules = {s for s in subs if _module_path(s, package) is not None}
+                found |= modules or {item.module}
+    return {m for m in found if m.startswith("fairque")}
+
+
+def _module_path(name: str, package: Path) -> Path | None:
+    base = package.parent.joinpath(*name.split("."))
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def test_no_import_cycles() -> None:
+    """No two fairque modules import each other, directly or through others."""
+    package = Path(fairque.__file__).parent
+    graph: dict[str, set[str]] = {}
+    for path in package.rglob("*.py"):
+        parts = path.relative_to(package.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        graph[name] = {m for m in _module_imports(path, package) if m != name}
+    cycles = []
+    for start in graph:
+        seen, todo = set(), list(graph[start])
+        while todo:
+            node = todo.pop()
+            if node == start:
+                cycles.append(start)
+                break
+            if node not in seen:
+                seen.add(node)
+                todo.extend(graph.get(node, ()))
+    assert not cycles, sorted(cycles)

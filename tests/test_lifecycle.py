@@ -19,7 +19,7 @@ from fairque import (
     TaskNotFound,
     TaskState,
 )
-from fairque.keys import QueueKeys
+from fairque.core.keys import QueueKeys
 
 MakeQueue = Callable[..., FairQueue]
 
@@ -342,7 +342,7 @@ def test_extend_many_reports_lost_leases(make_queue: MakeQueue) -> None:
 
 
 def test_a_result_encoded_once_is_stored_as_it_is(make_queue: MakeQueue) -> None:
-    from fairque.ops import EncodedResult
+    from fairque.core.records import EncodedResult
 
     q = make_queue()
     task = q.enqueue("x", user_id="u")

@@ -11,8 +11,8 @@ import pytest
 from servers import SyncClient
 
 from fairque import FairQueue, Task, TaskState, ValidationError
-from fairque.keys import QueueKeys
-from fairque.ops import LIST_SCAN, make_cursor
+from fairque.core.keys import QueueKeys
+from fairque.core.ops import LIST_SCAN, make_cursor
 
 MakeQueue = Callable[..., FairQueue]
 

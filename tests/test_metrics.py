@@ -20,7 +20,9 @@ MakeQueue = Callable[..., FairQueue]
 
 
 def test_histogram_bounds_are_the_scripts_bounds() -> None:
-    source = (Path(fairque.__file__).parent / "lua" / "includes" / "observe.lua").read_text()
+    source = (
+        Path(fairque.__file__).parent / "core" / "lua" / "includes" / "observe.lua"
+    ).read_text()
     table = re.search(r"local bounds = \{([^}]*)\}", source)
     assert table is not None
     in_ms = [int(v) for v in table.group(1).replace("\n", " ").split(",")]

@@ -18,8 +18,8 @@ from fairque import (
     TaskState,
     ValidationError,
 )
-from fairque.keys import QueueKeys
-from fairque.ops import MAX_TRACEBACK
+from fairque.core.keys import QueueKeys
+from fairque.core.ops import MAX_TRACEBACK
 
 MakeQueue = Callable[..., FairQueue]
 

@@ -32,7 +32,7 @@ PACKAGE = ROOT / "src" / "fairque"
 def _data_files() -> list[str]:
     """Package files other than Python modules, relative to ``src/``."""
     wanted = [PACKAGE / "py.typed"]
-    wanted += sorted((PACKAGE / "lua").rglob("*.lua"))
+    wanted += sorted((PACKAGE / "core" / "lua").rglob("*.lua"))
     ui = PACKAGE / "service" / "ui"
     wanted += sorted(p for p in (ui / "templates").rglob("*") if p.is_file())
     wanted += sorted(p for p in (ui / "static").rglob("*") if p.is_file())

@@ -16,7 +16,7 @@ import pytest
 from servers import SyncClient
 
 from fairque import FairQueue, Priority, Task
-from fairque.keys import QueueKeys
+from fairque.core.keys import QueueKeys
 
 MakeQueue = Callable[..., FairQueue]
 

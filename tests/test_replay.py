@@ -17,8 +17,8 @@ from servers import SyncClient
 from support import expire_lease, queue_snapshot
 
 from fairque import DuplicateTask, FairQueue, LeaseLost, Priority, Task, TaskState
-from fairque.keys import QueueKeys
-from fairque.ops import Call
+from fairque.core.keys import QueueKeys
+from fairque.core.records import Call
 
 MakeQueue = Callable[..., FairQueue]
 

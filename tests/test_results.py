@@ -24,7 +24,7 @@ from fairque import (
     Worker,
     WorkerConfig,
 )
-from fairque.keys import QueueKeys
+from fairque.core.keys import QueueKeys
 from fairque.workflow import Step, push_workflow_async
 
 MakeQueue = Callable[..., FairQueue]

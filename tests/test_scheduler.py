@@ -22,8 +22,8 @@ from support import server_ms, unique_queue
 
 from fairque import AsyncFairQueue, FairQueue
 from fairque.errors import ConfigError
-from fairque.scheduler import Scheduler
-from fairque.schedules import Schedule, slot_task_id
+from fairque.schedules.leader import Scheduler
+from fairque.schedules.model import Schedule, slot_task_id
 
 
 def task_ids(q: FairQueue) -> list[str]:

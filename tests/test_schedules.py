@@ -16,10 +16,10 @@ from servers import SyncClient
 from support import queue_snapshot
 
 from fairque import FairQueue, Priority, TaskState, ValidationError
+from fairque.core.records import Call
 from fairque.errors import NotLeader, ScheduleExists, ScheduleNotFound
-from fairque.records import Call
-from fairque.schedule_ops import StoredSchedule
-from fairque.schedules import Schedule, plan, slot_task_id
+from fairque.schedules.codec import StoredSchedule
+from fairque.schedules.model import Schedule, plan, slot_task_id
 
 MakeQueue = Callable[..., FairQueue]
 TOKEN = "test-token"

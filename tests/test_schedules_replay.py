@@ -11,10 +11,10 @@ from servers import SyncClient
 from support import queue_snapshot
 
 from fairque import FairQueue
-from fairque.ops import Call
-from fairque.records import Call as RawCall
-from fairque.schedule_ops import StoredSchedule
-from fairque.schedules import Schedule
+from fairque.core.records import Call
+from fairque.core.records import Call as RawCall
+from fairque.schedules.codec import StoredSchedule
+from fairque.schedules.model import Schedule
 
 MakeQueue = Callable[..., FairQueue]
 TOKEN = "replay-token"

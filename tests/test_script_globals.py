@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from fairque.scripts import load_all
+from fairque.core.scripts import load_all
 
 #: What the server's Lua offers a script (Redis and Valkey: the base and standard
 #: libraries it loads, and its own modules).

@@ -10,15 +10,15 @@ import pytest
 from servers import SyncClient
 from support import unique_queue
 
-import fairque.taskhash
+import fairque.core.taskhash
 from fairque import FairQueue, Priority, Task, TaskState
-from fairque.codec import get_serializer
-from fairque.dependencies import dependency_order
+from fairque.core.codec import get_serializer
+from fairque.core.dependencies import dependency_order
+from fairque.core.keys import QueueKeys
+from fairque.core.options import QueueOptions
+from fairque.core.scripts import LUA_DIR
+from fairque.core.taskhash import FIELDS, REQUIRED, PushRecord, TaskCodec
 from fairque.errors import DependencyCycleError
-from fairque.keys import QueueKeys
-from fairque.options import QueueOptions
-from fairque.scripts import LUA_DIR
-from fairque.taskhash import FIELDS, REQUIRED, PushRecord, TaskCodec
 
 CODEC = TaskCodec(get_serializer("json"), QueueOptions.build())
 
@@ -175,7 +175,7 @@ def test_dependency_order_puts_upstreams_first_and_names_cycles() -> None:
 
 
 def test_the_documented_table_is_the_field_table() -> None:
-    doc = fairque.taskhash.__doc__ or ""
+    doc = fairque.core.taskhash.__doc__ or ""
     rows = doc.split("=\n", 2)[2].split("\n=")[0].splitlines()
     documented = [
         tuple(None if cell == "-" else cell for cell in row.split()[:3])

@@ -32,7 +32,8 @@ from fairque import (
     TaskState,
     ValidationError,
 )
-from fairque.checks import (
+from fairque.config import load_settings
+from fairque.core.checks import (
     MAX_BATCH,
     MAX_DEPENDENCIES,
     MAX_SECONDS,
@@ -40,10 +41,9 @@ from fairque.checks import (
     error_text,
     non_finite_path,
 )
-from fairque.codec import get_serializer
-from fairque.config import load_settings
-from fairque.options import QueueOptions
-from fairque.scripts import ScriptLoadError
+from fairque.core.codec import get_serializer
+from fairque.core.options import QueueOptions
+from fairque.core.scripts import ScriptLoadError
 
 MakeQueue = Callable[..., FairQueue]
 

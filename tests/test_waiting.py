@@ -13,7 +13,7 @@ from servers import ServerInfo, SyncClient, connect
 from support import queue_snapshot
 
 from fairque import FairQueue, Priority, Task, TaskState, ValidationError
-from fairque.keys import QueueKeys
+from fairque.core.keys import QueueKeys
 
 MakeQueue = Callable[..., FairQueue]
 

@@ -24,7 +24,7 @@ from fairque import (
     WorkerConfig,
     WorkerInfo,
 )
-from fairque.keys import QueueKeys
+from fairque.core.keys import QueueKeys
 from fairque.worker import Outcome
 
 

@@ -316,12 +316,12 @@ def http_markdown(spec_path: Path) -> str:
 
 
 def keys_markdown() -> str:
-    """Markdown for every key of a queue, from ``fairque.keys.QueueKeys``."""
-    from fairque.keys import QueueKeys
+    """Markdown for every key of a queue, from ``fairque.core.keys.QueueKeys``."""
+    from fairque.core.keys import QueueKeys
 
     keys = QueueKeys("<queue>")
     lines = [
-        "<!-- generated from fairque.keys.QueueKeys at build time; do not edit -->",
+        "<!-- generated from fairque.core.keys.QueueKeys at build time; do not edit -->",
         "",
         "| attribute | key | holds |",
         "| --- | --- | --- |",
@@ -366,7 +366,7 @@ def generate(docs_dir: Path) -> None:
         "http.md": http_markdown(docs_dir / "openapi.json"),
         "worker-http.md": http_markdown(docs_dir / "worker-openapi.json"),
         "keys.md": keys_markdown(),
-        "scripts.md": scripts_markdown(docs_dir.parent / "src" / "fairque" / "lua"),
+        "scripts.md": scripts_markdown(docs_dir.parent / "src" / "fairque" / "core" / "lua"),
     }
     for name, text in pages.items():
         target = out / name

@@ -9,7 +9,9 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from fairque.constraints import Constraint, ConstraintInfo
+from fairque.client.queue import FairQueue
+from fairque.constraints.model import Constraint, ConstraintInfo
+from fairque.core.options import QueueOptions
 from fairque.errors import (
     CancelRequested,
     ConfigError,
@@ -42,21 +44,19 @@ from fairque.models import (
     UserStats,
     WorkerInfo,
 )
-from fairque.options import QueueOptions
-from fairque.queue import FairQueue
-from fairque.schedules import Schedule
+from fairque.schedules.model import Schedule
 
 if TYPE_CHECKING:
-    from fairque.aio import AsyncFairQueue
+    from fairque.client.aio import AsyncFairQueue
     from fairque.config import WorkerConfig
-    from fairque.scheduler import Scheduler
+    from fairque.schedules.leader import Scheduler
     from fairque.worker import Context, Hooks, Registry, Retry, Worker, task
 
 # name -> the module that defines it, imported when the name is first used
 _LAZY = {
-    "AsyncFairQueue": "fairque.aio",
+    "AsyncFairQueue": "fairque.client.aio",
     "WorkerConfig": "fairque.config",
-    "Scheduler": "fairque.scheduler",
+    "Scheduler": "fairque.schedules.leader",
     **dict.fromkeys(("Context", "Hooks", "Registry", "Retry", "Worker", "task"), "fairque.worker"),
 }
 

@@ -33,10 +33,10 @@ from pydantic_settings import (
     SettingsError,
 )
 
-from fairque.constraints import Constraint, constraint_list
+from fairque.constraints.model import Constraint, constraint_list
+from fairque.core.keys import validate_queue_name
+from fairque.core.options import QueueOptions
 from fairque.errors import ConfigError, ValidationError, pydantic_message
-from fairque.keys import validate_queue_name
-from fairque.options import QueueOptions
 from fairque.service.settings import DispatchSettings, ServerSettings
 
 
@@ -191,7 +191,7 @@ class Settings(BaseSettings):
     server: ServerSettings = Field(default_factory=ServerSettings)
     dispatch: DispatchSettings = Field(default_factory=DispatchSettings)
     scheduler: SchedulerSettings = Field(default_factory=SchedulerSettings)
-    #: constraints to define on the queue (``fairque.constraints``): a list of mappings,
+    #: constraints to define on the queue (``fairque.constraints.model``): a list of mappings,
     #: or a mapping id -> fields; ``fairque constraint apply`` and ``fairque worker``
     #: define them at start (constraints not listed are left alone)
     constraints: list[dict[str, Any]] | dict[str, dict[str, Any]] = Field(default_factory=list)

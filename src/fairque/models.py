@@ -9,7 +9,7 @@ from typing import Any, Literal
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from fairque.checks import (
+from fairque.core.checks import (
     MAX_DEPENDENCIES,
     MAX_SECONDS,
     MAX_TASK_ID,
@@ -83,7 +83,7 @@ class Task(BaseModel):
     ``worker_id`` and ``lease_deadline``.
 
     Numbers are taken as they are, never converted: ``True`` is not an integer and
-    ``"3"`` is not a number. Limits (see ``fairque.checks``): ids and names up to 256
+    ``"3"`` is not a number. Limits (see ``fairque.core.checks``): ids and names up to 256
     characters of valid Unicode without control characters; ``timeout`` and
     ``result_ttl`` finite and at most 10 years; ``execute_after`` at most 10 years
     ahead; ``max_retries`` up to 1,000; at most 1,000 ``depends_on`` entries.

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any, Union
 from fairque.models import Task
 
 if TYPE_CHECKING:
-    from fairque.aio import AsyncFairQueue
-    from fairque.queue import FairQueue
+    from fairque.client.aio import AsyncFairQueue
+    from fairque.client.queue import FairQueue
 
 Target = Union["Step", "Group", Sequence["Step"]]
 

@@ -39,9 +39,9 @@ from servers import ServerInfo, SyncClient, connect
 from support import server_ms, unique_queue
 
 from fairque import FairQueue, LeaseLost, Priority, Task, TaskState
+from fairque.core.keys import QueueKeys
+from fairque.core.records import Call
 from fairque.errors import InvalidTransition
-from fairque.keys import QueueKeys
-from fairque.ops import Call
 
 pytestmark = pytest.mark.faults
 

@@ -12,7 +12,7 @@ from service.harness import LiveServer
 from support import unique_queue
 
 from fairque import FairQueue, Task
-from fairque.aio import AsyncFairQueue
+from fairque.client.aio import AsyncFairQueue
 from fairque.models import Histogram, QueueMetrics
 from fairque.service.ui import history
 from fairque.service.ui.history import History

@@ -25,10 +25,10 @@ from redis.exceptions import RedisClusterException
 from rich.console import Console
 from rich.text import Text
 
-from fairque import urls
+from fairque.client.queue import FairQueue
 from fairque.config import Settings, load_settings
+from fairque.core import urls
 from fairque.errors import ConfigError, FairqueError, ValidationError
-from fairque.queue import FairQueue
 
 # no markup: task ids, user ids and messages are shown as they are ("[x]" stays "[x]");
 # styled output is built from rich Text
@@ -306,3 +306,8 @@ def import_handlers(modules: list[str]) -> None:
             importlib.import_module(name)
         except ImportError as exc:
             fail(f"cannot import handler module {name!r}: {exc}", EXIT_USAGE)
+
+
+def no_task(task_id: str, queue: str) -> NoReturn:
+    """Exit 1: the queue has no task ``task_id`` (never pushed, or expired)."""
+    fail(f"no task {task_id!r} in queue {queue!r}")

@@ -12,7 +12,6 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 
-from fairque import urls
 from fairque.cli import admin
 from fairque.cli import render as out
 from fairque.cli import tasks as task_commands
@@ -28,6 +27,7 @@ from fairque.cli.base import (
     fail,
     guarded,
     log,
+    no_task,
     open_queue,
     open_queues,
     say_error,
@@ -37,11 +37,12 @@ from fairque.cli.base import (
     stderr,
     stdout,
 )
+from fairque.client.queue import FairQueue
+from fairque.core import urls
+from fairque.core.ops import Operations
+from fairque.core.options import QueueOptions
 from fairque.errors import ConfigError, FairqueError, ValidationError
 from fairque.models import QueueStats, WorkerInfo
-from fairque.ops import Operations
-from fairque.options import QueueOptions
-from fairque.queue import FairQueue
 
 # the helpers other command modules (fairque.cli.service) take from here
 __all__ = [
@@ -378,11 +379,6 @@ def show_task(
         stdout.print_json(task.model_dump_json())
         return
     out.print_task(stdout, task)
-
-
-def no_task(task_id: str, queue: str) -> NoReturn:
-    """Exit 1: the queue has no task ``task_id`` (never pushed, or expired)."""
-    fail(f"no task {task_id!r} in queue {queue!r}")
 
 
 @app.command()

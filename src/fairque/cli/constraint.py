@@ -11,7 +11,7 @@ from rich.table import Table
 from fairque.cli.base import EXIT_USAGE, fail, open_queue, open_queues, settings, shared, stdout
 from fairque.cli.render import parse_json
 from fairque.config import Settings
-from fairque.constraints import Constraint, ConstraintInfo
+from fairque.constraints.model import Constraint, ConstraintInfo
 from fairque.errors import ConstraintNotFound, ValidationError
 
 constraint_app = typer.Typer(

@@ -23,7 +23,8 @@ from typing import Any
 from rich.console import Console, Group, RenderableType
 from rich.table import Table
 
-from fairque.checks import MAX_BATCH
+from fairque.core.checks import MAX_BATCH
+from fairque.core.ops import Operations
 from fairque.errors import (
     DependencyCycleError,
     FairqueError,
@@ -31,7 +32,6 @@ from fairque.errors import (
     SerializationError,
 )
 from fairque.models import QueueStats, Task, TaskState, WorkerInfo
-from fairque.ops import Operations
 
 #: Most tasks one ``enqueue --file`` pushes. The file is pushed in one script, so
 #: all-or-nothing holds; the server runs nothing else meanwhile (about 20 us per

@@ -12,7 +12,6 @@ from typing import Any
 
 import typer
 
-from fairque import urls
 from fairque.cli.base import (
     EXIT_USAGE,
     LOG_FORMAT,
@@ -25,8 +24,9 @@ from fairque.cli.base import (
     stderr,
 )
 from fairque.cli.render import served_users
+from fairque.client.queue import is_cluster_url
 from fairque.config import Settings, WorkerConfig
-from fairque.queue import is_cluster_url
+from fairque.core import urls
 
 log = logging.getLogger("fairque.worker")
 
@@ -167,7 +167,7 @@ def run_worker(common: Common, cfg: Settings, processes: int, log_args: list[str
             if cfg.worker.burst:
                 env["FAIRQUE_WORKER__BURST"] = "true"
             raise typer.Exit(run_processes(commands, env=env))
-        from fairque.aio import AsyncFairQueue
+        from fairque.client.aio import AsyncFairQueue
         from fairque.worker import Worker
         from fairque.worker.supervisor import supervisor_pid
 

@@ -28,7 +28,7 @@ from fairque.cli.base import (
 from fairque.cli.render import parse_json
 from fairque.config import Settings
 from fairque.errors import ConfigError, ScheduleExists, ValidationError
-from fairque.schedules import Schedule
+from fairque.schedules.model import Schedule
 
 schedule_app = typer.Typer(
     name="schedule",
@@ -220,8 +220,8 @@ def scheduler(
     death, or at once when it stops. Each slot is enqueued once, by whichever
     scheduler leads then.
     """
-    from fairque.aio import AsyncFairQueue
-    from fairque.scheduler import Scheduler
+    from fairque.client.aio import AsyncFairQueue
+    from fairque.schedules.leader import Scheduler
 
     cfg = settings(ctx)
     ttl = cfg.scheduler.lock_ttl_seconds if lock_ttl is None else lock_ttl
@@ -264,7 +264,7 @@ def register(app: typer.Typer) -> None:
 def embedded_scheduler(cfg: Settings, queues: list[str]) -> Iterator[None]:
     """Fire the schedules of ``queues`` (else the worker's queues) on a thread while
     the block runs (``fairque worker --scheduler``)."""
-    from fairque.scheduler import SchedulerThread
+    from fairque.schedules.leader import SchedulerThread
 
     if not cfg.redis.configured:
         fail("--scheduler needs a server: pass --url, set FAIRQUE_URL or redis.url", EXIT_USAGE)

@@ -20,10 +20,10 @@ import click
 import typer
 from rich.table import Table
 
-from fairque.cli.base import EXIT_USAGE, fail, open_queue, shared, stdout
+from fairque.cli.base import EXIT_USAGE, fail, no_task, open_queue, shared, stdout
+from fairque.client.queue import FairQueue
 from fairque.errors import InvalidTransition, TaskNotFound
 from fairque.models import Task, TaskState
-from fairque.queue import FairQueue
 
 #: Tasks per ``list_tasks`` call (the engine's largest page).
 PAGE = 500
@@ -233,8 +233,6 @@ def retry(
     Exit codes: 0 done (also when nothing matches); 1 an unknown task, a task in
     another state, a declined confirmation, a server failure; 2 bad usage.
     """
-    from fairque.cli.commands import no_task
-
     _one_or_filter(task_id, state, user, name, "retry")
     if task_id is None:
         _bulk(ctx, "retry", parse_state(state, RETRYABLE), user, name, yes, _retry_one)
@@ -265,8 +263,6 @@ def cancel(
     Exit codes: 0 done (also when nothing matches); 1 an unknown task, a task that
     had already ended, a declined confirmation, a server failure; 2 bad usage.
     """
-    from fairque.cli.commands import no_task
-
     _one_or_filter(task_id, state, user, name, "cancel")
     if task_id is None:
         _bulk(ctx, "cancel", parse_state(state, CANCELABLE), user, name, yes, _cancel_one)

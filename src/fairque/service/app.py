@@ -20,9 +20,9 @@ from litestar.enums import HttpMethod
 from litestar.exceptions import HTTPException
 from redis.exceptions import RedisError
 
-from fairque.aio import AsyncFairQueue
+from fairque.client.aio import AsyncFairQueue
+from fairque.core.keys import validate_queue_name
 from fairque.errors import ConfigError
-from fairque.keys import validate_queue_name
 from fairque.service import handlers
 from fairque.service.auth import Tokens
 from fairque.service.convert import engine_errors

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 from msgspec import Meta, Struct
 
-from fairque.constraints import Constraint, ConstraintInfo
+from fairque.constraints.model import Constraint, ConstraintInfo
 from fairque.errors import ConstraintNotFound
 from fairque.service.convert import engine_errors
 from fairque.service.handlers import Ctx, Reply

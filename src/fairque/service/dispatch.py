@@ -25,10 +25,10 @@ import httpx
 import msgspec
 from redis.exceptions import RedisError
 
-from fairque.aio import AsyncFairQueue
+from fairque.client.aio import AsyncFairQueue
+from fairque.core.pauses import pass_on_cancellation, pause_unless
 from fairque.errors import FairqueError, LeaseLost
 from fairque.models import Task, WorkerInfo
-from fairque.pauses import pass_on_cancellation, pause_unless
 from fairque.service.convert import record_failure, wire_priority
 from fairque.service.media import MSGPACK_TYPES
 from fairque.service.settings import DispatchSettings, Endpoint
@@ -143,7 +143,7 @@ class QueueDispatcher:
     async def _keep_lease(self, task: Task, endpoint: Endpoint) -> None:
         while True:
             await asyncio.sleep(endpoint.lease_seconds / 3)
-            pass_on_cancellation()  # one a command swallowed (see fairque.pauses)
+            pass_on_cancellation()  # one a command swallowed (see fairque.core.pauses)
             await self.queue.extend(task, endpoint.lease_seconds)
 
     async def _send(self, task: Task, endpoint: Endpoint, heartbeat: asyncio.Task[None]) -> None:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from fairque.aio import AsyncFairQueue
+from fairque.client.aio import AsyncFairQueue
 from fairque.errors import CancelRequested, LeaseLost
 from fairque.models import Task, TaskState, UserStats
 from fairque.service import listing

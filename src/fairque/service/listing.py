@@ -8,7 +8,7 @@ than asked for: follow ``next_cursor`` until it is null.
 
 from __future__ import annotations
 
-from fairque.aio import AsyncFairQueue
+from fairque.client.aio import AsyncFairQueue
 from fairque.models import Task, TaskState
 from fairque.service.convert import engine_errors
 

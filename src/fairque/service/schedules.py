@@ -13,7 +13,7 @@ from msgspec import Meta, Struct
 
 from fairque.errors import ScheduleExists, ScheduleNotFound
 from fairque.models import Priority as EnginePriority
-from fairque.schedules import Schedule
+from fairque.schedules.model import Schedule
 from fairque.service.convert import engine_errors, iso, parse_time, wire_priority
 from fairque.service.handlers import Ctx, Reply
 from fairque.service.media import ProblemError

@@ -35,10 +35,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar, TypeAlias
 
-from fairque.aio import AsyncFairQueue
+from fairque.client.aio import AsyncFairQueue
+from fairque.core.records import EncodedResult
 from fairque.errors import LeaseLost, ServerError
 from fairque.models import Task, TaskState
-from fairque.ops import EncodedResult
 from fairque.worker.fetcher import Leasing
 from fairque.worker.link import CONNECTION_ERRORS, ErrorLog, Link
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from fairque.models import Task
 
 if TYPE_CHECKING:
-    from fairque.aio import AsyncFairQueue
+    from fairque.client.aio import AsyncFairQueue
 
 
 class Retry(Exception):

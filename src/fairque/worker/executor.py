@@ -43,7 +43,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from fairque.aio import AsyncFairQueue
+from fairque.client.aio import AsyncFairQueue
 from fairque.config import WorkerConfig
 from fairque.errors import SerializationError
 from fairque.models import Task, TaskState

@@ -37,10 +37,10 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, NamedTuple
 
-from fairque.aio import AsyncFairQueue
+from fairque.client.aio import AsyncFairQueue
+from fairque.core.pauses import pass_on_cancellation
+from fairque.core.records import request_id
 from fairque.models import Task
-from fairque.ops import request_id
-from fairque.pauses import pass_on_cancellation
 from fairque.worker.link import CONNECTION_ERRORS, ErrorLog, Link
 
 log = logging.getLogger("fairque.worker")
@@ -225,7 +225,7 @@ class Park:
         direct = True  # a near due time may be leased without a blocking wait
         while not self._stopping():
             # a cancellation (``close``) that a call swallowed ends the park before its
-            # next call, not after a whole wait (see ``fairque.pauses``)
+            # next call, not after a whole wait (see ``fairque.core.pauses``)
             pass_on_cancellation()
             req: str | None = None
             try:
@@ -315,7 +315,7 @@ class Park:
 
 def _cancel_swallowed() -> bool:
     """Whether the running task was asked to cancel and a call swallowed the request
-    (see ``fairque.pauses``)."""
+    (see ``fairque.core.pauses``)."""
     try:
         pass_on_cancellation()
     except asyncio.CancelledError:

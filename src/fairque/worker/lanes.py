@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from fairque.aio import AsyncFairQueue
+from fairque.client.aio import AsyncFairQueue
 from fairque.worker.acker import Acknowledger
 from fairque.worker.fetcher import Leasing, Park
 from fairque.worker.link import Link

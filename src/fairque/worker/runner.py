@@ -41,10 +41,10 @@ import time
 from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 
-from fairque.aio import AsyncFairQueue
+from fairque.client.aio import AsyncFairQueue
 from fairque.config import WorkerConfig
+from fairque.core.pauses import pass_on_cancellation, pause_unless
 from fairque.models import Task, WorkerInfo
-from fairque.pauses import pass_on_cancellation, pause_unless
 from fairque.worker.acker import Acknowledger
 from fairque.worker.executor import Executor, UnknownTaskError
 from fairque.worker.fetcher import WAKE_AGAIN_AFTER, Leasing, Park
@@ -112,7 +112,7 @@ class Stop:
 
     async def pause(self, seconds: float) -> None:
         """Sleep ``seconds``, or less when a stop is requested meanwhile (a cancellation
-        swallowed by a call before it is raised: see ``fairque.pauses``)."""
+        swallowed by a call before it is raised: see ``fairque.core.pauses``)."""
         await pause_unless(self._poke, seconds)
 
     def until_deadline(self, seconds: float) -> float:
@@ -337,7 +337,7 @@ class Worker:
         lanes = self._lanes
         while True:
             # a cancellation swallowed by a call (registering, waking a park) ends the
-            # loop here (see ``fairque.pauses``); the loop's own waits never swallow one
+            # loop here (see ``fairque.core.pauses``); the loop's own waits never swallow one
             pass_on_cancellation()
             self._changed.clear()
             for lane in lanes:

@@ -21,7 +21,7 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
-from fairque.aio import AsyncFairQueue
+from fairque.client.aio import AsyncFairQueue
 from fairque.errors import FairqueError
 from fairque.models import QueueMetrics
 from fairque.service.ui.fairness import histogram_quantile

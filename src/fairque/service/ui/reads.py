@@ -1,6 +1,6 @@
 """Bounded reads of one queue for the dashboard and ``/metrics``.
 
-Everything here reads keys named by ``fairque.keys`` (the same registries and lanes the
+Everything here reads keys named by ``fairque.core.keys`` (the same registries and lanes the
 scripts keep) and never writes. Every read is bounded: the recent-service sample by
 ``SAMPLE``, the user scan by ``SCAN_USERS`` per call (a rolling scan, see ``ranking``),
 so a page costs the same with 100,000 users.
@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from fairque.aio import AsyncFairQueue
+from fairque.client.aio import AsyncFairQueue
 
 #: most recently ended or started tasks read to measure recent service
 SAMPLE = 1000

@@ -29,7 +29,7 @@ from fairque.service.ui.history import History
 from fairque.service.ui.security import Denied
 
 if TYPE_CHECKING:
-    from fairque.aio import AsyncFairQueue
+    from fairque.client.aio import AsyncFairQueue
     from fairque.service.app import Service
 
 log = logging.getLogger("fairque.service.ui")

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
 
-from fairque.aio import AsyncFairQueue
+from fairque.client.aio import AsyncFairQueue
 from fairque.models import Priority, Task, TaskState, WorkerInfo
 from fairque.service import listing
 from fairque.service.ui import reads

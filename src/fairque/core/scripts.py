@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from functools import cache, lru_cache
 from pathlib import Path
 
+from fairque.core.keys import QueueKeys
 from fairque.errors import FairqueError
-from fairque.keys import QueueKeys
 
 LUA_DIR = Path(__file__).parent / "lua"
 #: The include that builds per-task and per-user keys from the prefix.

@@ -10,9 +10,11 @@ from typing import Any, Literal, TypeVar
 import redis
 from redis.exceptions import NoScriptError, ResponseError
 
-from fairque.base import Flow, QueueBase, connect, replayable_tasks, run_flow
-from fairque.base import is_cluster_url as is_cluster_url
-from fairque.constraint_api import ConstraintMethods
+from fairque.client.base import Flow, QueueBase, connect, replayable_tasks, run_flow
+from fairque.client.base import is_cluster_url as is_cluster_url
+from fairque.constraints.api import ConstraintMethods
+from fairque.core.quicksend import FAILED, QuickSender
+from fairque.core.records import Call, Leased, LeaseRequest, Pushed
 from fairque.errors import StaleConstraints
 from fairque.models import (
     Priority,
@@ -24,9 +26,7 @@ from fairque.models import (
     TaskState,
     WorkerInfo,
 )
-from fairque.quicksend import FAILED, QuickSender
-from fairque.records import Call, Leased, LeaseRequest, Pushed
-from fairque.schedule_api import ScheduleMethods
+from fairque.schedules.api import ScheduleMethods
 
 T = TypeVar("T")
 

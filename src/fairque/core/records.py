@@ -1,6 +1,6 @@
 """The records passed between ``Operations`` and the clients that execute its calls.
 
-A ``Call`` is one round trip, built once by ``fairque.ops`` and sent by either client.
+A ``Call`` is one round trip, built once by ``fairque.core.ops`` and sent by either client.
 A ``LeaseRequest`` is what every lease (``pop``, ``pop_batch``, ``complete_and_pop``,
 ``wait_and_pop``) asks for; the clients spell its fields out as keyword arguments and
 hand the record down from there.
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
 from fairque.models import Task
 
 if TYPE_CHECKING:
-    from fairque.scripts import Script
+    from fairque.core.scripts import Script
 
 T = TypeVar("T")
 

@@ -1,8 +1,8 @@
 """Sans-IO side of schedules: the arguments of their scripts and the reading of replies.
 
-``fairque.ops.Operations`` has one builder per schedule script, named after it; each
+``fairque.core.ops.Operations`` has one builder per schedule script, named after it; each
 asks ``ScheduleCodec`` for the script's arguments and reply parser, so the schedule
-format lives here and in ``fairque.schedules``. The calls that are one plain command
+format lives here and in ``fairque.schedules.model``. The calls that are one plain command
 (reading one schedule, the leader's blocking wait) are built here whole.
 """
 
@@ -18,14 +18,14 @@ from typing import Any, TypeVar
 
 import orjson
 
-from fairque.checks import MAX_SCAN, check_wait, identifier_problem
-from fairque.checks import check_int as _check_int
-from fairque.codec import Serializer
+from fairque.core.checks import MAX_SCAN, check_wait, identifier_problem
+from fairque.core.checks import check_int as _check_int
+from fairque.core.codec import Serializer
+from fairque.core.keys import QueueKeys
+from fairque.core.records import Call, request_id
+from fairque.core.taskhash import TaskCodec, ms_to_dt, raw, text
 from fairque.errors import ValidationError
-from fairque.keys import QueueKeys
-from fairque.records import Call, request_id
-from fairque.schedules import MAX_SCHEDULE_ID, FirePlan, Schedule, plan, slot_task_id
-from fairque.taskhash import TaskCodec, ms_to_dt, raw, text
+from fairque.schedules.model import MAX_SCHEDULE_ID, FirePlan, Schedule, plan, slot_task_id
 
 T = TypeVar("T")
 Built = tuple[list[Any], Callable[[Any], T]]

@@ -21,7 +21,11 @@ from typing import Any, NoReturn, TypeAlias, TypeVar
 import redis
 from redis.exceptions import NoScriptError, ResponseError
 
-from fairque.checks import check_timeout, check_wait
+from fairque.core.checks import check_timeout, check_wait
+from fairque.core.ops import Operations
+from fairque.core.options import QueueOptions
+from fairque.core.records import Call, Leased, LeaseRequest, request_id
+from fairque.core.urls import check_url, url_errors
 from fairque.errors import (
     FairqueError,
     ResultTimeout,
@@ -32,10 +36,6 @@ from fairque.errors import (
     script_error,
 )
 from fairque.models import TaskOutcome, TaskState
-from fairque.ops import Operations
-from fairque.options import QueueOptions
-from fairque.records import Call, Leased, LeaseRequest, request_id
-from fairque.urls import check_url, url_errors
 
 T = TypeVar("T")
 

@@ -13,7 +13,7 @@ The leader sleeps until the next slot is due, waking early when a schedule chang
 Each firing is one script that checks the lock token and the schedule's cursor, so
 a leader that lost its lock without knowing it fires nothing, and a slot is handled
 once whatever the failovers and restarts; its task id is derived from the schedule
-and the slot (``fairque.schedules.slot_task_id``).
+and the slot (``fairque.schedules.model.slot_task_id``).
 """
 
 from __future__ import annotations
@@ -26,10 +26,10 @@ from typing import Any
 
 from redis.exceptions import RedisClusterException, RedisError, ResponseError
 
-from fairque.aio import AsyncFairQueue
+from fairque.client.aio import AsyncFairQueue
+from fairque.core.pauses import pass_on_cancellation, pause_unless, pause_until_done
 from fairque.errors import ConfigError, NotLeader, ServerError
-from fairque.pauses import pass_on_cancellation, pause_unless, pause_until_done
-from fairque.schedule_ops import new_token
+from fairque.schedules.codec import new_token
 
 log = logging.getLogger("fairque.scheduler")
 

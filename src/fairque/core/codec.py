@@ -6,7 +6,7 @@ from typing import Any, Protocol
 
 import orjson
 
-from fairque.checks import non_finite_path
+from fairque.core.checks import non_finite_path
 from fairque.errors import ConfigError, SerializationError
 
 

@@ -1,24 +1,24 @@
 """The schedule methods of ``FairQueue`` and ``AsyncFairQueue``.
 
 Both clients inherit them from here; each method only sends the call that
-``fairque.ops`` builds, so the two stay alike (the parity test holds them to it).
+``fairque.core.ops`` builds, so the two stay alike (the parity test holds them to it).
 The leader's methods (``due_schedules``, ``fire_schedule`` and the lock) are what
-``fairque.scheduler`` runs; applications use the others.
+``fairque.schedules.leader`` runs; applications use the others.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from fairque.schedule_ops import DueSchedules, FireOutcome, StoredSchedule
-from fairque.schedules import Schedule
+from fairque.schedules.codec import DueSchedules, FireOutcome, StoredSchedule
+from fairque.schedules.model import Schedule
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from fairque.base import Flow
-    from fairque.ops import Operations
-    from fairque.records import Call
+    from fairque.client.base import Flow
+    from fairque.core.ops import Operations
+    from fairque.core.records import Call
 
 T = TypeVar("T")
 

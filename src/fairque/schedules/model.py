@@ -4,7 +4,7 @@ A schedule fires a task built from its template at each *slot*: a moment given b
 cron expression in the schedule's time zone, or by a fixed interval. The queue keeps
 every schedule in its keyspace with a *cursor*: every slot at or before the cursor
 has been handled (fired or skipped). One scheduler at a time, the leader
-(``fairque.scheduler``), reads the due schedules and fires the slots after the
+(``fairque.schedules.leader``), reads the due schedules and fires the slots after the
 cursor in one script that also moves the cursor, so a slot is handled once. The task
 of a slot has the id ``<schedule id>@<slot time>``; a slot can never enqueue twice.
 
@@ -50,7 +50,7 @@ import orjson
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from fairque.checks import MAX_SECONDS, MAX_TASK_ID, identifier_problem
+from fairque.core.checks import MAX_SECONDS, MAX_TASK_ID, identifier_problem
 from fairque.errors import ValidationError, pydantic_message
 from fairque.models import Priority, Task
 
@@ -111,7 +111,7 @@ class Schedule(BaseModel):
     in ``timezone``) and ``interval_seconds`` (at least 0.1), with an optional
     ``start_at`` (no slot before it; an interval's first slot). ``misfire``,
     ``misfire_grace_seconds`` and ``catch_up_limit``: what happens to slots found
-    late (see ``fairque.schedules``). ``enabled``: False keeps the schedule paused.
+    late (see ``fairque.schedules.model``). ``enabled``: False keeps the schedule paused.
 
     The queue fills the rest: ``next_fire_at`` (the next slot; None while paused),
     ``last_fire_at`` (the latest slot fired), ``fired`` and ``skipped`` (slots so far),

@@ -1,7 +1,7 @@
 """AsyncFairQueue: the asyncio client; same methods as ``FairQueue``, as coroutines.
 
 Docstrings live on ``FairQueue``; both clients execute the calls built by
-``fairque.ops``, so their behaviour is the same by construction.
+``fairque.core.ops``, so their behaviour is the same by construction.
 """
 
 from __future__ import annotations
@@ -14,8 +14,10 @@ from typing import Any, Literal, TypeVar
 import redis.asyncio as aredis
 from redis.exceptions import NoScriptError, ResponseError
 
-from fairque.base import Flow, QueueBase, connect, replayable_tasks, run_flow_async
-from fairque.constraint_api import AsyncConstraintMethods
+from fairque.client.base import Flow, QueueBase, connect, replayable_tasks, run_flow_async
+from fairque.constraints.api import AsyncConstraintMethods
+from fairque.core.quicksend import FAILED, AsyncQuickSender
+from fairque.core.records import Call, Leased, LeaseRequest, Pushed
 from fairque.errors import StaleConstraints
 from fairque.models import (
     Priority,
@@ -27,9 +29,7 @@ from fairque.models import (
     TaskState,
     WorkerInfo,
 )
-from fairque.quicksend import FAILED, AsyncQuickSender
-from fairque.records import Call, Leased, LeaseRequest, Pushed
-from fairque.schedule_api import AsyncScheduleMethods
+from fairque.schedules.api import AsyncScheduleMethods
 
 T = TypeVar("T")
 

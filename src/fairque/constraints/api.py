@@ -1,7 +1,7 @@
 """The constraint methods of ``FairQueue`` and ``AsyncFairQueue``.
 
 Both clients inherit them from here; each method only sends the call that
-``fairque.ops`` builds (the parity test holds the two to the same signatures). A
+``fairque.core.ops`` builds (the parity test holds the two to the same signatures). A
 client matches the tasks it pushes against the constraints it last read; the push
 script refuses a push matched against an older set, and the client then reloads the
 set and pushes again (``QueueBase._push_flow``).
@@ -12,12 +12,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from fairque.constraints import Constraint, ConstraintInfo, ConstraintSet
+from fairque.constraints.model import Constraint, ConstraintInfo, ConstraintSet
 from fairque.errors import ConstraintNotFound
 
 if TYPE_CHECKING:
-    from fairque.ops import Operations
-    from fairque.records import Call
+    from fairque.core.ops import Operations
+    from fairque.core.records import Call
 
 T = TypeVar("T")
 

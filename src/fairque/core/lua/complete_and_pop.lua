@@ -34,10 +34,10 @@ ARGV[6] batch       maintenance bound
 ARGV[7] ordering    'aging' | 'strict'
 ARGV[8] horizon_us
 ARGV[9] req         request id (unique per call; the same when a call is resent)
-ARGV[10] C          number of completions, then 4 values each:
+ARGV[10] A          number of assigned_users, then their A user ids, then the number S of
+                    steal_targets and their S user ids (ARGV[1..11+A+S] is pop.lua's ARGV)
+ARGV[12+A+S] C      number of completions, then 4 values each:
                     id, token, has_result (0|1), result
-ARGV[11+4C] A      number of assigned_users, then their A user ids, then the number S of
-                    steal_targets and their S user ids (as pop.lua)
 
 Reply: {array of 1/0 per completion (0: lease lost), array of leased tasks (flat HGETALL)}.
 ]]
@@ -59,12 +59,13 @@ local req = ARGV[9]
 local ms, us = now()
 -- numeric ARGV read as ARGV[i] + 0: Lua's string coercion costs a third of a tonumber call
 local ordering, horizon_us = ARGV[7], ARGV[8] + 0
-local nc = ARGV[10] + 0
+local assigned, steal, any, at = read_users(ARGV, 10)
+local nc = ARGV[at] + 0
 local acks, ready = {}, 0
 local acc = {runs = {}, done = 0}
 if nc > 1 then acc.later = {leases = {}, ends = {}, registry = {}} end
 for i = 0, nc - 1 do
-  local b = 11 + i * 4
+  local b = at + 1 + i * 4
   local ok, made_ready = complete_task(K, ARGV[b], ARGV[b + 1], ARGV[b + 2] == '1',
     ARGV[b + 3], ms, us, ordering, horizon_us, acc)
   acks[#acks + 1] = ok
@@ -81,7 +82,6 @@ if count > 0 then
   if not leased then
     maintenance(K, ms, ARGV[6] + 0, ARGV[4] + 0, ARGV[5] + 0, ordering,
       horizon_us)
-    local assigned, steal, any = read_users(ARGV, 11 + nc * 4)
     leased = lease_request(K, req, count, ARGV[2], ARGV[3] + 0, ms, assigned, steal,
       any, limits)
   end

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from fairque.errors import SerializationError, ValidationError
 
 if TYPE_CHECKING:
-    from fairque.codec import Serializer
+    from fairque.core.codec import Serializer
 
 #: Longest duration accepted anywhere (seconds): 10 years.
 MAX_SECONDS = 10 * 365 * 86_400

@@ -23,7 +23,7 @@ from typing import Any
 
 import orjson
 
-from fairque.checks import MAX_USER_ID, check_identifier
+from fairque.core.checks import MAX_USER_ID, check_identifier
 from fairque.errors import ValidationError
 
 #: most constraints one queue holds

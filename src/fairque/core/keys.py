@@ -166,7 +166,7 @@ class QueueKeys:
 
     @property
     def constraints(self) -> str:
-        """Hash constraint id -> its definition (JSON, ``fairque.constraints``)."""
+        """Hash constraint id -> its definition (JSON, ``fairque.constraints.model``)."""
         return self._k("constraints")
 
     @property
@@ -238,7 +238,7 @@ class QueueKeys:
         return self._k(f"done:{task_id}")
 
     def schedule(self, schedule_id: str) -> str:
-        """Hash of one schedule: definition, payload, cursor, counters (fairque.schedules)."""
+        """Hash of one schedule: definition, payload, cursor, counters (fairque.schedules.model)."""
         return self._k(f"schedule:{schedule_id}")
 
     def xcom(self, key: str) -> str:

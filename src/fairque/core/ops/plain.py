@@ -2,7 +2,7 @@
 
 Reading a task, blocking on a task's end or on ready work, waking idle workers and
 XCom values need no transition, so no Lua: each is a single command on one key of
-the queue, built here as a ``Call`` without a script. ``Operations`` (``fairque.ops``)
+the queue, built here as a ``Call`` without a script. ``Operations`` (``fairque.core.ops``)
 inherits these builders; everything that changes a task's state is a script there.
 """
 
@@ -10,25 +10,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from fairque.checks import check_int as _check_int
-from fairque.checks import check_task_id, check_wait, check_xcom_key, dump_value
-from fairque.checks import seconds_ms as _seconds_ms
-from fairque.codec import Serializer
+from fairque.core.checks import check_int as _check_int
+from fairque.core.checks import check_wait, check_xcom_key, dump_value
+from fairque.core.checks import seconds_ms as _seconds_ms
+from fairque.core.ops.base import OperationsBase
+from fairque.core.records import Call
 from fairque.errors import PayloadTooLarge, ValidationError
-from fairque.keys import QueueKeys
 from fairque.models import HISTOGRAM_BOUNDS_SECONDS, Histogram, QueueMetrics, Task
-from fairque.options import QueueOptions
-from fairque.records import Call
-from fairque.taskhash import TaskCodec
 
 
-class PlainOperations:
-    """Builders of the plain-command calls (the attributes are set by ``Operations``)."""
-
-    keys: QueueKeys
-    options: QueueOptions
-    serializer: Serializer
-    codec: TaskCodec
+class PlainOperations(OperationsBase):
+    """Builders of the plain-command calls."""
 
     def get(self, task_id: str) -> Call[Task | None]:
         """Read one task (a plain HGETALL)."""
@@ -114,8 +106,6 @@ class PlainOperations:
             )
 
         return Call(None, (self.keys.stats,), ("HGETALL",), parse)
-
-    _check_id = staticmethod(check_task_id)
 
 
 def _histogram(fields: dict[str, int], name: str) -> Histogram:

@@ -7,7 +7,7 @@ from typing import Any, Literal
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from fairque.checks import MAX_SECONDS
+from fairque.core.checks import MAX_SECONDS
 from fairque.errors import ConfigError, pydantic_message
 
 #: Largest ``max_payload_bytes``: the servers' default limit of one bulk string.
@@ -40,7 +40,7 @@ class QueueOptions(BaseModel):
             (``"return"``) or raises ``DuplicateTask`` (``"error"``).
 
     Every duration is a finite number of seconds of at most 10 years
-    (``fairque.checks.MAX_SECONDS``); ``max_payload_bytes`` is at most 512 MiB.
+    (``fairque.core.checks.MAX_SECONDS``); ``max_payload_bytes`` is at most 512 MiB.
     From Python, numbers must be numbers (``"30"`` and ``True`` are rejected); the
     YAML/environment loader (``fairque.config``) reads numbers written as text.
     """

@@ -48,7 +48,7 @@ failure_reason         reason        -              the last failure's kind, e.g
 -                      pushed        -              request id of the push that created the
                                                     task (a resend still answers "created")
 -                      cons          cons           JSON array of the constraint buckets the
-                                                    task counts in (fairque.constraints)
+                                                    task counts in (fairque.constraints.model)
 -                      parked        -              the constraint bucket the task is parked
                                                     in while over its limit (still QUEUED)
 =====================  ============  =============  ===========================================
@@ -64,13 +64,13 @@ from typing import Any, NamedTuple
 
 import orjson
 
-from fairque.checks import seconds_ms
-from fairque.codec import Serializer
-from fairque.constraints import ConstraintSet
+from fairque.constraints.model import ConstraintSet
+from fairque.core.checks import seconds_ms
+from fairque.core.codec import Serializer
+from fairque.core.options import QueueOptions
+from fairque.core.records import Leased
 from fairque.errors import PayloadTooLarge, SerializationError, ValidationError
 from fairque.models import Priority, Task, TaskState
-from fairque.options import QueueOptions
-from fairque.records import Leased
 
 
 def text(value: Any) -> str:

@@ -1,5 +1,6 @@
 -- read_users(argv, at): parse "A, A users, S, S users" starting at argv[at] into
--- (assigned, steal, any) where `any` is true when a steal target is '*'.
+-- (assigned, steal, any, after) where `any` is true when a steal target is '*' and
+-- `after` is the index of the first argument past the two lists.
 local function read_users(argv, at)
   local na = argv[at] + 0  -- Lua's string coercion: cheaper than tonumber
   local assigned = {}
@@ -10,5 +11,5 @@ local function read_users(argv, at)
     local u = argv[at + na + 1 + i]
     if u == '*' then any = true else steal[#steal + 1] = u end
   end
-  return assigned, steal, any
+  return assigned, steal, any, at + na + ns + 2
 end

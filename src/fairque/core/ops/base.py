@@ -1,0 +1,50 @@
+"""What every builder of calls shares: the queue's keys, options, codec and scripts.
+
+``Operations`` (``fairque.core.ops``) is this base plus one mixin per concern; each
+mixin builds the calls of its scripts with ``_call``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from fairque.core.checks import check_task_id
+from fairque.core.codec import Serializer, get_serializer
+from fairque.core.keys import QueueKeys, validate_queue_name
+from fairque.core.options import QueueOptions
+from fairque.core.records import Call, EncodedResult
+from fairque.core.scripts import load_all
+from fairque.core.taskhash import TaskCodec
+
+T = TypeVar("T")
+
+
+class OperationsBase:
+    """The state every builder reads; ``_call`` makes a call of one script."""
+
+    def __init__(self, queue: str, options: QueueOptions) -> None:
+        self.queue = validate_queue_name(queue)
+        self.options = options
+        self.keys = QueueKeys(self.queue)
+        self.serializer: Serializer = get_serializer(options.serializer)
+        self.codec = TaskCodec(self.serializer, options)
+        self.scripts = load_all()
+        self._none = EncodedResult(self.serializer.dumps(None))
+        self._horizon_us = round(options.aging_horizon_seconds * 1_000_000)
+        self._base_ms = round(options.retry_base_seconds * 1000)
+        self._failed_ttl_ms = round(options.failed_ttl_seconds * 1000)
+        self._script_keys = {
+            name: tuple(getattr(self.keys, key) for key in script.key_names)
+            for name, script in self.scripts.items()
+        }
+        # _push_head of one task, up to the request id
+        self._quick_head = (
+            options.ordering, self._horizon_us, options.on_duplicate, 1, self._failed_ttl_ms
+        )  # fmt: skip
+
+    def _call(self, name: str, args: Sequence[Any], parse: Callable[[Any], T]) -> Call[T]:
+        """A call of script ``name``: its KEYS are the ones its header names, in order."""
+        return Call(self.scripts[name], self._script_keys[name], tuple(args), parse)
+
+    _check_id = staticmethod(check_task_id)

@@ -1,0 +1,255 @@
+"""Builders of the task calls: push, enqueue, cancel, retry, results, purge, and the
+per-user limits. Each builder is named after the script it calls."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from fairque.core.checks import (
+    MAX_TASK_ID,
+    MAX_USER_ID,
+    check_delays,
+    check_task_list,
+    check_user_limits,
+    plain_identifier,
+)
+from fairque.core.checks import seconds_ms as _seconds_ms
+from fairque.core.dependencies import dependency_order
+from fairque.core.ops.base import OperationsBase
+from fairque.core.records import Call, Pushed, request_id
+from fairque.core.taskhash import ms_to_dt, text
+from fairque.errors import ValidationError
+from fairque.models import Priority, Task, TaskOutcome, TaskState
+
+#: result.lua's codes of the ended states
+_OUTCOME_STATES = {1: TaskState.FINISHED, 2: TaskState.FAILED, 3: TaskState.CANCELED}
+_PRIORITY_TYPES = (int, Priority)
+
+
+def _entries(reply: list[Any]) -> list[Any]:
+    """The entries of a push reply: a new plain task pushed alone answers its entry
+    ``{0, state, created_ms}`` without the list around it (see push.lua)."""
+    return [reply] if type(reply[0]) is int else reply
+
+
+class TaskOperations(OperationsBase):
+    """Pushes and the calls on one task by id."""
+
+    def _push_head(self, n: int) -> list[Any]:
+        """The push script's arguments before the per-task records.
+
+        The request id tells a resend of this push from another push of the same id:
+        the created task keeps it, so a resend still answers "created" (and, with
+        ``on_duplicate="error"``, is not a duplicate).
+        """
+        on_dup = self.options.on_duplicate
+        return [
+            self.options.ordering,
+            self._horizon_us,
+            on_dup,
+            n,
+            self._failed_ttl_ms,
+            request_id(),
+            self.codec.constraints.version,
+        ]
+
+    def push_many(
+        self, tasks: Iterable[Task], delays: Sequence[float | timedelta | None] | None = None
+    ) -> Call[Pushed]:
+        """Push tasks atomically; ``delays[i]`` (seconds) delays task i.
+
+        Upstreams inside the batch are sent before their dependents; a cycle is
+        rejected before anything reaches the server. The answer says per task
+        whether this push created it (``Pushed.created``).
+        """
+        tasks = check_task_list(tasks)
+        delays = check_delays(delays, len(tasks))
+        encode = self.codec.encode
+        given: list[tuple[Task, dict[str, Any]]] = []
+        records = []
+        seen: set[str] = set()
+        for i, task in enumerate(tasks):
+            if not isinstance(task, Task):
+                raise ValidationError(f"expected a Task, got {type(task).__name__}")
+            values = dict(task.__dict__)
+            record = encode(values, delays[i] if delays is not None else None)
+            if record.id in seen:
+                raise ValidationError(f"task id {record.id!r} appears twice in one batch")
+            seen.add(record.id)
+            given.append((task, values))
+            records.append(record)
+        if not given:
+            raise ValidationError("push_many needs at least one task")
+        args = self._push_head(len(given))
+        if any(v["depends_on"] for _, v in given):
+            order = dependency_order([(v["task_id"], v["depends_on"]) for _, v in given])
+            for i in order:
+                args.extend(records[i])
+            # the reply follows the order sent; answer in the order given
+            sent_at = [0] * len(order)
+            for n, i in enumerate(order):
+                sent_at[i] = n
+            position: list[int] | None = sent_at
+        else:  # nothing to reorder
+            position = None
+            for record in records:
+                args.extend(record)
+        pushed, created = self.codec.pushed, self.codec.created
+
+        def parse(reply: list[Any]) -> Pushed:
+            reply = _entries(reply)
+            entries = reply if position is None else [reply[p] for p in position]
+            return Pushed(
+                [pushed(e, v, t) for e, (t, v) in zip(entries, given, strict=True)],
+                [created(e) for e in entries],
+            )
+
+        return self._call("push", args, parse)
+
+    def push(self, task: Task) -> Call[Task]:
+        """Push one task (``push``); one with dependencies goes as a batch of one."""
+        if not isinstance(task, Task):
+            raise ValidationError(f"expected a Task, got {type(task).__name__}")
+        if task.depends_on:
+            batch = self.push_many([task])
+            return Call(batch.script, batch.keys, batch.args, lambda r: batch.parse(r)[0])
+        codec = self.codec
+        values = dict(task.__dict__)
+        record = codec.encode(values)
+        args = (*self._quick_head, request_id(), codec.constraints.version, *record)
+        return self._call("push", args, lambda r: codec.pushed(_entries(r)[0], values, task))
+
+    def enqueue(
+        self,
+        name: str,
+        payload: Any,
+        *,
+        user_id: str,
+        priority: int,
+        delay: float | timedelta | None,
+        execute_after: datetime | None,
+        depends_on: Sequence[str],
+        task_id: str | None,
+        max_retries: int | None,
+        timeout: float | None,
+        keep_result: bool,
+        result_ttl: int | None,
+        on_dependency_failure: str,
+    ) -> Call[Task]:
+        """Build one task and push it (``enqueue``).
+
+        The common call (plain ids, no delay, dependencies, timeout or result TTL)
+        skips the Task model: its few arguments are checked directly. Anything else,
+        and anything those checks doubt, takes the full model, whose errors are the
+        ones users see.
+        """
+        simple = (
+            delay is None
+            and execute_after is None
+            and not depends_on
+            and timeout is None
+            and result_ttl is None
+            and on_dependency_failure == "cancel"
+            and type(keep_result) is bool
+            and type(priority) in _PRIORITY_TYPES
+            and 1 <= priority <= 6
+            and (max_retries is None or (type(max_retries) is int and 0 <= max_retries <= 1000))
+            and plain_identifier(name, MAX_TASK_ID)
+            and plain_identifier(user_id, MAX_USER_ID)
+            and (task_id is None or plain_identifier(task_id, MAX_TASK_ID))
+        )
+        if not simple:
+            if delay is not None and execute_after is not None:
+                raise ValidationError("give either delay or execute_after, not both")
+            if delay is not None:
+                _seconds_ms(delay, "delay")
+            task = Task(
+                user_id=user_id, name=name, payload=payload, priority=priority, task_id=task_id,
+                max_retries=max_retries, execute_after=execute_after, depends_on=depends_on,
+                timeout=timeout, keep_result=keep_result, result_ttl=result_ttl,
+                on_dependency_failure=on_dependency_failure,
+            )  # fmt: skip
+            batch = self.push_many([task], [delay])
+            return Call(batch.script, batch.keys, batch.args, lambda r: batch.parse(r)[0])
+        codec = self.codec
+        # one read of the random source makes the task id (when not given) and the
+        # request id (see _push_head)
+        ids = os.urandom(24).hex()
+        values, record = codec.encode_plain(
+            name, payload, user_id, priority, task_id or ids[:32], max_retries, keep_result
+        )
+        args = (*self._quick_head, ids[32:], codec.constraints.version, *record)
+        return self._call("push", args, lambda r: codec.pushed(_entries(r)[0], values, None))
+
+    def cancel(self, task_id: str) -> Call[bool]:
+        """Cancel a task that has not ended."""
+        self._check_id(task_id)
+        args = [task_id, self._failed_ttl_ms, request_id()]
+        return self._call("cancel", args, lambda r: int(r) == 1)
+
+    def result(
+        self, task_id: str, consume: bool, watch_seconds: float, req: str = ""
+    ) -> Call[TaskOutcome | None]:
+        """A task's outcome (None: unknown, expired or consumed); a pending task's
+        outcome has only its state.
+
+        ``watch_seconds > 0`` registers the caller as a waiter when the task is pending.
+        ``consume`` reads the outcome once: ``req`` names the read, so its resend gets
+        the outcome again while every other read gets None.
+        """
+        self._check_id(task_id)
+        loads = self.serializer.loads
+
+        def value(raw_value: Any) -> Any:
+            return loads(raw_value if isinstance(raw_value, bytes) else raw_value.encode())
+
+        def parse(reply: list[Any]) -> TaskOutcome | None:
+            code = int(reply[0])
+            if code == 4:
+                return TaskOutcome(task_id=task_id, state=TaskState(text(reply[1])))
+            if code not in _OUTCOME_STATES:
+                return None
+            result, error, ended, tb, reason, details = (
+                None if v is None or v is False else v for v in reply[1:7]
+            )
+            return TaskOutcome(
+                task_id=task_id,
+                state=_OUTCOME_STATES[code],
+                result=None if result is None else value(result),
+                has_result=code == 1 and result is not None,
+                error=None if error is None else text(error),
+                traceback=None if tb is None else text(tb),
+                reason=None if reason is None else text(reason),
+                details=None if details is None else value(details),
+                ended_at=ms_to_dt(ended),
+            )
+
+        watch_ms = max(round(watch_seconds * 1000), 0)
+        args = [task_id, 1 if consume else 0, 1 if watch_ms else 0, watch_ms + 1000, req]
+        return self._call("result", args, parse)
+
+    def cleanup_dependencies(self, offset: int, limit: int) -> Call[tuple[int, int, int]]:
+        """One pass of dependency repair: (examined, canceled, next offset)."""
+        return self._call(
+            "cleanup_dependencies",
+            [offset, limit, self._failed_ttl_ms],
+            lambda r: (int(r[0]), int(r[1]), int(r[2])),
+        )
+
+    def retry(self, task_id: str) -> Call[TaskState]:
+        """Re-queue a FAILED or CANCELED task with a fresh retry budget."""
+        self._check_id(task_id)
+        args = [task_id, self.options.ordering, self._horizon_us, request_id()]
+        return self._call("retry", args, lambda r: TaskState(text(r)))
+
+    def purge(self, limit: int) -> Call[tuple[int, int]]:
+        """Delete up to ``limit`` tasks; returns (deleted, remaining)."""
+        return self._call("purge", [limit], lambda r: (int(r[0]), int(r[1])))
+
+    def set_user_limits(self, user_id: str, weight: int, max_in_flight: int | None) -> Call[None]:
+        """Set a user's round-robin weight and in-flight cap."""
+        cap = check_user_limits(user_id, weight, max_in_flight)
+        return self._call("set_user_limits", [user_id, weight, cap], lambda r: None)

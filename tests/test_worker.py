@@ -155,6 +155,39 @@ async def test_retry_exception_reschedules_until_success(h: Harness) -> None:
     assert (failed.error, failed.retry_count) == ("not ready yet", 1)
 
 
+async def test_fail_ends_an_attempt_with_its_own_kind_and_details(h: Harness) -> None:
+    """``Fail(retry=False)`` fails the task at once, whatever its budget; ``Fail()``
+    retries it as an exception would; details the serializer cannot take are kept as
+    their repr; no traceback is kept for a failure the handler chose."""
+    q, reg = h.queue(retry_base_seconds=0.05), Registry()
+    attempts: list[int] = []
+
+    @reg.task(name="final")
+    async def final() -> None:
+        raise fairque.Fail("refused", retry=False, kind="invalid", details={"field": "to"})
+
+    @reg.task(name="again")
+    def again(ctx: Context) -> None:
+        attempts.append(ctx.attempt)
+        raise fairque.Fail("busy", kind="busy", details=object())
+
+    h.start(q, reg)
+    once = await q.enqueue("final", user_id="u", max_retries=5)
+    twice = await q.enqueue("again", user_id="v", max_retries=1)
+    failed = await wait_state(q, once.task_id, TaskState.FAILED)
+    assert (failed.error, failed.retry_count) == ("refused", 0)
+    out = await q.outcome(cast(str, once.task_id))
+    assert out is not None
+    assert (out.reason, out.details, out.traceback) == ("invalid", {"field": "to"}, None)
+    failed = await wait_state(q, twice.task_id, TaskState.FAILED)
+    assert (failed.error, failed.retry_count) == ("busy", 1)
+    assert attempts == [1, 2]
+    out = await q.outcome(cast(str, twice.task_id))
+    assert out is not None
+    assert out.reason == "busy"
+    assert isinstance(out.details, str) and out.details.startswith("<object object")
+
+
 async def test_timeouts_from_task_handler_and_worker(h: Harness) -> None:
     q, reg = h.queue(), Sleeper().registry
     reg.register(lambda: time.sleep(1.0), name="slow_sync")

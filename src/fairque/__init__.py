@@ -50,14 +50,16 @@ if TYPE_CHECKING:
     from fairque.client.aio import AsyncFairQueue
     from fairque.config import WorkerConfig
     from fairque.schedules.leader import Scheduler
-    from fairque.worker import Context, Hooks, Registry, Retry, Worker, task
+    from fairque.worker import Context, Fail, Hooks, Registry, Retry, Worker, task
 
 # name -> the module that defines it, imported when the name is first used
 _LAZY = {
     "AsyncFairQueue": "fairque.client.aio",
     "WorkerConfig": "fairque.config",
     "Scheduler": "fairque.schedules.leader",
-    **dict.fromkeys(("Context", "Hooks", "Registry", "Retry", "Worker", "task"), "fairque.worker"),
+    **dict.fromkeys(
+        ("Context", "Fail", "Hooks", "Registry", "Retry", "Worker", "task"), "fairque.worker"
+    ),
 }
 
 
@@ -87,6 +89,7 @@ __all__ = [
     "DependencyCycleError",
     "DependencyNotFound",
     "DuplicateTask",
+    "Fail",
     "FairQueue",
     "FairqueError",
     "Hooks",

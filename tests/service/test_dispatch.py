@@ -198,6 +198,58 @@ def test_timeouts_unreachable_endpoints_and_cancels(
         unreachable.close()
 
 
+@pytest.mark.parametrize("server", ["valkey"], indirect=True)
+def test_a_task_no_endpoint_takes_fails_once_for_good(
+    server: ServerInfo, worker: tuple[PushWorker, Uvicorn]
+) -> None:
+    """Given back, such a task would be leased again every few seconds forever."""
+    app, served = worker
+    name = unique_queue("dispatch")
+    q = FairQueue.from_url(server.url, name)
+    endpoint = Endpoint(queue=name, url=served.base, names=["mail.*"])
+    halt = run_in_thread(server.url, DispatchSettings(endpoints=[endpoint], worker_id="d2"))
+    try:
+        stray = str(q.enqueue("sms.send", None, user_id="u", max_retries=3).task_id)
+        mail = str(q.enqueue("mail.send", None, user_id="u").task_id)
+        with pytest.raises(TaskFailed, match="no endpoint of dispatcher d2 takes task name"):
+            q.result(stray, timeout=15)
+        assert q.result(mail, timeout=15) == "mail.send"
+        task = q.get(stray)
+        assert task is not None
+        assert (task.state, task.retry_count) == (TaskState.FAILED, 0)
+        assert f"on queue {name!r}" in (task.error or "")
+        time.sleep(0.3)
+        assert q.metrics().popped == 2  # each leased once
+    finally:
+        halt()
+        q.close()
+    assert [job["name"] for job in app.jobs] == ["mail.send"]
+
+
+@pytest.mark.parametrize("server", ["valkey"], indirect=True)
+def test_a_stop_lets_the_jobs_in_flight_finish(
+    server: ServerInfo, worker: tuple[PushWorker, Uvicorn]
+) -> None:
+    _, served = worker
+    name = unique_queue("dispatch")
+    q = FairQueue.from_url(server.url, name)
+    endpoint = Endpoint(queue=name, url=served.base, lease_seconds=1)
+    halt = run_in_thread(server.url, DispatchSettings(endpoints=[endpoint]))
+    try:
+        slow = str(q.enqueue("slow", None, user_id="u").task_id)
+        deadline = time.monotonic() + 10
+        while (task := q.get(slow)) is not None and task.state is not TaskState.STARTED:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        halt()  # the drain waits for the job (2.5 s, within the default grace)
+        task = q.get(slow)
+        assert task is not None
+        assert (task.state, task.retry_count) == (TaskState.FINISHED, 0)
+        assert q.workers() == []  # unregistered on the way out
+    finally:
+        q.close()
+
+
 def test_globs_pick_the_endpoint() -> None:
     endpoint = Endpoint(queue="q", url="http://127.0.0.1:1/", names=["mail.*", "sms"])
     assert matches(endpoint, "mail.send")

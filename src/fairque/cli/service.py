@@ -86,7 +86,7 @@ def dispatch(ctx: typer.Context) -> None:
     if not cfg.dispatch.endpoints:
         fail("no endpoints: add dispatch.endpoints to --config (queue, url, ...)", EXIT_USAGE)
     with server_url(cfg, embedded_ok=False) as url:
-        asyncio.run(run_dispatch(url, cfg.dispatch, cfg.queue.options()))
+        asyncio.run(run_dispatch(url, cfg.dispatch, cfg.queue.options(), worker=cfg.worker))
 
 
 def register(app: typer.Typer) -> None:

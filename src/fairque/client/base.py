@@ -24,7 +24,7 @@ from redis.exceptions import NoScriptError, ResponseError
 from fairque.core.checks import check_timeout, check_wait
 from fairque.core.ops import Operations
 from fairque.core.options import QueueOptions
-from fairque.core.records import Call, Leased, LeaseRequest, request_id
+from fairque.core.records import Call, EncodedResult, Leased, LeaseRequest, request_id
 from fairque.core.urls import check_url, url_errors
 from fairque.errors import (
     FairqueError,
@@ -168,6 +168,15 @@ class QueueBase:
     def options(self) -> QueueOptions:
         """The validated queue options."""
         return self.ops.options
+
+    def encode_result(self, result: Any) -> EncodedResult:
+        """``result`` serialized once with the queue's serializer, to pass to
+        ``complete`` (or ``complete_and_pop``) as it is.
+
+        Raises:
+            SerializationError: the serializer cannot represent ``result``.
+        """
+        return self.ops.encode_result(result)
 
     def _bounded(self, seconds: float) -> float:
         """``seconds``, cut to what one blocking call may last on this client."""

@@ -1,11 +1,20 @@
-"""``fairque dispatch``: lease tasks fairly and POST each to an HTTP push worker.
+"""``fairque dispatch``: a ``Worker`` whose handler POSTs each task to an HTTP push worker.
 
-Each job goes as MessagePack ``{task_id, name, argument, user_id, priority,
-attempt, timeout_seconds}`` (``wire.DispatchJob``); the endpoint answers with a
-result message, which becomes the task's outcome. 5xx answers, connection errors
-and timeouts are retryable failures; 4xx answers and unreadable replies are not.
-While an endpoint works, the task's lease is extended. The contract is
-``docs/worker-openapi.json``.
+Each job goes as MessagePack ``{task_id, name, argument, user_id, priority, attempt,
+timeout_seconds}`` (``wire.DispatchJob``); the endpoint answers with a result message,
+which becomes the task's outcome. Leasing with request ids, batched heartbeats, backoff
+while the server is away, the drain on SIGTERM, several queues and hooks are the
+worker's own; this module only chooses the endpoint and turns its answer into an
+outcome. The contract is ``docs/worker-openapi.json``.
+
+- 2xx with a success message: the task finishes with its result.
+- A failure message: the task fails with its reason, message and error
+  (``should_retry`` decides whether it is retried).
+- 5xx, a connection error or no answer in time: a failed attempt, retried.
+- Any other status or an unreadable reply: the task fails for good.
+- A task no endpoint of this dispatcher takes (its queue and a name glob) fails for
+  good at once, saying so: given back, it would be leased again every few seconds
+  for as long as nothing takes it.
 """
 
 from __future__ import annotations
@@ -13,36 +22,31 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fnmatch
-import logging
 import os
-import signal
 import socket
+import threading
 from collections.abc import Sequence
-from datetime import datetime, timezone
 from typing import Any
 
 import httpx
 import msgspec
-from redis.exceptions import RedisError
 
 from fairque.client.aio import AsyncFairQueue
-from fairque.core.pauses import pass_on_cancellation, pause_unless
-from fairque.errors import FairqueError, LeaseLost
-from fairque.models import Task, WorkerInfo
-from fairque.service.convert import record_failure, wire_priority
+from fairque.config import WorkerConfig
+from fairque.models import Task
+from fairque.service.convert import wire_priority
 from fairque.service.media import MSGPACK_TYPES
 from fairque.service.settings import DispatchSettings, Endpoint
 from fairque.service.wire import DispatchJob, WorkerFailure, WorkerSuccess
+from fairque.worker import Context, Fail, Handler, Registry, Worker
 
-log = logging.getLogger("fairque.dispatch")
-
-#: an unmatched task goes back to the queue for this long (another worker may take it)
-UNMATCHED_DELAY = 5.0
-#: seconds a dispatcher's worker registration lasts without a refresh
-REGISTRATION_TTL = 30.0
+#: the worker's own execution timeout is the endpoint's plus this margin: the POST's
+#: timeout ends a slow answer first, with a message that names the endpoint
+TIMEOUT_MARGIN = 5.0
 _reply = msgspec.json.Decoder(WorkerSuccess | WorkerFailure)
 _reply_packed = msgspec.msgpack.Decoder(WorkerSuccess | WorkerFailure)
 _job = msgspec.msgpack.Encoder()
+_HEADERS = {"Content-Type": "application/msgpack", "Accept": "application/msgpack"}
 
 
 def matches(endpoint: Endpoint, name: str) -> bool:
@@ -62,145 +66,76 @@ def decode_reply(response: httpx.Response) -> WorkerSuccess | WorkerFailure:
     return reply
 
 
-class QueueDispatcher:
-    """Leases one queue's tasks and sends each to the first endpoint that takes it."""
+class Dispatch:
+    """The handler: picks the endpoint of a task, POSTs it and reads the answer.
 
-    def __init__(
-        self,
-        queue: AsyncFairQueue,
-        endpoints: Sequence[Endpoint],
-        http: httpx.AsyncClient,
-        worker_id: str,
-    ) -> None:
-        self.queue = queue
+    Each endpoint takes at most its ``concurrency`` jobs at once; the worker's slots
+    are the endpoints' together.
+    """
+
+    def __init__(self, endpoints: Sequence[Endpoint], http: httpx.AsyncClient) -> None:
         self.endpoints = list(endpoints)
         self.http = http
-        self.worker_id = worker_id
-        self.slots = {id(e): asyncio.Semaphore(e.concurrency) for e in self.endpoints}
-        self.capacity = sum(e.concurrency for e in self.endpoints)
-        self.lease_seconds = min(e.lease_seconds for e in self.endpoints)
-        self.running: set[asyncio.Task[None]] = set()
-        self.started_at = datetime.now(timezone.utc)
-        self.processed = 0
-        self.failed = 0
+        self._slots = {id(e): asyncio.Semaphore(e.concurrency) for e in self.endpoints}
 
-    def info(self) -> WorkerInfo:
-        """This dispatcher as a registered worker (``fairque status``, ``GET /workers``)."""
-        return WorkerInfo(
-            worker_id=self.worker_id, queue=self.queue.queue, host=socket.gethostname(),
-            pid=os.getpid(), started_at=self.started_at, concurrency=self.capacity,
-            in_flight=len(self.running), processed=self.processed, failed=self.failed,
-        )  # fmt: skip
+    def endpoint(self, queue: str, name: str) -> Endpoint | None:
+        """The first endpoint of ``queue`` that takes tasks named ``name``."""
+        return next((e for e in self.endpoints if e.queue == queue and matches(e, name)), None)
 
-    async def heartbeat(self, stop: asyncio.Event) -> None:
-        """Keep the registration fresh until ``stop``; then remove it."""
-        while not stop.is_set():
-            with contextlib.suppress(FairqueError, RedisError):
-                await self.queue.register_worker(self.info(), ttl_seconds=REGISTRATION_TTL)
-            await pause_unless(stop, REGISTRATION_TTL / 3)
-        with contextlib.suppress(FairqueError, RedisError):
-            await self.queue.unregister_worker(self.worker_id)
-
-    async def run(self, stop: asyncio.Event) -> None:
-        """Lease and dispatch until ``stop`` is set; then wait for the jobs in flight."""
-        while not stop.is_set():
-            free = self.capacity - len(self.running)
-            if free <= 0:
-                await asyncio.wait(self.running, return_when=asyncio.FIRST_COMPLETED)
-                continue
-            try:
-                tasks = await self.queue.wait_and_pop(1.0, free, self.worker_id, self.lease_seconds)
-            except (FairqueError, RedisError) as exc:  # unreachable: wait, then again
-                log.warning("lease failed on %s: %s", self.queue.queue, exc)
-                await pause_unless(stop, 1.0)
-                continue
-            for task in tasks:
-                job = asyncio.create_task(self.handle(task))
-                self.running.add(job)
-                job.add_done_callback(self.running.discard)
-        if self.running:
-            await asyncio.wait(self.running)
-
-    async def handle(self, task: Task) -> None:
-        """Send one task to its endpoint; record the outcome."""
-        endpoint = next((e for e in self.endpoints if matches(e, task.name)), None)
+    async def __call__(self, ctx: Context) -> Any:
+        task = ctx.task
+        endpoint = self.endpoint(ctx.queue.queue, task.name)
         if endpoint is None:
-            log.warning("no endpoint takes %r (task %s): given back", task.name, task.task_id)
-            with contextlib.suppress(FairqueError):
-                await self.queue.requeue(task, UNMATCHED_DELAY)
-            return
-        async with self.slots[id(endpoint)]:
-            heartbeat = asyncio.create_task(self._keep_lease(task, endpoint))
-            try:
-                await self._send(task, endpoint, heartbeat)
-            except LeaseLost:
-                log.info("task %s: lease lost (canceled or expired)", task.task_id)
-            except Exception:  # one job's trouble must not stop the dispatcher
-                log.exception("task %s: recording its outcome failed", task.task_id)
-            finally:
-                heartbeat.cancel()
+            raise Fail(
+                f"no endpoint of dispatcher {ctx.worker_id} takes task name {task.name!r} "
+                f"on queue {ctx.queue.queue!r}",
+                retry=False,
+            )
+        async with self._slots[id(endpoint)]:
+            return await self._send(task, endpoint)
 
-    async def _keep_lease(self, task: Task, endpoint: Endpoint) -> None:
-        while True:
-            await asyncio.sleep(endpoint.lease_seconds / 3)
-            pass_on_cancellation()  # one a command swallowed (see fairque.core.pauses)
-            await self.queue.extend(task, endpoint.lease_seconds)
-
-    async def _send(self, task: Task, endpoint: Endpoint, heartbeat: asyncio.Task[None]) -> None:
+    async def _send(self, task: Task, endpoint: Endpoint) -> Any:
         timeout = task.timeout or endpoint.timeout_seconds
         job = DispatchJob(
             task_id=task.task_id or "", name=task.name, argument=task.payload,
             user_id=task.user_id, priority=wire_priority(task.priority),
             attempt=task.retry_count + 1, timeout_seconds=timeout,
         )  # fmt: skip
-        post = asyncio.create_task(
-            self.http.post(
-                endpoint.url,
-                content=_job.encode(job),
-                headers={"Content-Type": "application/msgpack", "Accept": "application/msgpack"},
-                timeout=timeout,
-            )
-        )
-        done, _ = await asyncio.wait({post, heartbeat}, return_when=asyncio.FIRST_COMPLETED)
-        if heartbeat in done and post not in done:
-            post.cancel()
-            heartbeat.result()  # raises LeaseLost: nobody may record an outcome now
         try:
-            response = post.result()
+            response = await self.http.post(
+                endpoint.url, content=_job.encode(job), headers=_HEADERS, timeout=timeout
+            )
         except httpx.TimeoutException:
-            await self._fail(task, "timeout", f"no answer from {endpoint.url} in {timeout:g}s")
-            return
+            raise Fail(f"timeout: no answer from {endpoint.url} in {timeout:g}s",
+                       kind="timeout") from None  # fmt: skip
         except httpx.HTTPError as exc:
-            await self._fail(task, "other", f"{endpoint.url}: {type(exc).__name__}: {exc}")
-            return
+            raise Fail(f"{endpoint.url}: {type(exc).__name__}: {exc}") from None
         if response.status_code >= 500:
-            await self._fail(task, "other", _describe(response))
-        elif response.status_code >= 300:
-            await self._fail(task, "other", _describe(response), retry=False)
-        else:
-            await self._record(task, response)
-
-    async def _record(self, task: Task, response: httpx.Response) -> None:
+            raise Fail(_describe(response))
+        if response.status_code >= 300:
+            raise Fail(_describe(response), retry=False)
         try:
             reply = decode_reply(response)
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            await self._fail(task, "other", f"the endpoint's reply is no result message: {exc}",
-                             retry=False)  # fmt: skip
-            return
+            raise Fail(f"the endpoint's reply is no result message: {exc}", retry=False) from None
         if isinstance(reply, WorkerSuccess):
-            if not await self.queue.complete(task, reply.result):
-                raise LeaseLost(f"task {task.task_id}")
-            self.processed += 1
-            return
-        self.failed += 1
-        await record_failure(
-            self.queue, task, reply.reason, reply.message, reply.error, retry=reply.should_retry
-        )
+            return reply.result
+        raise Fail(reply.message, retry=reply.should_retry, kind=reply.reason, details=reply.error)
 
-    async def _fail(self, task: Task, reason: str, message: str, *, retry: bool = True) -> None:
-        log.info("task %s failed (%s): %s", task.task_id, "retry" if retry else "final", message)
-        self.failed += 1
-        await record_failure(self.queue, task, reason, message, None, retry=retry)
+
+class EndpointRegistry(Registry):
+    """A registry whose one handler, ``Dispatch``, takes every task name."""
+
+    def __init__(self, dispatch: Dispatch) -> None:
+        super().__init__()
+        longest = max((e.timeout_seconds for e in dispatch.endpoints), default=0.0)
+        self.handler = Handler(
+            name="dispatch", func=dispatch, is_async=True, arity=-1,
+            timeout=longest + TIMEOUT_MARGIN,
+        )  # fmt: skip
+
+    def get(self, name: str) -> Handler | None:
+        return self.handler
 
 
 def _describe(response: httpx.Response) -> str:
@@ -211,40 +146,68 @@ def default_worker_id() -> str:
     return f"dispatch-{socket.gethostname()}-{os.getpid()}"
 
 
+def worker_config(settings: DispatchSettings, base: WorkerConfig | None = None) -> WorkerConfig:
+    """The dispatcher's worker settings: ``base`` (the ``worker:`` section) with its id,
+    slots and lease taken from the endpoints."""
+    endpoints = settings.endpoints
+    return (base or WorkerConfig()).model_copy(
+        update={
+            "id": settings.worker_id or default_worker_id(),
+            "queues": list(dict.fromkeys(e.queue for e in endpoints)),
+            "max_concurrent_tasks": sum(e.concurrency for e in endpoints),
+            "lease_seconds": min(e.lease_seconds for e in endpoints),
+            "assigned_users": [],
+            "steal_targets": [],
+            "burst": False,
+        }
+    )
+
+
 async def run_dispatch(
     url: str,
     settings: DispatchSettings,
     options: dict[str, Any] | None = None,
     stop: asyncio.Event | None = None,
+    worker: WorkerConfig | None = None,
 ) -> None:
-    """Dispatch every configured queue until ``stop`` is set (or SIGINT/SIGTERM)."""
-    stop = stop or asyncio.Event()
-    loop = asyncio.get_running_loop()
-    with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
-    by_queue: dict[str, list[Endpoint]] = {}
-    for endpoint in settings.endpoints:
-        by_queue.setdefault(endpoint.queue, []).append(endpoint)
-    worker_id = settings.worker_id or default_worker_id()
-    first: AsyncFairQueue | None = None
-    limits = httpx.Limits(max_connections=sum(e.concurrency for e in settings.endpoints) + 4)
-    async with httpx.AsyncClient(limits=limits) as http:
-        dispatchers = []
-        for name, endpoints in by_queue.items():
-            if first is None:
-                first = await asyncio.to_thread(
-                    AsyncFairQueue.from_url, url, name, **(options or {})
-                )
-                q = first
-            else:
-                q = AsyncFairQueue(first.client, name, **(options or {}))
-            dispatchers.append(QueueDispatcher(q, endpoints, http, worker_id))
-        log.info("dispatching %s as %s", ", ".join(by_queue), worker_id)
-        try:
-            await asyncio.gather(
-                *(d.run(stop) for d in dispatchers), *(d.heartbeat(stop) for d in dispatchers)
-            )
-        finally:
-            if first is not None:
-                await first.close()
+    """Dispatch every configured queue until ``stop`` is set (or SIGINT/SIGTERM).
+
+    Args:
+        url: the server.
+        settings: the ``dispatch:`` section (at least one endpoint).
+        options: queue options.
+        stop: set to stop (a graceful drain, as SIGTERM does).
+        worker: the ``worker:`` section: grace period, server wait, logging... (its
+            id, queues, slots and lease come from ``settings``).
+    """
+    if not settings.endpoints:
+        raise ValueError("dispatch needs at least one endpoint")
+    config = worker_config(settings, worker)
+    first = await asyncio.to_thread(
+        AsyncFairQueue.from_url, url, config.queues[0], **(options or {})
+    )
+    queues = [first] + [
+        AsyncFairQueue(first.client, n, **(options or {})) for n in config.queues[1:]
+    ]
+    limits = httpx.Limits(max_connections=config.max_concurrent_tasks + 4)
+    try:
+        async with httpx.AsyncClient(limits=limits) as http:
+            registry = EndpointRegistry(Dispatch(settings.endpoints, http))
+            runner = Worker(queues, registry, config)
+            watch = asyncio.create_task(_stop_on(stop, runner)) if stop is not None else None
+            try:
+                # signal handlers can only be set from the main thread
+                main = threading.current_thread() is threading.main_thread()
+                await runner.run_async(install_signals=main)
+            finally:
+                if watch is not None:
+                    watch.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await watch
+    finally:
+        await first.close()
+
+
+async def _stop_on(stop: asyncio.Event, worker: Worker) -> None:
+    await stop.wait()
+    worker.request_stop()

@@ -33,7 +33,7 @@ import functools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import ClassVar, TypeAlias
+from typing import Any, ClassVar, TypeAlias
 
 from fairque.client.aio import AsyncFairQueue
 from fairque.core.records import EncodedResult
@@ -60,7 +60,8 @@ class Failed:
 
     ``budget`` is the retry budget to judge by instead of the task's own (a handler's
     ``max_retries``); ``traceback`` is kept with the task (a raising handler's), and
-    ``kind`` as its ``failure_reason`` (``"timeout"`` for an execution timeout).
+    ``kind`` as its ``failure_reason`` (``"timeout"`` for an execution timeout), and
+    ``details`` (a handler's ``Fail(details=...)``) beside the error.
     """
 
     what: ClassVar[str] = "failure"
@@ -71,6 +72,7 @@ class Failed:
     budget: int | None = None
     traceback: str | None = None
     kind: str | None = None
+    details: Any = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,6 +211,7 @@ class Acknowledger:
                 state = await self.queue.fail(
                     task, report.reason, report.retry, report.delay,
                     max_retries=report.budget, traceback=report.traceback, reason=report.kind,
+                    details=report.details,
                 )  # fmt: skip
             else:
                 state = await self.queue.requeue(task, delay=report.delay)

@@ -27,6 +27,26 @@ class Retry(Exception):
         self.reason = reason
 
 
+class Fail(Exception):
+    """Raised by a handler to fail its attempt with a message, a kind and details of
+    its own choosing.
+
+    ``retry=False`` fails the task for good at once; ``retry=True`` retries it (after
+    the backoff) while its retry budget lasts, as any other exception would. ``kind``
+    is kept as the task's ``failure_reason`` (e.g. ``"timeout"``) and ``details`` (any
+    value the queue's serializer takes, else its ``repr``) beside the error.
+    """
+
+    def __init__(
+        self, message: str, *, retry: bool = True, kind: str | None = None, details: Any = None
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.retry = retry
+        self.kind = kind
+        self.details = details
+
+
 @dataclass
 class Context:
     """The running task, its attempt number, the queue and a logger bound to the task."""

@@ -55,7 +55,7 @@ from fairque.worker.acker import (
     GivenBack,
     Report,
 )
-from fairque.worker.context import Context, Retry, task_logger
+from fairque.worker.context import Context, Fail, Retry, task_logger
 from fairque.worker.hooks import Hooks, Outcome, call_hooks
 from fairque.worker.registry import Handler, Registry
 from fairque.worker.threads import ExecutionTimeout, HandlerThreads
@@ -439,6 +439,16 @@ class Executor:
                     watchdog.forget(execution)
         except Retry as exc:
             return Failed(task, exc.reason, delay=exc.delay, budget=budget), None, exc
+        except Fail as exc:
+            details = exc.details
+            if details is not None:
+                try:  # a value the serializer cannot take is kept as its repr
+                    execution.queue.encode_result(details)
+                except SerializationError:
+                    details = repr(details)
+            failed = Failed(task, exc.message, exc.retry, budget=budget, kind=exc.kind,
+                            details=details)  # fmt: skip
+            return failed, None, exc
         except ExecutionTimeout as exc:
             reason = f"timeout after {exc.seconds:g}s"
             return Failed(task, reason, budget=budget, kind="timeout"), None, exc
@@ -450,7 +460,7 @@ class Executor:
         if result is None:
             return Finished(task), None, None
         try:
-            encoded = execution.queue.ops.encode_result(result)  # once; sent as it is
+            encoded = execution.queue.encode_result(result)  # once; sent as it is
         except SerializationError as exc:
             reason = f"result not serializable: {exc}"
             return Failed(task, reason, retry=False), None, exc
@@ -531,7 +541,7 @@ def _log_end(
         then = "failed for good" if state is TaskState.FAILED else f"will retry ({state.value})"
         if isinstance(error, Retry) and state is not TaskState.FAILED:
             level = logging.INFO  # the handler asked for it
-        if isinstance(error, (Retry, ExecutionTimeout)) or error is None:
+        if isinstance(error, (Retry, Fail, ExecutionTimeout)) or error is None:
             _log(logger, level, "task %s %s: %s (%s)", task.task_id, then, report.reason, about)
         else:
             _log(

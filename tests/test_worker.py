@@ -185,7 +185,8 @@ async def test_fail_ends_an_attempt_with_its_own_kind_and_details(h: Harness) ->
     out = await q.outcome(cast(str, twice.task_id))
     assert out is not None
     assert out.reason == "busy"
-    assert isinstance(out.details, str) and out.details.startswith("<object object")
+    assert isinstance(out.details, str)
+    assert out.details.startswith("<object object")
 
 
 async def test_timeouts_from_task_handler_and_worker(h: Harness) -> None:

@@ -34,12 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "howto" / "tls.md"
 SRC = ROOT / "src" / "fairque"
 #: modules that send plain commands (not scripts): ``("CMD", ...)`` tuples
-PLAIN_SENDERS = (
-    "core/ops/plain.py",
-    "schedules/codec.py",
-    "service/ui/reads.py",
-    "service/ui/views.py",
-)
+PLAIN_SENDERS = ("core/ops/plain.py", "core/ops/inspection.py", "schedules/codec.py")
 PASSWORD = "s3cret"
 
 

@@ -9,7 +9,7 @@ import pytest
 from service.harness import LiveServer
 
 from fairque import FairQueue, Task, TaskState
-from fairque.service.ui import reads
+from fairque.service.ui import ranking
 from fairque.service.ui.fairness import (
     histogram_quantile,
     jain,
@@ -131,7 +131,7 @@ def test_tenant_ranking_is_bounded(
     open_ui: tuple[LiveServer, FairQueue], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     live, q = open_ui
-    monkeypatch.setattr(reads, "SCAN_USERS", 30)
+    monkeypatch.setattr(ranking, "SCAN_USERS", 30)
     q.push_many([Task(user_id=f"user-{i:03d}", name="n") for i in range(120)])
     q.push_many([Task(user_id="user-100", name="n") for _ in range(5)])
     url = f"{live.base}/ui/q/{q.queue}/tenants"

@@ -15,6 +15,7 @@ import redis.asyncio as aredis
 from redis.exceptions import NoScriptError, ResponseError
 
 from fairque.client.base import Flow, QueueBase, connect, replayable_tasks, run_flow_async
+from fairque.client.inspection import AsyncInspectionMethods
 from fairque.constraints.api import AsyncConstraintMethods
 from fairque.core.quicksend import FAILED, AsyncQuickSender
 from fairque.core.records import Call, Leased, LeaseRequest, Pushed
@@ -34,7 +35,9 @@ from fairque.schedules.api import AsyncScheduleMethods
 T = TypeVar("T")
 
 
-class AsyncFairQueue(AsyncConstraintMethods, AsyncScheduleMethods, QueueBase):
+class AsyncFairQueue(
+    AsyncConstraintMethods, AsyncScheduleMethods, AsyncInspectionMethods, QueueBase
+):
     """The asyncio twin of ``FairQueue`` (see it for every method's contract)."""
 
     def __init__(
@@ -263,9 +266,9 @@ class AsyncFairQueue(AsyncConstraintMethods, AsyncScheduleMethods, QueueBase):
         """See ``FairQueue.outcome``."""
         return await self._drive(self._outcome_flow(task_id, timeout, consume))
 
-    async def cleanup_dependencies(self, batch: int = 500) -> int:
+    async def cleanup_dependencies(self, batch: int = 500, *, passes: int | None = None) -> int:
         """See ``FairQueue.cleanup_dependencies``."""
-        return await self._drive(self._cleanup_dependencies_flow(batch))
+        return await self._drive(self._cleanup_dependencies_flow(batch, passes))
 
     async def xcom_push(self, key: str, value: Any, ttl: float = 86_400) -> None:
         """See ``FairQueue.xcom_push``."""

@@ -21,7 +21,7 @@ from typing import Any, NoReturn, TypeAlias, TypeVar
 import redis
 from redis.exceptions import NoScriptError, ResponseError
 
-from fairque.core.checks import check_timeout, check_wait
+from fairque.core.checks import check_int, check_timeout, check_wait
 from fairque.core.ops import Operations
 from fairque.core.options import QueueOptions
 from fairque.core.records import Call, EncodedResult, Leased, LeaseRequest, request_id
@@ -158,6 +158,8 @@ class QueueBase:
     def __init__(self, client: Any, queue: str, **options: Any) -> None:
         self.ops = Operations(queue, QueueOptions.build(**options))
         self._block_limit = blocking_limit(client)
+        #: where a bounded ``cleanup_dependencies`` stopped (its next call resumes there)
+        self._cleanup_offset = 0
 
     @property
     def queue(self) -> str:
@@ -278,15 +280,21 @@ class QueueBase:
             raise ResultTimeout(f"task {task_id} is still {out.state.value} after {timeout:g}s")
         return out.result
 
-    def _cleanup_dependencies_flow(self, batch: int) -> Flow[int]:
-        """``cleanup_dependencies``: bounded passes until the scan wraps around."""
-        offset, canceled = 0, 0
+    def _cleanup_dependencies_flow(self, batch: int, passes: int | None) -> Flow[int]:
+        """``cleanup_dependencies``: bounded passes until the scan wraps around, or at
+        most ``passes`` of them, from where this client's last call stopped."""
+        if passes is not None:
+            check_int(passes, "passes", 1, 1_000_000)
+        offset, canceled, done = self._cleanup_offset, 0, 0
         n: int
-        while True:
+        while passes is None or done < passes:
             _, n, offset = yield self.ops.cleanup_dependencies(offset, batch)
+            self._cleanup_offset = offset
             canceled += n
+            done += 1
             if offset == 0:
-                return canceled
+                break
+        return canceled
 
     def _purge_flow(self, batch: int) -> Flow[int]:
         """``purge``: bounded rounds until nothing is left."""

@@ -12,6 +12,7 @@ from redis.exceptions import NoScriptError, ResponseError
 
 from fairque.client.base import Flow, QueueBase, connect, replayable_tasks, run_flow
 from fairque.client.base import is_cluster_url as is_cluster_url
+from fairque.client.inspection import InspectionMethods
 from fairque.constraints.api import ConstraintMethods
 from fairque.core.quicksend import FAILED, QuickSender
 from fairque.core.records import Call, Leased, LeaseRequest, Pushed
@@ -31,7 +32,7 @@ from fairque.schedules.api import ScheduleMethods
 T = TypeVar("T")
 
 
-class FairQueue(ConstraintMethods, ScheduleMethods, QueueBase):
+class FairQueue(ConstraintMethods, ScheduleMethods, InspectionMethods, QueueBase):
     """A fair, multi-tenant task queue on one Redis-compatible server or cluster.
 
     Args:
@@ -404,9 +405,13 @@ class FairQueue(ConstraintMethods, ScheduleMethods, QueueBase):
         """
         return self._drive(self._outcome_flow(task_id, timeout, consume))
 
-    def cleanup_dependencies(self, batch: int = 500) -> int:
-        """Cancel DEFERRED tasks whose upstream expired before finishing; returns how many."""
-        return self._drive(self._cleanup_dependencies_flow(batch))
+    def cleanup_dependencies(self, batch: int = 500, *, passes: int | None = None) -> int:
+        """Cancel DEFERRED tasks whose upstream expired before finishing; returns how many.
+
+        Walks the DEFERRED registry ``batch`` tasks per call until it wraps around, or
+        for at most ``passes`` calls, resuming where this client's last call stopped.
+        """
+        return self._drive(self._cleanup_dependencies_flow(batch, passes))
 
     def xcom_push(self, key: str, value: Any, ttl: float = 86_400) -> None:
         """Share ``value`` under ``key`` for ``ttl`` seconds (tasks of a workflow)."""

@@ -1,8 +1,8 @@
 """``GET /metrics``: the served queues in the Prometheus text format.
 
 Gauges are read from Redis at scrape time with bounded work: per-user series only for
-the ``top`` users with the largest backlog the rolling scan knows (``reads.ranking``
-reads ``reads.SCAN_USERS`` more users of the ring per scrape), so the label set and
+the ``top`` users with the largest backlog the rolling scan knows (``ranking.ranking``
+reads ``ranking.SCAN_USERS`` more users of the ring per scrape), so the label set and
 the work stay bounded with 100,000 users. Counters and the wait-time and run-time
 histograms are the ones the scripts keep in the same transition (``metrics()``).
 """
@@ -24,7 +24,7 @@ from prometheus_client.registry import Collector
 
 from fairque.client.aio import AsyncFairQueue
 from fairque.models import QueueMetrics, TaskState
-from fairque.service.ui import reads
+from fairque.service.ui import ranking
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 #: users with their own ready / in-flight series, per queue
@@ -67,16 +67,16 @@ async def _queue_figures(q: AsyncFairQueue, top: int) -> dict[str, Any]:
     stats, workers, now, oldest, capped = await asyncio.gather(
         q.stats(user_limit=top),
         q.workers(),
-        reads.server_ms(q),
-        reads.oldest_queued_ms(q),
-        reads.capped_users(q),
+        q.server_time_ms(),
+        q.oldest_queued_ms(),
+        q.capped_users(),
     )
-    known = await reads.ranking(q, [*capped, *(u.user_id for u in stats.users)])
+    known = await ranking.ranking(q, [*capped, *(u.user_id for u in stats.users)])
     lanes = known.backlogs
     ranked = sorted(lanes, key=lambda u: (-sum(lanes[u]), u))[:top]
     held = {u.user_id for u in stats.users if u.in_flight}
     shown = list(dict.fromkeys([*ranked, *sorted(held)[:top]]))
-    loads = await reads.loads(q, shown, now)
+    loads = await q.user_loads(shown)
     engine_metrics = await q.metrics()
     return {
         "stats": stats,

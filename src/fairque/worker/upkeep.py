@@ -72,7 +72,6 @@ class Upkeep:
         self.before_beat = before_beat
         self._loops: list[asyncio.Task[None]] = []
         self._closing = False
-        self._cleanup_offset = 0  # where the next maintenance round resumes its walk
 
     def start(self) -> None:
         """Start the heartbeat and maintenance loops."""
@@ -120,13 +119,7 @@ class Upkeep:
         failed/canceled registries and prunes dead workers (``maintain``). Every
         script call is bounded.
         """
-        canceled = 0
-        for _ in range(CLEANUP_STEPS):
-            call = self.queue.ops.cleanup_dependencies(self._cleanup_offset, CLEANUP_BATCH)
-            _, n, self._cleanup_offset = await self.queue._run(call)
-            canceled += n
-            if self._cleanup_offset == 0:
-                break
+        canceled = await self.queue.cleanup_dependencies(CLEANUP_BATCH, passes=CLEANUP_STEPS)
         trimmed = await self.queue.maintain(batch=MAINTAIN_BATCH)
         if canceled or trimmed:
             log.info(

@@ -1,4 +1,5 @@
-"""Builders of the reading calls: task listings, stats, workers.
+"""Builders of the reading calls: task listings, stats, workers, and the bounded reads
+of lanes, ring, leases and buckets that the dashboard and ``/metrics`` show.
 
 Everything an upper floor (dashboard, ``/metrics``, the CLI, the HTTP listing) reads
 of a queue is built here or in ``fairque.core.ops.plain``, over the key table.
@@ -7,6 +8,8 @@ of a queue is built here or in ``fairque.core.ops.plain``, over the key table.
 from __future__ import annotations
 
 import base64
+import json
+from collections.abc import Sequence
 from typing import Any
 
 from fairque.core.checks import MAX_SCAN, MAX_TASK_ID, MAX_USER_ID, check_identifier
@@ -15,7 +18,17 @@ from fairque.core.ops.base import OperationsBase
 from fairque.core.records import Call
 from fairque.core.taskhash import raw, text
 from fairque.errors import ValidationError
-from fairque.models import QueueStats, TaskPage, TaskState, UserStats, WorkerInfo
+from fairque.models import (
+    Priority,
+    QueueStats,
+    StartedTask,
+    Task,
+    TaskPage,
+    TaskState,
+    UserLoad,
+    UserStats,
+    WorkerInfo,
+)
 
 #: most tasks one ``list_tasks`` page holds
 MAX_PAGE = 500
@@ -133,3 +146,221 @@ class InspectionOperations(OperationsBase):
             )
 
         return self._call("stats", [max(user_limit, 1)], parse)
+
+    # bounded reads of plain commands (the dashboard, /metrics, the CLI) ----------------
+    def server_time(self) -> Call[int]:
+        """The server's clock in ms (the clock the scripts use)."""
+        return Call(None, (), ("TIME",), _time_ms)
+
+    def server_memory(self) -> Call[str | None]:
+        """The server's used memory as it reports it (``12.5M``; a cluster: per node)."""
+        return Call(None, (), ("INFO", "memory"), _memory)
+
+    def recent_heads(self, sample: int) -> tuple[Call[list[str]], ...]:
+        """The newest ``sample`` FINISHED entries, and a quarter as many FAILED and
+        running ones (the registries of ended tasks are scored by expiry, so with one
+        result TTL the newest entries ended last)."""
+        _check_int(sample, "sample", 4, MAX_SCAN * 10)
+        keys = self.keys
+        return (
+            Call(None, (keys.finished,), ("ZRANGE", 0, sample - 1, "REV"), _texts),
+            Call(None, (keys.failed,), ("ZRANGE", 0, sample // 4 - 1, "REV"), _texts),
+            Call(None, (keys.leases,), ("ZRANGE", 0, sample // 4 - 1, "REV"), _texts),
+        )
+
+    def started_task(self, task_id: str) -> Call[StartedTask | None]:
+        """One task's times, if it has started (None: gone, or never started)."""
+
+        def parse(row: Any) -> StartedTask | None:
+            if not row or row[0] is None:
+                return None
+            user, name, state, created, run_at, started, ended = row
+            start = _number(started)
+            if start is None:
+                return None
+            since = max(_number(created) or 0, _number(run_at) or 0)
+            return StartedTask(
+                task_id, text(user), text(name), text(state), since, start, _number(ended)
+            )
+
+        fields = ("user", "name", "state", "created", "run_at", "started", "ended")
+        return Call(None, (self.keys.task(task_id),), ("HMGET", *fields), parse)
+
+    def ring_page(self, offset: int, limit: int) -> tuple[Call[list[str]], Call[int]]:
+        """Up to ``limit`` users of the ring from rank ``offset`` (least recently served
+        first), and the ring's size."""
+        _check_int(offset, "offset", 0, 2**53)
+        _check_int(limit, "limit", 1, MAX_SCAN * 10)
+        ring = self.keys.ring
+        return (
+            Call(None, (ring,), ("ZRANGE", offset, offset + limit - 1), _texts),
+            self.ring_size(),
+        )
+
+    def ring_size(self) -> Call[int]:
+        """Users with ready work in the ring."""
+        return Call(None, (self.keys.ring,), ("ZCARD",), _int)
+
+    def capped_sample(self, limit: int) -> Call[list[str]]:
+        """Up to ``limit`` users held out of the ring by their cap (any of them)."""
+        _check_int(limit, "limit", 1, MAX_SCAN * 10)
+        return Call(None, (self.keys.capped,), ("SRANDMEMBER", limit), _texts)
+
+    def lane_lengths(self, user_id: str) -> tuple[Call[int], Call[int]]:
+        """The lengths of a user's critical and normal lanes."""
+        keys = self.keys
+        return (
+            Call(None, (keys.critical(user_id),), ("LLEN",), _int),
+            Call(None, (keys.normal(user_id),), ("ZCARD",), _int),
+        )
+
+    def user_load(self, user_id: str, now_ms: int) -> tuple[Call[Any], ...]:
+        """What ``UserLoad`` shows of a user (``load_from`` reads the answers), and the
+        heads of its lanes (ids; their push times give its oldest waiting task)."""
+        keys = self.keys
+        return (
+            *self.lane_lengths(user_id),
+            Call(None, (keys.held(user_id),), ("ZCOUNT", f"({now_ms}", "+inf"), _int),
+            Call(None, (keys.weights,), ("HGET", user_id), _number),
+            Call(None, (keys.caps,), ("HGET", user_id), _number),
+            Call(None, (keys.ring,), ("ZRANK", user_id), _number),
+            Call(None, (keys.capped,), ("SISMEMBER", user_id), bool),
+            Call(None, (keys.critical(user_id),), ("LRANGE", 0, 0), _texts),
+            # ordered by virtual arrival, at most the aging horizon from push time
+            Call(None, (keys.normal(user_id),), ("ZRANGE", 0, 4), _texts),
+        )
+
+    @staticmethod
+    def load_from(user_id: str, answers: Sequence[Any], oldest_ms: int | None) -> UserLoad:
+        """The ``UserLoad`` of ``user_load``'s answers."""
+        critical, normal, in_flight, weight, cap, rank, capped = answers[:7]
+        return UserLoad(
+            user_id, critical, normal, in_flight, weight or 1, cap or None, rank, capped,
+            oldest_ms,
+        )  # fmt: skip
+
+    def created_ms(self, task_id: str) -> Call[int | None]:
+        """A task's push time (ms; None: gone)."""
+        return Call(None, (self.keys.task(task_id),), ("HGET", "created"), _number)
+
+    def weights_size(self) -> Call[int]:
+        """Users with a weight set."""
+        return Call(None, (self.keys.weights,), ("HLEN",), _int)
+
+    def all_weights(self) -> Call[dict[str, int]]:
+        """Every weight set, by user."""
+
+        def parse(reply: Any) -> dict[str, int]:
+            flat = reply or []
+            items = (
+                flat.items() if isinstance(flat, dict) else zip(flat[::2], flat[1::2], strict=True)
+            )
+            return {text(u): _number(w) or 1 for u, w in items}
+
+        return Call(None, (self.keys.weights,), ("HGETALL",), parse)
+
+    def weights_of(self, users: Sequence[str]) -> Call[list[int]]:
+        """The weights of ``users`` (1 when unset)."""
+
+        def parse(reply: Any) -> list[int]:
+            return [_number(w) or 1 for w in reply or [None] * len(users)]
+
+        return Call(None, (self.keys.weights,), ("HMGET", *users), parse)
+
+    def oldest_queued(self) -> Call[int | None]:
+        """Push time (ms) of the task QUEUED longest (None: nothing is)."""
+
+        def parse(reply: Any) -> int | None:
+            found = reply or []
+            if found and isinstance(found[0], (list, tuple)):  # RESP3: [[member, score]]
+                found = found[0]
+            return int(float(found[1])) if len(found) >= 2 else None
+
+        return Call(None, (self.keys.queued,), ("ZRANGE", 0, 0, "WITHSCORES"), parse)
+
+    def task_links(self, task_id: str) -> tuple[Call[list[str]], Call[list[str]]]:
+        """The tasks that ``task_id`` blocks, and those it still waits for."""
+        self._check_id(task_id)
+        keys = self.keys
+        return (
+            Call(None, (keys.deps_blocked(task_id),), ("SMEMBERS",), _sorted_texts),
+            Call(None, (keys.deps_waiting(task_id),), ("SMEMBERS",), _sorted_texts),
+        )
+
+    def lane_place(self, task: Task) -> tuple[Call[Any], ...]:
+        """A QUEUED task's place in its lane, its user's critical lane length, its
+        user's rank in the ring and the ring's size."""
+        keys, user = self.keys, task.user_id
+        place = (
+            Call(None, (keys.critical(user),), ("LPOS", task.task_id), _number)
+            if task.priority is Priority.CRITICAL
+            else Call(None, (keys.normal(user),), ("ZRANK", task.task_id), _number)
+        )
+        return (
+            place,
+            Call(None, (keys.critical(user),), ("LLEN",), _int),
+            Call(None, (keys.ring,), ("ZRANK", user), _number),
+            self.ring_size(),
+        )
+
+    def task_buckets(self, task_id: str) -> Call[tuple[list[str], str | None]]:
+        """The constraint buckets a task counts in, and the one it is parked in."""
+
+        def parse(reply: Any) -> tuple[list[str], str | None]:
+            cons, parked = reply
+            try:
+                buckets = [str(b) for b in json.loads(cons)] if cons else []
+            except (ValueError, TypeError):
+                buckets = []
+            return buckets, text(parked) if parked else None
+
+        return Call(None, (self.keys.task(task_id),), ("HMGET", "cons", "parked"), parse)
+
+    def bucket_use(self, bucket: str, now_ms: int) -> tuple[Call[int], Call[float | None]]:
+        """A bucket's unexpired leases, and when its limit frees (ms; None: not held)."""
+        keys = self.keys
+        return (
+            Call(None, (keys.constraint_held(bucket),), ("ZCOUNT", f"({now_ms}", "+inf"), _int),
+            Call(None, (keys.constraint_due,), ("ZSCORE", bucket), _float),
+        )
+
+
+def _texts(reply: Any) -> list[str]:
+    return [text(v) for v in reply or ()]
+
+
+def _sorted_texts(reply: Any) -> list[str]:
+    return sorted(_texts(reply))
+
+
+def _int(reply: Any) -> int:
+    return int(reply or 0)
+
+
+def _number(value: Any) -> int | None:
+    """A reply value as an int (None when missing or not a number)."""
+    if value is None:
+        return None
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _float(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def _time_ms(reply: Any) -> int:
+    if isinstance(reply, dict):  # a cluster client may answer per node
+        reply = next(iter(reply.values()))
+    seconds, micros = reply
+    return int(seconds) * 1000 + int(micros) // 1000
+
+
+def _memory(info: Any) -> str | None:
+    if info and all(isinstance(v, dict) for v in info.values()):  # a cluster: per node
+        parts = [v.get("used_memory_human") for v in info.values()]
+        return " + ".join(str(p) for p in parts if p) or None
+    value = info.get("used_memory_human") if info else None
+    return None if value is None else str(value)

@@ -24,7 +24,7 @@ from fairque.errors import FairqueError
 from fairque.models import TaskState
 from fairque.service.convert import engine_errors
 from fairque.service.media import ProblemError
-from fairque.service.ui import reads, security, views
+from fairque.service.ui import security, views
 from fairque.service.ui.history import History
 from fairque.service.ui.security import Denied
 
@@ -245,8 +245,7 @@ class Ui:
         user_id = request.query_params.get("id") or ""
         if not user_id:
             return self.error(request, 404, "no user given")
-        now = await reads.server_ms(q)
-        (load,) = await reads.loads(q, [user_id], now)
+        now, (load,) = await asyncio.gather(q.server_time_ms(), q.user_loads([user_id]))
         return self.render(
             request, "user.html", queue=q.queue, page="tenants", load=load,
             oldest_age=views.ago(now, load.oldest_ms),

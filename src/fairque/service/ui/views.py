@@ -1,8 +1,9 @@
 """What each dashboard page shows, gathered from one queue (no HTML here).
 
 Each function returns a plain dict the page's template renders. Figures the engine does
-not keep are derived from bounded reads (``reads``) and labelled on the page with what
-they cover; none is estimated beyond that.
+not keep are derived from the client's bounded reads (``recent_starts``, ``user_loads``,
+``wait_place``...) and labelled on the page with what they cover; none is estimated
+beyond that.
 """
 
 from __future__ import annotations
@@ -16,9 +17,9 @@ from datetime import datetime, timezone
 from typing import Any
 
 from fairque.client.aio import AsyncFairQueue
-from fairque.models import Priority, Task, TaskState, WorkerInfo
+from fairque.models import StartedTask, Task, TaskState, WorkerInfo
 from fairque.service import listing
-from fairque.service.ui import reads
+from fairque.service.ui import ranking
 from fairque.service.ui.fairness import (
     histogram_quantile,
     jain,
@@ -56,13 +57,9 @@ def pretty(value: Any) -> str:
 
 async def _overview_reads(
     q: AsyncFairQueue,
-) -> tuple[list[WorkerInfo], int, int | None, list[reads.Served], str | None]:
+) -> tuple[list[WorkerInfo], int, int | None, list[StartedTask], str | None]:
     return await asyncio.gather(
-        q.workers(),
-        reads.server_ms(q),
-        reads.oldest_queued_ms(q),
-        reads.recent_service(q),
-        reads.memory(q),
+        q.workers(), q.server_time_ms(), q.oldest_queued_ms(), q.recent_starts(), q.server_memory()
     )
 
 
@@ -137,28 +134,28 @@ async def tenants(
 ) -> dict[str, Any]:
     """One page of tenants ranked by ``sort``, with service in the last ``window`` seconds.
 
-    Candidates are the users whose backlog the rolling scan knows (``reads.ranking``:
-    ``reads.SCAN_USERS`` more ring users per call, kept ``reads.MAX_AGE`` seconds), the
+    Candidates are the users whose backlog the rolling scan knows (``ranking.ranking``:
+    ``ranking.SCAN_USERS`` more ring users per call, kept ``ranking.MAX_AGE`` seconds), the
     capped users, the users holding leases and those served in the window; they are
     ranked and only the page's rows are read in full. "Served" counts tasks started in
-    the window among the ``reads.SAMPLE`` most recent starts; when the sample is shorter
+    the window among the ``ranking.SAMPLE`` most recent starts; when the sample is shorter
     than the window the page says so.
     """
-    now = await reads.server_ms(q)
+    now = await q.server_time_ms()
     capped, served, stats = await asyncio.gather(
-        reads.capped_users(q), reads.recent_service(q), q.stats(user_limit=200)
+        q.capped_users(), q.recent_starts(), q.stats(user_limit=200)
     )
     since = now - window * 1000
     in_window = [s for s in served if s.started >= since]
     covered = ago(now, min(s.started for s in served)) if served else None
-    truncated = len(served) >= reads.SAMPLE and (covered or 0) < window
+    truncated = len(served) >= ranking.SAMPLE and (covered or 0) < window
     served_by: Counter[str] = Counter(s.user_id for s in in_window)
     waits_by: dict[str, list[float]] = defaultdict(list)
     for s in in_window:
         waits_by[s.user_id].append(s.wait_seconds)
     holders = [u.user_id for u in stats.users if u.in_flight]
     # one user asked for: no scan step, the fairness summary uses what is known
-    ranked = await reads.ranking(
+    ranked = await ranking.ranking(
         q, [user] if user else [*capped, *holders, *served_by], scan=not user
     )
     lanes = ranked.backlogs
@@ -172,7 +169,7 @@ async def tenants(
 
     # fairness over every user with demand in the window: served plus still pending
     demand_users = [u for u in candidates if backlog(u, 0) or served_of(u, 0) or flying(u, 0)]
-    weights = [float(w) for w in await reads.weights(q, demand_users)]
+    weights = [float(w) for w in await q.user_weights(demand_users)]
     served_list = [float(served_of(u, 0)) for u in demand_users]
     demands = [
         s + backlog(u, 0) + flying(u, 0) for u, s in zip(demand_users, served_list, strict=True)
@@ -194,7 +191,7 @@ async def tenants(
     top = heapq.nsmallest(page * PAGE, candidates, key=keys.get(sort, keys["backlog"]))
     shown = top[(page - 1) * PAGE : page * PAGE]
     rows = []
-    for load in await reads.loads(q, shown, now):
+    for load in await q.user_loads(shown):
         share = served_by[load.user_id] / capacity if capacity else None
         fair_share = fair.get(load.user_id, 0.0) / capacity if capacity else None
         rows.append(
@@ -219,7 +216,7 @@ async def tenants(
         "user": user,
         "ring_size": ranked.ring_size,
         "known": len(lanes),
-        "scan_step": reads.SCAN_USERS,
+        "scan_step": ranking.SCAN_USERS,
         "ranking_age": ranked.age,
         "capped": len(capped),
         "candidates": len(candidates),
@@ -262,44 +259,32 @@ async def matching_ids(
 async def task_page(q: AsyncFairQueue, task: Task) -> dict[str, Any]:
     """Everything about one task, and why it waits when it does."""
     assert task.task_id is not None
-    keys = q.ops.keys
     task_id = task.task_id
-    now, (blocked, waiting) = await asyncio.gather(
-        reads.server_ms(q),
-        reads.run(
-            q, [("SMEMBERS", keys.deps_blocked(task_id)), ("SMEMBERS", keys.deps_waiting(task_id))]
-        ),
+    now, (blocks, waiting), out = await asyncio.gather(
+        q.server_time_ms(), q.task_links(task_id), q.outcome(task_id)
     )
-    result: Any = None
-    has_result = False
-    if task.state is TaskState.FINISHED:
-        raw = await reads.run(q, [("HEXISTS", keys.task(task_id), "result")])
-        has_result = bool(raw[0])
-        if has_result:
-            result = await q.result(task_id)
+    has_result = task.state is TaskState.FINISHED and out is not None and out.has_result
     upstream = list(task.depends_on)
     states = await asyncio.gather(*(q.get(t) for t in upstream))
     return {
         "task": task,
         "payload": pretty(task.payload),
-        "result": pretty(result) if has_result else None,
+        "result": pretty(out.result) if has_result and out is not None else None,
         "upstream": [
             (t, s.state.value if s is not None and s.state else "expired")
             for t, s in zip(upstream, states, strict=True)
         ],
-        "downstream": sorted(reads.text(t) for t in blocked or ()),
-        "waiting_for": sorted(reads.text(t) for t in waiting or ()),
+        "downstream": blocks,
+        "waiting_for": waiting,
         # retry_count counts the attempts given up on; the running or last one adds one
         "attempts": task.retry_count
         + (1 if task.started_at is not None and task.state in _ATTEMPTED else 0),
-        "why": await why(q, task, now, [reads.text(t) for t in waiting or ()]),
+        "why": await why(q, task, waiting),
         "now": datetime.fromtimestamp(now / 1000, tz=timezone.utc),
     }
 
 
-async def why(
-    q: AsyncFairQueue, task: Task, now_ms: int, waiting_for: list[str]
-) -> dict[str, Any] | None:
+async def why(q: AsyncFairQueue, task: Task, waiting_for: list[str]) -> dict[str, Any] | None:
     """Why a task that has not started waits: lane place, cap, ring place, delay, upstreams."""
     state = task.state
     if state is TaskState.SCHEDULED:
@@ -308,70 +293,22 @@ async def why(
         return {"kind": "upstream", "waiting_for": sorted(waiting_for)}
     if state is not TaskState.QUEUED:
         return None
-    keys = q.ops.keys
-    user = task.user_id
-    critical = task.priority is Priority.CRITICAL
-    place_cmd = (
-        ("LPOS", keys.critical(user), task.task_id)
-        if critical
-        else ("ZRANK", keys.normal(user), task.task_id)
-    )
-    place, crit_len, ring_rank, ring_size = await reads.run(
-        q,
-        [
-            place_cmd,
-            ("LLEN", keys.critical(user)),
-            ("ZRANK", keys.ring, user),
-            ("ZCARD", keys.ring),
-        ],
-    )
-    (load,) = await reads.loads(q, [user], now_ms)
-    constraints = await _constraints(q, task.task_id or "", now_ms)
-    ahead = reads.number(place)
-    if ahead is not None and not critical:
-        ahead += int(crit_len or 0)  # the critical lane always goes first
+    place, (load,) = await asyncio.gather(q.wait_place(task), q.user_loads([task.user_id]))
+    constraints = [
+        {"bucket": b.bucket, "in_use": b.in_use, "frees_in": b.frees_in, "parked": b.parked}
+        for b in place.buckets
+    ]
     return {
         "kind": "queued",
-        "lane": "critical" if critical else "normal",
-        "ahead": ahead,
+        "lane": place.lane,
+        "ahead": place.ahead,
         "load": load,
         "at_cap": load.cap is not None and load.in_flight >= load.cap,
-        "ring_rank": reads.number(ring_rank),
-        "ring_size": int(ring_size or 0),
+        "ring_rank": place.ring_rank,
+        "ring_size": place.ring_size,
         "constraints": constraints,
-        "parked": next((c["bucket"] for c in constraints if c["parked"]), None),
+        "parked": next((b.bucket for b in place.buckets if b.parked), None),
     }
-
-
-async def _constraints(q: AsyncFairQueue, task_id: str, now_ms: int) -> list[dict[str, Any]]:
-    """The constraint buckets a task counts in: its leases in use, when it frees, and
-    whether the task is parked there (passed over while the bucket is at its limit)."""
-    keys = q.ops.keys
-    cons, parked = (await reads.run(q, [("HMGET", keys.task(task_id), "cons", "parked")]))[0]
-    try:
-        buckets = [str(b) for b in json.loads(cons)] if cons else []
-    except (ValueError, TypeError):
-        buckets = []
-    parked_in = reads.text(parked) if parked else None
-    commands: list[tuple[Any, ...]] = []
-    for bucket in buckets:
-        commands += [
-            ("ZCOUNT", keys.constraint_held(bucket), f"({now_ms}", "+inf"),
-            ("ZSCORE", keys.constraint_due, bucket),
-        ]
-    replies = await reads.run(q, commands)
-    out = []
-    for i, bucket in enumerate(buckets):
-        due = replies[2 * i + 1]
-        out.append(
-            {
-                "bucket": bucket,
-                "in_use": int(replies[2 * i] or 0),
-                "frees_in": None if due is None else max(0.0, (float(due) - now_ms) / 1000),
-                "parked": bucket == parked_in,
-            }
-        )
-    return out
 
 
 async def workers(q: AsyncFairQueue) -> dict[str, Any]:

@@ -497,7 +497,10 @@ def test_model_and_option_messages_carry_no_pydantic_prefix() -> None:
     with pytest.raises(ValidationError) as task_error:
         Task(name="x", user_id="u", priority=9)
     assert "Value error" not in str(task_error.value)
-    assert "priority must be an integer 1..5" in str(task_error.value)
+    assert "priority: must be an integer 1..5" in str(task_error.value)
+    assert task_error.value.problems == (
+        ("priority", "must be an integer 1..5 or 6 (CRITICAL), got 9"),
+    )
     with pytest.raises(ConfigError) as option_error:
         QueueOptions.build(ordering="sideways")
     assert "Value error" not in str(option_error.value)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from redis.exceptions import ResponseError
@@ -26,7 +26,27 @@ class ConfigError(FairqueError, ValueError):
 
 
 class ValidationError(FairqueError, ValueError):
-    """A task or call argument is invalid; nothing was written."""
+    """A task or call argument is invalid; nothing was written.
+
+    ``problems`` holds one ``(field, message)`` pair per failing field, for callers that
+    show them apart (the HTTP API's ``errors``, the command line's ``line: field:
+    message``); the field is ``""`` when the problem is not about one field.
+    """
+
+    def __init__(
+        self,
+        message: str = "",
+        problems: Iterable[tuple[str, str]] | None = None,
+        *,
+        field: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        if problems is None:
+            rest = message
+            if field is not None and message.startswith(field):
+                rest = message[len(field) :].removeprefix(":").strip() or message
+            problems = [(field or "", rest)]
+        self.problems: tuple[tuple[str, str], ...] = tuple(problems)
 
 
 class SerializationError(ValidationError):

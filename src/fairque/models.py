@@ -70,11 +70,15 @@ def _check_identifier(value: str, what: str, limit: int) -> str:
     return value
 
 
-def _problems(exc: pydantic.ValidationError) -> str:
-    return "; ".join(
-        f"{'.'.join(str(p) for p in err['loc']) or 'task'}: {pydantic_message(err)}"
-        for err in exc.errors()
-    )
+def _invalid(exc: pydantic.ValidationError) -> ValidationError:
+    """The task model's errors as one ``ValidationError``, a problem per field."""
+    problems = []
+    for err in exc.errors():
+        field = ".".join(str(p) for p in err["loc"])
+        # a validator's message names its field ("priority must be..."): said once
+        problems.append((field, pydantic_message(err).removeprefix(f"{field} ")))
+    text = "; ".join(f"{field or 'task'}: {message}" for field, message in problems)
+    return ValidationError(f"invalid task: {text}", problems)
 
 
 class Task(BaseModel):
@@ -135,13 +139,13 @@ class Task(BaseModel):
         try:
             super().__init__(**data)
         except pydantic.ValidationError as exc:
-            raise ValidationError(f"invalid task: {_problems(exc)}") from None
+            raise _invalid(exc) from None
 
     def __setattr__(self, name: str, value: Any) -> None:
         try:
             super().__setattr__(name, value)
         except pydantic.ValidationError as exc:
-            raise ValidationError(f"invalid task: {_problems(exc)}") from None
+            raise _invalid(exc) from None
 
     @field_validator("user_id")
     @classmethod

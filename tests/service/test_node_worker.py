@@ -130,7 +130,7 @@ def test_node_worker_runs_every_task(served: tuple[str, str]) -> None:
             assert outcome["message"].startswith("cannot handle")
             assert outcome["error"] == {"name": "Error"}
             stored = api.ok("GET", f"/tasks/{task['task_id']}")
-            assert stored["attempts"] == 1
+            assert stored["retry_count"] == stored["attempts"] == 1
     stats = api.ok("GET", "/stats")
     assert stats["counts"]["FINISHED"] == 190
     assert stats["counts"]["FAILED"] == 10

@@ -78,6 +78,33 @@ def test_batch_is_all_or_nothing(api: Api) -> None:
     assert api.ok("GET", "/stats")["total"] == 0
 
 
+def test_a_batch_names_each_failing_field_of_each_task(api: Api) -> None:
+    """The engine's problems arrive field by field, as the API spells the fields."""
+    tasks = [
+        {"name": "n", "user_id": "u"},
+        {"name": "n", "user_id": "bad\nid", "timeout_seconds": 5, "task_id": "x\ty"},
+    ]
+    bad = check_problem(api.call("POST", "/tasks", {"tasks": tasks}), 422, "validation")
+    fields = sorted(e["field"] for e in bad["errors"])
+    assert fields == ["tasks[1].task_id", "tasks[1].user_id"], bad
+    assert all(not e["message"].startswith(e["field"]) for e in bad["errors"])
+    assert api.ok("GET", "/stats")["total"] == 0
+
+
+def test_a_dependent_can_wait_for_an_upstream_that_failed(api: Api) -> None:
+    up = api.push(task_id="up", max_retries=0)
+    down = api.push(depends_on=[up["task_id"]], on_dependency_failure="wait")
+    assert down["state"] == "DEFERRED"
+    [leased] = api.ok("POST", "/leases", {"worker_id": "w"})["tasks"]
+    assert leased["task_id"] == "up"
+    failure = {"type": "failure", "lease_token": leased["lease_token"], "should_retry": False}
+    api.ok("POST", "/tasks/up/outcome", failure)
+    assert api.ok("GET", f"/tasks/{down['task_id']}")["state"] == "DEFERRED"  # not canceled
+    wrong = api.call("POST", "/tasks", {"name": "n", "user_id": "u",
+                                        "on_dependency_failure": "ignore"})  # fmt: skip
+    check_problem(wrong, 422, "validation")
+
+
 def test_delay_and_execute_after(api: Api) -> None:
     delayed = api.push(delay_seconds=60)
     assert delayed["state"] == "SCHEDULED"

@@ -80,7 +80,8 @@ def test_failure_retries_then_fails_with_the_message_kept(api: Api) -> None:
         "message": "slow",
     }
     assert api.ok("POST", "/tasks/f/outcome", retry) == {"state": "SCHEDULED"}
-    assert api.ok("GET", "/tasks/f")["attempts"] == 1
+    stored = api.ok("GET", "/tasks/f")
+    assert stored["retry_count"] == stored["attempts"] == 1
     deadline = time.monotonic() + 10
     leased: list[dict[str, object]] = []
     while not leased and time.monotonic() < deadline:

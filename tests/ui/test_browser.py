@@ -86,7 +86,7 @@ def test_pages_and_actions(open_ui: tuple[LiveServer, FairQueue], page: Any) -> 
     # task page: payload, lease holder, dependencies as links, why it waits
     page.goto(f"{base}/task?id=up-1")
     assert page.locator("#lease-holder").inner_text() == "w-1"
-    assert "1 (retries used 0 of 3)" in page.locator("table.kv").inner_text()
+    assert "0 of 3 (latest attempt: 1)" in page.locator("table.kv").inner_text()
     page.click("text=down-1")
     assert page.locator("#task-state").inner_text() == "DEFERRED"
     assert "up-1" in page.locator("#why").inner_text()

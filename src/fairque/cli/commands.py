@@ -37,9 +37,9 @@ from fairque.cli.base import (
     stderr,
     stdout,
 )
+from fairque.client.base import PushCheck
 from fairque.client.queue import FairQueue
 from fairque.core import urls
-from fairque.core.ops import Operations
 from fairque.core.options import QueueOptions
 from fairque.errors import ConfigError, FairqueError, ValidationError
 from fairque.models import QueueStats, WorkerInfo
@@ -218,7 +218,7 @@ def enqueue(
         fail("a task name and --user are required (or --file)", EXIT_USAGE)
     cfg = settings(ctx)
     try:
-        ops = Operations(cfg.queue.name, QueueOptions.build(**cfg.queue.options()))
+        check = PushCheck(cfg.queue.name, QueueOptions.build(**cfg.queue.options()))
     except ConfigError as exc:
         fail(str(exc), EXIT_USAGE)
     source = None if file is None else str(file)
@@ -234,14 +234,14 @@ def enqueue(
             item["payload"] = None if payload is None else out.parse_json(payload)
         except ValueError as exc:
             batch.problems.append(out.Problem("payload", str(exc)))
-        checked = out.check_item({k: v for k, v in item.items() if v is not None}, ops)
+        checked = out.check_item({k: v for k, v in item.items() if v is not None}, check)
         if isinstance(checked, list):
             batch.problems.extend(checked)
         elif not batch.problems:
             batch.add(*checked[:2], 1, checked[2])
     else:
         try:
-            batch = out.read_task_file(file, ops)
+            batch = out.read_task_file(file, check)
         except OSError as exc:
             fail(f"cannot read {file}: {exc.strerror or exc}", EXIT_USAGE)
     if batch.problems:

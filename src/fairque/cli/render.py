@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-import re
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -23,14 +22,9 @@ from typing import Any
 from rich.console import Console, Group, RenderableType
 from rich.table import Table
 
+from fairque.client.base import PushCheck
 from fairque.core.checks import MAX_BATCH
-from fairque.core.ops import Operations
-from fairque.errors import (
-    DependencyCycleError,
-    FairqueError,
-    PayloadTooLarge,
-    SerializationError,
-)
+from fairque.errors import DependencyCycleError, FairqueError, ValidationError
 from fairque.models import QueueStats, Task, TaskState, WorkerInfo
 
 #: Most tasks one ``enqueue --file`` pushes. The file is pushed in one script, so
@@ -139,25 +133,11 @@ def parse_json(text: str) -> Any:
         raise ValueError(f"not usable JSON: {exc}") from None
 
 
-_FIELD_START = re.compile(r"; (?=(?:" + "|".join(_FIELDS) + r")[.\w]*: )")
-
-
-def _field_of(message: str, default: str) -> tuple[str, str]:
-    """Split ``"delay must be ..."`` or ``"delay: must be ..."`` into (field, rest).
-
-    Messages that name no known field stay whole, under ``default``.
-    """
-    first, _, rest = message.partition(" ")
-    name = first.removesuffix(":").split(".")[0]
-    if name in _FIELDS and rest:
-        return name, rest.removeprefix(f"{name} ").removeprefix(f"{name}: ")
-    return default, message
-
-
-def _model_problems(message: str, line: int | None) -> list[Problem]:
-    """The task model's ``invalid task: a: ...; b: ...`` as one problem per field."""
-    body = message.removeprefix("invalid task: ")
-    return [Problem(*_field_of(part, "task"), line) for part in _FIELD_START.split(body)]
+def _problems(exc: FairqueError, default: str, line: int | None) -> list[Problem]:
+    """``exc``'s problems, one per field (``default`` for one that names none)."""
+    if isinstance(exc, ValidationError):
+        return [Problem(field or default, message, line) for field, message in exc.problems]
+    return [Problem(default, str(exc), line)]
 
 
 def _type_problems(item: Mapping[str, Any], line: int | None) -> list[Problem]:
@@ -186,7 +166,7 @@ def _type_problems(item: Mapping[str, Any], line: int | None) -> list[Problem]:
 
 
 def check_item(
-    item: Mapping[str, Any], ops: Operations, line: int | None = None
+    item: Mapping[str, Any], check: PushCheck, line: int | None = None
 ) -> tuple[Task, float | None, int] | list[Problem]:
     """Check one task given as JSON fields; returns (task, delay, size) or the problems.
 
@@ -203,20 +183,17 @@ def check_item(
     try:
         task = Task(**fields)
     except FairqueError as exc:
-        return _model_problems(str(exc), line)
+        return _problems(exc, "task", line)
     try:
-        call = ops.push_many([task], [delay])
-        size = sum(len(a) if isinstance(a, bytes) else len(str(a).encode()) for a in call.args)
-    except (PayloadTooLarge, SerializationError) as exc:
-        return [Problem(*_field_of(f"payload: {exc}", "payload"), line)]
+        size = check.size(task, delay)
     except FairqueError as exc:
-        return [Problem(*_field_of(str(exc), "task"), line)]
+        return _problems(exc, "task", line)
     except UnicodeEncodeError:
         return [Problem("task", "holds text that is not valid Unicode (a lone surrogate)", line)]
     return task, delay, size
 
 
-def read_task_file(path: Path, ops: Operations) -> TaskBatch:
+def read_task_file(path: Path, check: PushCheck) -> TaskBatch:
     """Read and check every line of a JSON-lines file (``-``: standard input).
 
     Each line is an object with ``name`` and ``user_id`` and optionally
@@ -232,10 +209,10 @@ def read_task_file(path: Path, ops: Operations) -> TaskBatch:
     """
     with contextlib.ExitStack() as stack:
         source = sys.stdin.buffer if str(path) == "-" else stack.enter_context(path.open("rb"))
-        return _read_lines(source, ops)
+        return _read_lines(source, check)
 
 
-def _read_lines(source: Iterable[bytes], ops: Operations) -> TaskBatch:
+def _read_lines(source: Iterable[bytes], check: PushCheck) -> TaskBatch:
     """``read_task_file`` on an open file; at most ``MAX_FILE_BYTES`` of tasks are held."""
     batch = TaskBatch()
     first_line: dict[str, int] = {}
@@ -261,7 +238,7 @@ def _read_lines(source: Iterable[bytes], ops: Operations) -> TaskBatch:
         if not isinstance(item, dict):
             batch.problems.append(Problem("line", "must be a JSON object", number))
             continue
-        checked = check_item(item, ops, number)
+        checked = check_item(item, check, number)
         if isinstance(checked, list):
             batch.problems.extend(checked)
             continue
@@ -290,11 +267,11 @@ def _read_lines(source: Iterable[bytes], ops: Operations) -> TaskBatch:
         )  # fmt: skip
     if not batch.problems:
         try:
-            ops.push_many(batch.tasks, batch.delays)
+            check.batch(batch.tasks, batch.delays)
         except DependencyCycleError as exc:
             batch.problems.append(Problem("depends_on", str(exc)))
         except FairqueError as exc:  # a batch limit of the queue
-            batch.problems.append(Problem(*_field_of(str(exc), "file")))
+            batch.problems.extend(_problems(exc, "file", None))
     return batch
 
 

@@ -134,8 +134,8 @@ def tasks(
         stdout.out(json.dumps(doc), highlight=False)
         return
     table = Table(title=f"tasks of {q.queue!r} ({len(found)})", title_justify="left")
-    for column in ("task id", "state", "user", "name", "pri", "try", "created", "error"):
-        table.add_column(column, overflow="fold", no_wrap=column in ("pri", "try"))
+    for column in ("task id", "state", "user", "name", "pri", "retries", "created", "error"):
+        table.add_column(column, overflow="fold", no_wrap=column in ("pri", "retries"))
     for t in found:
         table.add_row(
             t.task_id or "", t.state.value if t.state else "", t.user_id, t.name,

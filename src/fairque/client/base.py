@@ -35,7 +35,7 @@ from fairque.errors import (
     TaskFailed,
     script_error,
 )
-from fairque.models import TaskOutcome, TaskState
+from fairque.models import Task, TaskOutcome, TaskState
 
 T = TypeVar("T")
 
@@ -149,6 +149,33 @@ def connect(
         if cluster is None:
             cluster = is_cluster_url(url)
         return clustered(url) if cluster else single(url)
+
+
+class PushCheck:
+    """A push checked without a server: the errors a push of one task raises before
+    it sends anything, and the bytes it sends (the command line checks a whole task
+    file this way before it connects)."""
+
+    def __init__(self, queue: str, options: QueueOptions) -> None:
+        self._ops = Operations(queue, options)
+
+    def size(self, task: Task, delay: float | None = None) -> int:
+        """The bytes ``task`` adds to a push.
+
+        Raises:
+            ValidationError: the push would be refused (the problems name the fields).
+        """
+        call = self._ops.push_many([task], [delay])
+        return sum(len(a) if isinstance(a, bytes) else len(str(a).encode()) for a in call.args)
+
+    def batch(self, tasks: Sequence[Task], delays: Sequence[float | None]) -> None:
+        """Check ``tasks`` as one atomic push (its limits, dependency cycles).
+
+        Raises:
+            ValidationError: the push would be refused.
+            DependencyCycleError: the tasks' dependencies form a cycle.
+        """
+        self._ops.push_many(tasks, delays)
 
 
 class QueueBase:

@@ -114,13 +114,14 @@ def seconds_ms(seconds: object, what: str) -> int:
     if isinstance(seconds, timedelta):
         seconds = seconds.total_seconds()
     if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
-        raise ValidationError(f"{what} must be a number of seconds, got {seconds!r}")
+        raise ValidationError(f"{what} must be a number of seconds, got {seconds!r}", field=what)
     if not 0 <= seconds <= MAX_SECONDS:  # also false for NaN
         if seconds < 0:
-            raise ValidationError(f"{what} must not be negative, got {seconds!r}")
+            raise ValidationError(f"{what} must not be negative, got {seconds!r}", field=what)
         raise ValidationError(
             f"{what} must be a finite number of seconds up to {MAX_SECONDS} (10 years), "
-            f"got {seconds!r}"
+            f"got {seconds!r}",
+            field=what,
         )
     return round(seconds * 1000)
 
@@ -283,4 +284,4 @@ def dump_value(serializer: Serializer, value: Any, what: str) -> bytes:
     try:
         return serializer.dumps(value)
     except SerializationError as exc:
-        raise SerializationError(f"{what}: {exc}") from exc
+        raise SerializationError(f"{what}: {exc}", field=what) from exc

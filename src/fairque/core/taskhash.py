@@ -323,10 +323,11 @@ class TaskCodec:
         try:  # inline (not checks.dump_value): this runs on every push
             data = self.serializer.dumps(payload)
         except SerializationError as exc:
-            raise SerializationError(f"payload: {exc}") from exc
+            raise SerializationError(f"payload: {exc}", field="payload") from exc
         if len(data) > self.options.max_payload_bytes:
             raise PayloadTooLarge(
-                f"payload is {len(data)} bytes; the limit is {self.options.max_payload_bytes}"
+                f"payload is {len(data)} bytes; the limit is {self.options.max_payload_bytes}",
+                field="payload",
             )
         return data
 
@@ -355,7 +356,7 @@ class TaskCodec:
         delay_ms = -1
         if delay is not None:
             if after is not None:
-                raise ValidationError("give either delay or execute_after, not both")
+                raise ValidationError("give either delay or execute_after, not both", field="delay")
             delay_ms = seconds_ms(delay, "delay")
         values["task_id"], values["max_retries"] = task_id, max_retries
         values["result_ttl"] = round(ttl_s)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import re
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from typing import Any, Literal
@@ -53,12 +52,34 @@ def parse_time(value: str, field: str) -> datetime:
 
 def invalid(field: str, message: str) -> ProblemError:
     """A 422 problem naming one failing field."""
+    return invalid_fields([(field, message)])
+
+
+def invalid_fields(problems: list[tuple[str, str]]) -> ProblemError:
+    """A 422 problem naming each failing field."""
     from fairque.service.wire import FieldError
 
     return ProblemError(
-        422, "validation", "Unprocessable Content", f"{field}: {message}",
-        errors=[FieldError(field=field, message=message)],
+        422, "validation", "Unprocessable Content",
+        "; ".join(f"{field}: {message}" for field, message in problems),
+        errors=[FieldError(field=field, message=message) for field, message in problems],
     )  # fmt: skip
+
+
+#: the task model's field names as the API spells them
+_WIRE_FIELDS = {"timeout": "timeout_seconds", "result_ttl": "result_ttl_seconds",
+                "delay": "delay_seconds"}  # fmt: skip
+
+
+def wire_problems(exc: ValidationError, where: str = "") -> ProblemError:
+    """The engine's problems with its field names as the API spells them (under
+    ``where``, e.g. ``tasks[3].``; a problem of no single field is the body's)."""
+    named = []
+    for field, message in exc.problems:
+        head, dot, rest = field.partition(".")
+        name = _WIRE_FIELDS.get(head, head) + dot + rest
+        named.append((where + name if name else where.rstrip(".") or "body", message))
+    return invalid_fields(named)
 
 
 def wire_priority(priority: int) -> int | Literal["critical"]:
@@ -73,19 +94,23 @@ def task_from_wire(item: TaskIn, where: str = "") -> tuple[Task, float | None]:
     execute_after = None
     if item.execute_after is not None:
         execute_after = parse_time(item.execute_after, f"{where}execute_after")
-    task = Task(
-        name=item.name,
-        user_id=item.user_id,
-        payload=item.payload,
-        priority=Priority.CRITICAL if item.priority == "critical" else item.priority,
-        task_id=item.task_id,
-        max_retries=item.max_retries,
-        execute_after=execute_after,
-        depends_on=tuple(item.depends_on),
-        timeout=item.timeout_seconds,
-        keep_result=item.keep_result,
-        result_ttl=item.result_ttl_seconds,
-    )
+    try:
+        task = Task(
+            name=item.name,
+            user_id=item.user_id,
+            payload=item.payload,
+            priority=Priority.CRITICAL if item.priority == "critical" else item.priority,
+            task_id=item.task_id,
+            max_retries=item.max_retries,
+            execute_after=execute_after,
+            depends_on=tuple(item.depends_on),
+            on_dependency_failure=item.on_dependency_failure,
+            timeout=item.timeout_seconds,
+            keep_result=item.keep_result,
+            result_ttl=item.result_ttl_seconds,
+        )
+    except ValidationError as exc:
+        raise wire_problems(exc, where) from None
     return task, item.delay_seconds
 
 
@@ -104,6 +129,7 @@ def _fields(task: Task, queue: str) -> dict[str, Any]:
         "payload": task.payload,
         "priority": wire_priority(task.priority),
         "state": task.state.value if task.state else "QUEUED",
+        "retry_count": task.retry_count,
         "attempts": task.retry_count,
         "max_retries": task.max_retries,
         "created_at": iso(task.created_at),
@@ -137,9 +163,6 @@ def lease_handle(task_id: str, lease_token: str) -> Task:
     except ValidationError as exc:
         raise invalid("task_id", str(exc)) from None
 
-
-#: "invalid task: priority: ..." names the failing field
-_FIELD = re.compile(r"^invalid task: ([A-Za-z_][\w.]*): ")
 
 #: marks a stored error written from a worker's failure message, so it reads back whole
 _FAILURE_MARK = "fairque-failure:"
@@ -222,9 +245,7 @@ def engine_errors() -> Iterator[None]:
     except InvalidTransition as exc:
         raise ProblemError(409, "invalid-transition", "Conflict", str(exc)) from None
     except ValidationError as exc:
-        text = str(exc)
-        named = _FIELD.match(text)
-        raise invalid(named.group(1) if named else "body", text) from None
+        raise wire_problems(exc) from None
     except (RedisConnectionError, RedisTimeoutError, RedisClusterException, ResponseError) as exc:
         raise ProblemError(
             503, "unavailable", "Service Unavailable", f"the queue server is unavailable: {exc}",

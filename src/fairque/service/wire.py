@@ -29,6 +29,9 @@ class TaskIn(Struct, forbid_unknown_fields=True, kw_only=True):
     execute_after: Timestamp | None = None
     task_id: Identifier | None = None
     depends_on: Annotated[list[Identifier], Meta(max_length=1000)] = []
+    #: when an upstream fails or is canceled: cancel this task, or wait (an operator
+    #: may retry the upstream)
+    on_dependency_failure: Literal["cancel", "wait"] = "cancel"
     max_retries: Annotated[int, Meta(ge=0, le=1000)] | None = None
     timeout_seconds: Seconds | None = None
     keep_result: bool = True
@@ -51,6 +54,9 @@ class TaskOut(Struct, kw_only=True):
     payload: Any
     priority: int | Literal["critical"]
     state: str
+    #: failed attempts so far, counted against ``max_retries`` (the Python API's name)
+    retry_count: int
+    #: deprecated: the same value as ``retry_count``; removed in the next release
     attempts: int
     max_retries: int | None
     created_at: Timestamp | None

@@ -276,8 +276,8 @@ async def task_page(q: AsyncFairQueue, task: Task) -> dict[str, Any]:
         ],
         "downstream": blocks,
         "waiting_for": waiting,
-        # retry_count counts the attempts given up on; the running or last one adds one
-        "attempts": task.retry_count
+        # retry_count counts the failed attempts; the running or last one is one more
+        "attempt": task.retry_count
         + (1 if task.started_at is not None and task.state in _ATTEMPTED else 0),
         "why": await why(q, task, waiting),
         "now": datetime.fromtimestamp(now / 1000, tz=timezone.utc),

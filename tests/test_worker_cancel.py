@@ -20,8 +20,9 @@ import pytest
 from worker_handlers import Harness, wait_state
 
 from fairque import Context, Registry, TaskState, Worker, WorkerConfig
-from fairque.worker.fetcher import Leasing, Park
+from fairque.worker.leasing import Leasing
 from fairque.worker.link import ErrorLog, Link
+from fairque.worker.park import Park
 from fairque.worker.runner import log
 from fairque.worker.upkeep import Upkeep
 
@@ -102,7 +103,7 @@ async def test_a_closed_park_ends_whenever_the_close_comes(h: Harness) -> None:
     and hands no task over once closed."""
     q = h.queue(lease_seconds=1.0)
     delivered: list[str] = []
-    leasing = Leasing("p", 1.0, (), ())
+    leasing = Leasing(q, "p", 1.0, (), ())
 
     async def pause(seconds: float) -> None:
         await asyncio.sleep(seconds)

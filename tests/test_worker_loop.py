@@ -17,7 +17,7 @@ from worker_handlers import Harness, eventually, wait_state
 from fairque import AsyncFairQueue, Registry, Task, TaskState
 from fairque.errors import ServerError
 from fairque.worker.acker import Acknowledger, Failed, Finished, GivenBack
-from fairque.worker.fetcher import Leasing
+from fairque.worker.leasing import Leasing
 from fairque.worker.link import ErrorLog, Link
 
 
@@ -213,7 +213,9 @@ async def test_a_report_whose_execution_stopped_waiting_is_still_sent(h: Harness
     done, failed, back = [await q.enqueue("x", user_id=f"u{i}") for i in range(3)]
     leased = {t.task_id: t for t in await q.pop_batch(3, worker_id="w")}
     log = logging.getLogger("fairque.test.acker")
-    acker = Acknowledger(q, Leasing("w", 30, [], []), Link("w", log), ErrorLog(log), lambda: None)
+    acker = Acknowledger(
+        q, Leasing(q, "w", 30, [], []), Link("w", log), ErrorLog(log), lambda: None
+    )
     answers = [
         acker.report(Finished(leased[done.task_id])),
         acker.report(Failed(leased[failed.task_id], "boom", retry=False)),

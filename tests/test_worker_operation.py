@@ -29,7 +29,7 @@ from fairque import (
     WorkerConfig,
 )
 from fairque.config import load_settings
-from fairque.worker.executor import STORED_FRAMES, TRACEBACK_CHARS
+from fairque.worker.tasklog import STORED_FRAMES, TRACEBACK_CHARS
 
 TESTS = Path(__file__).parent
 

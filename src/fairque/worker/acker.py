@@ -39,7 +39,7 @@ from fairque.client.aio import AsyncFairQueue
 from fairque.core.records import EncodedResult
 from fairque.errors import LeaseLost, ServerError
 from fairque.models import Task, TaskState
-from fairque.worker.fetcher import Leasing
+from fairque.worker.leasing import Leasing
 from fairque.worker.link import CONNECTION_ERRORS, ErrorLog, Link
 
 log = logging.getLogger("fairque.worker")
@@ -233,18 +233,11 @@ class Acknowledger:
         self, finished: list[tuple[Finished, OnAnswer]], wanted: int
     ) -> list[Task] | None:
         """Complete the successes and lease up to ``wanted`` tasks: one round trip."""
-        req = self.leasing.next_id() if wanted else None
         try:
-            won, leased = await self.queue.complete_and_pop(
-                [(r.task, r.result) for r, _ in finished],
-                wanted,
-                self.leasing.worker_id,
-                self.leasing.lease_seconds,
-                **self.leasing.options(req),
+            won, leased = await self.leasing.complete_and_lease(
+                [(r.task, r.result) for r, _ in finished], wanted
             )
         except Exception as exc:
-            if req is not None and isinstance(exc, CONNECTION_ERRORS):
-                self.leasing.reply_lost(req)
             if self._holds(exc, "queue call failed; retrying"):
                 self._pending[:0] = finished
                 return None

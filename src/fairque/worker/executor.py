@@ -36,9 +36,7 @@ import asyncio
 import enum
 import logging
 import math
-import sys
 import time
-import traceback
 from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -58,18 +56,10 @@ from fairque.worker.acker import (
 from fairque.worker.context import Context, Fail, Retry, task_logger
 from fairque.worker.hooks import Hooks, Outcome, call_hooks
 from fairque.worker.registry import Handler, Registry
+from fairque.worker.tasklog import log_end, log_line, stored_traceback
 from fairque.worker.threads import ExecutionTimeout, HandlerThreads
 
 log = logging.getLogger("fairque.worker")
-
-#: The most frames and characters of a failure's traceback in its log line (the
-#: innermost are kept: a runaway recursion must not flood the log).
-TRACEBACK_FRAMES = 30
-TRACEBACK_CHARS = 8000
-
-#: The most frames of a failure's traceback kept with the task (the queue keeps its
-#: last 64 KiB).
-STORED_FRAMES = 100
 
 
 class UnknownTaskError(Exception):
@@ -334,7 +324,7 @@ class Executor:
         if ctx is None or report is None:  # given back without running: no line, no hooks
             self._settle(execution)
             return
-        _log_end(ctx, report, state, execution.error, execution.took)
+        log_end(ctx, report, state, execution.error, execution.took)
         if not self.hooks:
             self._settle(execution)
             return
@@ -382,7 +372,7 @@ class Executor:
             if self.hooks:
                 await call_hooks(self.hooks, "before_task", ctx)
             execution.ctx = ctx
-            _log(
+            log_line(
                 ctx.logger, logging.INFO, "task %s started: %s for user %s, attempt %d",
                 task.task_id, task.name, task.user_id, task.retry_count + 1,
             )  # fmt: skip
@@ -490,82 +480,3 @@ def _uncancel(execution: Execution) -> bool:
     cancel is pending as well (that one wins). Python 3.10 counts no cancels."""
     uncancel = getattr(execution.job, "uncancel", None)
     return uncancel is None or uncancel() == 0
-
-
-def _log(logger: logging.LoggerAdapter[Any], level: int, msg: str, *args: Any) -> None:
-    """``logger.log(level, msg, *args)`` for the lines every task writes, without the
-    walk up the stack that looks for the caller: the record names its caller all the
-    same (file, line and function), read from the calling frame."""
-    base = logger.logger
-    if not base.isEnabledFor(level):
-        return
-    frame = sys._getframe(1)
-    code = frame.f_code
-    record = base.makeRecord(
-        base.name, level, code.co_filename, frame.f_lineno, msg, args, None, code.co_name,
-        logger.extra,
-    )  # fmt: skip
-    base.handle(record)
-
-
-def _log_end(
-    ctx: Context,
-    report: Report,
-    state: TaskState | None,
-    error: BaseException | None,
-    took: float,
-) -> None:
-    """The line that ends a task's execution on this worker (``state``: the queue's
-    answer; None when it did not record the report)."""
-    task, logger = ctx.task, ctx.logger
-    if state is not None and type(report) is Finished and not logger.isEnabledFor(logging.INFO):
-        return  # the usual line, not logged: skip building it
-    about = f"{task.name} for user {task.user_id}, attempt {task.retry_count + 1}, {took:.3f}s"
-    if state is None:  # the lease was lost, or the stopping worker gave up reporting
-        what = {Finished: "finished", Failed: "failed"}.get(type(report), "was given back")
-        _log(
-            logger, logging.WARNING,
-            "task %s %s (%s) but the queue did not record it (its lease was lost, or the "
-            "worker left before reporting it)",
-            task.task_id, what, about,
-        )  # fmt: skip
-    elif isinstance(report, Finished):
-        _log(logger, logging.INFO, "task %s finished (%s)", task.task_id, about)
-    elif isinstance(report, GivenBack):
-        _log(
-            logger, logging.INFO, "task %s given back (%s), now %s",
-            task.task_id, about, state.value,
-        )  # fmt: skip
-    else:
-        level = logging.ERROR if state is TaskState.FAILED else logging.WARNING
-        then = "failed for good" if state is TaskState.FAILED else f"will retry ({state.value})"
-        if isinstance(error, Retry) and state is not TaskState.FAILED:
-            level = logging.INFO  # the handler asked for it
-        if isinstance(error, (Retry, Fail, ExecutionTimeout)) or error is None:
-            _log(logger, level, "task %s %s: %s (%s)", task.task_id, then, report.reason, about)
-        else:
-            _log(
-                logger, level, "task %s %s: %s (%s)\n%s",
-                task.task_id, then, report.reason, about, bounded_traceback(error),
-            )  # fmt: skip
-
-
-def bounded_traceback(error: BaseException) -> str:
-    """``error``'s traceback, its innermost ``TRACEBACK_FRAMES`` frames, at most
-    ``TRACEBACK_CHARS`` characters (the end is kept)."""
-    lines = traceback.format_exception(
-        type(error), error, error.__traceback__, limit=-TRACEBACK_FRAMES
-    )
-    text = "".join(lines).rstrip("\n")
-    if len(text) > TRACEBACK_CHARS:
-        text = "...\n" + text[-TRACEBACK_CHARS:]
-    return text
-
-
-def stored_traceback(error: BaseException) -> str:
-    """``error``'s traceback as kept with its task: its innermost ``STORED_FRAMES``
-    frames, causes included, as ``traceback.format_exc()`` writes it."""
-    lines = traceback.format_exception(
-        type(error), error, error.__traceback__, limit=-STORED_FRAMES
-    )
-    return "".join(lines).rstrip("\n")

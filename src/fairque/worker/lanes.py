@@ -2,7 +2,7 @@
 
 A worker keeps one *lane* per queue it serves. A lane holds what belongs to that
 queue alone: its connection state (``Link``: on a cluster, its node may be down while
-the others answer), its lease requests (``Leasing``), its reports (``Acknowledger``), its
+the others answer), its lease calls (``Leasing``), its reports (``Acknowledger``), its
 idle wait (``Park``), its heartbeat, registration and maintenance (``Upkeep``), and
 whether its last lease request came back full (then more may be ready).
 
@@ -12,7 +12,7 @@ gets the odd slot rotates, so a queue with a flood of work and a queue with a
 trickle each get half of the slots that free up while both have work. Inside each
 request, the queue's own fair pop (round robin over its users) decides which tasks
 come. A lane whose last request came back short is parked, or, when the worker
-serves several queues, watched (see ``fetcher``): the watch ends when that queue
+serves several queues, watched (see ``park``): the watch ends when that queue
 signals work, and the lane takes part in the next split.
 """
 
@@ -23,8 +23,9 @@ from collections.abc import Sequence
 
 from fairque.client.aio import AsyncFairQueue
 from fairque.worker.acker import Acknowledger
-from fairque.worker.fetcher import Leasing, Park
+from fairque.worker.leasing import Leasing
 from fairque.worker.link import Link
+from fairque.worker.park import Park
 from fairque.worker.upkeep import Upkeep
 
 
@@ -34,7 +35,7 @@ class Lane:
     Args:
         queue: the queue.
         link: its connection state (the worker's own when it serves one queue).
-        leasing: its lease requests.
+        leasing: its lease calls.
         acker: its reports.
         park: its idle wait.
         upkeep: its heartbeat, registration and maintenance.

@@ -15,7 +15,7 @@ one *lane* per queue and shares its free slots among them, round robin: ``lanes`
    is back, so the worker never asks for more tasks than it has slots.
 3. Once the queue has fewer tasks than asked for (and no wave is out), the free
    slots *park*
-   (``fetcher``): the worker blocks on the queue's wake-up list until pushed work or
+   (``park``): the worker blocks on the queue's wake-up list until pushed work or
    a due time ends the wait, and leases in the same round trip. An idle worker's
    only calls are these waits (each until the next due time, at most its lease
    length) and its heartbeat.
@@ -38,7 +38,7 @@ import os
 import signal
 import socket
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timezone
 
 from fairque.client.aio import AsyncFairQueue
@@ -47,10 +47,11 @@ from fairque.core.pauses import pass_on_cancellation, pause_unless
 from fairque.models import Task, WorkerInfo
 from fairque.worker.acker import Acknowledger
 from fairque.worker.executor import Executor, UnknownTaskError
-from fairque.worker.fetcher import WAKE_AGAIN_AFTER, Leasing, Park
 from fairque.worker.hooks import Hooks, call_hooks
 from fairque.worker.lanes import Lane, Rotation
+from fairque.worker.leasing import Leasing
 from fairque.worker.link import CONNECTION_ERRORS, ErrorLog, Link, describe
+from fairque.worker.park import WAKE_AGAIN_AFTER, Park
 from fairque.worker.registry import Registry, default_registry
 from fairque.worker.threads import HandlerThreads
 from fairque.worker.upkeep import Upkeep
@@ -209,12 +210,13 @@ class Worker:
         link = self.link
         if len(self.queues) > 1:
             link = Link(f"worker {self.id} on queue {queue.queue!r}", log)
-        leasing = Leasing(self.id, lease, cfg.assigned_users, cfg.steal_targets)
+        leasing = Leasing(queue, self.id, lease, cfg.assigned_users, cfg.steal_targets)
         acker = Acknowledger(queue, leasing, link, errors, self._changed.set)
         park = Park(
             queue, leasing, link, errors, self._stop.pause,
             stopping=lambda: self._stop.requested, on_end=self._changed.set,
-            room=lambda: self._free_slots() > 0, deliver=self._starter(queue, acker),
+            room=lambda: self._free_slots() > 0,
+            deliver=functools.partial(self._start, queue, acker),
         )  # fmt: skip
         upkeep = Upkeep(
             queue, cfg, self.id, self.heartbeat_seconds, lease, self._executor,
@@ -343,7 +345,7 @@ class Worker:
             for lane in lanes:
                 parked = lane.park.collect()
                 if parked is not None:
-                    self._start(lane, parked.tasks)
+                    self._start(lane.queue, lane.acker, parked.tasks)
                     lane.more_ready = parked.filled
             if self._stop.requested and not await self._drain_turn():
                 return
@@ -405,7 +407,7 @@ class Worker:
                     "leases will expire", self.id, len(leased),
                 )  # fmt: skip
             return
-        self._start(lane, leased)
+        self._start(lane.queue, lane.acker, leased)
         if n:
             lane.more_ready = len(leased) >= n
         if leased:
@@ -441,19 +443,12 @@ class Worker:
         taken = self._executor.slots_taken + self._threads.stuck + parked
         return max(0, min(cfg.max_concurrent_tasks - taken, cfg.batch_size))
 
-    def _start(self, lane: Lane, leased: list[Task]) -> None:
-        for task in leased:
-            self._executor.start(task, lane.queue, lane.acker)
-
-    def _starter(self, queue: AsyncFairQueue, acker: Acknowledger) -> Callable[[list[Task]], None]:
-        """Starts tasks leased from ``queue`` (a park's as soon as its reply is read)."""
+    def _start(self, queue: AsyncFairQueue, acker: Acknowledger, leased: list[Task]) -> None:
+        """The one door of leased tasks: a wave's, a collected park's, and a park's the
+        moment its reply is read."""
         start = self._executor.start
-
-        def deliver(leased: list[Task]) -> None:
-            for task in leased:
-                start(task, queue, acker)
-
-        return deliver
+        for task in leased:
+            start(task, queue, acker)
 
     async def _wait_for_change(self) -> None:
         timeout: float | None = None

@@ -1,11 +1,9 @@
-"""Leasing: what the worker asks the queue for, and how an idle worker waits for work.
+"""How an idle worker waits for work: parks and watches.
 
-Tasks are leased two ways. A worker with something to report asks for tasks in the
-same call that reports its successes (``complete_and_pop``, sent by the acknowledger,
-see ``acker``). A worker whose last request found fewer tasks than it asked for
-*parks* its free slots: it blocks on the queue's wake-up list with a lease request
-pipelined behind the wait (``wait_and_pop``), so the server leases a pushed task the
-moment the push wakes the worker, in the same round trip.
+A worker whose last request found fewer tasks than it asked for *parks* its free
+slots: it blocks on the queue's wake-up list with a lease request pipelined behind the
+wait (``Leasing.wait_and_lease``), so the server leases a pushed task the moment the
+push wakes the worker, in the same round trip.
 
 A park does not poll. Each of its waits lasts until a wake-up token arrives (a push,
 a retry, a give-back, dependents made ready), or until the next due time the queue
@@ -22,10 +20,6 @@ that takes no task and holds no slot. A watch ends when a token arrives or a due
 time passes; the worker then asks that queue for its share of the free slots. A
 token a watch takes while the worker has no free slot is passed on (``wake``), so
 an idle worker of that queue is not left waiting behind a busy one.
-
-Every lease request carries an id. When a connection error swallows the reply, the
-next request resends that id and the server answers with the tasks it leased then,
-instead of leasing more (those would otherwise wait for their leases to expire).
 """
 
 from __future__ import annotations
@@ -34,13 +28,13 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, NamedTuple
+from collections.abc import Awaitable, Callable
+from typing import NamedTuple
 
 from fairque.client.aio import AsyncFairQueue
 from fairque.core.pauses import pass_on_cancellation
-from fairque.core.records import request_id
 from fairque.models import Task
+from fairque.worker.leasing import Leasing
 from fairque.worker.link import CONNECTION_ERRORS, ErrorLog, Link
 
 log = logging.getLogger("fairque.worker")
@@ -58,47 +52,6 @@ WAKE_AGAIN_AFTER = 1.0
 #: how many times it does.
 CLOSE_STEP = 0.2
 CLOSE_TRIES = 5
-
-
-class Leasing:
-    """What every lease request of one worker says, and the id of one left unanswered.
-
-    Args:
-        worker_id: the worker the leases are taken for.
-        lease_seconds: the lease length.
-        assigned_users: users served first (empty: the whole ring).
-        steal_targets: users served when the assigned ones have nothing.
-    """
-
-    def __init__(
-        self,
-        worker_id: str,
-        lease_seconds: float,
-        assigned_users: Sequence[str],
-        steal_targets: Sequence[str],
-    ) -> None:
-        self.worker_id = worker_id
-        self.lease_seconds = lease_seconds
-        self.assigned_users = list(assigned_users) or None
-        self.steal_targets = list(steal_targets) or None
-        self._unanswered: list[str] = []  # several requests may be in flight
-
-    def next_id(self) -> str:
-        """The id of the next lease request: the id of one whose reply was lost (given
-        out once only, so two calls never receive the same tasks), else a new one."""
-        return self._unanswered.pop() if self._unanswered else request_id()
-
-    def reply_lost(self, req: str) -> None:
-        """A connection error swallowed the reply to request ``req``: resend it next."""
-        self._unanswered.append(req)
-
-    def options(self, req: str | None) -> dict[str, Any]:
-        """The keyword arguments of a lease call besides its count and worker."""
-        return {
-            "assigned_users": self.assigned_users,
-            "steal_targets": self.steal_targets,
-            "request_id": req,
-        }
 
 
 class Parked(NamedTuple):
@@ -227,37 +180,22 @@ class Park:
             # a cancellation (``close``) that a call swallowed ends the park before its
             # next call, not after a whole wait (see ``fairque.core.pauses``)
             pass_on_cancellation()
-            req: str | None = None
             try:
                 due = await self.queue.next_wakeup()
                 self.link.ok()  # the server answers: an outage ends before the wait
                 pass_on_cancellation()
-                req = self.leasing.next_id()
                 if direct and due is not None and due < LOCAL_WAIT:
                     # nearer than the server's clock tick: wait here, then lease; when
                     # that finds nothing (the due time freed no task for this worker),
                     # the next wait blocks, so a due time that keeps passing cannot spin
                     await asyncio.sleep(max(due, 0.0))
                     direct = False
-                    leased = await self.queue.pop_batch(
-                        slots,
-                        self.leasing.worker_id,
-                        self.leasing.lease_seconds,
-                        **self.leasing.options(req),
-                    )
+                    leased = await self.leasing.lease(slots)
                 else:
                     direct = True
                     wait = longest if due is None else min(max(due, SHORTEST_WAIT), longest)
-                    leased = await self.queue.wait_and_pop(
-                        wait,
-                        slots,
-                        self.leasing.worker_id,
-                        self.leasing.lease_seconds,
-                        **self.leasing.options(req),
-                    )
+                    leased = await self.leasing.wait_and_lease(wait, slots)
             except CONNECTION_ERRORS as exc:
-                if req is not None:
-                    self.leasing.reply_lost(req)
                 await self._pause(self.link.failed(exc))
                 continue
             except Exception as exc:

@@ -139,7 +139,7 @@ async def test_the_async_sender_falls_back_when_the_reply_is_lost(
 ) -> None:
     client = aredis.Redis.from_url(server.url)
     q = AsyncFairQueue(client, queue=unique_queue("qs"))
-    await q.enqueue("a", None, user_id="u")
+    await q.push_many([Task(user_id="u", name="a")])  # the server holds the script
     real = aredis.Connection.read_response
     failures = [1]
 

@@ -1,5 +1,6 @@
 --[[
-push: enqueue one or more tasks atomically (a batch is all or nothing).
+push: enqueue one or more tasks atomically (a batch is all or nothing). One plain task
+(no dependencies, delay, due time, timeout or constraint buckets) takes push_one.lua.
 
 A task with dependencies waits in DEFERRED until every upstream task FINISHED;
 an upstream already FINISHED counts as satisfied. Upstream ids must exist or be
@@ -38,18 +39,12 @@ ARGV[6] req         request id (unique per call; the same when a call is resent)
                     kept in the task's 'pushed' field, so a resend of the push that
                     created a task still answers "created" (0 or 1 in {1, ...} below)
 ARGV[7] cver        the constraints version the client matched the tasks against
-  (the per-task values start at ARGV[8]; for a single task: ARGV[8] id, ARGV[9] user,
-  ARGV[10] name, ARGV[11] payload, ARGV[12] prio, ARGV[13] max_retries, ARGV[14] delay_ms,
-  ARGV[15] run_at_ms, ARGV[16] timeout_ms, ARGV[17] keep_result, ARGV[18] result_ttl_ms,
-  ARGV[19] deps, ARGV[20] on_dep_fail, ARGV[21] cons)
+  (the per-task values start at ARGV[8])
 
 Reply: one entry per task: {0, state, created_ms} for a new task,
        {1, <HGETALL of the existing task>, mine} for an id that already exists (mine:
        1 when this same request created it, i.e. this call is a resend, else 0), or
        {2, state} for an id whose task ended and expired within the last minute.
-       A single new task that is QUEUED at once may answer its entry alone,
-       {0, 'QUEUED', created_ms}, without the list around it (a nested table costs
-       the server more to send).
 Errors: 'FQERR -32' (StaleConstraints) when the queue's constraints changed since the
         client read them (it reloads them and pushes again); 'FQERR -3 <id>' (DuplicateTask) when on_dup is 'error'; 'FQERR -5'
         (DependencyNotFound) for an unknown upstream id. Nothing is written then.
@@ -58,67 +53,15 @@ Errors: 'FQERR -32' (StaleConstraints) when the queue's constraints changed sinc
 -- @include keys
 -- @include lane_score
 -- @include signal_wake
-
-local K = {prefix = KEYS[1], ring = KEYS[2], delayed = KEYS[3], queued = KEYS[4],
-  deferred = KEYS[5], canceled = KEYS[6], meta = KEYS[7], stats = KEYS[8], capped = KEYS[9],
-  wake = KEYS[10], ends = KEYS[11], constraints = KEYS[12]}
-
--- One plain task (no dependencies, delay, due time, timeout or constraint buckets) that
--- does not exist yet: written straight away, with what the loop below does for it and
--- no more (no tables, fewer commands). A queue that never had a constraint (the
--- client's version '0') has no constraints hash: one EXISTS then answers both "is the
--- id new" and "is the version still 0". Anything else takes the general path below,
--- which reads everything again.
-if ARGV[4] == '1' and ARGV[19] == '' and ARGV[21] == '' and ARGV[14] == '-1'
-    and ARGV[15] == '-1' and ARGV[16] == '-1' then
-  local id, user, name = ARGV[8], ARGV[9], ARGV[10]
-  local tk = task_key(K, id)
-  local fresh
-  if ARGV[7] == '0' then
-    fresh = redis.call('EXISTS', tk, gone_key(K, id), K.constraints) == 0
-  elseif (redis.call('HGET', K.constraints, '~version') or '0') == ARGV[7] then
-    fresh = redis.call('EXISTS', tk, gone_key(K, id)) == 0
-  end
-  if fresh then
-    local ms, us = now()
-    redis.call('HSET', tk, 'id', id, 'user', user, 'name', name, 'payload', ARGV[11],
-      'prio', ARGV[12], 'retries', 0, 'max_retries', ARGV[13], 'created', ms,
-      'keep_result', ARGV[17], 'result_ttl', ARGV[18], 'state', 'QUEUED', 'pushed', ARGV[6])
-    redis.call('ZADD', user_index_key(K, user), ms, id)
-    redis.call('ZADD', name_index_key(K, name), ms, id)
-    -- the push clock (mono_us) and the ring's clock (ring_join) in one read and one write
-    local meta = redis.call('HMGET', K.meta, 'mono', 'clock')
-    local clock = math.max(us, (meta[1] or 0) + 1)  -- string coercion: cheaper than tonumber
-    if ARGV[12] == '6' then
-      redis.call('RPUSH', critical_key(K, user), id)
-    else
-      redis.call('ZADD', normal_key(K, user),
-        lane_score(ARGV[12] + 0, clock, ARGV[1], ARGV[2] + 0), id)
-    end
-    redis.call('ZADD', K.queued, ms, id)
-    local ring_clock = nil
-    if not redis.call('ZSCORE', K.ring, user)
-        and redis.call('SISMEMBER', K.capped, user) == 0 then
-      ring_clock = (meta[2] or 0) + 1
-      redis.call('ZADD', K.ring, ring_clock, user)
-    end
-    if ring_clock then
-      redis.call('HSET', K.meta, 'mono', clock, 'clock', ring_clock)
-    else
-      redis.call('HSET', K.meta, 'mono', clock)
-    end
-    redis.call('HINCRBY', K.stats, 'pushed', 1)
-    signal_wake(K, 1)
-    return {0, 'QUEUED', ms}
-  end
-end
-
--- the general path's functions, made only when a call takes it (a script makes every
--- function it defines on each run)
 -- @include ring_join
 -- @include finalize
 -- @include sadd_all
 -- @include add_all
+-- @include stored_entry
+
+local K = {prefix = KEYS[1], ring = KEYS[2], delayed = KEYS[3], queued = KEYS[4],
+  deferred = KEYS[5], canceled = KEYS[6], meta = KEYS[7], stats = KEYS[8], capped = KEYS[9],
+  wake = KEYS[10], ends = KEYS[11], constraints = KEYS[12]}
 
 -- numbers are read with Lua's string coercion (x + 0), cheaper than tonumber
 local ordering, horizon_us, on_dup = ARGV[1], ARGV[2] + 0, ARGV[3]
@@ -185,20 +128,7 @@ for i = 0, n - 1 do
   local deps, on_dep_fail, cons = ARGV[b + 11], ARGV[b + 12], ARGV[b + 13]
   local tk = task_key(K, id)
   if existing[id] then
-    local stored = redis.call('HGETALL', tk)
-    if #stored > 0 then
-      local mine = 0
-      for j = 1, #stored, 2 do
-        if stored[j] == 'pushed' then
-          if stored[j + 1] == req then mine = 1 end
-          break
-        end
-      end
-      reply[#reply + 1] = {1, stored, mine}
-    else
-      local gone = redis.call('GET', gone_key(K, id))
-      reply[#reply + 1] = {2, string.match(gone or 'CANCELED', '^%S+')}
-    end
+    reply[#reply + 1] = stored_entry(K, id, req)
   else
     local due = -1
     if run_at_ms >= 0 then due = run_at_ms elseif delay_ms >= 0 then due = ms + delay_ms end

@@ -4,7 +4,7 @@ per-user limits. Each builder is named after the script it calls."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -29,10 +29,13 @@ _OUTCOME_STATES = {1: TaskState.FINISHED, 2: TaskState.FAILED, 3: TaskState.CANC
 _PRIORITY_TYPES = (int, Priority)
 
 
-def _entries(reply: list[Any]) -> list[Any]:
-    """The entries of a push reply: a new plain task pushed alone answers its entry
-    ``{0, state, created_ms}`` without the list around it (see push.lua)."""
-    return [reply] if type(reply[0]) is int else reply
+def _plain(record: Sequence[Any]) -> bool:
+    """Whether a push record (``PushRecord``'s slots) is a plain task, one that
+    ``push_one.lua`` takes: no delay, due time, timeout, dependencies or buckets."""
+    return (
+        record[6] == -1 and record[7] == -1 and record[8] == -1 and not record[11]
+        and not record[13]
+    )  # fmt: skip
 
 
 class TaskOperations(OperationsBase):
@@ -100,7 +103,6 @@ class TaskOperations(OperationsBase):
         pushed, created = self.codec.pushed, self.codec.created
 
         def parse(reply: list[Any]) -> Pushed:
-            reply = _entries(reply)
             entries = reply if position is None else [reply[p] for p in position]
             return Pushed(
                 [pushed(e, v, t) for e, (t, v) in zip(entries, given, strict=True)],
@@ -119,8 +121,20 @@ class TaskOperations(OperationsBase):
         codec = self.codec
         values = dict(task.__dict__)
         record = codec.encode(values)
-        args = (*self._quick_head, request_id(), codec.constraints.version, *record)
-        return self._call("push", args, lambda r: codec.pushed(_entries(r)[0], values, task))
+        if not _plain(record):
+            args = [*self._push_head(1), *record]
+            return self._call("push", args, lambda r: codec.pushed(r[0], values, task))
+        return self._push_one(request_id(), record, lambda r: codec.pushed(r, values, task))
+
+    def _push_one(
+        self, req: str, record: Sequence[Any], parse: Callable[[Any], Task]
+    ) -> Call[Task]:
+        """``push_one.lua``'s call of a plain task's push record."""
+        args = (
+            *self._one_head, req, self.codec.constraints.version, record[0], record[1],
+            record[2], record[3], record[4], record[5], record[9], record[10],
+        )  # fmt: skip
+        return self._call("push_one", args, parse)
 
     def enqueue(
         self,
@@ -181,8 +195,11 @@ class TaskOperations(OperationsBase):
         values, record = codec.encode_plain(
             name, payload, user_id, priority, task_id or ids[:32], max_retries, keep_result
         )
-        args = (*self._quick_head, ids[32:], codec.constraints.version, *record)
-        return self._call("push", args, lambda r: codec.pushed(_entries(r)[0], values, None))
+        if record[13]:  # matched constraints: the general push
+            args = [*self._push_head(1), *record]
+            args[5] = ids[32:]  # the request id, from the same read
+            return self._call("push", args, lambda r: codec.pushed(r[0], values, None))
+        return self._push_one(ids[32:], record, lambda r: codec.pushed(r, values, None))
 
     def cancel(self, task_id: str) -> Call[bool]:
         """Cancel a task that has not ended."""

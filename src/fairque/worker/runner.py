@@ -43,7 +43,7 @@ from datetime import datetime, timezone
 
 from fairque.client.aio import AsyncFairQueue
 from fairque.config import WorkerConfig
-from fairque.core.pauses import pass_on_cancellation, pause_unless
+from fairque.core.pauses import pass_on_cancellation
 from fairque.models import Task, WorkerInfo
 from fairque.worker.acker import Acknowledger
 from fairque.worker.executor import Executor, UnknownTaskError
@@ -53,74 +53,17 @@ from fairque.worker.leasing import Leasing
 from fairque.worker.link import CONNECTION_ERRORS, ErrorLog, Link, describe
 from fairque.worker.park import WAKE_AGAIN_AFTER, Park
 from fairque.worker.registry import Registry, default_registry
+from fairque.worker.stopping import OUTCOME_PATIENCE, Stop, wait_event
 from fairque.worker.threads import HandlerThreads
 from fairque.worker.upkeep import Upkeep
 
 log = logging.getLogger("fairque.worker")
 
-#: Seconds a stopping worker keeps resending held outcomes after its grace period.
-OUTCOME_PATIENCE = 10.0
 #: Waves a queue may have at the server at once: while one is there, the worker runs
 #: the tasks another brought, so the server's work and the worker's overlap.
 WAVES_IN_FLIGHT = 2
 
 __all__ = ["OUTCOME_PATIENCE", "UnknownTaskError", "Worker"]
-
-
-async def _wait_event(event: asyncio.Event, timeout: float | None) -> None:
-    """Wait until ``event`` is set, at most ``timeout`` seconds (None: no limit).
-
-    Without a timeout (the loop's usual case) no task is created.
-    """
-    if event.is_set():
-        return
-    if timeout is None:
-        await event.wait()
-        return
-    waiter = asyncio.ensure_future(event.wait())
-    try:
-        await asyncio.wait({waiter}, timeout=timeout)
-    finally:
-        waiter.cancel()
-
-
-class Stop:
-    """A worker's stop: how often it was requested, and the deadlines of its drain."""
-
-    def __init__(self) -> None:
-        self.requests = 0
-        #: when running handlers are interrupted (set when the drain begins)
-        self.grace_ends: float | None = None
-        #: when the worker gives up on the outcomes it could not report
-        self.give_up_at = float("inf")
-        self._poke = asyncio.Event()  # replaced on each request: it ends every pause
-
-    @property
-    def requested(self) -> bool:
-        return self.requests > 0
-
-    def request(self) -> None:
-        """Count a request; a second one gives up one second from now."""
-        self.requests += 1
-        poke, self._poke = self._poke, asyncio.Event()
-        poke.set()
-        if self.requests >= 2:
-            self.give_up_at = min(self.give_up_at, time.monotonic() + 1.0)
-
-    def begin_drain(self, grace: float) -> None:
-        self.grace_ends = time.monotonic() + grace
-        self.give_up_at = min(self.give_up_at, self.grace_ends + OUTCOME_PATIENCE)
-
-    async def pause(self, seconds: float) -> None:
-        """Sleep ``seconds``, or less when a stop is requested meanwhile (a cancellation
-        swallowed by a call before it is raised: see ``fairque.core.pauses``)."""
-        await pause_unless(self._poke, seconds)
-
-    def until_deadline(self, seconds: float) -> float:
-        """``seconds``, shortened to end at the drain's next deadline."""
-        now = time.monotonic()
-        ends = [t - now for t in (self.grace_ends, self.give_up_at) if t and t > now]
-        return min([seconds, *ends])
 
 
 class Worker:
@@ -458,7 +401,7 @@ class Worker:
         rests = [lane.resting_until - now for lane in self._lanes if lane.resting_until > now]
         if rests:  # a lane sends again when its rest ends
             timeout = min([timeout or float("inf"), *rests])
-        await _wait_event(self._changed, timeout)
+        await wait_event(self._changed, timeout)
 
     async def _drain_turn(self) -> bool:
         """One turn of a stop; False when the worker may leave."""

@@ -17,14 +17,16 @@ otherwise wait for their leases to expire).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Awaitable, Sequence
+from typing import Any, TypeVar
 
 from fairque.client.aio import AsyncFairQueue
 from fairque.core.checks import check_pop, check_user_list
 from fairque.core.records import request_id
 from fairque.models import Task
 from fairque.worker.link import CONNECTION_ERRORS
+
+T = TypeVar("T")
 
 
 class Leasing:
@@ -63,45 +65,39 @@ class Leasing:
         """Finish ``done`` (task, result) pairs and lease up to ``count`` tasks (0: only
         finish); one answer per pair (False: its lease was lost), and the tasks."""
         req = self._next_id() if count else None
-        try:
-            return await self.queue.complete_and_pop(
-                done, count, self.worker_id, self.lease_seconds,
-                assigned_users=self._assigned, steal_targets=self._steal, request_id=req,
-            )  # fmt: skip
-        except CONNECTION_ERRORS:
-            self._reply_lost(req)
-            raise
+        return await self._sent(req, self.queue.complete_and_pop(
+            done, count, self.worker_id, self.lease_seconds,
+            assigned_users=self._assigned, steal_targets=self._steal, request_id=req,
+        ))  # fmt: skip
 
     async def wait_and_lease(self, wait: float, count: int) -> list[Task]:
         """Block until work is signalled or ``wait`` seconds pass, then lease up to
         ``count`` tasks, in one round trip."""
         req = self._next_id()
-        try:
-            return await self.queue.wait_and_pop(
-                wait, count, self.worker_id, self.lease_seconds,
-                assigned_users=self._assigned, steal_targets=self._steal, request_id=req,
-            )  # fmt: skip
-        except CONNECTION_ERRORS:
-            self._reply_lost(req)
-            raise
+        return await self._sent(req, self.queue.wait_and_pop(
+            wait, count, self.worker_id, self.lease_seconds,
+            assigned_users=self._assigned, steal_targets=self._steal, request_id=req,
+        ))  # fmt: skip
 
     async def lease(self, count: int) -> list[Task]:
         """Lease up to ``count`` tasks now."""
         req = self._next_id()
+        return await self._sent(req, self.queue.pop_batch(
+            count, self.worker_id, self.lease_seconds,
+            assigned_users=self._assigned, steal_targets=self._steal, request_id=req,
+        ))  # fmt: skip
+
+    async def _sent(self, req: str | None, call: Awaitable[T]) -> T:
+        """``call``'s answer; when a connection error swallows it, ``req`` is kept for
+        the next call to resend."""
         try:
-            return await self.queue.pop_batch(
-                count, self.worker_id, self.lease_seconds,
-                assigned_users=self._assigned, steal_targets=self._steal, request_id=req,
-            )  # fmt: skip
+            return await call
         except CONNECTION_ERRORS:
-            self._reply_lost(req)
+            if req is not None:
+                self._unanswered.append(req)
             raise
 
     def _next_id(self) -> str:
         """The id of the next request: the id of one whose reply was lost (given out
         once only, so two calls never receive the same tasks), else a new one."""
         return self._unanswered.pop() if self._unanswered else request_id()
-
-    def _reply_lost(self, req: str | None) -> None:
-        if req is not None:
-            self._unanswered.append(req)

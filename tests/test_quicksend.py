@@ -1,4 +1,4 @@
-"""The lean sender of pushes (fairque.core.quicksend): used only where it changes nothing
+"""The lean sender of pushes (fairque.core.bypasses): used only where it changes nothing
 but the speed, and a failed connection falls back to the client's ordinary path."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from servers import ServerInfo
 from support import unique_queue
 
 from fairque import AsyncFairQueue, FairQueue, Task, TaskState
-from fairque.core.quicksend import AsyncQuickSender, QuickSender
+from fairque.core.bypasses import AsyncQuickSender, QuickSender
 
 pytestmark = pytest.mark.server_kinds("valkey", "redis")
 

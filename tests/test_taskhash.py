@@ -11,6 +11,7 @@ from servers import SyncClient
 from support import unique_queue
 
 import fairque.core.taskhash
+import fairque.errors
 from fairque import FairQueue, Priority, Task, TaskState
 from fairque.core.codec import get_serializer
 from fairque.core.dependencies import dependency_order
@@ -183,3 +184,23 @@ def test_the_documented_table_is_the_field_table() -> None:
         if row and not row.startswith(" ")
     ]
     assert documented == [(f.attr, f.hash, f.push) for f in FIELDS]
+
+
+def test_a_stored_task_is_what_pydantic_would_construct() -> None:
+    """``stored_task`` steps around pydantic's validation (``fairque.core.bypasses``): the
+    instance it makes holds what ``model_construct`` would, and behaves as a model."""
+    from fairque.core.bypasses import stored_task
+
+    source = Task(user_id="u", name="n", payload={"a": 1}, priority=Priority.HIGH, task_id="t")
+    values = dict(source.__dict__)
+    values.update(state=TaskState.QUEUED, created_at=datetime.now(timezone.utc))
+    made = stored_task(dict(values))
+    constructed = Task.model_construct(**values)
+    assert made == constructed
+    assert made.__pydantic_fields_set__ == constructed.__pydantic_fields_set__
+    assert made.__pydantic_extra__ == constructed.__pydantic_extra__
+    assert made.__pydantic_private__ == constructed.__pydantic_private__
+    assert made.model_dump() == constructed.model_dump()
+    made.retry_count = 2  # assignments are validated as on any task
+    with pytest.raises(fairque.errors.ValidationError):
+        made.retry_count = -1

@@ -17,7 +17,7 @@ from redis.exceptions import NoScriptError, ResponseError
 from fairque.client.base import Flow, QueueBase, connect, replayable_tasks, run_flow_async
 from fairque.client.inspection import AsyncInspectionMethods
 from fairque.constraints.api import AsyncConstraintMethods
-from fairque.core.quicksend import FAILED, AsyncQuickSender
+from fairque.core.bypasses import FAILED, AsyncQuickSender
 from fairque.core.records import Call, Leased, LeaseRequest, Pushed
 from fairque.errors import StaleConstraints
 from fairque.models import (

@@ -14,7 +14,7 @@ from fairque.client.base import Flow, QueueBase, connect, replayable_tasks, run_
 from fairque.client.base import is_cluster_url as is_cluster_url
 from fairque.client.inspection import InspectionMethods
 from fairque.constraints.api import ConstraintMethods
-from fairque.core.quicksend import FAILED, QuickSender
+from fairque.core.bypasses import FAILED, QuickSender
 from fairque.core.records import Call, Leased, LeaseRequest, Pushed
 from fairque.errors import StaleConstraints
 from fairque.models import (

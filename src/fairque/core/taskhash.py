@@ -65,6 +65,7 @@ from typing import Any, NamedTuple
 import orjson
 
 from fairque.constraints.model import ConstraintSet
+from fairque.core.bypasses import stored_task
 from fairque.core.checks import seconds_ms
 from fairque.core.codec import Serializer
 from fairque.core.options import QueueOptions
@@ -190,24 +191,6 @@ class PushRecord(NamedTuple):
     deps: str
     on_dep_fail: str
     cons: str
-
-
-_ALL_FIELDS_SET = set(_TASK_FIELDS)
-_set_dict = object.__setattr__
-
-
-def stored_task(values: dict[str, Any]) -> Task:
-    """A Task from trusted, complete values (every field), without validation.
-
-    Does what ``Task.model_construct`` does for a complete set of fields, minus the
-    per-field default handling that made it the costliest step of leasing a task.
-    """
-    task = object.__new__(Task)
-    _set_dict(task, "__dict__", values)
-    _set_dict(task, "__pydantic_fields_set__", _ALL_FIELDS_SET.copy())
-    _set_dict(task, "__pydantic_extra__", None)
-    _set_dict(task, "__pydantic_private__", None)
-    return task
 
 
 #: A task's field values before the queue fills its defaults (``TaskCodec.encode_plain``).

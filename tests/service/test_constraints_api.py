@@ -43,7 +43,7 @@ def test_constraint_endpoints(api: Api) -> None:
     [
         ("/constraints/c", {"name": "n"}, "rate or a concurrency"),
         ("/constraints/c", {"rate": 0}, "rate"),
-        ("/constraints/c", {"rate": 1, "payload": {"k": {"deep": 1}}}, "JSON scalar"),
+        ("/constraints/c", {"rate": 1, "payload": {"k": {"deep": 1}}}, "payload"),
         ("/constraints/c", {"rate": 1, "extra": 1}, "extra"),
         ("/constraints/bad%20id", {"rate": 1}, "constraint id"),
     ],

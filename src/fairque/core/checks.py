@@ -84,23 +84,25 @@ def identifier_problem(value: str, what: str, limit: int) -> str | None:
 def check_identifier(value: object, what: str, limit: int) -> str:
     """``value`` if it is a valid identifier string, else a ``ValidationError``."""
     if not isinstance(value, str):
-        raise ValidationError(f"{what} must be a string, got {type(value).__name__}")
+        raise ValidationError(f"{what} must be a string, got {type(value).__name__}", field=what)
     problem = identifier_problem(value, what, limit)
     if problem is not None:
-        raise ValidationError(problem)
+        raise ValidationError(problem, field=what)
     return value
 
 
 def check_text(value: object, what: str, limit: int, *, empty: bool = True) -> str:
     """A free-form string (worker id, key): valid Unicode, at most ``limit`` characters."""
     if not isinstance(value, str):
-        raise ValidationError(f"{what} must be a string, got {type(value).__name__}")
+        raise ValidationError(f"{what} must be a string, got {type(value).__name__}", field=what)
     if not value and not empty:
-        raise ValidationError(f"{what} must not be empty")
+        raise ValidationError(f"{what} must not be empty", field=what)
     if len(value) > limit:
-        raise ValidationError(f"{what} is longer than {limit} characters")
+        raise ValidationError(f"{what} is longer than {limit} characters", field=what)
     if not value.isascii() and _SURROGATE.search(value):
-        raise ValidationError(f"{what} must be valid Unicode (it holds a lone surrogate)")
+        raise ValidationError(
+            f"{what} must be valid Unicode (it holds a lone surrogate)", field=what
+        )
     return value
 
 

@@ -25,7 +25,7 @@ from fairque.core.keys import validate_queue_name
 from fairque.errors import ConfigError
 from fairque.service import handlers
 from fairque.service.auth import Tokens
-from fairque.service.convert import engine_errors
+from fairque.service.convert import engine_errors, invalid
 from fairque.service.media import (
     ProblemError,
     body_media,
@@ -122,6 +122,10 @@ class Service:
         try:
             self.tokens.check(request.headers.get("authorization"), spec.roles)
             media = negotiate(accept)
+            unknown = sorted(set(request.query_params) - spec.query_names)
+            if unknown:
+                known = ", ".join(sorted(spec.query_names)) or "none"
+                raise invalid(unknown[0], f"unknown query parameter (known: {known})")
             q = await self.queue(request.path_params["queue"]) if spec.has_queue else None
             ctx = handlers.Ctx(
                 names=self.names,
@@ -185,18 +189,46 @@ def _framework_error(request: Request[Any, Any, Any], exc: Exception) -> Respons
     return problem_response(problem, request.headers.get("accept"))
 
 
+def _litestar_path(path: str) -> str:
+    """A route table path with Litestar's typed parameters."""
+    for name in ("queue", "task_id", "user_id", "schedule_id", "constraint_id"):
+        path = path.replace("{" + name + "}", "{" + name + ":str}")
+    return path
+
+
 def _endpoint(service: Service, spec: Route) -> Any:
     async def endpoint(request: Request[Any, Any, Any]) -> Response[bytes]:
         return await service.handle(spec, request)
 
     endpoint.__name__ = spec.operation_id
-    path = spec.path.replace("{queue}", "{queue:str}").replace("{task_id}", "{task_id:str}")
-    path = path.replace("{user_id}", "{user_id:str}")
-    path = path.replace("{schedule_id}", "{schedule_id:str}")
-    path = path.replace("{constraint_id}", "{constraint_id:str}")
     return route(
-        path, http_method=[HttpMethod(spec.method)], name=spec.operation_id, status_code=200
-    )(endpoint)
+        _litestar_path(spec.path), http_method=[HttpMethod(spec.method)],
+        name=spec.operation_id, status_code=200,
+    )(endpoint)  # fmt: skip
+
+
+def _options_endpoints() -> list[Any]:
+    """``OPTIONS`` of each path: 204 with every method the route table gives it.
+
+    Litestar answers ``OPTIONS`` itself, but a path whose methods are separate handlers
+    gets the ``Allow`` of one of them only.
+    """
+    methods: dict[str, list[str]] = {}
+    for spec in ROUTES:
+        methods.setdefault(spec.path, []).append(spec.method)
+    return [
+        route(_litestar_path(path), http_method=[HttpMethod.OPTIONS], name=f"options {path}")(
+            _options(", ".join([*sorted(names), "OPTIONS"]))
+        )
+        for path, names in methods.items()
+    ]
+
+
+def _options(allow: str) -> Any:
+    async def options() -> Response[bytes]:
+        return Response(b"", status_code=204, headers={"Allow": allow})
+
+    return options
 
 
 def _metrics_endpoint(service: Service) -> Any:
@@ -238,7 +270,8 @@ def create_app(service: Service) -> Litestar:
         finally:
             await service.stop()
 
-    handlers_ = [_endpoint(service, spec) for spec in ROUTES]
+    # each path's OPTIONS first: Litestar makes its own for a path that has none yet
+    handlers_ = [*_options_endpoints(), *(_endpoint(service, spec) for spec in ROUTES)]
     handlers_.append(route("/openapi.json", http_method=["GET"])(openapi_json))
     handlers_.append(route("/healthz", http_method=["GET"])(healthz))
     handlers_.append(route("/metrics", http_method=["GET"])(_metrics_endpoint(service)))

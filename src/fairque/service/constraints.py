@@ -15,6 +15,9 @@ from fairque.service.handlers import Ctx, Reply
 from fairque.service.media import ProblemError
 from fairque.service.wire import Identifier
 
+#: a value a payload field is matched against
+Scalar = str | int | float | bool | None
+
 Limit = Annotated[int, Meta(ge=1, le=1_000_000)]
 
 
@@ -22,7 +25,8 @@ class ConstraintIn(Struct, forbid_unknown_fields=True, kw_only=True):
     """A constraint: which tasks it matches and how it limits them (the id is the path's)."""
 
     name: Annotated[str, Meta(min_length=1, max_length=256)] = "*"
-    payload: dict[str, Any] = {}
+    #: field -> the value it must have (a JSON scalar), or a non-empty list of values
+    payload: dict[str, Scalar | Annotated[list[Scalar], Meta(min_length=1)]] = {}
     users: list[Identifier] = []
     rate: Limit | None = None
     per: Annotated[float, Meta(ge=0.001, le=86_400)] = 1.0

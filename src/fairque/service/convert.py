@@ -7,6 +7,7 @@ import json
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from typing import Any, Literal
+from urllib.parse import quote
 
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisClusterException, ResponseError
@@ -80,6 +81,12 @@ def wire_problems(exc: ValidationError, where: str = "") -> ProblemError:
         name = _WIRE_FIELDS.get(head, head) + dot + rest
         named.append((where + name if name else where.rstrip(".") or "body", message))
     return invalid_fields(named)
+
+
+def location(queue: str, kind: str, item_id: str) -> str:
+    """The ``Location`` of a created task or schedule: its path with the names
+    percent-encoded (a header carries Latin-1 only; an id may hold any character)."""
+    return f"/v1/queues/{quote(queue, safe='')}/{kind}/{quote(item_id, safe='')}"
 
 
 def wire_priority(priority: int) -> int | Literal["critical"]:

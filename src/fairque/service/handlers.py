@@ -20,6 +20,7 @@ from fairque.service.convert import (
     iso,
     lease_handle,
     leased_out,
+    location,
     record_failure,
     task_from_wire,
     task_out,
@@ -106,6 +107,14 @@ def query_number(ctx: Ctx, name: str, default: float, low: float, high: float) -
     return value
 
 
+def query_int(ctx: Ctx, name: str, default: int, low: int, high: int) -> int:
+    """An integer query parameter (``47`` or ``47.0``), within ``low``..``high``."""
+    value = query_number(ctx, name, default, low, high)
+    if not float(value).is_integer():
+        raise invalid(name, f"must be an integer, got {ctx.query.get(name)!r}")
+    return int(value)
+
+
 def query_bool(ctx: Ctx, name: str) -> bool:
     raw = ctx.query.get(name, "false").lower()
     if raw not in ("true", "false", "1", "0"):
@@ -134,8 +143,8 @@ async def push(ctx: Ctx) -> Reply:
         # the id existed: the stored task (the engine says so in the push itself, so
         # of two racing pushes of one id exactly one gets 201)
         return Reply(200, task_out(stored, ctx.q.queue))
-    location = f"/v1/queues/{ctx.q.queue}/tasks/{stored.task_id}"
-    return Reply(201, task_out(stored, ctx.q.queue), {"Location": location})
+    where = location(ctx.q.queue, "tasks", stored.task_id or "")
+    return Reply(201, task_out(stored, ctx.q.queue), {"Location": where})
 
 
 def decode_push(raw: bytes, media: str) -> TaskIn | TaskBatchIn:
@@ -159,7 +168,7 @@ async def list_tasks(ctx: Ctx) -> Reply:
     raw_state = ctx.query.get("state") or None
     if raw_state is not None and raw_state.upper() not in TaskState.__members__:
         raise invalid("state", f"must be one of {', '.join(s.value for s in TaskState)}")
-    limit = int(query_number(ctx, "limit", 50, 1, 500))
+    limit = query_int(ctx, "limit", 50, 1, 500)
     user_id, name = ctx.query.get("user_id") or None, ctx.query.get("name") or None
     if raw_state is None and user_id is None and name is None:
         raise invalid("state", "give a state, a user_id or a name")
@@ -221,7 +230,7 @@ async def list_queues(ctx: Ctx) -> Reply:
 
 async def queue_stats(ctx: Ctx) -> Reply:
     """GET /stats."""
-    limit = int(query_number(ctx, "user_limit", 100, 0, 10_000))
+    limit = query_int(ctx, "user_limit", 100, 0, 10_000)
     stats = await ctx.q.stats(user_limit=limit)
     return Reply(
         200,
@@ -244,7 +253,7 @@ def user_load(user: UserStats) -> UserLoad:
 
 async def list_users(ctx: Ctx) -> Reply:
     """GET /users: users with ready or in-flight work (ready, in flight, weight, cap)."""
-    limit = int(query_number(ctx, "limit", 100, 1, 10_000))
+    limit = query_int(ctx, "limit", 100, 1, 10_000)
     stats = await ctx.q.stats(user_limit=limit)
     return Reply(200, UsersOut([user_load(u) for u in stats.users]))
 

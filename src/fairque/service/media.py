@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from fairque.service.wire import FieldError, Problem
+from fairque.service.wire import PATTERN_RULES, FieldError, Problem
 
 T = TypeVar("T")
 
@@ -80,7 +80,11 @@ def decode(body: bytes, media: str, kind: type[T] | Any) -> T:
     try:
         return decoder.decode(body)  # type: ignore[no-any-return]
     except msgspec.ValidationError as exc:
-        raise _invalid(exc) from None
+        if _INTEGRAL not in str(exc):
+            raise _invalid(exc) from None
+        module = msgspec.msgpack if msgpack else msgspec.json
+        fixed: T = convert(module.decode(body), kind)  # 47.0 where an integer goes
+        return fixed
     except msgspec.DecodeError as exc:
         raise ProblemError(
             400, "malformed-body", "Bad Request", f"body is not {media}: {exc}"
@@ -93,17 +97,59 @@ def decode(body: bytes, media: str, kind: type[T] | Any) -> T:
 
 
 def convert(value: Any, kind: type[T]) -> T:
-    """Validate an already decoded ``value`` as ``kind``, or ``ProblemError`` 422."""
-    try:
-        return msgspec.convert(value, kind)
-    except msgspec.ValidationError as exc:
-        raise _invalid(exc) from None
+    """Validate an already decoded ``value`` as ``kind``, or ``ProblemError`` 422.
+
+    JSON Schema counts ``47.0`` as an integer, and so does the API: where validation
+    finds an integral float in place of an integer, that value alone (payloads keep
+    their floats) is taken as the integer and the value is validated again.
+    """
+    for _ in range(MAX_INTEGRAL_FIXES):
+        try:
+            return msgspec.convert(value, kind)
+        except msgspec.ValidationError as exc:
+            if _INTEGRAL not in str(exc) or not _take_integral(value, str(exc)):
+                raise _invalid(exc) from None
+    return msgspec.convert(value, kind)
+
+
+#: msgspec's message for a float where an integer is expected
+_INTEGRAL = "got `float`"
+#: integral floats taken as integers in one body at most
+MAX_INTEGRAL_FIXES = 64
+
+
+def _take_integral(value: Any, message: str) -> bool:
+    """Replace the integral float at the path ``message`` names by its integer;
+    False when the value there is no integral float."""
+    path = split_validation(message)[0]
+    if path == "body":
+        return False
+    steps: list[str | int] = []
+    for part in path.split("."):
+        name, _, rest = part.partition("[")
+        if name:
+            steps.append(name)
+        steps += [int(i) for i in rest.rstrip("]").split("][") if i] if rest else []
+    parent: Any = None
+    node: Any = value
+    for step in steps:
+        try:
+            parent, node = node, node[step]
+        except (KeyError, IndexError, TypeError):
+            return False
+    if parent is None or not isinstance(node, float) or not node.is_integer():
+        return False
+    parent[steps[-1]] = int(node)
+    return True
 
 
 def _invalid(exc: msgspec.ValidationError) -> ProblemError:
     field, message = split_validation(str(exc))
+    for pattern, rule in PATTERN_RULES.items():
+        if message == f"Expected `str` matching regex {pattern!r}":
+            message = rule  # the rule, not the expression that checks it
     return ProblemError(
-        422, "validation", "Unprocessable Content", str(exc),
+        422, "validation", "Unprocessable Content", f"{field}: {message}",
         errors=[FieldError(field=field, message=message)],
     )  # fmt: skip
 

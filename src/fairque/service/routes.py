@@ -12,6 +12,7 @@ from fairque.service import schedules as sch
 from fairque.service.auth import ADMINS, PRODUCERS, READERS, WORKERS
 from fairque.service.settings import Role
 from fairque.service.wire import (
+    NO_CONTROL,
     ExtendIn,
     ExtendOut,
     LeaseIn,
@@ -68,9 +69,17 @@ class Route:
         return self.operation.__name__
 
     @property
+    def query_names(self) -> frozenset[str]:
+        """The query parameters the endpoint reads (any other is refused)."""
+        return frozenset(q.name for q in self.query)
+
+    @property
     def has_queue(self) -> bool:
         return "{queue}" in self.path
 
+
+#: a user id or task name in a query
+ID_SCHEMA = {"type": "string", "minLength": 1, "maxLength": 256, "pattern": NO_CONTROL}
 
 Q = "/v1/queues/{queue}"
 T = Q + "/tasks/{task_id}"
@@ -87,11 +96,12 @@ ROUTES: tuple[Route, ...] = (
           responses=((200, TaskPage),),
           query=(Query("state", {"type": "string", "enum": [s.value for s in TaskState]},
                        "only tasks in this state (a state, a user_id or a name is required)"),
-                 Query("user_id", {"type": "string"}, "only this user's tasks"),
-                 Query("name", {"type": "string"}, "only tasks of this name"),
+                 Query("user_id", ID_SCHEMA, "only this user's tasks"),
+                 Query("name", ID_SCHEMA, "only tasks of this name"),
                  Query("limit", {"type": "integer", "minimum": 1, "maximum": 500},
                        "at most this many tasks (default 50)"),
-                 Query("cursor", {"type": "string"}, "next_cursor of the previous page")),
+                 Query("cursor", {"type": "string", "pattern": "^[A-Za-z0-9_-]+$"},
+                       "next_cursor of the previous page (no other value is valid)")),
           errors=(404, 422)),
     Route("GET", T, h.get_task, READERS, "Read a task", responses=((200, TaskOut),),
           errors=(404,)),
@@ -142,7 +152,7 @@ ROUTES: tuple[Route, ...] = (
           responses=((200, sch.SchedulesOut),)),
     Route("POST", S, sch.add_schedule, ADMINS,
           "Add a cron or interval schedule (the same definition again: 200, nothing changes)",
-          body=sch.ScheduleIn, responses=((201, sch.ScheduleOut), (200, sch.ScheduleOut)),
+          body=sch.ScheduleAddIn, responses=((201, sch.ScheduleOut), (200, sch.ScheduleOut)),
           errors=(409,)),
     Route("GET", S + "/{schedule_id}", sch.get_schedule, PRODUCERS, "Read a schedule",
           responses=((200, sch.ScheduleOut),)),

@@ -14,10 +14,10 @@ from msgspec import Meta, Struct
 from fairque.errors import ScheduleExists, ScheduleNotFound
 from fairque.models import Priority as EnginePriority
 from fairque.schedules.model import Schedule
-from fairque.service.convert import engine_errors, iso, parse_time, wire_priority
+from fairque.service.convert import engine_errors, iso, location, parse_time, wire_priority
 from fairque.service.handlers import Ctx, Reply
 from fairque.service.media import ProblemError
-from fairque.service.wire import Identifier, Priority, Seconds, Timestamp
+from fairque.service.wire import Identifier, Priority, ScheduleId, Seconds, Timestamp
 
 Misfire = Literal["skip", "run_once", "catch_up"]
 
@@ -25,7 +25,7 @@ Misfire = Literal["skip", "run_once", "catch_up"]
 class ScheduleIn(Struct, forbid_unknown_fields=True, kw_only=True):
     """A schedule: a task template, a cron expression or an interval, a misfire policy."""
 
-    schedule_id: Identifier | None = None
+    schedule_id: ScheduleId | None = None
     name: Identifier
     user_id: Identifier
     payload: Any = None
@@ -42,6 +42,12 @@ class ScheduleIn(Struct, forbid_unknown_fields=True, kw_only=True):
     misfire: Misfire = "run_once"
     misfire_grace_seconds: Annotated[float, Meta(ge=0, le=315_360_000)] = 60.0
     catch_up_limit: Annotated[int, Meta(ge=1, le=10_000)] = 100
+
+
+class ScheduleAddIn(ScheduleIn, forbid_unknown_fields=True, kw_only=True):
+    """A schedule to add: its id is required (``PUT`` takes it from the path)."""
+
+    schedule_id: ScheduleId
 
 
 class ScheduleOut(Struct, kw_only=True):
@@ -146,8 +152,8 @@ async def list_schedules(ctx: Ctx) -> Reply:
 
 async def add_schedule(ctx: Ctx) -> Reply:
     """POST /schedules: 201 added, 200 when the same definition is there already."""
-    body: ScheduleIn = ctx.body
-    if body.schedule_id is None:
+    body: ScheduleAddIn = ctx.body
+    if body.schedule_id is None:  # pragma: no cover - the body type requires it
         raise ProblemError(
             422, "validation", "Unprocessable Content", "schedule_id: required when adding"
         )
@@ -158,8 +164,8 @@ async def add_schedule(ctx: Ctx) -> Reply:
     out = schedule_out(stored, ctx.q.queue)
     if before is not None and before.revision == stored.revision:
         return Reply(200, out)
-    location = f"/v1/queues/{ctx.q.queue}/schedules/{stored.schedule_id}"
-    return Reply(201, out, {"Location": location})
+    where = location(ctx.q.queue, "schedules", stored.schedule_id)
+    return Reply(201, out, {"Location": where})
 
 
 async def get_schedule(ctx: Ctx) -> Reply:
@@ -186,8 +192,8 @@ async def put_schedule(ctx: Ctx) -> Reply:
             stored = await ctx.q.update_schedule(schedule)
         except ScheduleNotFound:
             stored = await ctx.q.add_schedule(schedule)
-            location = f"/v1/queues/{ctx.q.queue}/schedules/{stored.schedule_id}"
-            return Reply(201, schedule_out(stored, ctx.q.queue), {"Location": location})
+            where = location(ctx.q.queue, "schedules", stored.schedule_id)
+            return Reply(201, schedule_out(stored, ctx.q.queue), {"Location": where})
     return Reply(200, schedule_out(stored, ctx.q.queue))
 
 

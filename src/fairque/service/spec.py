@@ -13,7 +13,17 @@ import msgspec
 
 from fairque.service.media import BODY_TYPES, MSGPACK_TYPES, PROBLEM_JSON
 from fairque.service.routes import ROUTES, Route
-from fairque.service.wire import SCHEMAS, DispatchJob, Problem, WorkerFailure, WorkerSuccess
+from fairque.service.wire import (
+    SCHEMAS,
+    ConstraintId,
+    DispatchJob,
+    Identifier,
+    Problem,
+    QueueName,
+    ScheduleId,
+    WorkerFailure,
+    WorkerSuccess,
+)
 
 REF = "#/components/schemas/{name}"
 
@@ -26,12 +36,13 @@ _TITLES = {
     503: "The queue server is unavailable",
 }  # fmt: skip
 
-_PATH_PARAMS = {
-    "queue": "queue name",
-    "task_id": "task id",
-    "user_id": "user (tenant) id",
-    "schedule_id": "schedule id",
-    "constraint_id": "constraint id",
+#: each path parameter: its description and the rule the server applies to it
+_PATH_PARAMS: dict[str, tuple[str, Any]] = {
+    "queue": ("queue name", QueueName),
+    "task_id": ("task id", Identifier),
+    "user_id": ("user (tenant) id", Identifier),
+    "schedule_id": ("schedule id", ScheduleId),
+    "constraint_id": ("constraint id", ConstraintId),
 }
 
 
@@ -59,14 +70,26 @@ def _schemas(routes: tuple[Route, ...]) -> tuple[dict[Any, dict[str, Any]], dict
     for kind in used:
         parts = [one[m] for m in _members(kind)]
         out[kind] = parts[0] if len(parts) == 1 else {"anyOf": parts}
+    # rules across fields that a struct cannot state: a constraint limits by a rate, a
+    # concurrency or both; a schedule fires by a cron expression or an interval
+    for name, rule, fields in (
+        ("ConstraintIn", "anyOf", {"rate": "integer", "concurrency": "integer"}),
+        ("ScheduleIn", "oneOf", {"cron": "string", "interval_seconds": "number"}),
+        ("ScheduleAddIn", "oneOf", {"cron": "string", "interval_seconds": "number"}),
+    ):
+        if name in components:
+            components[name][rule] = [
+                {"required": [field], "properties": {field: {"type": kind}}}
+                for field, kind in fields.items()
+            ]
     return out, components
 
 
 def _operation(spec: Route, schemas: dict[Any, dict[str, Any]]) -> dict[str, Any]:
     params = [
         {"name": name, "in": "path", "required": True, "description": text,
-         "schema": {"type": "string", "minLength": 1, "maxLength": 256}}
-        for name, text in _PATH_PARAMS.items()
+         "schema": msgspec.json.schema(kind)}
+        for name, (text, kind) in _PATH_PARAMS.items()
         if "{" + name + "}" in spec.path
     ]  # fmt: skip
     params += [

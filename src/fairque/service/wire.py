@@ -11,9 +11,28 @@ from typing import Annotated, Any, Literal
 
 from msgspec import Meta, Struct
 
-#: a task id, user id, task name or worker id (the engine checks the characters)
-Identifier = Annotated[str, Meta(min_length=1, max_length=256)]
-Seconds = Annotated[float, Meta(gt=0, le=315_360_000)]
+#: no control character (the engine's rule for ids and names)
+NO_CONTROL = "^[^\\u0000-\\u001f\\u007f]+$"
+#: a task id, user id or task name
+Identifier = Annotated[str, Meta(min_length=1, max_length=256, pattern=NO_CONTROL)]
+#: a schedule id (its tasks' ids add a slot to it)
+ScheduleId = Annotated[str, Meta(min_length=1, max_length=224, pattern=NO_CONTROL)]
+#: a constraint id
+CONSTRAINT_ID = "^[A-Za-z0-9_.-]{1,128}$"
+ConstraintId = Annotated[str, Meta(pattern=CONSTRAINT_ID)]
+#: a queue name: no braces or white space, at most 128 characters
+QUEUE_NAME = "^[^{}\\s\\u001c-\\u001f\\u0085]+$"
+QueueName = Annotated[str, Meta(min_length=1, max_length=128, pattern=QUEUE_NAME)]
+#: the rule each pattern stands for, as a validation message says it
+PATTERN_RULES = {
+    NO_CONTROL: "must not contain control characters",
+    CONSTRAINT_ID: "must be 1-128 letters, digits, '_', '-' or '.'",
+    QUEUE_NAME: "must not contain braces or white space",
+}
+#: a worker id: any text of at most 256 characters
+WorkerId = Annotated[str, Meta(min_length=1, max_length=256)]
+#: a length of time the engine keeps in milliseconds
+Seconds = Annotated[float, Meta(ge=0.001, le=315_360_000)]
 Priority = Annotated[int, Meta(ge=1, le=5)] | Literal["critical"]
 Timestamp = Annotated[str, Meta(description="ISO 8601, UTC")]
 
@@ -87,7 +106,7 @@ class TaskPage(Struct):
 class LeaseIn(Struct, forbid_unknown_fields=True, kw_only=True):
     """A pull worker's request for tasks."""
 
-    worker_id: Identifier
+    worker_id: WorkerId
     max_tasks: Annotated[int, Meta(ge=1, le=100)] = 1
     wait_seconds: Annotated[float, Meta(ge=0, le=20)] = 0
     lease_seconds: Seconds | None = None

@@ -1,9 +1,22 @@
 """The ASGI app of ``fairque serve``: Litestar routes over the route table.
 
-Every request goes through ``Service.handle``: authentication, content negotiation,
-the body (size limit, media type, validation), the operation, the answer. Any error
-becomes a problem-details answer; nothing escapes as a 500 unless it is a bug, and
-even then the answer is a problem object.
+Litestar routes each request, runs the role guards (``_guard``: a bearer token with one
+of the route's roles, 401/403) and answers errors raised outside a handler as problems
+(``_framework_error``). ``Service.handle`` does the rest of a request: content
+negotiation, the body (its size limit, media type and validation), the operation and
+the answer. Kept by hand, each for a need Litestar 2.25 does not meet:
+
+- negotiation: answers in JSON or any of three MessagePack media types by ``Accept``,
+  problems included (Litestar knows one MessagePack type and fixes each handler's);
+- the body limit: the queue's ``max_payload_bytes`` plus a margin, per queue (Litestar's
+  ``request_max_body_size`` is one number per app or handler);
+- problem details in MessagePack when asked (its ProblemDetailsPlugin answers JSON);
+- the OpenAPI document, built from the route table and the same wire structs the
+  handlers decode with (``fairque.service.spec``), with every media type and the
+  problem answers of each status.
+
+Any error becomes a problem-details answer; nothing escapes as a 500 unless it is a
+bug, and even then the answer is a problem object.
 """
 
 from __future__ import annotations
@@ -16,15 +29,18 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from litestar import Litestar, Request, Response, route
+from litestar.connection import ASGIConnection
 from litestar.enums import HttpMethod
 from litestar.exceptions import HTTPException
+from litestar.handlers.base import BaseRouteHandler
+from litestar.types import Guard
 from redis.exceptions import RedisError
 
 from fairque.client.aio import AsyncFairQueue
 from fairque.core.keys import validate_queue_name
 from fairque.errors import ConfigError
 from fairque.service import handlers
-from fairque.service.auth import Tokens
+from fairque.service.auth import READERS, Tokens
 from fairque.service.convert import engine_errors, invalid
 from fairque.service.media import (
     ProblemError,
@@ -35,7 +51,7 @@ from fairque.service.media import (
     problem_media,
 )
 from fairque.service.routes import ROUTES, Route
-from fairque.service.settings import ServerSettings
+from fairque.service.settings import Role, ServerSettings
 from fairque.service.ui.routes import Ui
 
 log = logging.getLogger("fairque.service")
@@ -120,7 +136,6 @@ class Service:
         """Run one request through ``spec``'s operation."""
         accept = request.headers.get("accept")
         try:
-            self.tokens.check(request.headers.get("authorization"), spec.roles)
             media = negotiate(accept)
             unknown = sorted(set(request.query_params) - spec.query_names)
             if unknown:
@@ -170,8 +185,11 @@ def problem_response(exc: ProblemError, accept: str | None) -> Response[bytes]:
 
 
 def _framework_error(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
-    """Errors raised before a route runs (no such path, method not allowed) as problems."""
-    if isinstance(exc, HTTPException):
+    """Errors raised before a route runs (no such path, method not allowed, a guard's
+    refusal) as problems."""
+    if isinstance(exc, ProblemError):
+        problem = exc
+    elif isinstance(exc, HTTPException):
         status = exc.status_code
         kind = {404: "not-found", 405: "method-not-allowed"}.get(status, "http-error")
         title = {404: "Not Found", 405: "Method Not Allowed"}.get(status, "Error")
@@ -196,6 +214,15 @@ def _litestar_path(path: str) -> str:
     return path
 
 
+def _guard(tokens: Tokens, roles: frozenset[Role]) -> Guard:
+    """A Litestar guard: the request's bearer token has one of ``roles`` (401/403)."""
+
+    def guard(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
+        tokens.check(connection.headers.get("authorization"), roles)
+
+    return guard
+
+
 def _endpoint(service: Service, spec: Route) -> Any:
     async def endpoint(request: Request[Any, Any, Any]) -> Response[bytes]:
         return await service.handle(spec, request)
@@ -203,7 +230,7 @@ def _endpoint(service: Service, spec: Route) -> Any:
     endpoint.__name__ = spec.operation_id
     return route(
         _litestar_path(spec.path), http_method=[HttpMethod(spec.method)],
-        name=spec.operation_id, status_code=200,
+        name=spec.operation_id, status_code=200, guards=[_guard(service.tokens, spec.roles)],
     )(endpoint)  # fmt: skip
 
 
@@ -234,11 +261,9 @@ def _options(allow: str) -> Any:
 def _metrics_endpoint(service: Service) -> Any:
     """``GET /metrics``: readers' tokens when tokens are configured."""
     from fairque.service import metrics
-    from fairque.service.auth import READERS
 
     async def metrics_text(request: Request[Any, Any, Any]) -> Response[bytes]:
         try:
-            service.tokens.check(request.headers.get("authorization"), READERS)
             with engine_errors():
                 queues = {name: await service.queue(name) for name in service.names}
                 body = await metrics.scrape(queues)
@@ -274,7 +299,11 @@ def create_app(service: Service) -> Litestar:
     handlers_ = [*_options_endpoints(), *(_endpoint(service, spec) for spec in ROUTES)]
     handlers_.append(route("/openapi.json", http_method=["GET"])(openapi_json))
     handlers_.append(route("/healthz", http_method=["GET"])(healthz))
-    handlers_.append(route("/metrics", http_method=["GET"])(_metrics_endpoint(service)))
+    handlers_.append(
+        route("/metrics", http_method=["GET"], guards=[_guard(service.tokens, READERS)])(
+            _metrics_endpoint(service)
+        )
+    )
     ui = Ui(service)
     handlers_.extend(ui.handlers())
     return Litestar(

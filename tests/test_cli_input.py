@@ -276,3 +276,49 @@ def test_file_and_single_task_options_do_not_mix(
     assert q.get(task_id).payload == [1]  # type: ignore[union-attr]
     assert q.stats().total == 1
     q.close()
+
+
+def test_a_file_takes_the_http_task_shape_and_the_older_names(
+    cli_queue: tuple[list[str], FairQueue], tmp_path: Path
+) -> None:
+    """The file's fields are the HTTP API's (one outward task shape); the older
+    command-line names are still read, and a problem names the field as written."""
+    base, q = cli_queue
+    lines: list[object] = [
+        {"name": "a", "user_id": "u", "task_id": "new", "priority": "critical",
+         "timeout_seconds": 5, "result_ttl_seconds": 60, "delay_seconds": 30},
+        {"name": "b", "user_id": "u", "task_id": "at", "execute_after": "2030-01-01T00:00:00Z",
+         "depends_on": ["new"], "on_dependency_failure": "wait", "max_retries": 2.0},
+        {"name": "c", "user_id": "u", "task_id": "old", "priority": 6, "timeout": 5,
+         "result_ttl": 60, "delay": 30},
+    ]  # fmt: skip
+    path = write_lines(tmp_path / "shape.jsonl", lines)
+    result = run_here(*base, "enqueue", "--file", str(path))
+    assert result.returncode == 0, result.stderr
+    new, at, old = (q.get(i) for i in ("new", "at", "old"))
+    assert new is not None
+    assert old is not None
+    assert at is not None
+    for task in (new, old):
+        assert (task.priority.name, task.timeout, task.result_ttl) == ("CRITICAL", 5, 60)
+        assert task.state is TaskState.SCHEDULED
+    assert at.execute_after is not None
+    assert at.execute_after.year == 2030
+    assert (at.on_dependency_failure, at.max_retries) == ("wait", 2)
+    bad = write_lines(
+        tmp_path / "bad.jsonl",
+        [{"name": "a", "user_id": "u", "timeout": -1},
+         {"name": "a", "user_id": "u", "timeout_seconds": -1},
+         {"name": "a", "user_id": "u", "execute_after": "soon"},
+         {"name": "a", "user_id": "u", "priority": "urgent"}],
+    )  # fmt: skip
+    refused = run_here(*base, "enqueue", "--file", str(bad))
+    assert refused.returncode == 2
+    lines_out = error_lines(refused.stderr)
+    assert lines_out[:4] == [
+        f"error: {bad}:1: timeout: Input should be greater than 0",
+        f"error: {bad}:2: timeout_seconds: Input should be greater than 0",
+        f"error: {bad}:3: execute_after: not an ISO 8601 time: 'soon'",
+        f'error: {bad}:4: priority: must be an integer 1..5, or "critical", got "urgent"',
+    ]
+    q.close()

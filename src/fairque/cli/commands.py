@@ -197,13 +197,14 @@ def enqueue(
 ) -> None:
     """Enqueue one task, or every task of a JSON-lines file: all or nothing.
 
-    Each line of a file is one JSON object (blank lines are skipped): name
-    (string, required), user_id (string, required), payload (any JSON value),
-    priority (1..5, or 6 for the critical lane; default 3), task_id (string),
-    max_retries (integer), timeout (seconds), keep_result (true or false),
-    result_ttl (integer seconds), delay (seconds), depends_on (list of task ids,
-    in the file or already queued), on_dependency_failure ("cancel" or "wait").
-    Numbers are never read from strings. Example:
+    Each line of a file is one JSON object in the HTTP API's task shape (blank lines
+    are skipped): name (string, required), user_id (string, required), payload (any
+    JSON value), priority (1..5, or "critical"; default 3), delay_seconds or
+    execute_after (ISO 8601), task_id (string), depends_on (list of task ids, in the
+    file or already queued), on_dependency_failure ("cancel" or "wait"), max_retries
+    (integer), timeout_seconds, keep_result (true or false), result_ttl_seconds
+    (integer). Numbers are never read from strings; delay, timeout, result_ttl and
+    priority 6 are still read. Example:
     {"name": "send_email", "user_id": "alice", "payload": {"to": "a@example.com"}}
 
     The whole file is checked before anything is sent (every problem is reported as

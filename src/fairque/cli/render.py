@@ -24,6 +24,7 @@ from rich.table import Table
 
 from fairque.client.base import PushCheck
 from fairque.core.checks import MAX_BATCH
+from fairque.core.taskspec import check_fields, normalized, outward, task_of
 from fairque.errors import DependencyCycleError, FairqueError, ValidationError
 from fairque.models import QueueStats, Task, TaskState, WorkerInfo
 
@@ -35,23 +36,6 @@ MAX_FILE_TASKS = MAX_BATCH  # one atomic push_many
 MAX_FILE_BYTES = 64 * 1024 * 1024
 #: Problems printed for a bad file; the rest are counted.
 MAX_PROBLEMS_SHOWN = 20
-
-# field -> (accepted JSON types, what the message asks for, may be null)
-_FIELDS: dict[str, tuple[tuple[type, ...], str, bool]] = {
-    "name": ((str,), "a string", False),
-    "user_id": ((str,), "a string", False),
-    "payload": ((object,), "any JSON value", True),
-    "priority": ((int,), "an integer 1..5, or 6 for the critical lane", False),
-    "task_id": ((str,), "a string", True),
-    "max_retries": ((int,), "an integer", True),
-    "timeout": ((int, float), "a number of seconds", True),
-    "keep_result": ((bool,), "true or false", False),
-    "result_ttl": ((int,), "an integer number of seconds", True),
-    "delay": ((int, float), "a number of seconds", True),
-    "depends_on": ((list,), "a list of task ids", False),
-    "on_dependency_failure": ((str,), '"cancel" or "wait"', False),
-}
-REQUIRED = ("name", "user_id")
 
 
 @dataclass(frozen=True)
@@ -133,36 +117,20 @@ def parse_json(text: str) -> Any:
         raise ValueError(f"not usable JSON: {exc}") from None
 
 
-def _problems(exc: FairqueError, default: str, line: int | None) -> list[Problem]:
-    """``exc``'s problems, one per field (``default`` for one that names none)."""
-    if isinstance(exc, ValidationError):
-        return [Problem(field or default, message, line) for field, message in exc.problems]
-    return [Problem(default, str(exc), line)]
-
-
-def _type_problems(item: Mapping[str, Any], line: int | None) -> list[Problem]:
-    problems = [Problem(f, "is required", line) for f in REQUIRED if item.get(f) is None]
-    for key, value in item.items():
-        spec = _FIELDS.get(key)
-        if spec is None:
-            known = ", ".join(_FIELDS)
-            problems.append(Problem(key, f"unknown field (known: {known})", line))
-            continue
-        types, wanted, nullable = spec
-        if value is None:
-            if not nullable and key not in REQUIRED:
-                problems.append(Problem(key, f"must be {wanted}, got null", line))
-            continue
-        if types == (object,):
-            continue
-        ok = isinstance(value, types) and (bool in types or not isinstance(value, bool))
-        if ok and isinstance(value, float) and not math.isfinite(value):
-            ok = False
-        if ok and key == "depends_on":
-            ok = all(isinstance(dep, str) for dep in value)
-        if not ok:
-            problems.append(Problem(key, f"must be {wanted}, got {json.dumps(value)}", line))
-    return problems
+def _problems(
+    exc: FairqueError, default: str, line: int | None, written: Mapping[str, str] | None = None
+) -> list[Problem]:
+    """``exc``'s problems, one per field, each named as the file wrote it (``default``
+    for one that names no field)."""
+    if not isinstance(exc, ValidationError):
+        return [Problem(default, str(exc), line)]
+    names = written or {}
+    out = []
+    for engine_name, message in exc.problems:
+        name = outward(engine_name) if engine_name else default
+        head, dot, rest = name.partition(".")
+        out.append(Problem(names.get(head, head) + dot + rest, message, line))
+    return out
 
 
 def check_item(
@@ -170,24 +138,21 @@ def check_item(
 ) -> tuple[Task, float | None, int] | list[Problem]:
     """Check one task given as JSON fields; returns (task, delay, size) or the problems.
 
-    The checks are the ones a push makes, run without the server: JSON types (a
-    number is never taken from a string, ``true`` is not an integer), the task
-    model's rules, then the queue's encoding (serializer, ``max_payload_bytes``,
-    delay). ``size`` is the bytes the task adds to a push.
+    The fields are the outward task's (``fairque.core.taskspec``, the HTTP API's body);
+    the checks are the ones a push makes, run without the server: JSON kinds (a number
+    is never taken from a string, ``true`` is not an integer), the task model's rules,
+    then the queue's encoding (serializer, ``max_payload_bytes``, delay). ``size`` is
+    the bytes the task adds to a push.
     """
-    problems = _type_problems(item, line)
-    if problems:
-        return problems
-    fields = {k: v for k, v in item.items() if v is not None and k != "delay"}
-    delay = item.get("delay")
+    fields, written = normalized(item)
+    kinds = check_fields(fields)
+    if kinds:
+        return [Problem(written.get(f, f), m, line) for f, m in kinds]
     try:
-        task = Task(**fields)
-    except FairqueError as exc:
-        return _problems(exc, "task", line)
-    try:
+        task, delay = task_of(fields)
         size = check.size(task, delay)
     except FairqueError as exc:
-        return _problems(exc, "task", line)
+        return _problems(exc, "task", line, written)
     except UnicodeEncodeError:
         return [Problem("task", "holds text that is not valid Unicode (a lone surrogate)", line)]
     return task, delay, size

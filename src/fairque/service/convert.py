@@ -9,11 +9,13 @@ from datetime import datetime, timezone
 from typing import Any, Literal
 from urllib.parse import quote
 
+import msgspec
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisClusterException, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from fairque.client.aio import AsyncFairQueue
+from fairque.core.taskspec import outward, task_of
 from fairque.errors import (
     DuplicateTask,
     FairqueError,
@@ -29,7 +31,6 @@ from fairque.service.media import ProblemError
 from fairque.service.wire import (
     LeasedTask,
     ResultFailure,
-    TaskIn,
     TaskOut,
 )
 
@@ -67,18 +68,12 @@ def invalid_fields(problems: list[tuple[str, str]]) -> ProblemError:
     )  # fmt: skip
 
 
-#: the task model's field names as the API spells them
-_WIRE_FIELDS = {"timeout": "timeout_seconds", "result_ttl": "result_ttl_seconds",
-                "delay": "delay_seconds"}  # fmt: skip
-
-
 def wire_problems(exc: ValidationError, where: str = "") -> ProblemError:
     """The engine's problems with its field names as the API spells them (under
     ``where``, e.g. ``tasks[3].``; a problem of no single field is the body's)."""
     named = []
     for field, message in exc.problems:
-        head, dot, rest = field.partition(".")
-        name = _WIRE_FIELDS.get(head, head) + dot + rest
+        name = outward(field)
         named.append((where + name if name else where.rstrip(".") or "body", message))
     return invalid_fields(named)
 
@@ -94,31 +89,12 @@ def wire_priority(priority: int) -> int | Literal["critical"]:
     return "critical" if priority == Priority.CRITICAL else int(priority)
 
 
-def task_from_wire(item: TaskIn, where: str = "") -> tuple[Task, float | None]:
-    """The engine's Task for a request item, and its delay in seconds."""
-    if item.delay_seconds is not None and item.execute_after is not None:
-        raise invalid(f"{where}delay_seconds", "give delay_seconds or execute_after, not both")
-    execute_after = None
-    if item.execute_after is not None:
-        execute_after = parse_time(item.execute_after, f"{where}execute_after")
+def task_from_wire(item: Any, where: str = "") -> tuple[Task, float | None]:
+    """The engine's Task for a request item (a ``TaskIn``), and its delay in seconds."""
     try:
-        task = Task(
-            name=item.name,
-            user_id=item.user_id,
-            payload=item.payload,
-            priority=Priority.CRITICAL if item.priority == "critical" else item.priority,
-            task_id=item.task_id,
-            max_retries=item.max_retries,
-            execute_after=execute_after,
-            depends_on=tuple(item.depends_on),
-            on_dependency_failure=item.on_dependency_failure,
-            timeout=item.timeout_seconds,
-            keep_result=item.keep_result,
-            result_ttl=item.result_ttl_seconds,
-        )
+        return task_of(msgspec.structs.asdict(item))
     except ValidationError as exc:
         raise wire_problems(exc, where) from None
-    return task, item.delay_seconds
 
 
 def task_out(task: Task, queue: str) -> TaskOut:

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
+import msgspec
 from msgspec import Meta, Struct
+
+from fairque.core.taskspec import FIELDS, SpecField
 
 #: no control character (the engine's rule for ids and names)
 NO_CONTROL = "^[^\\u0000-\\u001f\\u007f]+$"
@@ -37,24 +40,49 @@ Priority = Annotated[int, Meta(ge=1, le=5)] | Literal["critical"]
 Timestamp = Annotated[str, Meta(description="ISO 8601, UTC")]
 
 
-class TaskIn(Struct, forbid_unknown_fields=True, kw_only=True):
-    """One task to enqueue."""
+def _spec_type(spec: SpecField) -> Any:
+    """The msgspec type of one field of the outward task (``fairque.core.taskspec``)."""
+    kind: Any
+    if spec.kind == "id":
+        kind = Identifier
+    elif spec.kind == "any":
+        return Annotated[Any, Meta(description=spec.description)]
+    elif spec.kind == "priority":
+        kind = Priority
+    elif spec.kind == "seconds":
+        kind = Annotated[float, Meta(ge=spec.low, le=spec.high)]
+    elif spec.kind == "integer":
+        kind = Annotated[int, Meta(ge=spec.low, le=spec.high)]
+    elif spec.kind == "boolean":
+        kind = bool
+    elif spec.kind == "time":
+        kind = Timestamp
+    elif spec.kind == "ids":
+        kind = Annotated[list[Identifier], Meta(max_length=int(spec.high or 0) or None)]
+    else:
+        kind = Literal[spec.choices]
+    if not spec.required and spec.default is None:
+        kind = kind | None
+    return Annotated[kind, Meta(description=spec.description)]
 
-    name: Identifier
-    user_id: Identifier
-    payload: Any = None
-    priority: Priority = 3
-    delay_seconds: Annotated[float, Meta(ge=0, le=315_360_000)] | None = None
-    execute_after: Timestamp | None = None
-    task_id: Identifier | None = None
-    depends_on: Annotated[list[Identifier], Meta(max_length=1000)] = []
-    #: when an upstream fails or is canceled: cancel this task, or wait (an operator
-    #: may retry the upstream)
-    on_dependency_failure: Literal["cancel", "wait"] = "cancel"
-    max_retries: Annotated[int, Meta(ge=0, le=1000)] | None = None
-    timeout_seconds: Seconds | None = None
-    keep_result: bool = True
-    result_ttl_seconds: Annotated[int, Meta(ge=0, le=315_360_000)] | None = None
+
+def _spec_default(spec: SpecField) -> Any:
+    if isinstance(spec.default, tuple):
+        return msgspec.field(default_factory=list)
+    return spec.default
+
+
+#: One task to enqueue: the outward task of ``fairque.core.taskspec``, field for field.
+TaskIn: Any = msgspec.defstruct(
+    "TaskIn",
+    [
+        (f.name, _spec_type(f)) if f.required else (f.name, _spec_type(f), _spec_default(f))
+        for f in FIELDS
+    ],
+    kw_only=True,
+    forbid_unknown_fields=True,
+    module=__name__,
+)
 
 
 class TaskBatchIn(Struct, forbid_unknown_fields=True):

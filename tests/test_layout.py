@@ -115,3 +115,13 @@ def test_no_import_cycles() -> None:
                 seen.add(node)
                 todo.extend(graph.get(node, ()))
     assert not cycles, sorted(cycles)
+
+
+def test_no_module_is_over_500_lines() -> None:
+    """Small modules, one owner each: a module that grows past 500 lines is split."""
+    package = Path(fairque.__file__).parent
+    sizes = {
+        str(path.relative_to(package)): len(path.read_text().splitlines())
+        for path in package.rglob("*.py")
+    }
+    assert {name: n for name, n in sizes.items() if n > 500} == {}

@@ -14,6 +14,7 @@ from typing import Any, Literal, TypeVar
 import redis.asyncio as aredis
 from redis.exceptions import NoScriptError, ResponseError
 
+from fairque.client.admin import AsyncAdminMethods
 from fairque.client.base import Flow, QueueBase, connect, replayable_tasks, run_flow_async
 from fairque.client.inspection import AsyncInspectionMethods
 from fairque.constraints.api import AsyncConstraintMethods
@@ -22,13 +23,10 @@ from fairque.core.records import Call, Leased, LeaseRequest, Pushed
 from fairque.errors import StaleConstraints
 from fairque.models import (
     Priority,
-    QueueMetrics,
-    QueueStats,
     Task,
     TaskOutcome,
     TaskPage,
     TaskState,
-    WorkerInfo,
 )
 from fairque.schedules.api import AsyncScheduleMethods
 
@@ -36,7 +34,11 @@ T = TypeVar("T")
 
 
 class AsyncFairQueue(
-    AsyncConstraintMethods, AsyncScheduleMethods, AsyncInspectionMethods, QueueBase
+    AsyncAdminMethods,
+    AsyncConstraintMethods,
+    AsyncScheduleMethods,
+    AsyncInspectionMethods,
+    QueueBase,
 ):
     """The asyncio twin of ``FairQueue`` (see it for every method's contract)."""
 
@@ -307,40 +309,6 @@ class AsyncFairQueue(
     async def wake(self, n: int = 1) -> int:
         """See ``FairQueue.wake``."""
         return await self._run(self.ops.wake(n))
-
-    async def maintain(self, batch: int = 1000) -> int:
-        """See ``FairQueue.maintain``."""
-        return await self._run(self.ops.maintain(batch))
-
-    async def purge(self, batch: int = 1000) -> int:
-        """See ``FairQueue.purge``."""
-        return await self._drive(self._purge_flow(batch))
-
-    async def register_worker(self, info: WorkerInfo, ttl_seconds: float) -> int:
-        """See ``FairQueue.register_worker``."""
-        return await self._run(self.ops.register_worker(info, ttl_seconds))
-
-    async def unregister_worker(self, worker_id: str) -> bool:
-        """See ``FairQueue.unregister_worker``."""
-        return await self._run(self.ops.unregister_worker(worker_id))
-
-    async def workers(self) -> list[WorkerInfo]:
-        """See ``FairQueue.workers``."""
-        return await self._run(self.ops.workers())
-
-    async def set_user_limits(
-        self, user_id: str, *, weight: int = 1, max_in_flight: int | None = None
-    ) -> None:
-        """See ``FairQueue.set_user_limits``."""
-        await self._run(self.ops.set_user_limits(user_id, weight, max_in_flight))
-
-    async def stats(self, user_limit: int = 100) -> QueueStats:
-        """See ``FairQueue.stats``."""
-        return await self._run(self.ops.stats(user_limit))
-
-    async def metrics(self) -> QueueMetrics:
-        """See ``FairQueue.metrics``."""
-        return await self._run(self.ops.metrics())
 
     async def close(self) -> None:
         """Close the underlying client's connections."""

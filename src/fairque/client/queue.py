@@ -10,6 +10,7 @@ from typing import Any, Literal, TypeVar
 import redis
 from redis.exceptions import NoScriptError, ResponseError
 
+from fairque.client.admin import AdminMethods
 from fairque.client.base import Flow, QueueBase, connect, replayable_tasks, run_flow
 from fairque.client.base import is_cluster_url as is_cluster_url
 from fairque.client.inspection import InspectionMethods
@@ -19,20 +20,17 @@ from fairque.core.records import Call, Leased, LeaseRequest, Pushed
 from fairque.errors import StaleConstraints
 from fairque.models import (
     Priority,
-    QueueMetrics,
-    QueueStats,
     Task,
     TaskOutcome,
     TaskPage,
     TaskState,
-    WorkerInfo,
 )
 from fairque.schedules.api import ScheduleMethods
 
 T = TypeVar("T")
 
 
-class FairQueue(ConstraintMethods, ScheduleMethods, InspectionMethods, QueueBase):
+class FairQueue(AdminMethods, ConstraintMethods, ScheduleMethods, InspectionMethods, QueueBase):
     """A fair, multi-tenant task queue on one Redis-compatible server or cluster.
 
     Args:
@@ -458,48 +456,6 @@ class FairQueue(ConstraintMethods, ScheduleMethods, InspectionMethods, QueueBase
     def wake(self, n: int = 1) -> int:
         """Wake up to ``n`` idle workers (1..64); returns the tokens now waiting."""
         return self._run(self.ops.wake(n))
-
-    def maintain(self, batch: int = 1000) -> int:
-        """Housekeeping, bounded by ``batch`` per registry: drop expired ids from the
-        FINISHED/FAILED/CANCELED registries and expired worker registrations.
-
-        Workers call this periodically; returns how many entries were removed.
-        """
-        return self._run(self.ops.maintain(batch))
-
-    def purge(self, batch: int = 1000) -> int:
-        """Delete every task and all state of this queue; returns the tasks deleted."""
-        return self._drive(self._purge_flow(batch))
-
-    def register_worker(self, info: WorkerInfo, ttl_seconds: float) -> int:
-        """Register or refresh a worker; forgets workers silent for ``ttl_seconds``."""
-        return self._run(self.ops.register_worker(info, ttl_seconds))
-
-    def unregister_worker(self, worker_id: str) -> bool:
-        """Remove a worker's registration."""
-        return self._run(self.ops.unregister_worker(worker_id))
-
-    def workers(self) -> list[WorkerInfo]:
-        """Registered workers with the age of their last heartbeat."""
-        return self._run(self.ops.workers())
-
-    def set_user_limits(
-        self, user_id: str, *, weight: int = 1, max_in_flight: int | None = None
-    ) -> None:
-        """Give ``user_id`` ``weight`` turns per round and at most ``max_in_flight`` leases."""
-        self._run(self.ops.set_user_limits(user_id, weight, max_in_flight))
-
-    def stats(self, user_limit: int = 100) -> QueueStats:
-        """Counts per state, counters and the load of up to ``user_limit`` ready users."""
-        return self._run(self.ops.stats(user_limit))
-
-    def metrics(self) -> QueueMetrics:
-        """Counters and wait/run-time histograms, kept by the scripts in each transition.
-
-        One read of one hash; see ``QueueMetrics`` for what each figure counts and
-        ``HISTOGRAM_BOUNDS_SECONDS`` for the buckets.
-        """
-        return self._run(self.ops.metrics())
 
     def close(self) -> None:
         """Close the underlying client's connections."""

@@ -1,0 +1,123 @@
+"""The administration methods of ``FairQueue`` and ``AsyncFairQueue``: worker
+registrations, per-user limits, stats and metrics, maintenance and purge.
+
+Both clients inherit them from here; each method only sends the call that
+``fairque.core.ops`` builds (the parity test holds the two to the same signatures).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, TypeVar
+
+from fairque.models import QueueMetrics, QueueStats, WorkerInfo
+
+if TYPE_CHECKING:
+    from fairque.client.base import Flow
+    from fairque.core.ops import Operations
+    from fairque.core.records import Call
+
+T = TypeVar("T")
+
+
+class AdminMethods:
+    """Administration on the blocking client."""
+
+    ops: Operations
+
+    if TYPE_CHECKING:
+
+        def _run(self, call: Call[T]) -> T: ...
+
+        def _drive(self, flow: Flow[T]) -> T: ...
+
+        def _purge_flow(self, batch: int) -> Flow[int]: ...
+
+    def maintain(self, batch: int = 1000) -> int:
+        """Housekeeping, bounded by ``batch`` per registry: drop expired ids from the
+        FINISHED/FAILED/CANCELED registries and expired worker registrations.
+
+        Workers call this periodically; returns how many entries were removed.
+        """
+        return self._run(self.ops.maintain(batch))
+
+    def purge(self, batch: int = 1000) -> int:
+        """Delete every task and all state of this queue; returns the tasks deleted."""
+        return self._drive(self._purge_flow(batch))
+
+    def register_worker(self, info: WorkerInfo, ttl_seconds: float) -> int:
+        """Register or refresh a worker; forgets workers silent for ``ttl_seconds``."""
+        return self._run(self.ops.register_worker(info, ttl_seconds))
+
+    def unregister_worker(self, worker_id: str) -> bool:
+        """Remove a worker's registration."""
+        return self._run(self.ops.unregister_worker(worker_id))
+
+    def workers(self) -> list[WorkerInfo]:
+        """Registered workers with the age of their last heartbeat."""
+        return self._run(self.ops.workers())
+
+    def set_user_limits(
+        self, user_id: str, *, weight: int = 1, max_in_flight: int | None = None
+    ) -> None:
+        """Give ``user_id`` ``weight`` turns per round and at most ``max_in_flight`` leases."""
+        self._run(self.ops.set_user_limits(user_id, weight, max_in_flight))
+
+    def stats(self, user_limit: int = 100) -> QueueStats:
+        """Counts per state, counters and the load of up to ``user_limit`` ready users."""
+        return self._run(self.ops.stats(user_limit))
+
+    def metrics(self) -> QueueMetrics:
+        """Counters and wait/run-time histograms, kept by the scripts in each transition.
+
+        One read of one hash; see ``QueueMetrics`` for what each figure counts and
+        ``HISTOGRAM_BOUNDS_SECONDS`` for the buckets.
+        """
+        return self._run(self.ops.metrics())
+
+
+class AsyncAdminMethods:
+    """Administration on the asyncio client (documented on ``AdminMethods``)."""
+
+    ops: Operations
+
+    if TYPE_CHECKING:
+
+        async def _run(self, call: Call[T]) -> T: ...
+
+        async def _drive(self, flow: Flow[T]) -> T: ...
+
+        def _purge_flow(self, batch: int) -> Flow[int]: ...
+
+    async def maintain(self, batch: int = 1000) -> int:
+        """See ``AdminMethods.maintain``."""
+        return await self._run(self.ops.maintain(batch))
+
+    async def purge(self, batch: int = 1000) -> int:
+        """See ``AdminMethods.purge``."""
+        return await self._drive(self._purge_flow(batch))
+
+    async def register_worker(self, info: WorkerInfo, ttl_seconds: float) -> int:
+        """See ``AdminMethods.register_worker``."""
+        return await self._run(self.ops.register_worker(info, ttl_seconds))
+
+    async def unregister_worker(self, worker_id: str) -> bool:
+        """See ``AdminMethods.unregister_worker``."""
+        return await self._run(self.ops.unregister_worker(worker_id))
+
+    async def workers(self) -> list[WorkerInfo]:
+        """See ``AdminMethods.workers``."""
+        return await self._run(self.ops.workers())
+
+    async def set_user_limits(
+        self, user_id: str, *, weight: int = 1, max_in_flight: int | None = None
+    ) -> None:
+        """See ``AdminMethods.set_user_limits``."""
+        await self._run(self.ops.set_user_limits(user_id, weight, max_in_flight))
+
+    async def stats(self, user_limit: int = 100) -> QueueStats:
+        """See ``AdminMethods.stats``."""
+        return await self._run(self.ops.stats(user_limit))
+
+    async def metrics(self) -> QueueMetrics:
+        """See ``AdminMethods.metrics``."""
+        return await self._run(self.ops.metrics())

@@ -150,27 +150,35 @@ def check_fields(item: Mapping[str, Any]) -> list[tuple[str, str]]:
     return problems
 
 
+#: fields taken as they are, and the ones converted on the way (outward name, attribute)
+_AS_IS = tuple((f.name, f.attr) for f in FIELDS if f.attr and f.kind in ("id", "any", "seconds",
+               "boolean", "choice"))  # fmt: skip
+_CONVERTED = tuple(f for f in FIELDS if f.attr and f.kind in ("priority", "integer", "time", "ids"))
+
+
 def task_of(item: Mapping[str, Any]) -> tuple[Task, float | None]:
     """The engine's task and delay for a checked item (``check_fields``).
 
     Raises:
         ValidationError: the engine refuses a value; its problems carry outward names.
     """
-    values: dict[str, Any] = {}
-    for spec in FIELDS:
-        value: Any = item.get(spec.name)
-        if value is None or spec.attr is None:
+    get = item.get
+    values = {attr: value for name, attr in _AS_IS if (value := get(name)) is not None}
+    for spec in _CONVERTED:
+        value = get(spec.name)
+        if value is None:
             continue
-        if spec.kind == "priority":
-            value = Priority.CRITICAL if value == "critical" else value
-        if spec.kind in ("integer", "priority") and type(value) is float:
+        if spec.kind == "priority" and value == "critical":
+            value = Priority.CRITICAL
+        elif type(value) is float and spec.kind in ("integer", "priority"):
             value = int(value)
         elif spec.kind == "time":
             value = _time(value, spec.name)
         elif spec.kind == "ids":
             value = tuple(value)
-        values[spec.attr] = value
-    if item.get("delay_seconds") is not None and item.get("execute_after") is not None:
+        values[spec.attr or ""] = value
+    delay = get("delay_seconds")
+    if delay is not None and values.get("execute_after") is not None:
         raise ValidationError(
             "give delay_seconds or execute_after, not both",
             [("delay_seconds", "give delay_seconds or execute_after, not both")],
@@ -179,7 +187,6 @@ def task_of(item: Mapping[str, Any]) -> tuple[Task, float | None]:
         task = Task(**values)
     except ValidationError as exc:
         raise ValidationError(str(exc), [(outward(f), m) for f, m in exc.problems]) from None
-    delay = item.get("delay_seconds")
     return task, delay
 
 

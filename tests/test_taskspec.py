@@ -59,3 +59,15 @@ def test_older_names_are_read_as_the_new_ones() -> None:
                       "result_ttl_seconds": 3, "priority": "critical"}  # fmt: skip
     assert written["delay_seconds"] == "delay"
     assert check_fields(fields) == []
+
+
+def test_a_schedules_task_template_is_the_same_fields() -> None:
+    from fairque.service.schedules import TEMPLATE, ScheduleAddIn, ScheduleIn
+    from fairque.service.wire import TaskIn
+
+    task = msgspec.json.schema(TaskIn)["$defs"]["TaskIn"]["properties"]
+    for kind in (ScheduleIn, ScheduleAddIn):
+        schedule = msgspec.json.schema(kind)["$defs"][kind.__name__]["properties"]
+        assert {name: schedule[name] for name in TEMPLATE} == {
+            name: task[name] for name in TEMPLATE
+        }

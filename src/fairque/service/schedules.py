@@ -9,45 +9,66 @@ import contextlib
 from collections.abc import Iterator
 from typing import Annotated, Any, Literal
 
+import msgspec
 from msgspec import Meta, Struct
 
+from fairque.core.taskspec import BY_NAME
 from fairque.errors import ScheduleExists, ScheduleNotFound
 from fairque.models import Priority as EnginePriority
 from fairque.schedules.model import Schedule
 from fairque.service.convert import engine_errors, iso, location, parse_time, wire_priority
 from fairque.service.handlers import Ctx, Reply
 from fairque.service.media import ProblemError
-from fairque.service.wire import Identifier, Priority, ScheduleId, Seconds, Timestamp
+from fairque.service.wire import ScheduleId, Timestamp, spec_default, spec_type
 
 Misfire = Literal["skip", "run_once", "catch_up"]
 
 
-class ScheduleIn(Struct, forbid_unknown_fields=True, kw_only=True):
-    """A schedule: a task template, a cron expression or an interval, a misfire policy."""
-
-    schedule_id: ScheduleId | None = None
-    name: Identifier
-    user_id: Identifier
-    payload: Any = None
-    priority: Priority = 3
-    max_retries: Annotated[int, Meta(ge=0, le=1000)] | None = None
-    timeout_seconds: Seconds | None = None
-    keep_result: bool = True
-    result_ttl_seconds: Annotated[int, Meta(ge=0, le=315_360_000)] | None = None
-    cron: Annotated[str, Meta(min_length=1, max_length=256)] | None = None
-    interval_seconds: Annotated[float, Meta(ge=0.1, le=315_360_000)] | None = None
-    timezone: Annotated[str, Meta(min_length=1, max_length=64)] = "UTC"
-    start_at: Timestamp | None = None
-    enabled: bool = True
-    misfire: Misfire = "run_once"
-    misfire_grace_seconds: Annotated[float, Meta(ge=0, le=315_360_000)] = 60.0
-    catch_up_limit: Annotated[int, Meta(ge=1, le=10_000)] = 100
+#: the task template of a schedule: these fields of the outward task, as ``TaskIn`` has them
+TEMPLATE = ("name", "user_id", "payload", "priority", "max_retries", "timeout_seconds",
+            "keep_result", "result_ttl_seconds")  # fmt: skip
+#: how a schedule fires
+TIMING: list[tuple[str, Any, Any]] = [
+    ("cron", Annotated[str, Meta(min_length=1, max_length=256)] | None, None),
+    ("interval_seconds", Annotated[float, Meta(ge=0.1, le=315_360_000)] | None, None),
+    ("timezone", Annotated[str, Meta(min_length=1, max_length=64)], "UTC"),
+    ("start_at", Timestamp | None, None),
+    ("enabled", bool, True),
+    ("misfire", Misfire, "run_once"),
+    ("misfire_grace_seconds", Annotated[float, Meta(ge=0, le=315_360_000)], 60.0),
+    ("catch_up_limit", Annotated[int, Meta(ge=1, le=10_000)], 100),
+]
 
 
-class ScheduleAddIn(ScheduleIn, forbid_unknown_fields=True, kw_only=True):
-    """A schedule to add: its id is required (``PUT`` takes it from the path)."""
+def _schedule_struct(name: str, doc: str, id_required: bool) -> Any:
+    """A schedule body: its id, the task template (``TEMPLATE``) and ``TIMING``."""
+    schedule_id: tuple[Any, ...] = (
+        ("schedule_id", ScheduleId) if id_required else ("schedule_id", ScheduleId | None, None)
+    )
+    template = [
+        (f.name, spec_type(f)) if f.required else (f.name, spec_type(f), spec_default(f))
+        for f in (BY_NAME[n] for n in TEMPLATE)
+    ]
+    kind = msgspec.defstruct(
+        name, [schedule_id, *template, *TIMING], kw_only=True, forbid_unknown_fields=True,
+        module=__name__,
+    )  # fmt: skip
+    kind.__doc__ = doc
+    return kind
 
-    schedule_id: ScheduleId
+
+#: A schedule: a task template, a cron expression or an interval, a misfire policy.
+ScheduleIn: Any = _schedule_struct(
+    "ScheduleIn",
+    "A schedule: a task template, a cron expression or an interval, a misfire policy.",
+    id_required=False,
+)
+#: A schedule to add: its id is required (``PUT`` takes it from the path).
+ScheduleAddIn: Any = _schedule_struct(
+    "ScheduleAddIn",
+    "A schedule to add: its id is required (``PUT`` takes it from the path).",
+    id_required=True,
+)
 
 
 class ScheduleOut(Struct, kw_only=True):

@@ -44,7 +44,7 @@ Priority = Annotated[int, Meta(ge=1, le=5)] | Literal["critical"]
 Timestamp = Annotated[str, Meta(description="ISO 8601, UTC")]
 
 
-def _spec_type(spec: SpecField) -> Any:
+def spec_type(spec: SpecField) -> Any:
     """The msgspec type of one field of the outward task (``fairque.core.taskspec``)."""
     kind: Any
     if spec.kind == "id":
@@ -70,7 +70,7 @@ def _spec_type(spec: SpecField) -> Any:
     return Annotated[kind, Meta(description=spec.description)]
 
 
-def _spec_default(spec: SpecField) -> Any:
+def spec_default(spec: SpecField) -> Any:
     if isinstance(spec.default, tuple):
         return msgspec.field(default_factory=list)
     return spec.default
@@ -80,7 +80,7 @@ def _spec_default(spec: SpecField) -> Any:
 TaskIn: Any = msgspec.defstruct(
     "TaskIn",
     [
-        (f.name, _spec_type(f)) if f.required else (f.name, _spec_type(f), _spec_default(f))
+        (f.name, spec_type(f)) if f.required else (f.name, spec_type(f), spec_default(f))
         for f in FIELDS
     ],
     kw_only=True,

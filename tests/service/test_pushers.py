@@ -121,6 +121,21 @@ def test_the_location_of_any_id_is_a_path_that_finds_it(api: Api) -> None:
     assert found.json()["task_id"] == "ü€ 1"
 
 
+def test_integers_written_as_integral_floats(api: Api) -> None:
+    """JSON Schema counts 47.0 as an integer, and so does the API, up to
+    ``MAX_INTEGRAL_FIXES`` such values in one body; past them, a 422 names the field."""
+    from fairque.service.media import MAX_INTEGRAL_FIXES
+
+    few = [{"name": "n", "user_id": "u", "max_retries": 2.0, "payload": 1.0} for _ in range(3)]
+    pushed = api.ok("POST", "/tasks", {"tasks": few}, status=201)["tasks"]
+    assert [t["max_retries"] for t in pushed] == [2, 2, 2]
+    assert api.ok("GET", f"/tasks/{pushed[0]['task_id']}")["payload"] == 1.0  # kept a float
+    many = [{"name": "n", "user_id": "u", "max_retries": 2.0}] * (MAX_INTEGRAL_FIXES + 1)
+    bad = check_problem(api.call("POST", "/tasks", {"tasks": many}), 422, "validation")
+    assert bad["errors"][0]["field"] == f"tasks[{MAX_INTEGRAL_FIXES}].max_retries"
+    assert api.ok("GET", "/stats")["total"] == 3
+
+
 def test_delay_and_execute_after(api: Api) -> None:
     delayed = api.push(delay_seconds=60)
     assert delayed["state"] == "SCHEDULED"

@@ -15,6 +15,7 @@ The command line's older names (``delay``, ``timeout``, ``result_ttl``, and prio
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -173,10 +174,10 @@ def task_of(item: Mapping[str, Any]) -> tuple[Task, float | None]:
         elif type(value) is float and spec.kind in ("integer", "priority"):
             value = int(value)
         elif spec.kind == "time":
-            value = _time(value, spec.name)
+            value = parse_time(value, spec.name)
         elif spec.kind == "ids":
             value = tuple(value)
-        values[spec.attr or ""] = value
+        values[str(spec.attr)] = value
     delay = get("delay_seconds")
     if delay is not None and values.get("execute_after") is not None:
         raise ValidationError(
@@ -190,8 +191,12 @@ def task_of(item: Mapping[str, Any]) -> tuple[Task, float | None]:
     return task, delay
 
 
-def _time(value: str, field: str) -> datetime:
-    """An ISO 8601 time (UTC when it names no zone)."""
+def parse_time(value: str, field: str) -> datetime:
+    """An ISO 8601 time (UTC when it names no zone).
+
+    Raises:
+        ValidationError: ``value`` is not one (the problem names ``field``).
+    """
     try:
         parsed = datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
     except ValueError:
@@ -201,8 +206,6 @@ def _time(value: str, field: str) -> datetime:
 
 
 def _shown(value: Any) -> str:
-    import json
-
     try:
         return json.dumps(value)
     except (TypeError, ValueError):

@@ -15,6 +15,7 @@ from redis.exceptions import RedisClusterException, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from fairque.client.aio import AsyncFairQueue
+from fairque.core import taskspec
 from fairque.core.taskspec import outward, task_of
 from fairque.errors import (
     DuplicateTask,
@@ -46,10 +47,9 @@ def iso(value: datetime | None) -> str | None:
 def parse_time(value: str, field: str) -> datetime:
     """An ISO 8601 time (UTC when it names no zone), or ``ProblemError`` 422."""
     try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
-    except ValueError:
-        raise invalid(field, f"not an ISO 8601 time: {value!r}") from None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+        return taskspec.parse_time(value, field)
+    except ValidationError as exc:
+        raise wire_problems(exc) from None
 
 
 def invalid(field: str, message: str) -> ProblemError:

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from fairque.service.wire import PATTERN_RULES, FieldError, Problem
+from fairque.service.wire import FieldError, Problem
 
 T = TypeVar("T")
 
@@ -103,13 +103,18 @@ def convert(value: Any, kind: type[T]) -> T:
     finds an integral float in place of an integer, that value alone (payloads keep
     their floats) is taken as the integer and the value is validated again.
     """
-    for _ in range(MAX_INTEGRAL_FIXES):
+    fixes = 0
+    while True:
         try:
             return msgspec.convert(value, kind)
         except msgspec.ValidationError as exc:
-            if _INTEGRAL not in str(exc) or not _take_integral(value, str(exc)):
+            fixes += 1
+            if (
+                fixes > MAX_INTEGRAL_FIXES
+                or _INTEGRAL not in str(exc)
+                or not _take_integral(value, str(exc))
+            ):
                 raise _invalid(exc) from None
-    return msgspec.convert(value, kind)
 
 
 #: msgspec's message for a float where an integer is expected
@@ -145,9 +150,6 @@ def _take_integral(value: Any, message: str) -> bool:
 
 def _invalid(exc: msgspec.ValidationError) -> ProblemError:
     field, message = split_validation(str(exc))
-    for pattern, rule in PATTERN_RULES.items():
-        if message == f"Expected `str` matching regex {pattern!r}":
-            message = rule  # the rule, not the expression that checks it
     return ProblemError(
         422, "validation", "Unprocessable Content", f"{field}: {message}",
         errors=[FieldError(field=field, message=message)],

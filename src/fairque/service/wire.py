@@ -24,18 +24,13 @@ _DOCUMENTED = {"pattern": NO_CONTROL}
 Identifier = Annotated[str, Meta(min_length=1, max_length=256, extra_json_schema=_DOCUMENTED)]
 #: a schedule id (its tasks' ids add a slot to it)
 ScheduleId = Annotated[str, Meta(min_length=1, max_length=224, extra_json_schema=_DOCUMENTED)]
-#: a constraint id
-CONSTRAINT_ID = "^[A-Za-z0-9_.-]{1,128}$"
-ConstraintId = Annotated[str, Meta(pattern=CONSTRAINT_ID)]
-#: a queue name: no braces or white space, at most 128 characters
-QUEUE_NAME = "^[^{}\\s\\u001c-\\u001f\\u0085]+$"
-QueueName = Annotated[str, Meta(min_length=1, max_length=128, pattern=QUEUE_NAME)]
-#: the rule each pattern stands for, as a validation message says it
-PATTERN_RULES = {
-    NO_CONTROL: "must not contain control characters",
-    CONSTRAINT_ID: "must be 1-128 letters, digits, '_', '-' or '.'",
-    QUEUE_NAME: "must not contain braces or white space",
-}
+#: a constraint id (path parameter: the document's rule; the engine checks it)
+ConstraintId = Annotated[str, Meta(pattern="^[A-Za-z0-9_.-]{1,128}$")]
+#: a queue name: no braces or white space, at most 128 characters (path parameter: the
+#: document's rule; the server checks it)
+QueueName = Annotated[
+    str, Meta(min_length=1, max_length=128, pattern="^[^{}\\s\\u001c-\\u001f\\u0085]+$")
+]
 #: a worker id: any text of at most 256 characters
 WorkerId = Annotated[str, Meta(min_length=1, max_length=256)]
 #: a length of time the engine keeps in milliseconds

@@ -260,10 +260,11 @@ async def task_page(q: AsyncFairQueue, task: Task) -> dict[str, Any]:
     """Everything about one task, and why it waits when it does."""
     assert task.task_id is not None
     task_id = task.task_id
+    finished = task.state is TaskState.FINISHED
     now, (blocks, waiting), out = await asyncio.gather(
-        q.server_time_ms(), q.task_links(task_id), q.outcome(task_id)
+        q.server_time_ms(), q.task_links(task_id), q.outcome(task_id) if finished else _none()
     )
-    has_result = task.state is TaskState.FINISHED and out is not None and out.has_result
+    has_result = out is not None and out.has_result
     upstream = list(task.depends_on)
     states = await asyncio.gather(*(q.get(t) for t in upstream))
     return {
@@ -282,6 +283,10 @@ async def task_page(q: AsyncFairQueue, task: Task) -> dict[str, Any]:
         "why": await why(q, task, waiting),
         "now": datetime.fromtimestamp(now / 1000, tz=timezone.utc),
     }
+
+
+async def _none() -> None:
+    return None
 
 
 async def why(q: AsyncFairQueue, task: Task, waiting_for: list[str]) -> dict[str, Any] | None:

@@ -334,3 +334,12 @@ def test_unknown_task_names_are_given_back_unless_configured(
     monkeypatch.setenv("FAIRQUE_WORKER__UNKNOWN_TASKS", "drop")
     with pytest.raises(ConfigError, match=re.escape("worker.unknown_tasks = 'drop'")):
         load_settings()
+
+
+def test_metrics_buckets_are_checked_and_sorted(write_yaml: WriteYaml) -> None:
+    good = load_settings(write_yaml("server: {metrics_buckets: [60, 0.01, 1, 1]}\n"))
+    assert good.server.metrics_buckets == [0.01, 1, 60]
+    with pytest.raises(ConfigError) as info:
+        load_settings(write_yaml("server: {metrics_buckets: [0.0001, 1]}\n"))
+    assert "server.metrics_buckets" in str(info.value)
+    assert "between 0.001 and 86400 seconds" in str(info.value)

@@ -3,6 +3,11 @@ transition itself, on every server kind and both clients."""
 
 from __future__ import annotations
 
+import bisect
+import itertools
+import json
+import math
+import random
 import re
 import time
 from collections.abc import Callable
@@ -14,19 +19,85 @@ from support import expire_lease
 
 import fairque
 from fairque import FairQueue, LeaseLost, QueueMetrics, TaskState
-from fairque.models import HISTOGRAM_BOUNDS_SECONDS, Histogram
+from fairque.core.keys import QueueKeys
+from fairque.models import HISTOGRAM_BOUNDS_SECONDS, HISTOGRAM_STEPS_PER_DOUBLING, Histogram
+from fairque.service.ui.fairness import histogram_quantile
 
 MakeQueue = Callable[..., FairQueue]
+
+
+def _under(bound: float) -> int:
+    """How many buckets close at or under ``bound`` seconds."""
+    return bisect.bisect_right(HISTOGRAM_BOUNDS_SECONDS, bound + 1e-12)
 
 
 def test_histogram_bounds_are_the_scripts_bounds() -> None:
     source = (
         Path(fairque.__file__).parent / "core" / "lua" / "includes" / "observe.lua"
     ).read_text()
-    table = re.search(r"local bounds = \{([^}]*)\}", source)
-    assert table is not None
-    in_ms = [int(v) for v in table.group(1).replace("\n", " ").split(",")]
-    assert in_ms == [round(b * 1000) for b in HISTOGRAM_BOUNDS_SECONDS]
+    count = re.search(r"local OBSERVE_NB = (\d+)", source)
+    steps = re.search(r"local OBSERVE_STEPS = (\d+) / math.log\(2\)", source)
+    assert count is not None
+    assert steps is not None
+    assert int(count[1]) == len(HISTOGRAM_BOUNDS_SECONDS)
+    assert int(steps[1]) == HISTOGRAM_STEPS_PER_DOUBLING
+    assert HISTOGRAM_BOUNDS_SECONDS[0] == 0.001
+    assert HISTOGRAM_BOUNDS_SECONDS[-1] >= 3600
+    ratios = {round(b / a, 9) for a, b in itertools.pairwise(HISTOGRAM_BOUNDS_SECONDS)}
+    assert ratios == {round(2 ** (1 / HISTOGRAM_STEPS_PER_DOUBLING), 9)}
+
+
+def _observed(redis_client: SyncClient, queue: str, values_ms: list[int]) -> Histogram:
+    """``values_ms`` counted by the scripts' own ``observe`` into ``queue``'s stats."""
+    source = (
+        Path(fairque.__file__).parent / "core" / "lua" / "includes" / "observe.lua"
+    ).read_text()
+    script = source + "\nobserve({stats = KEYS[1]}, 'wait_ms', cjson.decode(ARGV[1]))\n"
+    stats = QueueKeys(queue).stats
+    for start in range(0, len(values_ms), 5000):
+        chunk = values_ms[start : start + 5000]
+        redis_client.eval(script, 1, stats, json.dumps(chunk))
+    return FairQueue(redis_client, queue).metrics().wait_time
+
+
+def test_each_value_lands_in_the_bucket_of_its_bound(
+    make_queue: MakeQueue, redis_client: SyncClient
+) -> None:
+    q = make_queue()
+    # every bound, one either side of it, and the edges
+    probes = sorted({0, 1, 2, 3, 5, 7, 4_194_304, 4_194_305, 10**9} | {
+        v for b in HISTOGRAM_BOUNDS_SECONDS for v in (
+            math.floor(b * 1000), math.ceil(b * 1000), math.ceil(b * 1000) + 1
+        )
+    })  # fmt: skip
+    hist = _observed(redis_client, q.queue, probes)
+    expected = [0] * (len(HISTOGRAM_BOUNDS_SECONDS) + 1)
+    for v in probes:
+        expected[bisect.bisect_left(HISTOGRAM_BOUNDS_SECONDS, v / 1000 - 1e-12)] += 1
+    assert hist.counts == expected
+    assert hist.sum == pytest.approx(sum(probes) / 1000)
+
+
+@pytest.mark.parametrize("scale_ms", [5, 10, 300, 5_000, 60_000, 600_000, 3_600_000])
+def test_percentiles_from_the_buckets_are_within_20_percent(
+    make_queue: MakeQueue, redis_client: SyncClient, scale_ms: int
+) -> None:
+    """p50, p95 and p99 read from the buckets (as the dashboard and Prometheus read
+    them) against the exact ones, for spread-out durations around each scale. The
+    scripts time in whole milliseconds, so the smallest scale is a few of them."""
+    rng = random.Random(scale_ms)
+    values = sorted(max(1, round(rng.lognormvariate(0, 0.6) * scale_ms)) for _ in range(4000))
+    hist = _observed(redis_client, make_queue().queue, values)
+    for q in (0.5, 0.95, 0.99):
+        exact = values[math.ceil(q * len(values)) - 1]
+        found = histogram_quantile(HISTOGRAM_BOUNDS_SECONDS, hist.counts, q)
+        assert found is not None
+        estimate, above = found
+        if exact > HISTOGRAM_BOUNDS_SECONDS[-1] * 1000:
+            assert above
+            continue
+        assert not above
+        assert abs(estimate * 1000 - exact) <= 0.2 * exact, (q, estimate, exact)
 
 
 def test_a_fresh_queue_has_zero_metrics(make_queue: MakeQueue) -> None:
@@ -73,11 +144,11 @@ def test_every_transition_counts_once(make_queue: MakeQueue, redis_client: SyncC
     # waits: five leases, each of 30 ms or more
     assert m.wait_time.count == 5
     assert m.wait_time.sum >= 0.15
-    assert sum(m.wait_time.counts[:3]) == 0  # none at or under 25 ms
+    assert sum(m.wait_time.counts[: _under(0.025)]) == 0  # none at or under 25 ms
     # runs: two completions and two failures (the reclaimed lease is not timed)
     assert m.run_time.count == 4
     assert m.run_time.sum >= 0.24
-    assert sum(m.run_time.counts[:4]) == 0  # none at or under 50 ms
+    assert sum(m.run_time.counts[: _under(0.05)]) == 0  # none at or under 50 ms
     assert m.run_time.cumulative[-1] == 4
     # the stats snapshot shows the same counters, without the histograms' buckets
     counters = q.stats().counters

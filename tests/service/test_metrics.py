@@ -7,11 +7,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import httpx
+from prometheus_client.openmetrics.parser import (
+    text_string_to_metric_families as openmetrics_families,
+)
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
 from fairque import FairQueue, Task
-from fairque.models import Priority, WorkerInfo
+from fairque.models import HISTOGRAM_BOUNDS_SECONDS, Priority, WorkerInfo
 from fairque.service import metrics
 from service.harness import LiveServer
 
@@ -89,7 +92,10 @@ def test_scrape(live: LiveServer) -> None:
         waits = m["fairque_task_wait_seconds"]
         assert value(waits, "fairque_task_wait_seconds_count", queue=queue) == 3
         assert value(waits, "fairque_task_wait_seconds_bucket", queue=queue, le="+Inf") == 3
-        assert value(waits, "fairque_task_wait_seconds_bucket", queue=queue, le="3600.0") == 3
+        last = f"{HISTOGRAM_BOUNDS_SECONDS[-1]:.6g}"
+        assert value(waits, "fairque_task_wait_seconds_bucket", queue=queue, le=last) == 3
+        les = {s.labels["le"] for s in waits if s.name.endswith("_bucket")}
+        assert len(les) == len(HISTOGRAM_BOUNDS_SECONDS) + 1  # every kept bound, and +Inf
         assert value(waits, "fairque_task_wait_seconds_sum", queue=queue) >= 0
         runs = m["fairque_task_run_seconds"]
         assert value(runs, "fairque_task_run_seconds_count", queue=queue) == 2
@@ -101,6 +107,100 @@ def test_scrape(live: LiveServer) -> None:
     finally:
         q.purge()
         q.close()
+
+
+def _strict_text_format(text: str) -> dict[str, str]:
+    """Check the text format as strict parsers (promtool, Go's expfmt) do: each family's
+    HELP and TYPE once, before its samples, and its samples in one block. Answers each
+    family's type."""
+    types: dict[str, str] = {}
+    helps: set[str] = set()
+    closed: set[str] = set()
+    current: str | None = None
+    suffixes = {"counter": ("_total", "_created"), "histogram": ("_bucket", "_sum", "_count",
+                "_created"), "gauge": ()}  # fmt: skip
+    for line in text.splitlines():
+        if line.startswith("# HELP "):
+            name = line.split()[2]
+            assert name not in helps, f"a second HELP for {name}"
+            helps.add(name)
+            continue
+        if line.startswith("# TYPE "):
+            _, _, name, kind = line.split()
+            assert name not in types, f"a second TYPE for {name}"
+            assert name in helps, f"TYPE before HELP for {name}"
+            types[name] = kind
+            if current is not None:
+                closed.add(current)
+            current = name
+            continue
+        assert line, "an empty line"
+        assert not line.startswith("#"), line
+        sample = re.match(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)", line)
+        assert sample is not None, line
+        name = sample[1]
+        family = next(
+            (f for f, kind in types.items()
+             if name == f or any(name == f + suffix for suffix in suffixes[kind])),
+            None,
+        )  # fmt: skip
+        assert family is not None, f"a sample of no declared family: {line}"
+        assert family == current, f"{family}'s samples are split"
+        assert family not in closed, f"{family}'s samples are split"
+    return types
+
+
+def test_two_queues_give_one_block_per_family(live: LiveServer) -> None:
+    """With two queues served, every family is declared once and its samples of both
+    queues are grouped; OpenMetrics, asked for, passes its own strict parser."""
+    queue, other = live.service.names
+    q = FairQueue.from_url(live.service.url, queue)
+    try:
+        q.enqueue("n", user_id="u")
+        leased = q.pop("w")
+        assert leased is not None
+        assert q.complete(leased)
+        response = httpx.get(f"{live.base}/metrics", timeout=30)
+        assert response.headers.get_list("content-type") == [metrics.CONTENT_TYPE]
+        types = _strict_text_format(response.text)
+        assert types["fairque_task_wait_seconds"] == "histogram"
+        for name in [n for n in types if not n.startswith("fairque_user_")]:  # per queue
+            queues = {
+                s.labels.get("queue") for f in text_string_to_metric_families(response.text)
+                if f.name == name or f.name + "_total" == name for s in f.samples
+            }  # fmt: skip
+            assert {queue, other} <= queues, name
+        open_metrics = httpx.get(
+            f"{live.base}/metrics", timeout=30,
+            headers={"Accept": "application/openmetrics-text; version=1.0.0"},
+        )  # fmt: skip
+        assert open_metrics.headers["content-type"] == metrics.OPENMETRICS_TYPE
+        parsed = list(openmetrics_families(open_metrics.text))  # type: ignore[no-untyped-call]
+        assert len({f.name for f in parsed}) == len(parsed) == len(types)
+    finally:
+        q.purge()
+        q.close()
+
+
+def test_exported_buckets_follow_the_setting(live: LiveServer) -> None:
+    """``server.metrics_buckets`` picks the bounds shown, each taken down to a kept one."""
+    queue = live.service.names[0]
+    settings = live.service.settings
+    before = settings.metrics_buckets
+    settings.metrics_buckets = [0.01, 1.0, 60.0]
+    try:
+        text = httpx.get(f"{live.base}/metrics", timeout=30).text
+    finally:
+        settings.metrics_buckets = before
+    les = [
+        s.labels["le"]
+        for f in text_string_to_metric_families(text)
+        for s in f.samples
+        if s.name == "fairque_task_run_seconds_bucket" and s.labels["queue"] == queue
+    ]
+    # each taken down to the kept bound at or under it: 2^(13/4), 2^(39/4), 2^(63/4) ms
+    assert les == ["0.00951366", "0.861078", "55.109", "+Inf"]
+    assert metrics.exported_bounds(None) == list(range(len(HISTOGRAM_BOUNDS_SECONDS)))
 
 
 def test_per_user_series_are_bounded(live: LiveServer) -> None:

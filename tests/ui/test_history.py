@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import bisect
 import time
 
 import httpx
@@ -13,16 +14,25 @@ from support import unique_queue
 
 from fairque import FairQueue, Task
 from fairque.client.aio import AsyncFairQueue
-from fairque.models import Histogram, QueueMetrics
+from fairque.models import HISTOGRAM_BOUNDS_SECONDS, Histogram, QueueMetrics
 from fairque.service.ui import history
 from fairque.service.ui.history import History
 
 VALKEY = pytest.mark.parametrize("server", ["valkey"], indirect=True)
 
 
-def metrics(finished: int, failed: int, waits: list[int]) -> QueueMetrics:
-    empty = Histogram(counts=[0] * 17, sum=0.0, count=0)
-    wait = Histogram(counts=waits + [0] * (17 - len(waits)), sum=0.0, count=sum(waits))
+BUCKETS = len(HISTOGRAM_BOUNDS_SECONDS) + 1
+
+
+def at(seconds: float) -> int:
+    """The bucket whose bound is the largest at or under ``seconds``."""
+    return bisect.bisect_right(HISTOGRAM_BOUNDS_SECONDS, seconds * (1 + 1e-9)) - 1
+
+
+def metrics(finished: int, failed: int, waits: dict[int, int]) -> QueueMetrics:
+    empty = Histogram(counts=[0] * BUCKETS, sum=0.0, count=0)
+    counts = [waits.get(i, 0) for i in range(BUCKETS)]
+    wait = Histogram(counts=counts, sum=0.0, count=sum(counts))
     return QueueMetrics(queue="q", finished=finished, failed=failed, wait_time=wait, run_time=empty)
 
 
@@ -30,16 +40,16 @@ def test_minutes_from_snapshots() -> None:
     h = History()
     assert h.minutes("q") == []
     assert h.covered("q") is None
-    h.add("q", metrics(0, 0, []), at=0.0)
+    h.add("q", metrics(0, 0, {}), at=0.0)
     assert h.minutes("q", now=1.0) == []
-    h.add("q", metrics(10, 1, [10]), at=30.0)  # minute 0..1: 10 finished, waits <= 5 ms
-    h.add("q", metrics(40, 1, [10, 0, 0, 0, 0, 0, 0, 0, 30]), at=90.0)  # 30 more, <= 2.5 s
+    h.add("q", metrics(10, 1, {at(0.004): 10}), at=30.0)  # minute 0..1: 10 finished, <= 4 ms
+    h.add("q", metrics(40, 1, {at(0.004): 10, at(2.5): 30}), at=90.0)  # 30 more, <= 2.5 s
     minutes = h.minutes("q", now=100.0)
     assert [m["minute"] for m in minutes] == [1, 0]
     assert (minutes[0]["finished"], minutes[0]["failed"]) == (10, 1)
     assert (minutes[1]["finished"], minutes[1]["failed"]) == (30, 0)
-    assert minutes[0]["p95"] <= 0.005
-    assert 1.0 < minutes[1]["p50"] <= 2.5
+    assert minutes[0]["p95"] <= 0.004
+    assert 2.0 < minutes[1]["p50"] <= 2.5
     assert h.covered("q", now=100.0) == 100.0
     # an hour at most: an old interval falls out of the chart
     assert len(h.minutes("q", now=4000.0)) == 60

@@ -266,10 +266,13 @@ def _metrics_endpoint(service: Service) -> Any:
         try:
             with engine_errors():
                 queues = {name: await service.queue(name) for name in service.names}
-                body = await metrics.scrape(queues)
+                media = metrics.media_type(request.headers.get("accept"))
+                body = await metrics.scrape(
+                    queues, buckets=service.settings.metrics_buckets, media=media
+                )
         except ProblemError as exc:
             return problem_response(exc, request.headers.get("accept"))
-        return Response(body, media_type=metrics.CONTENT_TYPE)
+        return Response(body, headers={"Content-Type": media})
 
     return metrics_text
 

@@ -10,7 +10,8 @@ histograms are the ones the scripts keep in the same transition (``metrics()``).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Iterator, Mapping
+import bisect
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from prometheus_client import CollectorRegistry, generate_latest
@@ -20,13 +21,15 @@ from prometheus_client.core import (
     HistogramMetricFamily,
     Metric,
 )
+from prometheus_client.openmetrics import exposition as openmetrics
 from prometheus_client.registry import Collector
 
 from fairque.client.aio import AsyncFairQueue
-from fairque.models import QueueMetrics, TaskState
+from fairque.models import HISTOGRAM_BOUNDS_SECONDS, Histogram, QueueMetrics, TaskState
 from fairque.service.ui import ranking
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+OPENMETRICS_TYPE = "application/openmetrics-text; version=1.0.0; charset=utf-8"
 #: users with their own ready / in-flight series, per queue
 TOP_USERS = 50
 
@@ -87,28 +90,44 @@ async def _queue_figures(q: AsyncFairQueue, top: int) -> dict[str, Any]:
     }
 
 
-def _histograms(queue: str, engine_metrics: QueueMetrics) -> Iterator[Metric]:
-    """The wait-time and run-time histograms the scripts keep."""
-    for hist, name, doc in (
-        (engine_metrics.wait_time, "fairque_task_wait_seconds",
-         "Time from entering QUEUED to the lease (ready -> leased)."),
-        (engine_metrics.run_time, "fairque_task_run_seconds",
-         "Time from the lease to FINISHED or FAILED (reclaimed leases are not timed)."),
-    ):  # fmt: skip
-        cumulative = hist.cumulative
-        buckets = [(_le(b), float(n)) for b, n in zip(hist.bounds, cumulative, strict=False)]
-        buckets.append(("+Inf", float(hist.count)))
-        family = HistogramMetricFamily(name, doc, labels=["queue"])
-        family.add_metric([queue], buckets, sum_value=float(hist.sum))
-        yield family
+HISTOGRAMS = (
+    ("wait_time", "fairque_task_wait_seconds",
+     "Time from entering QUEUED to the lease (ready -> leased)."),
+    ("run_time", "fairque_task_run_seconds",
+     "Time from the lease to FINISHED or FAILED (reclaimed leases are not timed)."),
+)  # fmt: skip
+
+
+def exported_bounds(wanted: Sequence[float] | None) -> list[int]:
+    """Which of the scripts' bucket bounds ``/metrics`` shows: every one (``None``), or
+    for each bound ``wanted`` (seconds) the largest kept bound at or under it, so each
+    ``le`` count is exact. The answer is indexes into ``HISTOGRAM_BOUNDS_SECONDS``."""
+    if wanted is None:
+        return list(range(len(HISTOGRAM_BOUNDS_SECONDS)))
+    found = {
+        max(0, bisect.bisect_right(HISTOGRAM_BOUNDS_SECONDS, bound * (1 + 1e-9)) - 1)
+        for bound in wanted
+    }
+    return sorted(found)
+
+
+def _add_histogram(family: HistogramMetricFamily, queue: str, hist: Histogram,
+                   shown: Sequence[int]) -> None:  # fmt: skip
+    cumulative = hist.cumulative
+    buckets = [(_le(hist.bounds[i]), float(cumulative[i])) for i in shown]
+    buckets.append(("+Inf", float(hist.count)))
+    family.add_metric([queue], buckets, sum_value=float(hist.sum))
 
 
 def _le(bound: float) -> str:
-    return repr(bound) if bound != int(bound) else f"{bound:.1f}"
+    return f"{bound:.6g}"
 
 
-def families(figures: Mapping[str, dict[str, Any]]) -> list[Metric]:
-    """Metric families of every queue's figures."""
+def families(
+    figures: Mapping[str, dict[str, Any]], buckets: Sequence[float] | None = None
+) -> list[Metric]:
+    """Metric families of every queue's figures: one family per metric, each queue's
+    samples in it (a family block appears once in the text, whatever the queues)."""
     tasks = GaugeMetricFamily("fairque_tasks", "Tasks per state now.", labels=["queue", "state"])
     ready = GaugeMetricFamily(
         "fairque_user_ready_tasks",
@@ -137,7 +156,9 @@ def families(figures: Mapping[str, dict[str, Any]]) -> list[Metric]:
         key: CounterMetricFamily(name, doc, labels=["queue"])
         for key, (name, doc) in COUNTERS.items()
     }
-    hists: list[Metric] = []
+    shown = exported_bounds(buckets)
+    hists = {attr: HistogramMetricFamily(name, doc, labels=["queue"])
+             for attr, name, doc in HISTOGRAMS}  # fmt: skip
     for queue, f in figures.items():
         stats = f["stats"]
         for state in TaskState:
@@ -152,16 +173,34 @@ def families(figures: Mapping[str, dict[str, Any]]) -> list[Metric]:
         capped.add_metric([queue], stats.capped_users)
         engine_metrics: QueueMetrics = f["metrics"]
         values = {key: int(getattr(engine_metrics, key)) for key in COUNTERS}
-        hists.extend(_histograms(queue, engine_metrics))
+        for attr, hist in hists.items():
+            _add_histogram(hist, queue, getattr(engine_metrics, attr), shown)
         for key, family in counters.items():
             family.add_metric([queue], float(values.get(key, 0)))
-    return [tasks, ready, in_flight, oldest, workers, users, capped, *counters.values(), *hists]
+    gauges = [tasks, ready, in_flight, oldest, workers, users, capped]
+    return [*gauges, *counters.values(), *hists.values()]
 
 
-async def scrape(queues: Mapping[str, AsyncFairQueue], top: int = TOP_USERS) -> bytes:
-    """The Prometheus text of ``queues``."""
+def media_type(accept: str | None) -> str:
+    """The exposition format a scraper asked for: OpenMetrics when its ``Accept`` names
+    it (Prometheus does), else the text format 0.0.4."""
+    if accept and "application/openmetrics-text" in accept:
+        return OPENMETRICS_TYPE
+    return CONTENT_TYPE
+
+
+async def scrape(
+    queues: Mapping[str, AsyncFairQueue],
+    top: int = TOP_USERS,
+    buckets: Sequence[float] | None = None,
+    media: str = CONTENT_TYPE,
+) -> bytes:
+    """``queues`` in the exposition format ``media`` (``media_type``)."""
     names = list(queues)
     found = await asyncio.gather(*(_queue_figures(queues[n], top) for n in names))
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(_Families(families(dict(zip(names, found, strict=True)))))
+    registry.register(_Families(families(dict(zip(names, found, strict=True)), buckets)))
+    if media == OPENMETRICS_TYPE:
+        data: bytes = openmetrics.generate_latest(registry)  # type: ignore[no-untyped-call]
+        return data
     return generate_latest(registry)

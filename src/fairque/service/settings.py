@@ -65,6 +65,17 @@ class ServerSettings(BaseModel):
     body_margin_bytes: int = Field(default=65_536, ge=0, le=64 * 1024 * 1024)
     #: log one line per request (uvicorn's access log; never the Authorization header)
     access_log: bool = False
+    #: the ``le`` bounds (seconds) ``/metrics`` shows of the wait and run histograms;
+    #: each is taken down to the nearest bound the scripts keep (their factor is 2^(1/4)
+    #: from 1 ms to 70 min). None: every kept bound.
+    metrics_buckets: list[float] | None = Field(default=None, min_length=1, max_length=200)
+
+    @field_validator("metrics_buckets")
+    @classmethod
+    def _bounds(cls, value: list[float] | None) -> list[float] | None:
+        if value is not None and not all(0.001 <= b <= 86_400 for b in value):
+            raise ValueError("each bound must be between 0.001 and 86400 seconds")
+        return None if value is None else sorted(set(value))
 
 
 class Endpoint(BaseModel):

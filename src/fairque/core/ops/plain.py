@@ -101,14 +101,15 @@ class PlainOperations(OperationsBase):
                 requeued=fields.get("requeued", 0),
                 schedule_fired=fields.get("schedule_fired", 0),
                 schedule_skipped=fields.get("schedule_skipped", 0),
-                wait_time=_histogram(fields, "wait"),
-                run_time=_histogram(fields, "run"),
+                wait_time=_histogram(fields, "wait_ms"),
+                run_time=_histogram(fields, "run_ms"),
             )
 
         return Call(None, (self.keys.stats,), ("HGETALL",), parse)
 
 
 def _histogram(fields: dict[str, int], name: str) -> Histogram:
-    """Histogram ``name`` from the stats hash (fields '<name>:<bucket>', 1-based)."""
+    """Histogram ``name`` from the stats hash (fields '<name>:<bucket>', 1-based, and
+    '<name>:sum' in ms)."""
     counts = [fields.get(f"{name}:{i}", 0) for i in range(1, len(HISTOGRAM_BOUNDS_SECONDS) + 2)]
-    return Histogram(counts=counts, sum=fields.get(f"{name}:sum_ms", 0) / 1000, count=sum(counts))
+    return Histogram(counts=counts, sum=fields.get(f"{name}:sum", 0) / 1000, count=sum(counts))

@@ -125,7 +125,7 @@ class Ui:
         return Response(
             body,
             status_code=status,
-            media_type="text/html; charset=utf-8",
+            media_type="text/html",
             headers=security.HEADERS,
             cookies=cookies,
         )

@@ -18,5 +18,5 @@ local function count_completions(K, acc)
     end
   end
   if acc.done > 0 then redis.call('HINCRBY', K.stats, 'completed', acc.done) end
-  observe(K, 'run', acc.runs)
+  observe(K, 'run_ms', acc.runs)
 end

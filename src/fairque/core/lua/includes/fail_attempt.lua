@@ -24,7 +24,7 @@ local function fail_attempt(K, id, err, retry, ms, base_ms, failed_ttl_ms, delay
   end
   end_attempt(K, id, f[1], ms, f[5], 'traceback', 'reason', 'details')
   if extra and #extra > 0 then redis.call('HSET', tk, unpack(extra)) end
-  if req then observe(K, 'run', {ms - tonumber(f[4] or ms)}) end
+  if req then observe(K, 'run_ms', {ms - tonumber(f[4] or ms)}) end
   local n = tonumber(f[2])
   local limit = tonumber(f[3])
   if max_retries and max_retries >= 0 then limit = max_retries end

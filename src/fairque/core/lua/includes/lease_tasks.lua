@@ -190,6 +190,6 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any,
     redis.call('ZADD', K.leases, deadline, picked[1])
   end
   redis.call('HINCRBY', K.stats, 'popped', n)
-  observe(K, 'wait', waits)
+  observe(K, 'wait_ms', waits)
   return out, tokens
 end

@@ -1,36 +1,39 @@
--- observe(K, hist, values): add durations `values` (ms) to histogram `hist` ('wait' or
--- 'run') in the stats hash: field '<hist>:<i>' counts the values in bucket i (not
--- cumulative; bucket i holds values up to the i-th bound below, the last bucket the
--- rest) and '<hist>:sum_ms' their sum. One HINCRBY per bucket touched plus one for the
--- sum. The bounds are fairque.models.HISTOGRAM_BOUNDS_SECONDS in ms (a test holds
--- them equal).
+-- observe(K, hist, values): add durations `values` (ms) to histogram `hist` ('wait_ms'
+-- or 'run_ms') in the stats hash: field '<hist>:<i>' counts the values in bucket i (not
+-- cumulative) and '<hist>:sum' their sum. The bounds grow by a factor 2^(1/4): bucket
+-- 1 holds values up to 1 ms, bucket i (2..NB) those above 2^((i-2)/4) ms and up to
+-- 2^((i-1)/4) ms, bucket NB + 1 the rest (above 2^22 ms, 70 minutes). A bucket is found
+-- by one logarithm, not a scan. fairque.models.HISTOGRAM_BOUNDS_SECONDS are the same
+-- bounds in seconds (a test holds NB and the factor equal). One HINCRBY per bucket
+-- touched plus one for the sum.
+local OBSERVE_NB = 89
+local OBSERVE_STEPS = 4 / math.log(2)
+
+local function observe_bucket(v)
+  if v <= 1 then return 1 end
+  -- the epsilon keeps a value on a bound (2, 4, 8 ms ...) in the bucket it closes
+  local b = math.ceil(math.log(v) * OBSERVE_STEPS - 1e-9) + 1
+  if b > OBSERVE_NB then return OBSERVE_NB + 1 end
+  return b
+end
+
 local function observe(K, hist, values)
   local n = #values
   if n == 0 then return end
-  local bounds = {5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000,
-    300000, 900000, 3600000}
-  local nb = #bounds
   if n == 1 then  -- the usual single task: no tally table
     local v = values[1]
     if v < 0 then v = 0 end
-    local b = nb + 1
-    for i = 1, nb do
-      if v <= bounds[i] then b = i break end
-    end
-    redis.call('HINCRBY', K.stats, hist .. ':' .. b, 1)
-    redis.call('HINCRBY', K.stats, hist .. ':sum_ms', v)
+    redis.call('HINCRBY', K.stats, hist .. ':' .. observe_bucket(v), 1)
+    redis.call('HINCRBY', K.stats, hist .. ':sum', v)
     return
   end
   local counts, sum = {}, 0
   for _, v in ipairs(values) do
     if v < 0 then v = 0 end
-    local b = nb + 1
-    for i = 1, nb do
-      if v <= bounds[i] then b = i break end
-    end
+    local b = observe_bucket(v)
     counts[b] = (counts[b] or 0) + 1
     sum = sum + v
   end
   for b, c in pairs(counts) do redis.call('HINCRBY', K.stats, hist .. ':' .. b, c) end
-  redis.call('HINCRBY', K.stats, hist .. ':sum_ms', sum)
+  redis.call('HINCRBY', K.stats, hist .. ':sum', sum)
 end

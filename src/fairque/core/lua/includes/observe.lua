@@ -9,28 +9,23 @@
 local OBSERVE_NB = 89
 local OBSERVE_STEPS = 4 / math.log(2)
 
-local function observe_bucket(v)
-  if v <= 1 then return 1 end
-  -- the epsilon keeps a value on a bound (2, 4, 8 ms ...) in the bucket it closes
-  local b = math.ceil(math.log(v) * OBSERVE_STEPS - 1e-9) + 1
-  if b > OBSERVE_NB then return OBSERVE_NB + 1 end
-  return b
-end
-
 local function observe(K, hist, values)
   local n = #values
   if n == 0 then return end
-  if n == 1 then  -- the usual single task: no tally table
-    local v = values[1]
-    if v < 0 then v = 0 end
-    redis.call('HINCRBY', K.stats, hist .. ':' .. observe_bucket(v), 1)
-    redis.call('HINCRBY', K.stats, hist .. ':sum', v)
-    return
-  end
   local counts, sum = {}, 0
   for _, v in ipairs(values) do
     if v < 0 then v = 0 end
-    local b = observe_bucket(v)
+    local b = 1
+    if v > 1 then
+      -- the epsilon keeps a value on a bound (2, 4, 8 ms ...) in the bucket it closes
+      b = math.ceil(math.log(v) * OBSERVE_STEPS - 1e-9) + 1
+      if b > OBSERVE_NB then b = OBSERVE_NB + 1 end
+    end
+    if n == 1 then  -- the usual single task: no tally
+      redis.call('HINCRBY', K.stats, hist .. ':' .. b, 1)
+      redis.call('HINCRBY', K.stats, hist .. ':sum', v)
+      return
+    end
     counts[b] = (counts[b] or 0) + 1
     sum = sum + v
   end

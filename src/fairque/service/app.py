@@ -156,7 +156,10 @@ class Service:
                 else:
                     ctx.body = decode(raw, kind, spec.body)
             with engine_errors():
-                reply = await spec.operation(ctx)
+                if spec.operation in WAITING:
+                    reply = await _watching(request, ctx, spec.operation)
+                else:
+                    reply = await spec.operation(ctx)
             return Response(
                 encode(reply.value, media),
                 status_code=reply.status,
@@ -165,6 +168,31 @@ class Service:
             )
         except ProblemError as exc:
             return problem_response(exc, accept)
+
+
+#: the operations that may wait long (a long poll, a result wait): they watch for the
+#: client hanging up, so that nothing is leased or consumed for nobody
+WAITING = frozenset({handlers.lease, handlers.get_result})
+
+
+async def _watching(
+    request: Request[Any, Any, Any], ctx: handlers.Ctx, operation: handlers.Operation
+) -> handlers.Reply:
+    """Run ``operation`` while reading the connection's next ASGI message: the body has
+    been read, so that message is the client's disconnect, which sets ``ctx.left``."""
+
+    async def watch() -> None:
+        while True:
+            message = await request.receive()
+            if message["type"] == "http.disconnect":
+                ctx.left.set()
+                return
+
+    watcher = asyncio.ensure_future(watch())
+    try:
+        return await operation(ctx)
+    finally:
+        watcher.cancel()
 
 
 def _too_large(limit: int) -> ProblemError:

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -71,6 +73,8 @@ class Ctx:
     query: Mapping[str, str]
     body: Any = None
     queue: AsyncFairQueue | None = None
+    #: set when the client hangs up before its answer (watched for the routes that wait)
+    left: asyncio.Event = field(default_factory=asyncio.Event)
 
     @property
     def q(self) -> AsyncFairQueue:
@@ -88,6 +92,27 @@ class Reply:
 
 
 Operation = Callable[[Ctx], Awaitable[Reply]]
+
+
+async def until_left(work: Awaitable[Any], left: asyncio.Event) -> Any:
+    """``work``'s answer, or None once ``left`` is set (``work`` is then canceled: only
+    waits that change nothing on the server are given here)."""
+    if left.is_set():
+        close = getattr(work, "close", None)
+        if close is not None:
+            close()  # a coroutine never started
+        return None
+    job = asyncio.ensure_future(work)
+    gone = asyncio.ensure_future(left.wait())
+    try:
+        await asyncio.wait((job, gone), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+        if not job.done():
+            job.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        return await job
+    return None
 
 
 def _now() -> datetime:
@@ -192,7 +217,10 @@ async def get_result(ctx: Ctx) -> Reply:
     # it blocks on the task's end signal, so nothing here polls
     wait = query_number(ctx, "wait_seconds", 0, 0, MAX_RESULT_WAIT)
     consume = query_bool(ctx, "consume")
-    out = await ctx.q.outcome(ctx.path["task_id"], timeout=wait, consume=consume)
+    # a client that hangs up ends the wait (nothing is consumed for nobody after that)
+    out = await until_left(
+        ctx.q.outcome(ctx.path["task_id"], timeout=wait, consume=consume), ctx.left
+    )
     if out is None:
         return Reply(200, None)  # unknown, expired or consumed
     if not out.ended:
@@ -331,18 +359,26 @@ async def lease(ctx: Ctx) -> Reply:
                 else await _answer(q, item)  # the lease was lost: say how the task is now
             )
         attempt = 1
-    while not tasks:
+    while True:
+        if attempt > 0 or done:
+            # wait for a push's wake-up, unless the client hangs up first: a long poll
+            # whose client left (a proxy's idle timeout) leases nothing
+            remaining = deadline - time.monotonic()
+            if tasks or remaining <= 0.001 or ctx.left.is_set():
+                break
+            await until_left(q.wait_for_work(remaining), ctx.left)
+            if ctx.left.is_set():
+                break
         # a resent request replays each step under the same derived id
         req = None if body.request_id is None else f"{body.request_id}:{attempt}"
-        remaining = deadline - time.monotonic()
-        if remaining <= 0.001:
-            if attempt == 0 or not done:
-                tasks = await q.pop_batch(body.max_tasks, body.worker_id, request_id=req, **common)
-            break
-        tasks = await q.wait_and_pop(
-            remaining, body.max_tasks, body.worker_id, request_id=req, **common
-        )
+        tasks = await q.pop_batch(body.max_tasks, body.worker_id, request_id=req, **common)
         attempt += 1
+    if tasks and ctx.left.is_set():
+        # leased as the client left: given back at once, no attempt spent
+        for task in tasks:
+            with contextlib.suppress(LeaseLost):  # already expired and reclaimed
+                await q.requeue(task)
+        tasks = []
     leased = [leased_out(t, q.queue) for t in tasks]
     return Reply(200, LeasesOut(leased, [r for r in results if r is not None]))
 

@@ -100,8 +100,9 @@ ROUTES: tuple[Route, ...] = (
                  Query("name", ID_SCHEMA, "only tasks of this name"),
                  Query("limit", {"type": "integer", "minimum": 1, "maximum": 500},
                        "at most this many tasks (default 50)"),
-                 Query("cursor", {"type": "string", "pattern": "^[A-Za-z0-9_-]+$"},
-                       "next_cursor of the previous page (no other value is valid)")),
+                 Query("cursor", {"type": "string", "pattern": "^[A-Za-z0-9_-]*$"},
+                       "next_cursor of the previous page (no other value is valid; "
+                       "empty or absent: the first page)")),
           errors=(404, 422)),
     Route("GET", T, h.get_task, READERS, "Read a task", responses=((200, TaskOut),),
           errors=(404,)),

@@ -20,6 +20,7 @@ def _hang_up_after_sending(live: LiveServer, method: str, path: str, body: bytes
     """Send one request on a raw connection, give the server time to start waiting on
     it, then close the connection without reading the answer."""
     where = urlsplit(live.base)
+    assert where.port is not None
     sock = socket.create_connection((where.hostname, where.port))
     head = (
         f"{method} {path} HTTP/1.1\r\nHost: {where.netloc}\r\n"

@@ -362,6 +362,9 @@ class WorkerInfo(BaseModel):
     steal_targets: list[str] = Field(default_factory=list)
     #: every queue the worker serves (it registers in each); empty: ``queue`` alone
     queues: list[str] = Field(default_factory=list)
+    #: "process": a worker process (``fairque worker``, ``Worker``); "http": a pull
+    #: worker registered by ``fairque serve`` from its lease calls (pid 0, host its address)
+    kind: Literal["process", "http"] = "process"
     last_seen_seconds: float | None = None
 
 

@@ -304,7 +304,8 @@ def status_view(
     for w in workers:
         stuck = f" ({w.threads_stuck} threads stuck)" if w.threads_stuck else ""
         row = [
-            w.worker_id, w.host, str(w.pid), f"{w.in_flight}/{w.concurrency}{stuck}",
+            w.worker_id, w.host, str(w.pid) if w.kind == "process" else "HTTP",
+            f"{w.in_flight}/{w.concurrency}{stuck}",
             str(w.processed), str(w.failed), _age(w.last_seen_seconds),
         ]  # fmt: skip
         if serves is not None:

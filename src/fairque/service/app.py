@@ -50,6 +50,7 @@ from fairque.service.media import (
     negotiate,
     problem_media,
 )
+from fairque.service.pullers import Pullers
 from fairque.service.routes import ROUTES, Route
 from fairque.service.settings import Role, ServerSettings
 from fairque.service.ui.routes import Ui
@@ -74,6 +75,7 @@ class Service:
         self.settings = settings
         self.options = options or {}
         self.tokens = Tokens(settings.tokens)
+        self.pullers = Pullers(settings.pull_worker_ttl_seconds)
         self.queues: dict[str, AsyncFairQueue] = {}
         self._connecting = asyncio.Lock()
 
@@ -147,6 +149,8 @@ class Service:
                 path=request.path_params,
                 query=request.query_params,
                 queue=q,
+                peer=request.client.host if request.client is not None else "",
+                pullers=self.pullers,
             )
             if spec.body is not None:
                 kind = body_media(request.headers.get("content-type"))

@@ -28,6 +28,7 @@ from fairque.service.convert import (
     task_out,
 )
 from fairque.service.media import ProblemError, convert, decode
+from fairque.service.pullers import Pullers
 from fairque.service.wire import (
     ExtendIn,
     ExtendOut,
@@ -75,6 +76,9 @@ class Ctx:
     queue: AsyncFairQueue | None = None
     #: set when the client hangs up before its answer (watched for the routes that wait)
     left: asyncio.Event = field(default_factory=asyncio.Event)
+    #: the client's address, and the registry of pull workers it may be one of
+    peer: str = ""
+    pullers: Pullers | None = None
 
     @property
     def q(self) -> AsyncFairQueue:
@@ -204,11 +208,11 @@ async def list_tasks(ctx: Ctx) -> Reply:
     return Reply(200, TaskPage([task_out(t, ctx.q.queue) for t in tasks], cursor))
 
 
-def _no_task(ctx: Ctx) -> ProblemError:
+def _no_task(ctx: Ctx, task_id: str | None = None) -> ProblemError:
+    task_id = ctx.path["task_id"] if task_id is None else task_id
     return ProblemError(
-        404, "task-not-found", "Not Found",
-        f"no task {ctx.path['task_id']!r} in queue {ctx.q.queue!r}",
-    )  # fmt: skip
+        404, "task-not-found", "Not Found", f"no task {task_id!r} in queue {ctx.q.queue!r}"
+    )
 
 
 async def get_result(ctx: Ctx) -> Reply:
@@ -308,6 +312,7 @@ async def list_workers(ctx: Ctx) -> Reply:
             processed=w.processed,
             failed=w.failed,
             last_seen_seconds=w.last_seen_seconds,
+            kind=w.kind,
         )
         for w in await ctx.q.workers()
     ]
@@ -343,7 +348,7 @@ async def lease(ctx: Ctx) -> Reply:
             done.append((lease_handle(item.task_id, item.lease_token), item.result))
             done_at.append(i)
         else:
-            results[i] = await _answer(q, item)
+            results[i] = await _answer(ctx, item)
     attempt = 0
     tasks: list[Task] = []
     if done:
@@ -353,10 +358,12 @@ async def lease(ctx: Ctx) -> Reply:
         )
         for i, acked in zip(done_at, acks, strict=True):
             item = body.outcomes[i]
+            if acked and ctx.pullers is not None:
+                await ctx.pullers.ended(q, item.task_id, failed=False)
             results[i] = (
                 OutcomeItemOut(task_id=item.task_id, status=200, state=TaskState.FINISHED.value)
                 if acked
-                else await _answer(q, item)  # the lease was lost: say how the task is now
+                else await _answer(ctx, item)  # the lease was lost: say how the task is now
             )
         attempt = 1
     while True:
@@ -379,38 +386,53 @@ async def lease(ctx: Ctx) -> Reply:
             with contextlib.suppress(LeaseLost):  # already expired and reclaimed
                 await q.requeue(task)
         tasks = []
+    if ctx.pullers is not None and not ctx.left.is_set():
+        lease_s = body.lease_seconds or q.options.lease_seconds
+        await ctx.pullers.leased(
+            q, body.worker_id, ctx.peer, body.max_tasks, body.assigned_users,
+            body.steal_targets, lease_s, body.wait_seconds, tasks,
+        )  # fmt: skip
     leased = [leased_out(t, q.queue) for t in tasks]
     return Reply(200, LeasesOut(leased, [r for r in results if r is not None]))
 
 
-async def _apply(q: AsyncFairQueue, task_id: str, outcome: SuccessIn | FailureIn) -> str:
+async def _apply(ctx: Ctx, task_id: str, outcome: SuccessIn | FailureIn) -> str:
+    q = ctx.q
     handle = lease_handle(task_id, outcome.lease_token)
     try:
         if isinstance(outcome, SuccessIn):
-            if await q.complete(handle, outcome.result):
-                return TaskState.FINISHED.value
-            raise LeaseLost(f"task {task_id!r}: the lease is no longer held")
-        state = await record_failure(
-            q, handle, outcome.reason, outcome.message, outcome.error, retry=outcome.should_retry
-        )
-        return state.value
+            if not await q.complete(handle, outcome.result):
+                raise LeaseLost(f"task {task_id!r}: the lease is no longer held")
+            state = TaskState.FINISHED
+        else:
+            state = await record_failure(
+                q, handle, outcome.reason, outcome.message, outcome.error,
+                retry=outcome.should_retry,
+            )  # fmt: skip
     except LeaseLost as exc:
+        if ctx.pullers is not None:
+            await ctx.pullers.ended(q, task_id, failed=False)
         task = await q.get(task_id)
-        state_now = task.state.value if task is not None and task.state else None
+        if task is None:
+            raise _no_task(ctx, task_id) from None
+        state_now = task.state.value if task.state else None
         raise ProblemError(409, "lease-lost", "Conflict", str(exc), task_state=state_now) from None
+    if ctx.pullers is not None:
+        await ctx.pullers.ended(q, task_id, failed=state is not TaskState.FINISHED)
+    return state.value
 
 
 async def outcome(ctx: Ctx) -> Reply:
     """POST /tasks/{id}/outcome: a worker's result message for a leased task."""
     body: OutcomeIn = ctx.body
-    return Reply(200, OutcomeOut(await _apply(ctx.q, ctx.path["task_id"], body)))
+    return Reply(200, OutcomeOut(await _apply(ctx, ctx.path["task_id"], body)))
 
 
-async def _answer(q: AsyncFairQueue, item: SuccessItem | FailureItem) -> OutcomeItemOut:
+async def _answer(ctx: Ctx, item: SuccessItem | FailureItem) -> OutcomeItemOut:
     """Record one outcome of a batch; its answer (a problem for this item alone)."""
     try:
         with engine_errors():
-            state = await _apply(q, item.task_id, item)
+            state = await _apply(ctx, item.task_id, item)
         return OutcomeItemOut(task_id=item.task_id, status=200, state=state)
     except ProblemError as exc:
         return OutcomeItemOut(task_id=item.task_id, status=exc.problem.status, problem=exc.problem)
@@ -419,7 +441,7 @@ async def _answer(q: AsyncFairQueue, item: SuccessItem | FailureItem) -> Outcome
 async def outcomes(ctx: Ctx) -> Reply:
     """POST /outcomes: several result messages; each gets its own answer."""
     body: OutcomeBatchIn = ctx.body
-    return Reply(200, OutcomeBatchOut([await _answer(ctx.q, item) for item in body.outcomes]))
+    return Reply(200, OutcomeBatchOut([await _answer(ctx, item) for item in body.outcomes]))
 
 
 async def extend(ctx: Ctx) -> Reply:
@@ -429,6 +451,9 @@ async def extend(ctx: Ctx) -> Reply:
     handle = lease_handle(task_id, body.lease_token)
     try:
         deadline = await ctx.q.extend(handle, body.seconds)
+        if ctx.pullers is not None:
+            seconds = body.seconds or ctx.q.options.lease_seconds
+            await ctx.pullers.extended(ctx.q, task_id, seconds)
     except CancelRequested:
         # canceled while this lease held it: the lease ended with the task
         task = await ctx.q.get(task_id)
@@ -438,6 +463,8 @@ async def extend(ctx: Ctx) -> Reply:
         )
     except LeaseLost as exc:
         task = await ctx.q.get(task_id)
-        state = task.state.value if task is not None and task.state else None
+        if task is None:
+            raise _no_task(ctx) from None
+        state = task.state.value if task.state else None
         raise ProblemError(409, "lease-lost", "Conflict", str(exc), task_state=state) from None
     return Reply(200, ExtendOut(lease_expires_at=iso(deadline) or "", cancel_requested=False))

@@ -63,6 +63,9 @@ class ServerSettings(BaseModel):
     queues: list[str] = Field(default_factory=list)
     tokens: list[TokenSettings] = Field(default_factory=list)
     body_margin_bytes: int = Field(default=65_536, ge=0, le=64 * 1024 * 1024)
+    #: an HTTP pull worker stays registered this long after its last call (longer when
+    #: its lease and long poll are: see ``fairque.service.pullers``)
+    pull_worker_ttl_seconds: float = Field(default=60.0, ge=5, le=86_400)
     #: log one line per request (uvicorn's access log; never the Authorization header)
     access_log: bool = False
     #: the ``le`` bounds (seconds) ``/metrics`` shows of the wait and run histograms;

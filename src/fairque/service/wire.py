@@ -356,6 +356,9 @@ class WorkerOut(Struct, kw_only=True):
     processed: int
     failed: int
     last_seen_seconds: float | None
+    #: "process" (a worker process, with its pid) or "http" (a pull worker: pid 0, host
+    #: its address)
+    kind: str = "process"
 
 
 class WorkersOut(Struct):

@@ -1,0 +1,86 @@
+"""HTTP pull workers are registered from their lease, extend and outcome calls, and
+shown wherever Python workers are: ``GET /workers``, the client's ``workers()``,
+``fairque status``, the Workers page and ``fairque_workers_alive``."""
+
+from __future__ import annotations
+
+import time
+
+import httpx
+import pytest
+from support import run_here
+
+from fairque import FairQueue
+from fairque.service import pullers
+from service.harness import Api, LiveServer
+
+
+def _workers(api: Api) -> dict[str, dict[str, object]]:
+    return {w["worker_id"]: w for w in api.ok("GET", "/workers")["workers"]}
+
+
+def test_a_pull_worker_is_registered_and_counted(live: LiveServer, api: Api) -> None:
+    assert _workers(api) == {}
+    for i in range(3):
+        api.push(task_id=f"t{i}", user_id=f"u{i}")
+    leased = api.lease(
+        2, worker_id="node-1", lease_seconds=30, assigned_users=["u0"], steal_targets=["*"]
+    )
+    assert len(leased) == 2
+    seen = _workers(api)["node-1"]
+    assert seen["kind"] == "http"
+    assert seen["host"] == "127.0.0.1"
+    assert seen["pid"] == 0
+    assert (seen["concurrency"], seen["in_flight"], seen["processed"]) == (2, 2, 0)
+    # the engine's registry holds it: the Python client, the CLI and the dashboard read it
+    q = FairQueue.from_url(live.service.url, api.queue)
+    try:
+        [info] = q.workers()
+        assert (info.worker_id, info.kind, info.assigned_users) == ("node-1", "http", ["u0"])
+    finally:
+        q.close()
+    status = run_here("--url", live.service.url, "--queue", api.queue, "status")
+    assert "node-1" in status.stdout
+    assert "HTTP" in status.stdout
+    page = httpx.get(f"{live.base}/ui/q/{api.queue}/workers", timeout=30)
+    assert "node-1" in page.text
+    assert "HTTP" in page.text
+    alive = [
+        line for line in httpx.get(f"{live.base}/metrics", timeout=30).text.splitlines()
+        if line.startswith("fairque_workers_alive{") and f'queue="{api.queue}"' in line
+    ]  # fmt: skip
+    assert alive == [f'fairque_workers_alive{{queue="{api.queue}"}} 1.0']
+    # one success, one failure: the last outcome refreshes the registration at once
+    first, second = leased
+    api.ok("POST", f"/tasks/{first['task_id']}/outcome",
+           {"type": "success", "lease_token": first["lease_token"], "result": 1})  # fmt: skip
+    failure = {"type": "failure", "lease_token": second["lease_token"], "reason": "other",
+               "should_retry": False, "message": "no"}  # fmt: skip
+    api.ok("POST", f"/tasks/{second['task_id']}/outcome", failure)
+    seen = _workers(api)["node-1"]
+    assert (seen["in_flight"], seen["processed"], seen["failed"]) == (0, 1, 1)
+
+
+def test_extend_is_a_heartbeat(live: LiveServer, api: Api, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pullers, "REFRESH_SECONDS", 0.0)  # every call writes
+    api.push(task_id="long")
+    [task] = api.lease(worker_id="node-2", lease_seconds=30)
+    time.sleep(0.5)
+    before = _workers(api)["node-2"]["last_seen_seconds"]
+    assert isinstance(before, float)
+    assert before >= 0.4
+    api.ok("POST", "/tasks/long/extend", {"lease_token": task["lease_token"], "seconds": 30})
+    after = _workers(api)["node-2"]["last_seen_seconds"]
+    assert isinstance(after, float)
+    assert after < before
+
+
+def test_outcome_and_extend_of_an_unknown_task_are_404(api: Api) -> None:
+    done = {"type": "success", "lease_token": "1", "result": None}
+    answer = api.call("POST", "/tasks/nope/outcome", done)
+    assert answer.status_code == 404
+    assert answer.json()["type"].endswith("task-not-found")
+    answer = api.call("POST", "/tasks/nope/extend", {"lease_token": "1"})
+    assert answer.status_code == 404
+    batch = api.ok("POST", "/outcomes", {"outcomes": [{"task_id": "nope", **done}]})
+    assert batch["results"][0]["status"] == 404

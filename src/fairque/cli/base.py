@@ -1,6 +1,7 @@
 """What every command shares: options, settings, the server, errors and exit codes.
 
-Exit codes: 0 success (a worker stopped by SIGTERM/SIGINT too); 1 the command
+Exit codes: 0 success (serve, worker, scheduler, dispatch and demo stopped by
+SIGTERM/SIGINT too); 130 interrupted before a command handles signals; 1 the command
 failed (server unreachable or refusing, unknown task, a transition the task's state
 does not allow, a confirmation declined); 2 bad usage, input or configuration
 (nothing was changed).
@@ -202,7 +203,7 @@ def server_url(cfg: Settings, *, embedded_ok: bool) -> Iterator[str]:
     from fairque.cli.embedded import EmbeddedServer
 
     try:
-        server = EmbeddedServer()
+        server = EmbeddedServer(die_with_parent=True)
         server.start()
     except (FileNotFoundError, RuntimeError) as exc:
         fail(f"no Redis configured and the embedded server could not start: {exc}")

@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 import logging
 import math
+import signal
 import sys
 import time
 from pathlib import Path
+from types import FrameType
 from typing import Annotated, Any, NoReturn
 
 import typer
@@ -427,11 +429,29 @@ admin.register(app)
 task_commands.register(app)
 
 
+def _as_interrupt(signum: int, frame: FrameType | None) -> None:
+    """``SIGTERM`` where no command handles it: what ``SIGINT`` does now (``asyncio.run``
+    cancels its task), else a ``KeyboardInterrupt``."""
+    handler = signal.getsignal(signal.SIGINT)
+    if callable(handler) and handler is not signal.default_int_handler:
+        handler(signal.SIGINT, frame)
+        return
+    raise KeyboardInterrupt
+
+
 def main() -> None:
-    """Entry point of the ``fairque`` script: every failure ends in one ``error:`` line."""
+    """Entry point of the ``fairque`` script: every failure ends in one ``error:`` line.
+
+    ``SIGTERM`` is taken as ``SIGINT`` is (``_as_interrupt``, where no command handles
+    it itself), so every command's cleanup runs: an embedded server is stopped,
+    worker processes are waited for. Python's default would end the process at once.
+    """
+    previous = signal.signal(signal.SIGTERM, _as_interrupt)
     try:
         app()
     except Exception as exc:  # a failure no command foresaw: still no traceback
         log.debug("unexpected failure", exc_info=True)
         say_error(f"unexpected {type(exc).__name__}: {exc} (--verbose shows the traceback)")
         sys.exit(EXIT_FAILURE)
+    finally:
+        signal.signal(signal.SIGTERM, previous)

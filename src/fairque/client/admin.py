@@ -32,6 +32,14 @@ class AdminMethods:
 
         def _purge_flow(self, batch: int) -> Flow[int]: ...
 
+        def _list(self) -> None: ...
+
+    def queues(self) -> list[str]:
+        """Every queue the server's registry names, sorted: each queue a client pushed
+        to or a worker served (named again within a minute after a purge elsewhere),
+        until it is purged."""
+        return self._run(self.ops.known_queues())
+
     def maintain(self, batch: int = 1000) -> int:
         """Housekeeping, bounded by ``batch`` per registry: drop expired ids from the
         FINISHED/FAILED/CANCELED registries and expired worker registrations.
@@ -46,6 +54,7 @@ class AdminMethods:
 
     def register_worker(self, info: WorkerInfo, ttl_seconds: float) -> int:
         """Register or refresh a worker; forgets workers silent for ``ttl_seconds``."""
+        self._list()
         return self._run(self.ops.register_worker(info, ttl_seconds))
 
     def unregister_worker(self, worker_id: str) -> bool:
@@ -88,6 +97,12 @@ class AsyncAdminMethods:
 
         def _purge_flow(self, batch: int) -> Flow[int]: ...
 
+        async def _list(self) -> None: ...
+
+    async def queues(self) -> list[str]:
+        """See ``AdminMethods.queues``."""
+        return await self._run(self.ops.known_queues())
+
     async def maintain(self, batch: int = 1000) -> int:
         """See ``AdminMethods.maintain``."""
         return await self._run(self.ops.maintain(batch))
@@ -98,6 +113,7 @@ class AsyncAdminMethods:
 
     async def register_worker(self, info: WorkerInfo, ttl_seconds: float) -> int:
         """See ``AdminMethods.register_worker``."""
+        await self._list()
         return await self._run(self.ops.register_worker(info, ttl_seconds))
 
     async def unregister_worker(self, worker_id: str) -> bool:

@@ -6,6 +6,7 @@ Docstrings live on ``FairQueue``; both clients execute the calls built by
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from types import TracebackType
@@ -20,7 +21,7 @@ from fairque.client.inspection import AsyncInspectionMethods
 from fairque.constraints.api import AsyncConstraintMethods
 from fairque.core.bypasses import FAILED, AsyncQuickSender
 from fairque.core.records import Call, Leased, LeaseRequest, Pushed
-from fairque.errors import StaleConstraints
+from fairque.errors import ServerError, StaleConstraints
 from fairque.models import (
     Priority,
     Task,
@@ -73,8 +74,24 @@ class AsyncFairQueue(
             self._reraise(exc)
         return call.parse(raw)
 
+    async def _list(self) -> None:
+        """See ``FairQueue._list``."""
+        due = self._listing_due()
+        if due is not None:
+            try:
+                await self._run(due)
+            except ServerError as exc:
+                self._listing_refused(exc)
+
     async def _run_push(self, call: Call[T]) -> T:
-        """See ``FairQueue._run_push``."""
+        """Push through ``_send_push``; then, when due, name the queue in the registry."""
+        out = await self._send_push(call)
+        if self._list_at <= time.monotonic():
+            await self._list()
+        return out
+
+    async def _send_push(self, call: Call[T]) -> T:
+        """See ``FairQueue._send_push``."""
         quick = self._quick
         if quick is not None and call.script is not None:
             args = ("EVALSHA", call.script.sha, len(call.keys), *call.keys, *call.args)

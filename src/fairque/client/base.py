@@ -85,6 +85,10 @@ async def run_flow_async(
         return result
 
 
+#: seconds between two registry writes of one client (``QueueBase._listing_due``)
+LIST_EVERY = 60.0
+
+
 def replayable_tasks(tasks: Iterable[Any]) -> Iterable[Any]:
     """``tasks`` in a form that can be read twice (a push may be built again)."""
     return tuple(tasks) if isinstance(tasks, Iterator) else tasks
@@ -187,6 +191,8 @@ class QueueBase:
         self._block_limit = blocking_limit(client)
         #: where a bounded ``cleanup_dependencies`` stopped (its next call resumes there)
         self._cleanup_offset = 0
+        #: when this client names its queue in the server's registry again (monotonic)
+        self._list_at = 0.0
 
     @property
     def queue(self) -> str:
@@ -227,6 +233,23 @@ class QueueBase:
         if call.script is None:
             return (call.args[0], *call.keys, *call.args[1:])
         return ("EVALSHA", call.script.sha, len(call.keys), *call.keys, *call.args)
+
+    def _listing_due(self) -> Call[int] | None:
+        """The registry write a push or a worker's heartbeat sends first: once per
+        ``LIST_EVERY`` seconds per client (a purge elsewhere is mended within that)."""
+        now = time.monotonic()
+        if now < self._list_at:
+            return None
+        self._list_at = now + LIST_EVERY
+        return self.ops.list_queue()
+
+    def _listing_refused(self, exc: ServerError) -> None:
+        """A registry write failed: an ACL rule without the registry key (one written
+        before it existed) is left alone for good; anything else raises."""
+        if not isinstance(exc.__cause__, redis.exceptions.NoPermissionError):
+            self._list_at = 0.0
+            raise exc
+        self._list_at = float("inf")
 
     # flows ----------------------------------------------------------------------
     def _pipeline(self, calls: tuple[Call[Any], ...]) -> Flow[list[Any]]:
@@ -331,4 +354,10 @@ class QueueBase:
             deleted, remaining = yield self.ops.purge(batch)
             total += deleted
             if remaining == 0:
-                return total
+                break
+        try:
+            yield self.ops.unlist_queue()
+        except ServerError as exc:
+            self._listing_refused(exc)
+        self._list_at = 0.0  # this client's next push names the queue again
+        return total

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from types import TracebackType
@@ -17,7 +18,7 @@ from fairque.client.inspection import InspectionMethods
 from fairque.constraints.api import ConstraintMethods
 from fairque.core.bypasses import FAILED, QuickSender
 from fairque.core.records import Call, Leased, LeaseRequest, Pushed
-from fairque.errors import StaleConstraints
+from fairque.errors import ServerError, StaleConstraints
 from fairque.models import (
     Priority,
     Task,
@@ -80,7 +81,23 @@ class FairQueue(AdminMethods, ConstraintMethods, ScheduleMethods, InspectionMeth
             self._reraise(exc)
         return call.parse(raw)
 
+    def _list(self) -> None:
+        """Name the queue in the server's registry when that is due."""
+        due = self._listing_due()
+        if due is not None:
+            try:
+                self._run(due)
+            except ServerError as exc:
+                self._listing_refused(exc)
+
     def _run_push(self, call: Call[T]) -> T:
+        """Push through ``_send_push``; then, when due, name the queue in the registry."""
+        out = self._send_push(call)
+        if self._list_at <= time.monotonic():
+            self._list()
+        return out
+
+    def _send_push(self, call: Call[T]) -> T:
         """``_run`` for calls that are safe to send twice (pushes): the lean sender when
         the client allows it, the ordinary path when it does not or when it failed."""
         quick = self._quick

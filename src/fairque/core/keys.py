@@ -16,6 +16,10 @@ from fairque.errors import ConfigError
 
 #: Longest queue name accepted.
 MAX_QUEUE_NAME = 128
+#: The one key outside every queue: the set of queue names this server holds, written
+#: by the clients beside a push (a plain SADD, so cluster-safe) and read by discovery
+#: (``fairque queues``, ``GET /v1/queues``, ``fairque serve`` with no queue named).
+QUEUE_REGISTRY = "fq:queues"
 
 
 def validate_queue_name(queue: str) -> str:

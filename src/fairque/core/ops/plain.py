@@ -13,8 +13,10 @@ from typing import Any
 from fairque.core.checks import check_int as _check_int
 from fairque.core.checks import check_wait, check_xcom_key, dump_value
 from fairque.core.checks import seconds_ms as _seconds_ms
+from fairque.core.keys import QUEUE_REGISTRY
 from fairque.core.ops.base import OperationsBase
 from fairque.core.records import Call
+from fairque.core.taskhash import text
 from fairque.errors import PayloadTooLarge, ValidationError
 from fairque.models import HISTOGRAM_BOUNDS_SECONDS, Histogram, QueueMetrics, Task
 
@@ -64,6 +66,18 @@ class PlainOperations(OperationsBase):
         return Call(None, (self.keys.xcom(key),), ("GET",), parse)
 
     _check_xcom_key = staticmethod(check_xcom_key)
+
+    def list_queue(self) -> Call[int]:
+        """Name this queue in the server's registry of queues (``QUEUE_REGISTRY``)."""
+        return Call(None, (QUEUE_REGISTRY,), ("SADD", self.keys.queue), int)
+
+    def unlist_queue(self) -> Call[int]:
+        """Take this queue out of the registry (after a purge)."""
+        return Call(None, (QUEUE_REGISTRY,), ("SREM", self.keys.queue), int)
+
+    def known_queues(self) -> Call[list[str]]:
+        """Every queue the registry names, sorted."""
+        return Call(None, (QUEUE_REGISTRY,), ("SMEMBERS",), lambda r: sorted(text(n) for n in r))
 
     def wait_for_work(self, timeout: float) -> Call[bool]:
         """Block until a push signals ready work or ``timeout`` seconds pass."""

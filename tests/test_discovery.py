@@ -3,8 +3,12 @@ cleaned by a purge, read by ``queues()`` on both clients and every server kind."
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from datetime import datetime, timezone
+
+from servers import ServerInfo
+from support import run_here, unique_queue
 
 from fairque import FairQueue, Task
 from fairque.client import base
@@ -46,3 +50,24 @@ def test_one_registry_write_per_client_per_interval(make_queue: MakeQueue) -> No
     q.enqueue("n", user_id="u")
     assert q.queue in q.queues()
     assert base.LIST_EVERY == 60.0
+
+
+def test_the_queues_command_lists_them_with_counts(server: ServerInfo) -> None:
+    name = unique_queue("listed")
+    q = FairQueue.from_url(server.url, name)
+    try:
+        q.push_many([Task(user_id="u", name="n") for _ in range(3)])
+        table = run_here("--url", server.url, "queues")
+        assert table.returncode == 0, table.stderr
+        assert name in table.stdout
+        doc = json.loads(run_here("--url", server.url, "queues", "--json").stdout)
+        [mine] = [d for d in doc if d["queue"] == name]
+        assert mine["counts"]["QUEUED"] == 3
+        # status of a queue that does not exist names those that do
+        lost = run_here("--url", server.url, "--queue", unique_queue("typo"), "status")
+        assert lost.returncode == 0
+        assert "no queue named" in lost.stderr
+        assert "fairque queues" in lost.stderr
+    finally:
+        q.purge()
+        q.close()

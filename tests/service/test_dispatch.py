@@ -230,16 +230,16 @@ def test_a_task_no_endpoint_takes_fails_once_for_good(
 def test_a_stop_lets_the_jobs_in_flight_finish(
     server: ServerInfo, worker: tuple[PushWorker, Uvicorn]
 ) -> None:
-    _, served = worker
+    pushed, served = worker
     name = unique_queue("dispatch")
     q = FairQueue.from_url(server.url, name)
     endpoint = Endpoint(queue=name, url=served.base, lease_seconds=1)
     halt = run_in_thread(server.url, DispatchSettings(endpoints=[endpoint]))
     try:
         slow = str(q.enqueue("slow", None, user_id="u").task_id)
-        deadline = time.monotonic() + 10
-        while (task := q.get(slow)) is not None and task.state is not TaskState.STARTED:
-            assert time.monotonic() < deadline
+        # the job is running once the endpoint has it (a task leased but not yet handed
+        # to its handler is given back unrun by a stop: that is another test's case)
+        while not any(job["task_id"] == slow for job in pushed.jobs):
             time.sleep(0.02)
         halt()  # the drain waits for the job (2.5 s, within the default grace)
         task = q.get(slow)

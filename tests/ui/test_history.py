@@ -59,8 +59,12 @@ def test_minutes_from_snapshots() -> None:
 async def test_sampler_reads_the_queues(server: ServerInfo) -> None:
     q = AsyncFairQueue.from_url(server.url, unique_queue("hist"))
     h = History(period=0.05)
+
+    async def served() -> dict[str, AsyncFairQueue]:
+        return {q.queue: q}
+
     try:
-        async with h.running(lambda: {q.queue: q}):
+        async with h.running(served):
             await asyncio.sleep(0.2)
             await q.push_many([Task(user_id="u", name="n") for _ in range(3)])
             for _ in range(3):

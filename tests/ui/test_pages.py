@@ -50,9 +50,10 @@ def test_headers_errors_and_static(open_ui: tuple[LiveServer, FairQueue]) -> Non
     live, q = open_ui
     base = f"{live.base}/ui/q/{q.queue}"
     with httpx.Client(timeout=30) as http:
-        home = http.get(f"{live.base}/ui")
-        assert home.status_code == 303
-        assert home.headers["location"] == f"/ui/q/{q.queue}"
+        home = http.get(f"{live.base}/ui")  # two queues served: the list of both
+        assert home.status_code == 200
+        for name in live.service.names:
+            assert f'href="/ui/q/{name}"' in home.text
         page = http.get(base)
         assert page.status_code == 200
         assert page.headers["content-type"].startswith("text/html")
@@ -73,6 +74,7 @@ def test_headers_errors_and_static(open_ui: tuple[LiveServer, FairQueue]) -> Non
         missing = http.get(f"{live.base}/ui/q/no-such-queue")
         assert missing.status_code == 404
         assert "no-such-queue" in missing.text
+        assert f'href="/ui/q/{q.queue}"' in missing.text  # where to go instead
         assert http.get(f"{base}/task?id=nope").status_code == 404
         assert http.get(f"{base}/task").status_code == 404
         assert http.get(f"{base}/user").status_code == 404

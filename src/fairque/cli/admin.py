@@ -1,4 +1,5 @@
-"""Commands about results and users: ``result``, ``users``, ``limits``."""
+"""Commands about results, users and queues: ``result``, ``users``, ``limits``,
+``queues``."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from rich.table import Table
 
 from fairque.cli.base import fail, open_queue, shared, stderr, stdout
 from fairque.errors import ResultTimeout, TaskCanceled, TaskFailed
+from fairque.models import TaskState
 
 
 def result(
@@ -86,7 +88,37 @@ def limits(
     stdout.print(f"{user}: weight {weight}, {cap}")
 
 
+def queues(
+    ctx: typer.Context,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """The queues on the server, with their tasks per state.
+
+    A queue is listed from its first push, or its first worker, until it is purged.
+    """
+    from fairque import FairQueue
+
+    with open_queue(ctx) as q:
+        rows = [(name, FairQueue(q.client, name).stats(user_limit=0)) for name in q.queues()]
+    if as_json:
+        docs = [
+            {"queue": name, "counts": {s.value: n for s, n in stats.counts.items()}}
+            for name, stats in rows
+        ]
+        stdout.out(json.dumps(docs), highlight=False)
+        return
+    table = Table(title=f"queues ({len(rows)})", title_justify="left")
+    table.add_column("queue", no_wrap=True)
+    for state in TaskState:
+        table.add_column(state.value.lower(), justify="right")
+    for name, stats in rows:
+        table.add_row(name, *(str(stats.counts.get(state, 0)) for state in TaskState))
+    stdout.print(table)
+    if not rows:
+        stderr.print("no queue yet: a queue is listed from its first push or its first worker")
+
+
 def register(app: typer.Typer) -> None:
-    """Add ``result``, ``users`` and ``limits`` to ``app``."""
-    for command in (result, users, limits):
+    """Add ``result``, ``users``, ``limits`` and ``queues`` to ``app``."""
+    for command in (result, users, limits, queues):
         app.command()(shared(command))

@@ -364,6 +364,17 @@ def show_status(
         return
     for stats, workers, serves in taken:
         out.print_status(stdout, stats, workers, users, serves)
+    empty = [stats.queue for stats, workers, _ in taken if stats.total == 0 and not workers]
+    if empty:
+        known = queues[0].queues()
+        unknown = [name for name in empty if name not in known]
+        if unknown and known:
+            shown = ", ".join(known[:10]) + (", ..." if len(known) > 10 else "")
+            stderr.print(
+                f"no queue named {', '.join(map(repr, unknown))} on the server; it holds "
+                f"{shown} (pass --queue NAME; `fairque queues` lists them)",
+                highlight=False,
+            )
 
 
 @app.command("task")

@@ -14,7 +14,10 @@ def serve(
     ctx: typer.Context,
     queues: Annotated[
         list[str] | None,
-        typer.Argument(help="Queues to serve [default: server.queues, else the --queue one]."),
+        typer.Argument(
+            help="Queues to serve: names, or patterns with * ? [ ] "
+            "[default: server.queues, else every queue on the server]."
+        ),
     ] = None,
     host: Annotated[
         str | None, typer.Option(help="Address to listen on [default: 127.0.0.1].")
@@ -44,7 +47,7 @@ def serve(
     server = cfg.server
     host = host or server.host
     port = port or server.port
-    names = list(queues or server.queues or [cfg.queue.name])
+    names = list(queues or server.queues)
     problem = bind_problem(host, server.tokens)
     if problem is not None:
         fail(problem, EXIT_USAGE)
@@ -54,7 +57,7 @@ def serve(
         except ConfigError as exc:
             fail(str(exc), EXIT_USAGE)
         typer.echo(
-            f"fairque serve: queues {', '.join(service.names)} on http://{host}:{port} "
+            f"fairque serve: {service.selection} on http://{host}:{port} "
             f"({'bearer tokens required' if server.tokens else 'no tokens: loopback only'})",
             err=True,
         )

@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fnmatch
 import logging
+import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
@@ -58,8 +60,23 @@ from fairque.service.ui.routes import Ui
 log = logging.getLogger("fairque.service")
 
 
+#: characters that make a served name a pattern (``fnmatch``) instead of a queue name
+PATTERN_CHARS = frozenset("*?[")
+#: queue clients a server keeps at most (one per queue asked for; each is small)
+MAX_QUEUES = 1000
+#: how long a listing of the served queues is reused (seconds)
+LIST_SECONDS = 2.0
+
+
 class Service:
-    """The queues served and the settings every request reads."""
+    """The queues served and the settings every request reads.
+
+    ``queues`` selects what is served: names, and patterns (``fnmatch``: a name with
+    ``*``, ``?`` or ``[``); empty, every queue. A request may name any queue the
+    selection admits (a push creates it); the listing (``GET /v1/queues``, the
+    dashboard, ``/metrics``) is the named queues and those of the server's registry
+    the selection admits.
+    """
 
     def __init__(
         self,
@@ -69,52 +86,103 @@ class Service:
         options: dict[str, Any] | None = None,
     ) -> None:
         self.url = url
-        self.names = [validate_queue_name(name) for name in queues]
-        if not self.names:
-            raise ConfigError("the server needs at least one queue to serve")
+        self.explicit: list[str] = []
+        self.patterns: list[str] = []
+        for name in queues:
+            if PATTERN_CHARS.intersection(name):
+                validate_queue_name(name)  # no braces or spaces in a pattern either
+                self.patterns.append(name)
+            else:
+                self.explicit.append(validate_queue_name(name))
         self.settings = settings
         self.options = options or {}
         self.tokens = Tokens(settings.tokens)
         self.pullers = Pullers(settings.pull_worker_ttl_seconds)
+        #: a client per queue asked for, all on the first one's connections
         self.queues: dict[str, AsyncFairQueue] = {}
+        self._first: AsyncFairQueue | None = None
+        #: the served queues as last listed (``listed``), for pages rendered in between
+        self.names: list[str] = list(self.explicit)
+        self._listed_at = float("-inf")
         self._connecting = asyncio.Lock()
+
+    @property
+    def selection(self) -> str:
+        """What is served, in words."""
+        if not self.explicit and not self.patterns:
+            return "every queue"
+        return "queues " + ", ".join([*self.explicit, *self.patterns])
+
+    def serves(self, name: str) -> bool:
+        """Whether the selection admits queue ``name``."""
+        if not self.explicit and not self.patterns:
+            return True
+        return name in self.explicit or any(fnmatch.fnmatchcase(name, p) for p in self.patterns)
 
     async def start(self) -> None:
         """Connect now if the queue server answers; else on the first request."""
         with contextlib.suppress(RedisError):
             await self.connect()
+            await self.listed()
 
-    async def connect(self) -> None:
-        """One client shared by every served queue (the cluster probe runs once)."""
+    async def connect(self) -> AsyncFairQueue:
+        """The first queue client, whose connections every other one shares (the
+        cluster probe runs once)."""
         async with self._connecting:
-            if self.queues:
-                return
-            first = await asyncio.to_thread(
-                AsyncFairQueue.from_url, self.url, self.names[0], **self.options
-            )
-            queues = {first.queue: first}
-            for name in self.names[1:]:
-                queues[name] = AsyncFairQueue(first.client, name, **self.options)
-            self.queues.update(queues)
+            if self._first is None:
+                name = self.explicit[0] if self.explicit else "default"
+                self._first = await asyncio.to_thread(
+                    AsyncFairQueue.from_url, self.url, name, **self.options
+                )
+            return self._first
 
     async def stop(self) -> None:
         """Close the shared client."""
-        if self.queues:
-            await next(iter(self.queues.values())).close()
+        if self._first is not None:
+            await self._first.close()
+        self._first = None
         self.queues.clear()
 
-    async def queue(self, name: str) -> AsyncFairQueue:
-        """A served queue, or ``ProblemError`` 404 (503 while unreachable)."""
-        if not self.queues and name in self.names:
-            with engine_errors():
-                await self.connect()
+    async def _client(self, name: str) -> AsyncFairQueue:
         q = self.queues.get(name)
         if q is None:
+            with engine_errors():
+                first = await self.connect()
+            q = first if first.queue == name else AsyncFairQueue(first.client, name, **self.options)
+            if len(self.queues) < MAX_QUEUES or name in self.names:
+                self.queues[name] = q
+        return q
+
+    async def queue(self, name: str) -> AsyncFairQueue:
+        """A served queue's client, or ``ProblemError`` 404 (503 while unreachable)."""
+        try:
+            validate_queue_name(name)
+        except ConfigError as exc:
+            raise invalid("queue", str(exc)) from None
+        if not self.serves(name):
+            served = ", ".join(self.names) or "none yet"
             raise ProblemError(
                 404, "queue-not-found", "Not Found",
-                f"this server does not serve a queue named {name!r}",
+                f"this server does not serve a queue named {name!r} "
+                f"(it serves {self.selection}; listed now: {served})",
             )  # fmt: skip
-        return q
+        return await self._client(name)
+
+    async def listed(self) -> list[str]:
+        """The served queues now: the named ones and those the server's registry
+        holds that the selection admits (read at most every ``LIST_SECONDS``)."""
+        now = time.monotonic()
+        if now - self._listed_at >= LIST_SECONDS:
+            with engine_errors():
+                first = await self.connect()
+                known = await first.queues()
+            self.names = sorted({*self.explicit, *(n for n in known if self.serves(n))})
+            self._listed_at = now
+        return self.names
+
+    async def served(self) -> dict[str, AsyncFairQueue]:
+        """Every listed queue with its client."""
+        return {name: await self._client(name) for name in await self.listed()}
 
     def body_limit(self, q: AsyncFairQueue | None) -> int:
         """The largest body accepted: the queue's payload limit plus the margin."""
@@ -145,7 +213,7 @@ class Service:
                 raise invalid(unknown[0], f"unknown query parameter (known: {known})")
             q = await self.queue(request.path_params["queue"]) if spec.has_queue else None
             ctx = handlers.Ctx(
-                names=self.names,
+                names=await self.listed() if spec.operation is handlers.list_queues else [],
                 path=request.path_params,
                 query=request.query_params,
                 queue=q,
@@ -297,7 +365,7 @@ def _metrics_endpoint(service: Service) -> Any:
     async def metrics_text(request: Request[Any, Any, Any]) -> Response[bytes]:
         try:
             with engine_errors():
-                queues = {name: await service.queue(name) for name in service.names}
+                queues = await service.served()
                 media = metrics.media_type(request.headers.get("accept"))
                 body = await metrics.scrape(
                     queues, buckets=service.settings.metrics_buckets, media=media

@@ -32,6 +32,8 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 OPENMETRICS_TYPE = "application/openmetrics-text; version=1.0.0; charset=utf-8"
 #: users with their own ready / in-flight series, per queue
 TOP_USERS = 50
+#: queues read at once by one scrape
+SCRAPE_CONCURRENCY = 4
 
 #: ``QueueMetrics`` counter -> (metric name without _total, help)
 COUNTERS: dict[str, tuple[str, str]] = {
@@ -197,7 +199,14 @@ async def scrape(
 ) -> bytes:
     """``queues`` in the exposition format ``media`` (``media_type``)."""
     names = list(queues)
-    found = await asyncio.gather(*(_queue_figures(queues[n], top) for n in names))
+    # a few queues at a time: the shared connection pool serves the requests meanwhile
+    gate = asyncio.Semaphore(SCRAPE_CONCURRENCY)
+
+    async def figures(name: str) -> dict[str, Any]:
+        async with gate:
+            return await _queue_figures(queues[name], top)
+
+    found = await asyncio.gather(*(figures(n) for n in names))
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_Families(families(dict(zip(names, found, strict=True)), buckets)))
     if media == OPENMETRICS_TYPE:

@@ -50,7 +50,8 @@ class TokenSettings(BaseModel):
 class ServerSettings(BaseModel):
     """How ``fairque serve`` listens (``FAIRQUE_SERVER__HOST``, ``FAIRQUE_SERVER__PORT``...).
 
-    ``queues`` lists the queues served (empty: the ``queue:`` section's name).
+    ``queues`` lists the queues served: names, and patterns with ``*``, ``?`` or ``[``
+    (empty: every queue on the server).
     ``tokens`` enables bearer authentication; without tokens the server binds to
     loopback addresses only. A request body may be the queue's ``max_payload_bytes``
     plus ``body_margin_bytes``.

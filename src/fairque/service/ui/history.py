@@ -15,7 +15,7 @@ import itertools
 import logging
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +24,7 @@ from redis.exceptions import RedisError
 from fairque.client.aio import AsyncFairQueue
 from fairque.errors import FairqueError
 from fairque.models import QueueMetrics
+from fairque.service.media import ProblemError
 from fairque.service.ui.fairness import histogram_quantile
 
 log = logging.getLogger("fairque.service.ui")
@@ -69,15 +70,21 @@ class History:
             except (RedisError, FairqueError) as exc:
                 log.debug("dashboard history: %s: %s", name, exc)
 
-    async def run(self, queues: Callable[[], Mapping[str, AsyncFairQueue]]) -> None:
-        """Sample every ``period`` seconds until cancelled."""
+    async def run(self, queues: Callable[[], Awaitable[Mapping[str, AsyncFairQueue]]]) -> None:
+        """Sample every ``period`` seconds until cancelled (the queues listed anew each
+        time; while the server is away, nothing)."""
         while True:
-            await self.sample(queues())
+            try:
+                served = await queues()
+            except (RedisError, FairqueError, ProblemError) as exc:
+                log.debug("dashboard history: %s", exc)
+                served = {}
+            await self.sample(served)
             await asyncio.sleep(self.period)
 
     @contextlib.asynccontextmanager
     async def running(
-        self, queues: Callable[[], Mapping[str, AsyncFairQueue]]
+        self, queues: Callable[[], Awaitable[Mapping[str, AsyncFairQueue]]]
     ) -> AsyncIterator[None]:
         """Run the sampler while the context is open (the app's lifespan)."""
         task = asyncio.create_task(self.run(queues))

@@ -11,7 +11,7 @@ import importlib.resources
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qs, urlencode
+from urllib.parse import parse_qs, quote, urlencode
 
 import jinja2
 from litestar import Request, Response, route
@@ -40,6 +40,9 @@ BULK_BATCH = 200
 #: the largest form body read
 FORM_LIMIT = 64 * 1024
 STATIC_TYPES = {".js": "text/javascript", ".css": "text/css", ".svg": "image/svg+xml"}
+
+#: queues the home page lists with their counts, at most
+HOME_QUEUES = 200
 
 #: shown where a figure is unknown
 NONE = "\u2013"
@@ -100,7 +103,7 @@ class Ui:
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Any) -> AsyncIterator[None]:
         """Sample the queues' counters for the overview while the app runs."""
-        async with self.history.running(lambda: dict(self.service.queues)):
+        async with self.history.running(self.service.served):
             yield
 
     # rendering -------------------------------------------------------------------
@@ -109,7 +112,8 @@ class Ui:
     ) -> Response[str]:
         csrf, new = security.csrf_token(request)
         role = security.role_of(self.service.tokens, request)
-        queue = ctx.pop("queue", None) or self.service.names[0]
+        names = self.service.names
+        queue = ctx.pop("queue", None) or (names[0] if names else "")
         body = self.env.get_template(template).render(
             queue=queue,
             queues=self.service.names,
@@ -154,7 +158,20 @@ class Ui:
 
     # pages ----------------------------------------------------------------------
     async def home(self, request: AnyRequest) -> Response[Any]:
-        return _redirect(f"/ui/q/{self.service.names[0]}")
+        """The queues served: one goes straight to its overview; else a list with
+        each queue's counts (or, with none yet, how to make one)."""
+        names = await self.service.listed()
+        if len(names) == 1:
+            return _redirect(f"/ui/q/{quote(names[0], safe='')}")
+        rows = []
+        for name in names[:HOME_QUEUES]:
+            q = await self.service.queue(name)
+            stats = await q.stats(user_limit=0)
+            rows.append({"name": name, **{s.value: stats.counts.get(s, 0) for s in TaskState}})
+        return self.render(
+            request, "queues.html", page="queues", rows=rows, more=len(names) - len(rows),
+            selection=self.service.selection, host=request.headers.get("host", "127.0.0.1:8000"),
+        )  # fmt: skip
 
     async def static_file(self, request: AnyRequest) -> Response[Any]:
         name = request.path_params["name"]
@@ -337,7 +354,7 @@ class Ui:
         """The Litestar route handlers of ``/ui``."""
         q_ = "/ui/q/{queue:str}"
         table: list[tuple[str, str, Handler, bool, bool]] = [
-            ("GET", "/ui", self.home, False, True),
+            ("GET", "/ui", self.home, False, False),
             ("GET", "/ui/static/{name:str}", self.static_file, False, True),
             ("GET", "/ui/login", self.login_page, False, True),
             ("POST", "/ui/login", self.login, False, True),

@@ -281,10 +281,62 @@ def config_markdown(template: Path) -> str:
 # ------------------------------------------------------------------------- HTTP API
 
 
+def _schema_type(schema: dict[str, Any]) -> str:
+    """A short type of a JSON schema: ``LeaseIn``, ``integer 1..100``, ``string | null``."""
+    if "$ref" in schema:
+        return schema["$ref"].rsplit("/", 1)[-1]
+    for key in ("anyOf", "oneOf"):
+        if key in schema:
+            return " | ".join(_schema_type(s) for s in schema[key])
+    kind = schema.get("type", "any")
+    if isinstance(kind, list):
+        kind = " | ".join(kind)
+    if kind == "array":
+        return f"array of {_schema_type(schema.get('items', {}))}"
+    limits = []
+    if "enum" in schema:
+        return "one of " + ", ".join(json.dumps(v) for v in schema["enum"])
+    if "minimum" in schema or "maximum" in schema:
+        limits.append(f"{schema.get('minimum', '')}..{schema.get('maximum', '')}")
+    if "maxLength" in schema:
+        limits.append(f"{schema.get('minLength', 0)}..{schema['maxLength']} chars")
+    if "format" in schema:
+        limits.append(schema["format"])
+    return " ".join([kind, *limits])
+
+
+def _fields_table(schema: dict[str, Any], components: dict[str, Any]) -> list[str]:
+    """Rows of one body's fields (the schema, or the one it refers to)."""
+    if "$ref" in schema:
+        schema = components.get(schema["$ref"].rsplit("/", 1)[-1], {})
+    members = schema.get("anyOf") or schema.get("oneOf")
+    if members and not schema.get("properties"):
+        lines: list[str] = []
+        for member in members:
+            name = _schema_type(member)
+            lines += ["", f"One of the shapes: {_code(name)}", ""]
+            lines += _fields_table(member, components)
+        return lines
+    props = schema.get("properties", {})
+    if not props:
+        return [f"{_escape(_schema_type(schema))}"]
+    required = set(schema.get("required", []))
+    lines = ["| field | type | required | default |", "| --- | --- | --- | --- |"]
+    for name, prop in props.items():
+        default = json.dumps(prop["default"]) if "default" in prop else ""
+        lines.append(
+            f"| {_code(name)} | {_escape(_schema_type(prop))} | "
+            f"{'yes' if name in required else ''} | {_escape(default)} |"
+        )
+    return lines
+
+
 def http_markdown(spec_path: Path) -> str:
-    """Markdown for every endpoint of an OpenAPI document."""
+    """Markdown for every endpoint of an OpenAPI document: a summary table, then each
+    endpoint's parameters, body fields and answers, then the problem types."""
     spec = json.loads(spec_path.read_text())
     info = spec.get("info", {})
+    components = spec.get("components", {}).get("schemas", {})
     lines = [
         f"<!-- generated from {spec_path.name} at build time; do not edit -->",
         "",
@@ -293,6 +345,8 @@ def http_markdown(spec_path: Path) -> str:
         "| method | path | operation | roles | responses |",
         "| --- | --- | --- | --- | --- |",
     ]
+    detail: list[str] = []
+    used: set[str] = set()
     for path, item in spec.get("paths", {}).items():
         for method, op in item.items():
             if method not in {"get", "post", "put", "patch", "delete"}:
@@ -302,12 +356,54 @@ def http_markdown(spec_path: Path) -> str:
             match = re.search(r"Roles?: ([^.\n]+)", description)
             if match:
                 roles = match.group(1)
+            if op.get("security") == []:
+                roles = "none needed"
             codes = ", ".join(sorted(op.get("responses", {})))
             name = op.get("summary") or op.get("operationId", "")
             lines.append(
                 f"| {method.upper()} | {_code(path)} | {_escape(name)} | {_escape(roles)} "
                 f"| {_escape(codes)} |"
             )
+            detail += ["", f"### {method.upper()} {_code(path)}", "", _escape(name) + "."]
+            params = op.get("parameters", [])
+            if params:
+                detail += ["", "| parameter | in | type | required | meaning |",
+                           "| --- | --- | --- | --- | --- |"]  # fmt: skip
+                for p in params:
+                    detail.append(
+                        f"| {_code(p['name'])} | {p['in']} | "
+                        f"{_escape(_schema_type(p.get('schema', {})))} | "
+                        f"{'yes' if p.get('required') else ''} | "
+                        f"{_escape(p.get('description', ''))} |"
+                    )
+            body = op.get("requestBody", {}).get("content", {})
+            if body:
+                schema = next(iter(body.values()))["schema"]
+                detail += ["", f"Body ({_code(_schema_type(schema))}):", ""]
+                detail += _fields_table(schema, components)
+            answers = []
+            for code, answer in sorted(op.get("responses", {}).items()):
+                content = answer.get("content", {})
+                kind = _schema_type(next(iter(content.values()))["schema"]) if content else ""
+                if kind and kind != "Problem" and kind not in used:
+                    used.add(kind)
+                answers.append(f"{code} {_code(kind)}" if kind else code)
+            detail += ["", "Answers: " + ", ".join(answers) + "."]
+    lines += ["", "## Endpoints", *detail, "", "## Answer bodies", ""]
+    for kind in sorted(used):
+        if kind in components and " " not in kind:
+            lines += ["", f"### {_code(kind)}", ""]
+            lines += _fields_table({"$ref": f"#/components/schemas/{kind}"}, components)
+    problems = spec.get("x-problem-types", {})
+    if problems:
+        lines += ["", "## Problem types", "",
+                  "Every error is a problem object (`application/problem+json`, or MessagePack "
+                  "when `Accept` asks): `type`, `title`, `status`, `detail`, and `errors` "
+                  "(field, message) for a validation problem, `task_state` where a task's "
+                  "state matters.", "",
+                  "| type | status | meaning |", "| --- | --- | --- |"]  # fmt: skip
+        for urn, meta in problems.items():
+            lines.append(f"| {_code(urn)} | {meta['status']} | {_escape(meta['meaning'])} |")
     lines.append("")
     return "\n".join(lines)
 

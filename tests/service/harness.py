@@ -69,7 +69,11 @@ class Api:
         **kwargs: Any,
     ) -> httpx.Response:
         """``path`` under the queue unless it starts with ``/v1`` or ``/openapi``."""
-        url = path if path.startswith(("/v1/", "/openapi", "/healthz")) else self.prefix + path
+        url = (
+            path
+            if path.startswith(("/v1/", "/openapi", "/healthz", "/readyz"))
+            else self.prefix + path
+        )
         headers = dict(kwargs.pop("headers", {}))
         content = None
         if body is not None:

@@ -150,6 +150,30 @@ def test_delay_and_execute_after(api: Api) -> None:
     assert both.json()["errors"][0]["field"] == "delay_seconds"
 
 
+def test_the_documented_batch_of_10000_tasks_fits(api: Api) -> None:
+    """10,000 tasks of a few hundred bytes each: one request, within max_body_bytes."""
+    tasks = [{"name": "n", "user_id": f"u{i % 50}", "payload": {"text": "x" * 300}}
+             for i in range(10_000)]  # fmt: skip
+    pushed = api.ok("POST", "/tasks", {"tasks": tasks}, status=201)["tasks"]
+    assert len(pushed) == 10_000
+
+
+def test_a_past_execute_after_is_answered_as_stored(api: Api) -> None:
+    """Already due: the task is QUEUED without one, and the 201 body says the same as a
+    read of the stored task (single and batch pushes)."""
+    past = api.push(task_id="past", execute_after="2020-01-01T00:00:00Z")
+    assert past["state"] == "QUEUED"
+    assert past["execute_after"] is None
+    assert api.ok("GET", "/tasks/past")["execute_after"] is None
+    batch = api.ok("POST", "/tasks", {"tasks": [
+        {"name": "n", "user_id": "u", "execute_after": "2020-01-01T00:00:00Z"},
+        {"name": "n", "user_id": "u", "execute_after": "2030-01-01T00:00:00Z"},
+    ]}, status=201)["tasks"]  # fmt: skip
+    assert [t["execute_after"] for t in batch] == [None, "2030-01-01T00:00:00.000Z"]
+    for t in batch:
+        assert api.ok("GET", f"/tasks/{t['task_id']}")["execute_after"] == t["execute_after"]
+
+
 def test_result_fetch_once(api: Api) -> None:
     api.push(task_id="r1", keep_result=True)
     [leased] = api.lease()
@@ -265,8 +289,11 @@ def test_errors_are_problem_details(api: Api) -> None:
         api.prefix + "/tasks", content=b"{nope", headers={"Content-Type": "application/json"}
     )
     check_problem(raw, 400, "malformed-body")
-    huge = {"name": "n", "user_id": "u", "payload": "x" * 1_200_000}
-    check_problem(post("POST", "/tasks", huge), 413, "body-too-large")
+    large = {"name": "n", "user_id": "u", "payload": "x" * 1_200_000}
+    check_problem(post("POST", "/tasks", large), 413, "payload-too-large")
+    huge = {"name": "n", "user_id": "u", "payload": "x" * (17 * 1024 * 1024)}
+    refused = check_problem(post("POST", "/tasks", huge), 413, "body-too-large")
+    assert "server.max_body_bytes" in refused["detail"]
     check_problem(post("GET", "/v1/queues/unknown-queue/stats"), 404, "queue-not-found")
     check_problem(post("GET", "/v1/nothing/here"), 404, "not-found")
     packed = post("GET", "/tasks/nope", msgpack=True)
@@ -285,8 +312,18 @@ def test_unreachable_server_is_503(unused_port_url: str) -> None:
         response = api.call("GET", "/stats")
         check_problem(response, 503, "unavailable")
         assert response.headers["retry-after"] == "1"
+        # alive, not ready: a load balancer takes it out, an orchestrator keeps it
+        assert api.call("GET", "/healthz").json() == {"status": "ok"}
+        check_problem(api.call("GET", "/readyz"), 503, "unavailable")
     finally:
         live.stop()
+
+
+def test_ready_when_the_queue_server_answers(api: Api) -> None:
+    answer = api.call("GET", "/readyz")
+    assert answer.status_code == 200
+    assert answer.json() == {"status": "ready"}
+    assert api.call("GET", "/healthz").json() == {"status": "ok"}
 
 
 @pytest.fixture

@@ -66,6 +66,8 @@ def test_document_is_valid_and_declares_both_encodings() -> None:
     validate(json.loads(WORKER_DOC.read_text()))
     for path, methods in doc["paths"].items():
         for method, op in methods.items():
+            if op.get("tags") == ["probes"]:
+                continue  # /healthz and /readyz answer JSON alone, for any prober
             bodies = [op.get("requestBody", {"content": dict.fromkeys(BODY_TYPES)})]
             bodies += list(op["responses"].values())
             for body in bodies:
@@ -165,3 +167,43 @@ def test_live_api_conforms(live: LiveServer, mode: GenerationMode) -> None:
         except Exception as exc:
             failures.append(f"{operation.label}: {exc}")
     assert not failures, "\n\n".join(failures)
+
+
+def test_every_problem_type_the_code_answers_is_listed() -> None:
+    """The document's ``x-problem-types`` (and the reference page made from it) names
+    each problem kind the service can answer, and lists no kind the code never uses."""
+    import re
+    from pathlib import Path
+
+    from fairque.service.media import PROBLEM_TYPES
+
+    src = Path(__file__).resolve().parents[2] / "src" / "fairque" / "service"
+    text = "\n".join(p.read_text() for p in src.rglob("*.py"))
+    # a problem is made as (status, "kind", "Title", ...)
+    used = set(re.findall(r"\b\d{3},\s*\"([a-z]+(?:-[a-z]+)*)\",\s*\"[A-Z]", text))
+    used |= set(re.findall(r"\d{3}: \"([a-z]+(?:-[a-z]+)*)\"", text))  # the framework's map
+    used.add("http-error")
+    assert used - set(PROBLEM_TYPES) == set()
+    assert set(PROBLEM_TYPES) - used == set()
+    doc = json.loads(DOC.read_text())
+    assert len(doc["x-problem-types"]) == len(PROBLEM_TYPES)
+
+
+def test_the_reference_page_lists_fields_and_problem_types() -> None:
+    """The HTTP reference (made from the committed document when the site is built)
+    shows each endpoint's parameters, body fields and answers, and the problem types."""
+    import importlib.util
+    from pathlib import Path
+
+    ext = Path(__file__).resolve().parents[2] / "docs" / "_ext" / "fairque_reference.py"
+    spec = importlib.util.spec_from_file_location("fairque_reference", ext)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    page = module.http_markdown(DOC)
+    assert "### POST `/v1/queues/{queue}/leases`" in page
+    assert "| `wait_seconds` | number 0..20 |" in page  # a body field with its limits
+    assert "| `state` | query |" in page  # a query parameter
+    assert "## Problem types" in page
+    assert "`urn:fairque:problem:lease-lost` | 409" in page

@@ -422,6 +422,9 @@ class TaskCodec:
             if created != self._created[0]:
                 self._created = (created, ms_to_dt(created))
             values["created_at"] = self._created[1]
+            after = values["execute_after"]
+            if after is not None and after.timestamp() * 1000 <= int(created):
+                values["execute_after"] = None  # already due: stored without one
         else:
             values["created_at"] = None
         values["retry_count"] = 0

@@ -185,9 +185,10 @@ class Service:
         return {name: await self._client(name) for name in await self.listed()}
 
     def body_limit(self, q: AsyncFairQueue | None) -> int:
-        """The largest body accepted: the queue's payload limit plus the margin."""
+        """The largest body accepted: ``server.max_body_bytes``, or the queue's payload
+        limit plus ``server.body_margin_bytes`` when that is more."""
         payload = q.options.max_payload_bytes if q is not None else 1_048_576
-        return payload + self.settings.body_margin_bytes
+        return max(self.settings.max_body_bytes, payload + self.settings.body_margin_bytes)
 
     async def read_body(self, request: Request[Any, Any, Any], limit: int) -> bytes:
         """The request body, or ``ProblemError`` 413 past ``limit`` bytes."""
@@ -269,8 +270,10 @@ async def _watching(
 
 def _too_large(limit: int) -> ProblemError:
     return ProblemError(
-        413, "body-too-large", "Content Too Large", f"request bodies are limited to {limit} bytes"
-    )
+        413, "body-too-large", "Content Too Large",
+        f"request bodies are limited to {limit} bytes (server.max_body_bytes; a larger "
+        "batch goes in several requests)",
+    )  # fmt: skip
 
 
 def problem_response(exc: ProblemError, accept: str | None) -> Response[bytes]:
@@ -378,8 +381,9 @@ def _metrics_endpoint(service: Service) -> Any:
 
 
 def create_app(service: Service) -> Litestar:
-    """The ASGI app serving ``service``'s queues, ``/openapi.json``, ``/healthz``,
-    ``/metrics`` and the dashboard under ``/ui``."""
+    """The ASGI app serving ``service``'s queues, ``/openapi.json``, ``/healthz``
+    (liveness), ``/readyz`` (readiness: the queue server answers), ``/metrics`` and the
+    dashboard under ``/ui``."""
     from fairque.service.spec import openapi_bytes
 
     spec_bytes = openapi_bytes()
@@ -389,6 +393,14 @@ def create_app(service: Service) -> Litestar:
 
     async def healthz() -> Response[bytes]:
         return Response(b'{"status":"ok"}', media_type="application/json")
+
+    async def readyz(request: Request[Any, Any, Any]) -> Response[bytes]:
+        try:
+            with engine_errors():
+                await (await service.connect()).server_time_ms()
+        except ProblemError as exc:
+            return problem_response(exc, None)
+        return Response(b'{"status":"ready"}', media_type="application/json")
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
@@ -402,6 +414,7 @@ def create_app(service: Service) -> Litestar:
     handlers_ = [*_options_endpoints(), *(_endpoint(service, spec) for spec in ROUTES)]
     handlers_.append(route("/openapi.json", http_method=["GET"])(openapi_json))
     handlers_.append(route("/healthz", http_method=["GET"])(healthz))
+    handlers_.append(route("/readyz", http_method=["GET"])(readyz))
     handlers_.append(
         route("/metrics", http_method=["GET"], guards=[_guard(service.tokens, READERS)])(
             _metrics_endpoint(service)

@@ -48,6 +48,39 @@ class ProblemError(Exception):
         self.headers = dict(headers or {})
 
 
+#: every problem ``type`` the API answers (``urn:fairque:problem:<kind>``): its status
+#: and what it means (the OpenAPI document and the reference page list them; a test
+#: holds the code to this table)
+PROBLEM_TYPES: dict[str, tuple[int, str]] = {
+    "malformed-body": (400, "the body is not valid JSON or MessagePack"),
+    "unauthorized": (401, "no bearer token, or one the server does not know"),
+    "forbidden": (403, "the token's role may not do this"),
+    "not-found": (404, "no such path"),
+    "queue-not-found": (
+        404,
+        "this server does not serve the queue (the detail names those it does)",
+    ),
+    "task-not-found": (404, "the queue holds no task with this id (never pushed, or expired)"),
+    "schedule-not-found": (404, "the queue has no schedule with this id"),
+    "constraint-not-found": (404, "the queue has no constraint with this id"),
+    "method-not-allowed": (405, "the path does not take this method (see Allow)"),
+    "not-acceptable": (406, "Accept names no media type the API answers in"),
+    "already-ended": (409, "the task has ended: it cannot be canceled"),
+    "conflict": (409, "the request conflicts with the stored state"),
+    "duplicate-task": (409, "a task with this id exists (on_duplicate: error)"),
+    "invalid-transition": (409, "the task's state does not allow this (task_state says which)"),
+    "lease-lost": (409, "the lease expired or another worker holds the task now"),
+    "schedule-exists": (409, "a schedule with this id exists"),
+    "body-too-large": (413, "the body is over server.max_body_bytes"),
+    "payload-too-large": (413, "a payload is over the queue's max_payload_bytes"),
+    "unsupported-media-type": (415, "Content-Type is not JSON or MessagePack"),
+    "validation": (422, "a field or query parameter is invalid (errors lists each)"),
+    "http-error": (400, "another HTTP error (the status says which)"),
+    "internal": (500, "a bug: the server logged it"),
+    "unavailable": (503, "the queue server does not answer (retry after Retry-After)"),
+}
+
+
 def problem_type(kind: str) -> str:
     """The ``type`` URI of a problem kind (``lease-lost`` -> ``urn:fairque:problem:...``)."""
     return f"urn:fairque:problem:{kind}"

@@ -53,8 +53,10 @@ class ServerSettings(BaseModel):
     ``queues`` lists the queues served: names, and patterns with ``*``, ``?`` or ``[``
     (empty: every queue on the server).
     ``tokens`` enables bearer authentication; without tokens the server binds to
-    loopback addresses only. A request body may be the queue's ``max_payload_bytes``
-    plus ``body_margin_bytes``.
+    loopback addresses only. A request body may be ``max_body_bytes`` (a batch push of
+    up to 10,000 tasks, a batch of outcomes), or the queue's ``max_payload_bytes`` plus
+    ``body_margin_bytes`` when that is more; each payload is held to
+    ``max_payload_bytes`` on its own.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -64,6 +66,7 @@ class ServerSettings(BaseModel):
     queues: list[str] = Field(default_factory=list)
     tokens: list[TokenSettings] = Field(default_factory=list)
     body_margin_bytes: int = Field(default=65_536, ge=0, le=64 * 1024 * 1024)
+    max_body_bytes: int = Field(default=16 * 1024 * 1024, ge=1024, le=1024 * 1024 * 1024)
     #: an HTTP pull worker stays registered this long after its last call (longer when
     #: its lease and long poll are: see ``fairque.service.pullers``)
     pull_worker_ttl_seconds: float = Field(default=60.0, ge=5, le=86_400)

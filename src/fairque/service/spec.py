@@ -11,7 +11,13 @@ from typing import Any
 
 import msgspec
 
-from fairque.service.media import BODY_TYPES, MSGPACK_TYPES, PROBLEM_JSON
+from fairque.service.media import (
+    BODY_TYPES,
+    MSGPACK_TYPES,
+    PROBLEM_JSON,
+    PROBLEM_TYPES,
+    problem_type,
+)
 from fairque.service.routes import ROUTES, Route
 from fairque.service.wire import (
     SCHEMAS,
@@ -137,6 +143,7 @@ def openapi() -> dict[str, Any]:
     paths: dict[str, Any] = {}
     for spec in ROUTES:
         paths.setdefault(spec.path, {})[spec.method.lower()] = _operation(spec, schemas)
+    paths.update(_probes())
     return {
         "openapi": "3.1.0",
         "info": {
@@ -155,6 +162,50 @@ def openapi() -> dict[str, Any]:
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
         },
         "security": [{"bearer": []}, {}],
+        "x-problem-types": {
+            problem_type(kind): {"status": status, "meaning": meaning}
+            for kind, (status, meaning) in PROBLEM_TYPES.items()
+        },
+    }
+
+
+def _probes() -> dict[str, Any]:
+    """``/healthz`` (liveness) and ``/readyz`` (readiness): no token needed."""
+    status = {
+        "type": "object", "required": ["status"],
+        "properties": {"status": {"type": "string"}},
+    }  # fmt: skip
+    problem = {"$ref": REF.format(name="Problem")}
+
+    def probe(op: str, summary: str, description: str, ok: str) -> dict[str, Any]:
+        answers: dict[str, Any] = {
+            "200": {"description": ok, "content": _content(status, ("application/json",))}
+        }
+        if op == "ready":
+            answers["503"] = {
+                "description": _TITLES[503], "content": _content(problem, (PROBLEM_JSON,)),
+            }  # fmt: skip
+        return {"get": {
+            "operationId": op, "summary": summary, "description": description,
+            "security": [], "tags": ["probes"], "responses": answers,
+        }}  # fmt: skip
+
+    return {
+        "/healthz": probe(
+            "health",
+            "Liveness: the process answers",
+            '200 {"status": "ok"} whenever the process serves requests; it does not '
+            "look at the queue server (a liveness probe should not restart the service "
+            "because Redis is away).",
+            "The process is up",
+        ),
+        "/readyz": probe(
+            "ready",
+            "Readiness: the queue server answers",
+            '200 {"status": "ready"} when the queue server answers a command now; '
+            "503 with a problem when it does not (take the instance out of rotation).",
+            "The queue server answers",
+        ),
     }
 
 

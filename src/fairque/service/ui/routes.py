@@ -22,7 +22,7 @@ from redis.exceptions import RedisError
 
 from fairque.errors import FairqueError
 from fairque.models import TaskState
-from fairque.service.convert import engine_errors
+from fairque.service.convert import engine_errors, invalid
 from fairque.service.media import ProblemError
 from fairque.service.ui import security, views
 from fairque.service.ui.history import History
@@ -422,7 +422,7 @@ def _int(value: str | None, default: int) -> int:
 
 def _needs_state(filt: dict[str, Any]) -> dict[str, Any]:
     if filt["state_"] is None:
-        raise ProblemError(422, "invalid", "Unprocessable", "choose a state to act on")
+        raise invalid("state", "choose a state to act on")
     return filt
 
 

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from servers import ServerInfo
@@ -189,3 +191,34 @@ def test_help_lists_every_command() -> None:
     for command in commands:
         assert command in result.stdout
     assert "Exit codes: 0 success; 1 the command failed" in " ".join(result.stdout.split())
+
+
+def test_no_help_text_loses_a_bracket_to_markup() -> None:
+    """Help is rendered with rich markup, where ``[default: x]`` is a tag and vanishes
+    (leaving "Port ."); defaults are given with ``show_default`` instead."""
+    import typer.main
+
+    from fairque.cli import app
+
+    group: Any = typer.main.get_command(app)
+    names = [*group.commands, "schedule add", "constraint add"]
+    assert len(names) > 15
+    for name in names:
+        help_text = run_here(*name.split(), "--help").stdout
+        flat = " ".join(help_text.replace("│", " ").split())
+        assert re.search(r"\w \.(\s|$)", flat) is None, (name, flat)
+
+
+def test_serve_on_a_busy_port_is_one_error_line(server: ServerInfo) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = run_here("--url", server.url, "serve", "--port", str(port))
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [
+        f"error: cannot listen on 127.0.0.1:{port}: Address already in use (--port, server.port)"
+    ]
+    assert "fairque serve:" not in result.stdout + result.stderr

@@ -8,10 +8,12 @@ import time
 
 import httpx
 import pytest
-from support import run_here
+from servers import ServerInfo
+from support import run_here, unique_queue
 
 from fairque import FairQueue
 from fairque.service import pullers
+from fairque.service.settings import ServerSettings
 from service.harness import Api, LiveServer
 
 
@@ -84,3 +86,24 @@ def test_outcome_and_extend_of_an_unknown_task_are_404(api: Api) -> None:
     assert answer.status_code == 404
     batch = api.ok("POST", "/outcomes", {"outcomes": [{"task_id": "nope", **done}]})
     assert batch["results"][0]["status"] == 404
+
+
+def test_a_dead_workers_task_leaves_started_without_another_lease(server: ServerInfo) -> None:
+    """The server takes back expired leases by itself: nobody has to ask for a lease
+    for a task of a worker that died to be retried."""
+    live = LiveServer(server.url, [unique_queue("reclaim")],
+                      ServerSettings(reclaim_interval_seconds=0.1))  # fmt: skip
+    api = Api(live.base, live.service.names[0])
+    try:
+        api.push(task_id="orphan")
+        [task] = api.lease(worker_id="dies", lease_seconds=0.3)
+        assert task["state"] == "STARTED"
+        started = time.monotonic()
+        while (now := api.ok("GET", "/tasks/orphan"))["state"] == "STARTED":
+            time.sleep(0.05)
+        assert time.monotonic() - started >= 0.25  # not before its lease ended
+        assert now["state"] in ("SCHEDULED", "QUEUED")
+        assert now["retry_count"] == 1
+    finally:
+        api.close()
+        live.stop()

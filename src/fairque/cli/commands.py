@@ -184,7 +184,7 @@ def enqueue(
     payload: Annotated[str | None, typer.Argument(help="Payload as JSON.")] = None,
     user: Annotated[str | None, typer.Option("--user", help="User (tenant) id.")] = None,
     priority: Annotated[
-        int | None, typer.Option(help="1..5, or 6 for the critical lane [default: 3].")
+        int | None, typer.Option(help="1..5, or 6 for the critical lane.", show_default="3")
     ] = None,
     delay: Annotated[float | None, typer.Option(help="Seconds before it may run.")] = None,
     task_id: Annotated[str | None, typer.Option("--task-id", help="Caller-chosen id.")] = None,
@@ -422,7 +422,8 @@ def demo(
     ui: Annotated[bool, typer.Option(help="Serve the dashboard (/ui) on 127.0.0.1.")] = False,
     ui_port: Annotated[int, typer.Option(min=0, max=65535, help="Its port (0: any).")] = 8000,
     ui_linger: Annotated[
-        float | None, typer.Option(min=0, help="Keep it up this long after [default: Ctrl-C].")
+        float | None,
+        typer.Option(min=0, help="Keep it up this long after.", show_default="until Ctrl-C"),
     ] = None,
 ) -> None:
     """Show fairness: a noisy tenant floods the queue; small tenants are still served fast."""

@@ -208,8 +208,8 @@ def scheduler(
             min=0.1,
             max=3600,
             metavar="SECONDS",
-            help="Leader lock TTL: a dead leader is replaced within it "
-            "[default: scheduler.lock_ttl_seconds, 10].",
+            help="Leader lock TTL: a dead leader is replaced within it.",
+            show_default="scheduler.lock_ttl_seconds, 10",
         ),
     ] = None,
 ) -> None:

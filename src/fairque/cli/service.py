@@ -15,15 +15,15 @@ def serve(
     queues: Annotated[
         list[str] | None,
         typer.Argument(
-            help="Queues to serve: names, or patterns with * ? [ ] "
-            "[default: server.queues, else every queue on the server]."
+            help="Queues to serve: names, or patterns with *, ? and [...].",
+            show_default="server.queues, else every queue on the server",
         ),
     ] = None,
     host: Annotated[
-        str | None, typer.Option(help="Address to listen on [default: 127.0.0.1].")
+        str | None, typer.Option(help="Address to listen on.", show_default="127.0.0.1")
     ] = None,
     port: Annotated[
-        int | None, typer.Option(min=1, max=65535, help="Port [default: 8000].")
+        int | None, typer.Option(min=1, max=65535, help="Port.", show_default="8000")
     ] = None,
     access_log: Annotated[
         bool | None,
@@ -56,6 +56,9 @@ def serve(
             service = Service(url, names, server, cfg.queue.options())
         except ConfigError as exc:
             fail(str(exc), EXIT_USAGE)
+        busy = _cannot_listen(host, port)
+        if busy is not None:
+            fail(f"cannot listen on {host}:{port}: {busy} (--port, server.port)")
         typer.echo(
             f"fairque serve: {service.selection} on http://{host}:{port} "
             f"({'bearer tokens required' if server.tokens else 'no tokens: loopback only'})",
@@ -75,6 +78,25 @@ def serve(
         # KeyboardInterrupt, see ``main``): the stop was asked for, so it is a success
         with contextlib.suppress(KeyboardInterrupt):
             uvicorn.Server(config).run()
+
+
+def _cannot_listen(host: str, port: int) -> str | None:
+    """Why ``host:port`` cannot be listened on (taken, no such address), or None: tried
+    before anything is printed, so a busy port is one error line and exit 1."""
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError as exc:
+        return str(exc)
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does
+        try:
+            sock.bind(address)
+        except OSError as exc:
+            return exc.strerror or str(exc)
+    return None
 
 
 def dispatch(ctx: typer.Context) -> None:

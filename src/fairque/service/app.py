@@ -40,7 +40,7 @@ from redis.exceptions import RedisError
 
 from fairque.client.aio import AsyncFairQueue
 from fairque.core.keys import validate_queue_name
-from fairque.errors import ConfigError
+from fairque.errors import ConfigError, FairqueError
 from fairque.service import handlers
 from fairque.service.auth import READERS, Tokens
 from fairque.service.convert import engine_errors, invalid
@@ -179,6 +179,19 @@ class Service:
             self.names = sorted({*self.explicit, *(n for n in known if self.serves(n))})
             self._listed_at = now
         return self.names
+
+    async def reclaiming(self) -> None:
+        """Take back expired leases of every listed queue each
+        ``server.reclaim_interval_seconds``, so that a dead worker's task leaves STARTED
+        (for another attempt) even while nobody asks for a lease. Until cancelled."""
+        interval = self.settings.reclaim_interval_seconds
+        while interval:
+            await asyncio.sleep(interval)
+            try:
+                for q in (await self.served()).values():
+                    await q.reclaim()
+            except (RedisError, FairqueError, ProblemError) as exc:
+                log.debug("reclaim: %s", exc)
 
     async def served(self) -> dict[str, AsyncFairQueue]:
         """Every listed queue with its client."""
@@ -405,9 +418,13 @@ def create_app(service: Service) -> Litestar:
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
         await service.start()
+        reclaimer = asyncio.ensure_future(service.reclaiming())
         try:
             yield
         finally:
+            reclaimer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reclaimer
             await service.stop()
 
     # each path's OPTIONS first: Litestar makes its own for a path that has none yet

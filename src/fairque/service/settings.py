@@ -70,6 +70,9 @@ class ServerSettings(BaseModel):
     #: an HTTP pull worker stays registered this long after its last call (longer when
     #: its lease and long poll are: see ``fairque.service.pullers``)
     pull_worker_ttl_seconds: float = Field(default=60.0, ge=5, le=86_400)
+    #: take back expired leases of the served queues this often (seconds; 0: only when
+    #: a lease is asked for), so a dead worker's task does not stay STARTED
+    reclaim_interval_seconds: float = Field(default=2.0, ge=0, le=3600)
     #: log one line per request (uvicorn's access log; never the Authorization header)
     access_log: bool = False
     #: the ``le`` bounds (seconds) ``/metrics`` shows of the wait and run histograms;

@@ -168,6 +168,10 @@ def test_tasks_of_any_state(open_ui: tuple[LiveServer, FairQueue]) -> None:
         assert "CANCELED" in page.text
         # a bulk action needs one state
         assert http.get(f"{base}/bulk", params={"state": "ANY", "user": "u"}).status_code == 422
+        # no user or name: every task of the queue
+        every = http.get(f"{base}/tasks", params={"state": "ANY"})
+        assert every.status_code == 200
+        assert every.text.count("/task?id=t") == 3
 
 
 def test_histogram_quantile() -> None:

@@ -199,8 +199,6 @@ async def list_tasks(ctx: Ctx) -> Reply:
         raise invalid("state", f"must be one of {', '.join(s.value for s in TaskState)}")
     limit = query_int(ctx, "limit", 50, 1, 500)
     user_id, name = ctx.query.get("user_id") or None, ctx.query.get("name") or None
-    if raw_state is None and user_id is None and name is None:
-        raise invalid("state", "give a state, a user_id or a name")
     state = TaskState(raw_state.upper()) if raw_state is not None else None
     tasks, cursor = await listing.list_tasks(
         ctx.q, state, limit, ctx.query.get("cursor") or None, user_id, name

@@ -95,7 +95,8 @@ ROUTES: tuple[Route, ...] = (
           "One page of tasks, newest first; follow next_cursor",
           responses=((200, TaskPage),),
           query=(Query("state", {"type": "string", "enum": [s.value for s in TaskState]},
-                       "only tasks in this state (a state, a user_id or a name is required)"),
+                       "only tasks in this state (with no state, user_id or name: every task, "
+                       "STARTED, QUEUED, DEFERRED, SCHEDULED, FAILED, CANCELED, then FINISHED)"),
                  Query("user_id", ID_SCHEMA, "only this user's tasks"),
                  Query("name", ID_SCHEMA, "only tasks of this name"),
                  Query("limit", {"type": "integer", "minimum": 1, "maximum": 500},

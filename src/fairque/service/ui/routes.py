@@ -433,6 +433,6 @@ def _filter(request: AnyRequest, form: dict[str, str] | None = None) -> dict[str
     try:
         state = TaskState(source.get("state") or "QUEUED")
     except ValueError:
-        # any state: the engine lists a user's or a name's tasks across states
-        state = None if user or name else TaskState.QUEUED
+        # any state: a user's or a name's tasks across states, or every task
+        state = None
     return {"state": state.value if state else "ANY", "state_": state, "user": user, "name": name}

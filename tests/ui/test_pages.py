@@ -209,3 +209,21 @@ def test_why_a_task_is_parked_by_a_constraint(open_ui: tuple[LiveServer, FairQue
         assert "1 running" in page
         running = http.get(f"{live.base}/ui/q/{q.queue}/task", params={"id": first.task_id})
         assert "Why is it waiting" not in running.text
+
+
+@VALKEY
+def test_a_tenant_held_by_its_cap_is_not_shown_as_starved(
+    open_ui: tuple[LiveServer, FairQueue],
+) -> None:
+    live, q = open_ui
+    q.set_user_limits("held", max_in_flight=1)
+    q.push_many([Task(user_id=u, name="n") for u in ("held", "free") for _ in range(6)])
+    leased = q.pop_batch(6, "w")  # "held" gets one, "free" the rest
+    assert sum(t.user_id == "held" for t in leased) == 1
+    with httpx.Client(timeout=30) as http:
+        page = http.get(f"{live.base}/ui/q/{q.queue}/tenants", params={"window": "300"}).text
+    row = page[page.index(">held</a>") : page.index("</tr>", page.index(">held</a>"))]
+    assert 'class="held"' in row
+    assert 'class="low"' not in row
+    assert "at cap" in row
+    assert 'class="card minor"><span class="n" id="jain">' in page  # plain J is secondary

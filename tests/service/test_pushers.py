@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import html
+import re
 import threading
 import time
 from typing import Any
 
 import pytest
 
+from fairque import FairQueue, TaskNotFound
 from service.harness import MSGPACK, Api
 
 MSGPACK_TYPES = ["application/msgpack", "application/x-msgpack", "application/vnd.msgpack"]
@@ -431,3 +434,25 @@ def test_listing_resumes_when_the_cursor_task_left_the_state(api: Api) -> None:
     api.ok("DELETE", "/tasks/m4")
     rest = api.ok("GET", "/tasks", params={"state": "QUEUED", "cursor": page["next_cursor"]})
     assert [t["task_id"] for t in rest["tasks"]] == ["m3", "m2", "m1", "m0"]
+
+
+def test_an_unknown_id_reads_the_same_everywhere(live: Any, api: Api) -> None:
+    """The same condition, the same words: the HTTP answers of a read, a cancel, a retry
+    and an outcome, the dashboard's page and the Python client's exception."""
+    expected = f"no task 'nope' in queue '{api.queue}'"
+    details = [
+        api.call("GET", "/tasks/nope").json()["detail"],
+        api.call("DELETE", "/tasks/nope").json()["detail"],
+        api.call("POST", "/tasks/nope/retry").json()["detail"],
+        api.call("POST", "/tasks/nope/outcome",
+                 {"type": "success", "lease_token": "1", "result": None}).json()["detail"],
+    ]  # fmt: skip
+    assert details == [expected] * 4
+    page = api.http.get(f"/ui/q/{api.queue}/task", params={"id": "nope"})
+    assert expected in html.unescape(page.text)
+    q = FairQueue.from_url(live.service.url, api.queue)
+    try:
+        with pytest.raises(TaskNotFound, match=re.escape(expected)):
+            q.cancel("nope")
+    finally:
+        q.close()

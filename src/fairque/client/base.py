@@ -219,12 +219,16 @@ class QueueBase:
         limit = self._block_limit
         return seconds if limit is None or seconds <= limit else limit
 
-    @staticmethod
-    def _reraise(exc: ResponseError) -> NoReturn:
-        """Raise the fairque exception a script's error reply stands for, else ``exc``."""
+    def _reraise(self, exc: ResponseError) -> NoReturn:
+        """Raise the fairque exception a script's error reply stands for, else ``exc``.
+        An unknown id reads as everywhere else: ``no task 'ID' in queue 'Q'``."""
         err = translate_error(exc)
         if err is exc:
             raise ServerError(str(exc)) from exc
+        detail = str(err)
+        for kind in ("task", "schedule"):
+            if detail.startswith(f"no {kind} "):
+                err = type(err)(f"no {kind} {detail[len(kind) + 4 :]!r} in queue {self.queue!r}")
         raise err from None
 
     @staticmethod

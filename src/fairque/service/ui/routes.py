@@ -244,9 +244,7 @@ class Ui:
         task_id = request.query_params.get("id") or ""
         task = await q.get(task_id) if task_id else None
         if task is None:
-            return self.error(
-                request, 404, f"no task {task_id!r} in this queue (never pushed, or expired)"
-            )
+            return self.error(request, 404, f"no task {task_id!r} in queue {q.queue!r}")
         return self.render(
             request, "task.html", queue=q.queue, page="tasks", **await views.task_page(q, task)
         )

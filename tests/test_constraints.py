@@ -296,3 +296,21 @@ def test_apply_constraints_defines_and_prunes(make_queue: MakeQueue) -> None:
     held = q.apply_constraints([Constraint("a", rate=3)], prune=True)
     assert held.constraints == (Constraint("a", rate=3),)
     assert held.version == q.ops.codec.constraints.version
+
+
+def test_a_late_start_keeps_the_rate_schedule(make_queue: MakeQueue) -> None:
+    """A consumer that comes a little after each slot (a wake-up's delay) does not push
+    the schedule back by that delay each time: burst 1 delivers the rate, not less."""
+    q = make_queue()
+    q.define_constraint(id="r", name="*", rate=2, per=1.0, burst=1)  # a slot per 500 ms
+    for i in range(3):
+        q.enqueue("job", user_id="u", task_id=f"t{i}")
+    assert [t.task_id for t in q.pop_batch(3, worker_id="w")] == ["t0"]
+    wake = q.next_wakeup()
+    assert wake is not None
+    time.sleep(wake + 0.03)  # 30 ms late, or more on a busy machine (under 125 ms)
+    assert [t.task_id for t in q.pop_batch(3, worker_id="w")] == ["t1"]
+    after = q.next_wakeup()
+    assert after is not None
+    # the next slot is one interval after the last one, not after the late start
+    assert after <= 0.5 - 0.03 + 0.002

@@ -164,6 +164,12 @@ class QueueKeys:
         return self._k("scheduler:lock")
 
     @property
+    def scheduler_handover(self) -> str:
+        """A token the leading scheduler pushes as it releases the lock: a waiting
+        scheduler blocks on it and takes over at once (kept one minute)."""
+        return self._k("scheduler:handover")
+
+    @property
     def scheduler_released(self) -> str:
         """The token that last released the scheduler lock (kept one minute)."""
         return self._k("scheduler:released")

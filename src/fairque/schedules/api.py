@@ -139,6 +139,11 @@ class ScheduleMethods:
         """Block until a schedule changes (True) or ``timeout`` seconds pass."""
         return self._run(self.ops.schedule_codec.wait_for_schedules(self._bounded(timeout)))
 
+    def wait_for_handover(self, timeout: float) -> bool:
+        """Block until the leading scheduler releases its lock (True) or ``timeout``
+        seconds pass: a waiting scheduler takes over at once."""
+        return self._run(self.ops.schedule_codec.wait_for_handover(self._bounded(timeout)))
+
 
 class AsyncScheduleMethods:
     """Schedules on the asyncio client (see ``ScheduleMethods`` for each contract)."""
@@ -212,3 +217,7 @@ class AsyncScheduleMethods:
     async def wait_for_schedules(self, timeout: float) -> bool:
         """See ``FairQueue.wait_for_schedules``."""
         return await self._run(self.ops.schedule_codec.wait_for_schedules(self._bounded(timeout)))
+
+    async def wait_for_handover(self, timeout: float) -> bool:
+        """See ``FairQueue.wait_for_handover``."""
+        return await self._run(self.ops.schedule_codec.wait_for_handover(self._bounded(timeout)))

@@ -249,6 +249,12 @@ class ScheduleCodec:
         key = self.keys.schedules_wake
         return Call(None, (key,), ("BLPOP", wait), lambda r: r is not None)
 
+    def wait_for_handover(self, timeout: float) -> Call[bool]:
+        """Block until a leader releases the lock (True) or ``timeout`` seconds pass."""
+        wait = max(round(check_wait(timeout), 3), 0.001)
+        key = self.keys.scheduler_handover
+        return Call(None, (key,), ("BLPOP", wait), lambda r: r is not None)
+
     def scheduler_holder(self) -> Call[str | None]:
         """The token of the leading scheduler (a plain GET); None: no leader."""
         return Call(

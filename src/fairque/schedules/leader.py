@@ -5,8 +5,8 @@ Any number of schedulers may run for one queue (``fairque scheduler``, or
 scheduler lock, a key with a TTL (``lock_ttl``, 10 s by default) that it renews
 every third of it; the others wait until the lock would expire and try again, so a
 leader that dies is replaced within one TTL of its last renewal, well within two.
-A leader that stops releases the lock (compare and delete), so the next one takes
-over when its wait ends instead of waiting for the TTL to run out.
+A leader that stops releases the lock (compare and delete) and pushes a hand-over
+token that ends one waiting scheduler's wait, so that one takes over at once.
 
 The leader sleeps until the next slot is due, waking early when a schedule changes
 (the schedule scripts push a token to the list it blocks on) and to renew its lock.
@@ -111,8 +111,9 @@ class Scheduler:
         if not self.leading:
             acquired, seconds = await self.queue.acquire_scheduler_lock(self.token, self.lock_ttl)
             if not acquired:
-                # the holder's lock expires in `seconds` unless it renews
-                await self._sleep(min(max(seconds, 0.01), self.lock_ttl))
+                # the holder's lock expires in `seconds` unless it renews; a holder
+                # that stops hands over at once (its release wakes this wait)
+                await self._wait(min(max(seconds, 0.01), self.lock_ttl), handover=True)
                 return
             self._lead(True)
             self._renewed = loop.time()
@@ -188,13 +189,16 @@ class Scheduler:
     async def _sleep(self, seconds: float) -> None:
         await pause_unless(self._stop, seconds)
 
-    async def _wait(self, seconds: float) -> bool:
-        """Block on the schedules' wake-up list for ``seconds``, or until ``stop``.
+    async def _wait(self, seconds: float, handover: bool = False) -> bool:
+        """Block on the schedules' wake-up list (or, ``handover``, on the leader's
+        hand-over token) for ``seconds``, or until ``stop``.
 
         Returns:
-            True when a schedule changed or ``stop`` was asked, False on time out.
+            True when a schedule changed (the lock was handed over) or ``stop`` was
+            asked, False on time out.
         """
-        waiting = asyncio.ensure_future(self.queue.wait_for_schedules(seconds))
+        wait = self.queue.wait_for_handover if handover else self.queue.wait_for_schedules
+        waiting = asyncio.ensure_future(wait(seconds))
         try:
             await pause_until_done(waiting, self._stop)
         finally:

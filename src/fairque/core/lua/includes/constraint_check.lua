@@ -4,6 +4,10 @@
 -- first bucket at its limit and when (ms) that limit frees: a rate limit's next GCRA
 -- slot, a concurrency limit's earliest lease deadline (its use is counted from
 -- unexpired leases, pruned here). A bucket whose constraint was removed limits nothing.
+-- A rate's schedule (the GCRA's arrival time) is kept through a start that comes less
+-- than a quarter interval after its slot: any window of W seconds still holds at most
+-- (W + interval / 4) / interval + burst starts, and a steady stream of slightly late
+-- starts runs at the rate, not under it.
 local function constraint_check(K, cons, ms, now_us)
   local plan = {}
   for _, b in ipairs(cjson.decode(cons)) do
@@ -13,7 +17,10 @@ local function constraint_check(K, cons, ms, now_us)
       local d = cjson.decode(raw)
       local tat = 0
       if d.interval_us > 0 then
-        tat = math.max(tonumber(redis.call('GET', constraint_rate_key(K, b)) or '0'), now_us)
+        -- a start less than a quarter interval late keeps its slot in the schedule,
+        -- so the rate holds on average instead of losing each late start's delay
+        tat = tonumber(redis.call('GET', constraint_rate_key(K, b)) or '0')
+        if tat < now_us - d.interval_us / 4 then tat = now_us end
         if tat - now_us > d.tau_us then
           return nil, b, math.ceil((tat - d.tau_us) / 1000)
         end

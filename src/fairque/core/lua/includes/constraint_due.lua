@@ -15,7 +15,9 @@ local function constraint_due(K, ms, now_us, limit)
       local d = cjson.decode(raw)
       next_at = 0
       if d.interval_us > 0 then
-        local tat = math.max(tonumber(redis.call('GET', constraint_rate_key(K, b)) or '0'), now_us)
+        -- the schedule kept through a slightly late start, as constraint_check keeps it
+        local tat = tonumber(redis.call('GET', constraint_rate_key(K, b)) or '0')
+        if tat < now_us - d.interval_us / 4 then tat = now_us end
         local k = math.max(0, math.floor((now_us + d.tau_us - tat) / d.interval_us) + 1)
         n = math.min(n, k)
         next_at = math.ceil((tat + k * d.interval_us - d.tau_us) / 1000)

@@ -222,3 +222,32 @@ def test_serve_on_a_busy_port_is_one_error_line(server: ServerInfo) -> None:
         f"error: cannot listen on 127.0.0.1:{port}: Address already in use (--port, server.port)"
     ]
     assert "fairque serve:" not in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        "schedule add s n --user u --every 0",
+        "schedule add s n --user u --every 10 --grace -1",
+        "schedule add s n --user u --every 10 --start-at garbage",
+        "constraint add c --rate 0",
+        "constraint add c --rate 1 --burst 0",
+        "constraint add c --concurrency 0",
+        "scheduler --lock-ttl 0",
+        "worker --concurrency 0",
+        "status --interval 0",
+        "tasks --limit 0",
+        "nosuchcommand",
+        "schedule add",
+    ],
+)
+def test_a_bad_option_is_one_error_line(args: str) -> None:
+    """Options the command line checks itself (ranges, types, a missing argument) read
+    as every other failure: one ``error:`` line naming the help, exit code 2."""
+    result = run_here("--url", "redis://127.0.0.1:1/0", *args.split())
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: ")
+    assert lines[0].endswith("--help)")
+    assert "Usage:" not in result.stderr + result.stdout

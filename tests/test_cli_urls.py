@@ -195,7 +195,7 @@ def test_unexpected_failures_are_one_line(
 ) -> None:
     from fairque.cli import commands as cli
 
-    def broken() -> None:
+    def broken(**_: object) -> None:
         raise RuntimeError(f"lost redis://:{SECRET}@h/0")
 
     monkeypatch.setattr(cli, "app", broken)

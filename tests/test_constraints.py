@@ -97,10 +97,15 @@ def test_define_list_inspect_remove(make_queue: MakeQueue) -> None:
     assert q.constraint("mail").constraint == c
     with pytest.raises(ConstraintNotFound):
         q.constraint("nope")
-    with pytest.raises(TypeError):
+    with pytest.raises(ValidationError, match="not both"):
         q.define_constraint(c, rate=3)
     with pytest.raises(ValidationError):
         q.define_constraint(id="x")
+    with pytest.raises(ValidationError, match="unknown constraint field 'bogus'") as refused:
+        q.define_constraint(id="x", rate=1, bogus=2)
+    assert refused.value.problems[0][0] == "bogus"
+    with pytest.raises(ValidationError, match="needs an id"):
+        q.define_constraint(rate=1)
     assert q.remove_constraint("mail") is True
     assert q.remove_constraint("mail") is False
     assert q.constraints() == []

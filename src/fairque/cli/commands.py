@@ -13,6 +13,7 @@ from types import FrameType
 from typing import Annotated, Any, NoReturn
 
 import typer
+from typer.exceptions import TyperException
 
 from fairque.cli import admin
 from fairque.cli import render as out
@@ -460,10 +461,21 @@ def main() -> None:
     """
     previous = signal.signal(signal.SIGTERM, _as_interrupt)
     try:
-        app()
+        code = app(standalone_mode=False)
+    except typer.Abort:  # interrupted (Ctrl-C, SIGTERM) where no command handles it
+        sys.exit(130)
+    except TyperException as exc:  # a bad option or argument: one line too, exit 2
+        message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
+        exit_code = int(getattr(exc, "exit_code", EXIT_USAGE))
+        if exit_code == EXIT_USAGE:
+            ctx = getattr(exc, "ctx", None)
+            message += f" (see {ctx.command_path if ctx is not None else 'fairque'} --help)"
+        say_error(message)
+        sys.exit(exit_code)
     except Exception as exc:  # a failure no command foresaw: still no traceback
         log.debug("unexpected failure", exc_info=True)
         say_error(f"unexpected {type(exc).__name__}: {exc} (--verbose shows the traceback)")
         sys.exit(EXIT_FAILURE)
     finally:
         signal.signal(signal.SIGTERM, previous)
+    sys.exit(code if isinstance(code, int) else 0)

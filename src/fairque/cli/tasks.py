@@ -16,7 +16,6 @@ from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Annotated, Any, NoReturn
 
-import click
 import typer
 from rich.table import Table
 
@@ -181,7 +180,7 @@ def _bulk(
                 agreed = typer.confirm(
                     f"{verb.capitalize()} {len(ids)} {matches} in queue {q.queue!r}?"
                 )
-            except click.exceptions.Abort:
+            except typer.Abort:  # no answer (end of input) is no
                 _decline()
             if not agreed:
                 _decline()

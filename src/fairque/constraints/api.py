@@ -9,11 +9,12 @@ set and pushes again (``QueueBase._push_flow``).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from fairque.constraints.model import Constraint, ConstraintInfo, ConstraintSet
-from fairque.errors import ConstraintNotFound
+from fairque.errors import ConstraintNotFound, ValidationError
 
 if TYPE_CHECKING:
     from fairque.core.ops import Operations
@@ -23,10 +24,25 @@ T = TypeVar("T")
 
 
 def _constraint(constraint: Constraint | None, fields: dict[str, Any]) -> Constraint:
-    """``constraint``, or one built from keyword fields."""
+    """``constraint``, or one built from keyword fields.
+
+    Raises:
+        ValidationError: both given, or a keyword that is not a ``Constraint`` field.
+    """
     if constraint is not None and fields:
-        raise TypeError("give a Constraint or its fields as keywords, not both")
-    return constraint if constraint is not None else Constraint(**fields)
+        raise ValidationError("give a Constraint or its fields as keywords, not both")
+    if constraint is not None:
+        return constraint
+    known = {f.name for f in dataclasses.fields(Constraint)}
+    unknown = sorted(set(fields) - known)
+    if unknown:
+        raise ValidationError(
+            f"unknown constraint field {unknown[0]!r} (the fields: {', '.join(sorted(known))})",
+            field=unknown[0],
+        )
+    if "id" not in fields:
+        raise ValidationError("a constraint needs an id", field="id")
+    return Constraint(**fields)
 
 
 def _found(constraint_id: str, infos: list[ConstraintInfo]) -> ConstraintInfo:

@@ -416,6 +416,24 @@ def wait_recovered(fleet: Fleet, since: float, timeout: float) -> bool:
     return False
 
 
+def until_all(count: Callable[[], int], target: int, what: str, floor: float = 30.0) -> None:
+    """Wait until ``count()`` reaches ``target`` while it keeps moving: the wait fails
+    only when no step came for three times the slowest step so far (and at least
+    ``floor`` seconds), so a busy machine that starts processes slowly is waited for,
+    and a stuck one still fails."""
+    seen, last, slowest = count(), time.monotonic(), 0.0
+    while seen < target:
+        time.sleep(0.05)
+        now, at = count(), time.monotonic()
+        if now > seen:
+            slowest = max(slowest, at - last)
+            seen, last = now, at
+        elif at - last > max(floor, 3 * slowest):
+            raise AssertionError(
+                f"waiting for {what}: {seen} of {target}, none for {at - last:.0f} s"
+            )
+
+
 def until(check: Callable[[], bool], timeout: float, what: str) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

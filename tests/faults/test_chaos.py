@@ -33,6 +33,7 @@ from faults.chaos import (
     resilient_client,
     tally,
     until,
+    until_all,
     wait_drained,
     wait_recovered,
 )
@@ -47,8 +48,8 @@ DRAIN_SECONDS = 30.0
 RECOVERY_SECONDS = 30.0
 
 
-def registered(q: FairQueue, n: int) -> bool:
-    return len(q.workers()) >= n
+def registered(q: FairQueue) -> int:
+    return len(q.workers())
 
 
 def test_worker_sigkill_chaos(
@@ -73,7 +74,7 @@ def test_worker_sigkill_chaos(
     try:
         for _ in range(KILL_WORKERS):
             fleet.spawn()
-        until(lambda: registered(q, KILL_WORKERS), 30, "the workers to register")
+        until_all(lambda: registered(q), KILL_WORKERS, "the workers to register")
         producer.start()
         rng = random.Random(7)
         kills = 0
@@ -125,7 +126,7 @@ def test_server_restart_with_aof(tmp_path: Path) -> None:
         assert q.client.config_get("appendfsync") == {"appendfsync": "always"}
         for _ in range(WORKERS - 1):
             fleet.spawn()
-        until(lambda: registered(q, WORKERS - 1), 30, "the workers to register")
+        until_all(lambda: registered(q), WORKERS - 1, "the workers to register")
         producer.start()
         until(fleet.all_busy, 30, "every worker to run tasks")
         time.sleep(1.0)
@@ -187,7 +188,7 @@ def test_connection_cuts_and_stalls(tmp_path: Path) -> None:
             direct.set_user_limits(f"u{u}", max_in_flight=2)
         for _ in range(WORKERS):
             fleet.spawn()
-        until(lambda: registered(direct, WORKERS), 30, "the workers to register")
+        until_all(lambda: registered(direct), WORKERS, "the workers to register")
         producer.start()
         until(fleet.all_busy, 30, "every worker to run tasks")
         proxy.chaos((0.7, 1.2), stall_seconds=2.0, stall_every=3, seed=3)

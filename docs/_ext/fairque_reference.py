@@ -24,7 +24,6 @@ from typing import Any, Union
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
-from sphinx.pycode import ModuleAnalyzer
 
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]<>|#{}$])")
 
@@ -142,6 +141,8 @@ def _attribute_docs(model: type[BaseModel]) -> dict[str, str]:
         if not (isinstance(cls, type) and issubclass(cls, BaseModel)) or cls is BaseModel:
             continue
         try:
+            from sphinx.pycode import ModuleAnalyzer  # the site build has Sphinx
+
             analyzer = ModuleAnalyzer.for_module(cls.__module__)
         except Exception:
             continue

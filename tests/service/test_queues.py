@@ -97,7 +97,10 @@ def test_a_newcomer_is_told_how_to_make_a_queue(server: ServerInfo) -> None:
         live.stop()
 
 
-def test_a_bad_queue_name_is_a_problem(live: LiveServer) -> None:
+def test_a_bad_queue_name_is_not_found(live: LiveServer) -> None:
+    """A name no queue can have is not served (404, as the document says), and the
+    answer says why."""
     answer = httpx.get(f"{live.base}/v1/queues/a%20b/stats", timeout=30)
-    assert answer.status_code == 422
+    assert answer.status_code == 404
+    assert answer.json()["type"].endswith("queue-not-found")
     assert "whitespace" in answer.json()["detail"]

@@ -157,8 +157,8 @@ class Service:
         """A served queue's client, or ``ProblemError`` 404 (503 while unreachable)."""
         try:
             validate_queue_name(name)
-        except ConfigError as exc:
-            raise invalid("queue", str(exc)) from None
+        except ConfigError as exc:  # a queue that cannot exist is not served
+            raise ProblemError(404, "queue-not-found", "Not Found", str(exc)) from None
         if not self.serves(name):
             served = ", ".join(self.names) or "none yet"
             raise ProblemError(

@@ -198,6 +198,9 @@ async def list_tasks(ctx: Ctx) -> Reply:
     if raw_state is not None and raw_state.upper() not in TaskState.__members__:
         raise invalid("state", f"must be one of {', '.join(s.value for s in TaskState)}")
     limit = query_int(ctx, "limit", 50, 1, 500)
+    for key in ("user_id", "name"):
+        if ctx.query.get(key) == "":
+            raise invalid(key, "must not be empty (leave it out for any)")
     user_id, name = ctx.query.get("user_id") or None, ctx.query.get("name") or None
     state = TaskState(raw_state.upper()) if raw_state is not None else None
     tasks, cursor = await listing.list_tasks(

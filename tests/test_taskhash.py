@@ -204,3 +204,34 @@ def test_a_stored_task_is_what_pydantic_would_construct() -> None:
     made.retry_count = 2  # assignments are validated as on any task
     with pytest.raises(fairque.errors.ValidationError):
         made.retry_count = -1
+
+
+@pytest.mark.parametrize(
+    ("payload", "priority", "max_retries", "keep_result", "constrained"),
+    [
+        ({"to": "a"}, Priority.NORMAL, None, True, False),
+        ([1, 2, 3], Priority.CRITICAL, 0, False, False),
+        (None, Priority.VERY_LOW, 7, True, True),
+        ("text", Priority.VERY_HIGH, None, False, True),
+    ],
+)
+def test_the_plain_encoder_matches_the_general_one(
+    payload: Any, priority: Priority, max_retries: int | None, keep_result: bool,
+    constrained: bool,
+) -> None:  # fmt: skip
+    """``encode_plain`` (``enqueue``'s common call, no Task built) gives the field values
+    and push record ``encode`` gives for the same task: the one proof this twin needs."""
+    from fairque.constraints.model import Constraint, ConstraintSet
+
+    codec = TaskCodec(get_serializer("json"), QueueOptions.build(max_retries=4))
+    if constrained:
+        codec.constraints = ConstraintSet(1, (Constraint(id="c", name="n", rate=5),))
+    values, record = codec.encode_plain(
+        "n", payload, "u", int(priority), "tid", max_retries, keep_result
+    )
+    task = Task(user_id="u", name="n", payload=payload, priority=priority, task_id="tid",
+                max_retries=max_retries, keep_result=keep_result)  # fmt: skip
+    general = dict(task.__dict__)
+    expected = codec.encode(general)
+    assert record == tuple(expected)
+    assert values == general

@@ -12,8 +12,9 @@ local OBSERVE_STEPS = 4 / math.log(2)
 local function observe(K, hist, values)
   local n = #values
   if n == 0 then return end
-  local counts, sum = {}, 0
-  for _, v in ipairs(values) do
+  local counts, sum = nil, 0
+  for i = 1, n do
+    local v = values[i]
     if v < 0 then v = 0 end
     local b = 1
     if v > 1 then
@@ -21,11 +22,12 @@ local function observe(K, hist, values)
       b = math.ceil(math.log(v) * OBSERVE_STEPS - 1e-9) + 1
       if b > OBSERVE_NB then b = OBSERVE_NB + 1 end
     end
-    if n == 1 then  -- the usual single task: no tally
+    if n == 1 then  -- the usual single task: no tally table
       redis.call('HINCRBY', K.stats, hist .. ':' .. b, 1)
       redis.call('HINCRBY', K.stats, hist .. ':sum', v)
       return
     end
+    counts = counts or {}
     counts[b] = (counts[b] or 0) + 1
     sum = sum + v
   end

@@ -21,7 +21,9 @@ def _workers(api: Api) -> dict[str, dict[str, object]]:
     return {w["worker_id"]: w for w in api.ok("GET", "/workers")["workers"]}
 
 
-def test_a_pull_worker_is_registered_and_counted(live: LiveServer, api: Api) -> None:
+def test_a_pull_worker_is_registered_and_counted(
+    live: LiveServer, api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
     assert _workers(api) == {}
     for i in range(3):
         api.push(task_id=f"t{i}", user_id=f"u{i}")
@@ -52,7 +54,8 @@ def test_a_pull_worker_is_registered_and_counted(live: LiveServer, api: Api) -> 
         if line.startswith("fairque_workers_alive{") and f'queue="{api.queue}"' in line
     ]  # fmt: skip
     assert alive == [f'fairque_workers_alive{{queue="{api.queue}"}} 1.0']
-    # one success, one failure: the last outcome refreshes the registration at once
+    # one success, one failure (each call writes here: the refresh period set to 0)
+    monkeypatch.setattr(pullers, "REFRESH_SECONDS", 0.0)
     first, second = leased
     api.ok("POST", f"/tasks/{first['task_id']}/outcome",
            {"type": "success", "lease_token": first["lease_token"], "result": 1})  # fmt: skip

@@ -23,8 +23,8 @@ from datetime import datetime, timezone
 from fairque.client.aio import AsyncFairQueue
 from fairque.models import Task, WorkerInfo
 
-#: at most one registry write per worker this often (seconds), unless what it holds
-#: changed from nothing to something or back
+#: at most one registry write per worker this often (seconds; a new worker's first call
+#: writes at once): a busy pull worker costs one write per 5 s, not one per lease
 REFRESH_SECONDS = 5.0
 #: pull workers remembered per server at most (the least recently seen is dropped)
 MAX_WORKERS = 10_000
@@ -92,11 +92,10 @@ class Pullers:
         p.assigned_users, p.steal_targets = list(assigned_users or []), list(steal_targets or [])
         # silent between calls for its wait, or for a task's run (extend keeps it alive)
         p.ttl = max(self.ttl, wait_seconds + lease_seconds + REFRESH_SECONDS)
-        was_idle = not p.held
         for task in tasks:
             p.held[task.task_id or ""] = now + lease_seconds
             self._holders[(q.queue, task.task_id or "")] = p
-        await self._refresh(q, p, now, force=was_idle != (not p.held))
+        await self._refresh(q, p, now)
 
     async def extended(self, q: AsyncFairQueue, task_id: str, seconds: float) -> None:
         """The lease of ``task_id`` was extended by ``seconds`` (a heartbeat)."""
@@ -120,21 +119,21 @@ class Pullers:
                 p.processed += 1
         now = time.monotonic()
         self._touch(p, now)
-        await self._refresh(q, p, now, force=not p.held)
+        await self._refresh(q, p, now)
 
     def _touch(self, p: Puller, now: float) -> None:
         """``p`` was seen now: it moves to the end of the sweep's order."""
         p.seen = now
         self._workers[(p.queue, p.worker_id)] = self._workers.pop((p.queue, p.worker_id), p)
 
-    async def _refresh(self, q: AsyncFairQueue, p: Puller, now: float, force: bool = False) -> None:
+    async def _refresh(self, q: AsyncFairQueue, p: Puller, now: float) -> None:
         """Write ``p``'s registration when it is due; counted from the leases it holds
         (one whose lease ended without an outcome is no longer held)."""
         for task_id in [t for t, deadline in p.held.items() if deadline <= now]:
             del p.held[task_id]
             if self._holders.get((p.queue, task_id)) is p:
                 del self._holders[(p.queue, task_id)]
-        if force or now - p.written >= REFRESH_SECONDS:
+        if now - p.written >= REFRESH_SECONDS:  # a new worker's first call writes at once
             p.written = now
             await q.register_worker(p.info(), ttl_seconds=p.ttl)
         self._sweep(now)

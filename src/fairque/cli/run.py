@@ -6,7 +6,6 @@ import json
 import logging
 import os
 import sys
-import time
 from datetime import datetime, timezone
 from typing import Any
 
@@ -121,25 +120,14 @@ def wait_for_server(url: str, config: WorkerConfig, *, asking: bool) -> bool:
     Raises:
         redis.ConnectionError: no answer in time.
     """
-    from fairque.worker.link import CONNECTION_ERRORS, Link
+    from fairque.worker.link import Link, wait_for_probe
 
     link = Link(f"worker {config.id}", log)
     wait = config.wait_for_server_seconds
     first = f"cannot reach the server; waiting up to {wait:g}s"
     if asking:
         first = f"waiting for the server to ask whether it is a cluster (up to {wait:g}s)"
-    deadline = link.clock() + wait
-    while True:
-        try:
-            cluster = is_cluster_url(url)
-        except CONNECTION_ERRORS as exc:
-            pause = link.failed(exc, first=first)
-            if link.clock() + pause > deadline:
-                raise
-            time.sleep(pause)
-        else:
-            link.ok()
-            return cluster
+    return wait_for_probe(lambda: is_cluster_url(url), link, wait, first)
 
 
 def run_worker(common: Common, cfg: Settings, processes: int, log_args: list[str]) -> None:

@@ -162,18 +162,23 @@ class ErrorLog:
         self.log.error("%s (%s)", message, describe(exc), exc_info=exc)
 
 
-def wait_for_probe(probe: Callable[[], T], link: Link, wait_seconds: float) -> T:
+def wait_for_probe(
+    probe: Callable[[], T], link: Link, wait_seconds: float, first: str = "waiting for the server"
+) -> T:
     """``probe()``, retried with the link's backoff while the server is unreachable,
-    for at most ``wait_seconds`` (then its connection error is raised)."""
+    for ``wait_seconds`` (then its connection error is raised). The last pause is cut
+    to the deadline, where one more try comes: the wait lasts the whole time given.
+    ``first`` is the line logged when waiting starts."""
     deadline = link.clock() + wait_seconds
     while True:
         try:
             value = probe()
         except CONNECTION_ERRORS as exc:
-            pause = link.failed(exc, first="waiting for the server")
-            if link.clock() + pause > deadline:
+            pause = link.failed(exc, first=first)
+            remaining = deadline - link.clock()
+            if remaining <= 0:
                 raise
-            time.sleep(pause)
+            time.sleep(min(pause, remaining))
         else:
             link.ok()
             return value

@@ -52,6 +52,20 @@ def _alive(pid: int) -> bool:
     return stat[stat.rindex(")") + 2] != "Z"
 
 
+def _until_serving(port: int, proc: subprocess.Popen[str]) -> None:
+    import httpx
+
+    deadline = time.monotonic() + PATIENCE
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.05)
+    raise AssertionError("fairque serve did not answer /healthz")
+
+
 def _commands(server: ServerInfo, tmp_path: Path) -> dict[str, tuple[list[str], str, int]]:
     """Each command: its arguments, the output line that says it runs, the count of
     that line to wait for."""
@@ -99,6 +113,9 @@ def test_a_signal_leaves_no_process_behind(
     reader.start()
     try:
         assert seen.wait(PATIENCE), "".join(lines)
+        if command == "serve":  # serving: its HTTP answers (a stop during start-up is
+            # another case, not this test's)
+            _until_serving(int(args[args.index("--port") + 1]), proc)
         started = _descendants(proc.pid)
         if command in ("serve", "demo"):
             assert started, "the embedded server is a child process"

@@ -42,12 +42,17 @@ def start(h: Harness, queues: list[AsyncFairQueue], registry: Registry, **cfg: A
     return worker
 
 
-def recording(ran: list[tuple[str, str]], sleep: float = 0.0) -> Registry:
-    """A registry whose ``job`` records (queue, task id) as it ends."""
+def recording(
+    ran: list[tuple[str, str]], sleep: float = 0.0, started: list[str] | None = None
+) -> Registry:
+    """A registry whose ``job`` records (queue, task id) as it ends (and its task id in
+    ``started`` as it starts)."""
     registry = Registry()
 
     @registry.task(name="job")
     async def job(ctx: Context) -> None:
+        if started is not None:
+            started.append(ctx.task_id)
         if sleep:
             await asyncio.sleep(sleep)
         ran.append((ctx.queue.queue, ctx.task_id))
@@ -220,10 +225,13 @@ async def test_a_watch_passes_on_a_token_it_cannot_use(h: Harness) -> None:
 async def test_a_stop_drains_every_queue(h: Harness) -> None:
     a, b = (h.queue(name) for name in apart(2))
     ran: list[tuple[str, str]] = []
-    worker = start(h, [a, b], recording(ran, sleep=0.3), max_concurrent_tasks=4)
+    started: list[str] = []
+    worker = start(h, [a, b], recording(ran, sleep=0.3, started=started), max_concurrent_tasks=4)
     ta = [await a.enqueue("job", user_id="u") for _ in range(2)]
     tb = [await b.enqueue("job", user_id="u") for _ in range(2)]
-    await eventually(lambda: worker.in_flight == 4)
+    # all four running (a task leased but not yet handed to its handler is given back
+    # unrun by a stop: another test's case)
+    await eventually(lambda: len(started) == 4)
     await h.stop(worker)
     for q, tasks in ((a, ta), (b, tb)):
         for t in tasks:

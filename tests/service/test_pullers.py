@@ -4,6 +4,7 @@ shown wherever Python workers are: ``GET /workers``, the client's ``workers()``,
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import httpx
@@ -110,3 +111,55 @@ def test_a_dead_workers_task_leaves_started_without_another_lease(server: Server
     finally:
         api.close()
         live.stop()
+
+
+def test_a_refused_outcome_counts_nowhere(api: Api, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An outcome whose lease is no longer held (409) frees the task from the worker's
+    figures without counting it processed or failed."""
+    monkeypatch.setattr(pullers, "REFRESH_SECONDS", 0.0)
+    api.push(task_id="t")
+    [task] = api.lease(worker_id="node-3")
+    stale = {"type": "success", "lease_token": str(int(task["lease_token"]) + 1), "result": 1}
+    assert api.call("POST", "/tasks/t/outcome", stale).status_code == 409
+    seen = _workers(api)["node-3"]
+    assert (seen["in_flight"], seen["processed"], seen["failed"]) == (0, 0, 0)
+
+
+async def test_a_silent_pull_worker_drops_out_of_the_registry(server: ServerInfo) -> None:
+    """The registration is written with the TTL the server computes (the setting, or
+    the long poll plus the lease when longer), and the engine forgets it after that."""
+    from fairque.client.aio import AsyncFairQueue
+
+    q = AsyncFairQueue.from_url(server.url, unique_queue("silent"))
+    registry = pullers.Pullers(ttl_seconds=0.3)
+    try:
+        await registry.leased(q, "gone", "127.0.0.1", 1, None, None, 0.05, 0.0, [])
+        assert [w.worker_id for w in await q.workers()] == ["gone"]
+        ttl = registry._workers[(q.queue, "gone")].ttl
+        assert ttl == max(0.3, 0.05 + pullers.REFRESH_SECONDS)
+        started = time.monotonic()
+        while [w.worker_id for w in await q.workers()] == ["gone"]:
+            await asyncio.sleep(0.05)
+        assert time.monotonic() - started >= ttl - 0.1  # not before its TTL
+    finally:
+        await q.purge()
+        await q.close()
+
+
+def test_a_server_away_at_start_up_starts_and_is_not_ready(unused_port_url: str) -> None:
+    live = LiveServer(unused_port_url, [], cluster=False)
+    try:
+        assert httpx.get(f"{live.base}/healthz", timeout=30).status_code == 200
+        assert httpx.get(f"{live.base}/readyz", timeout=30).status_code == 503
+    finally:
+        live.stop()
+
+
+@pytest.fixture
+def unused_port_url() -> str:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"redis://127.0.0.1:{port}/0"

@@ -21,7 +21,7 @@ from fairque.client.inspection import AsyncInspectionMethods
 from fairque.constraints.api import AsyncConstraintMethods
 from fairque.core.bypasses import FAILED, AsyncQuickSender
 from fairque.core.records import Call, Leased, LeaseRequest, Pushed
-from fairque.errors import ServerError, StaleConstraints
+from fairque.errors import StaleConstraints
 from fairque.models import (
     Priority,
     Task,
@@ -76,12 +76,7 @@ class AsyncFairQueue(
 
     async def _list(self) -> None:
         """See ``FairQueue._list``."""
-        due = self._listing_due()
-        if due is not None:
-            try:
-                await self._run(due)
-            except ServerError as exc:
-                self._listing_refused(exc)
+        await self._drive(self._registry_flow(self._listing_due()))
 
     async def _run_push(self, call: Call[T]) -> T:
         """Push through ``_send_push``; then, when due, name the queue in the registry."""

@@ -247,13 +247,19 @@ class QueueBase:
         self._list_at = now + LIST_EVERY
         return self.ops.list_queue()
 
-    def _listing_refused(self, exc: ServerError) -> None:
-        """A registry write failed: an ACL rule without the registry key (one written
-        before it existed) is left alone for good; anything else raises."""
-        if not isinstance(exc.__cause__, redis.exceptions.NoPermissionError):
-            self._list_at = 0.0
-            raise exc
-        self._list_at = float("inf")
+    def _registry_flow(self, call: Call[int] | None) -> Flow[None]:
+        """Send a registry write (``call``; None: nothing is due). A refusal by an ACL
+        rule without the registry key (one written before it existed) stops this
+        client's writes for good; any other failure raises."""
+        if call is None:
+            return
+        try:
+            yield call
+        except ServerError as exc:
+            if not isinstance(exc.__cause__, redis.exceptions.NoPermissionError):
+                self._list_at = 0.0
+                raise
+            self._list_at = float("inf")
 
     # flows ----------------------------------------------------------------------
     def _pipeline(self, calls: tuple[Call[Any], ...]) -> Flow[list[Any]]:
@@ -359,9 +365,6 @@ class QueueBase:
             total += deleted
             if remaining == 0:
                 break
-        try:
-            yield self.ops.unlist_queue()
-        except ServerError as exc:
-            self._listing_refused(exc)
+        yield from self._registry_flow(self.ops.unlist_queue())
         self._list_at = 0.0  # this client's next push names the queue again
         return total

@@ -18,7 +18,7 @@ from fairque.client.inspection import InspectionMethods
 from fairque.constraints.api import ConstraintMethods
 from fairque.core.bypasses import FAILED, QuickSender
 from fairque.core.records import Call, Leased, LeaseRequest, Pushed
-from fairque.errors import ServerError, StaleConstraints
+from fairque.errors import StaleConstraints
 from fairque.models import (
     Priority,
     Task,
@@ -83,12 +83,7 @@ class FairQueue(AdminMethods, ConstraintMethods, ScheduleMethods, InspectionMeth
 
     def _list(self) -> None:
         """Name the queue in the server's registry when that is due."""
-        due = self._listing_due()
-        if due is not None:
-            try:
-                self._run(due)
-            except ServerError as exc:
-                self._listing_refused(exc)
+        self._drive(self._registry_flow(self._listing_due()))
 
     def _run_push(self, call: Call[T]) -> T:
         """Push through ``_send_push``; then, when due, name the queue in the registry."""

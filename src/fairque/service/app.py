@@ -120,8 +120,9 @@ class Service:
         return name in self.explicit or any(fnmatch.fnmatchcase(name, p) for p in self.patterns)
 
     async def start(self) -> None:
-        """Connect now if the queue server answers; else on the first request."""
-        with contextlib.suppress(RedisError):
+        """Connect now if the queue server answers; else on the first request (a
+        server away at start-up is a 503 per request, not a failed start)."""
+        with contextlib.suppress(RedisError, ProblemError):
             await self.connect()
             await self.listed()
 

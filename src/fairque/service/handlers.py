@@ -412,7 +412,7 @@ async def _apply(ctx: Ctx, task_id: str, outcome: SuccessIn | FailureIn) -> str:
             )  # fmt: skip
     except LeaseLost as exc:
         if ctx.pullers is not None:
-            await ctx.pullers.ended(q, task_id, failed=False)
+            await ctx.pullers.ended(q, task_id, failed=None)
         task = await q.get(task_id)
         if task is None:
             raise _no_task(ctx, task_id) from None

@@ -107,12 +107,13 @@ class Pullers:
         self._touch(p, now)
         await self._refresh(q, p, now)
 
-    async def ended(self, q: AsyncFairQueue, task_id: str, failed: bool) -> None:
-        """An outcome of ``task_id`` was recorded (or refused: the lease is gone)."""
+    async def ended(self, q: AsyncFairQueue, task_id: str, failed: bool | None) -> None:
+        """An outcome of ``task_id`` was recorded (``failed`` says which), or refused
+        (None: the lease was gone; the task is no longer held and counts nowhere)."""
         p = self._holders.pop((q.queue, task_id), None)
         if p is None:
             return
-        if p.held.pop(task_id, None) is not None:
+        if p.held.pop(task_id, None) is not None and failed is not None:
             if failed:
                 p.failed += 1
             else:

@@ -26,6 +26,7 @@ RECORDING = Path(__file__).parent / "data" / "count_order.json"
 def play(q: FairQueue) -> list[str]:
     """Run the scenario on a fresh queue; return one line per lease: 'user name'."""
     served: list[str] = []
+    q.set_fairness("count")
 
     def note(tasks: list[Task]) -> list[Task]:
         served.extend(f"{t.user_id} {t.name}" for t in tasks)

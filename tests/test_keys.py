@@ -22,13 +22,13 @@ def known_key_pattern(keys: QueueKeys) -> re.Pattern[str]:
         keys.ring, keys.delayed, keys.leases, keys.queued, keys.deferred, keys.finished,
         keys.failed, keys.canceled, keys.meta, keys.stats, keys.weights,
         keys.caps, keys.turns, keys.capped, keys.wake, keys.workers, keys.workers_seen,
-        keys.ends,
+        keys.ends, keys.active,
     ]  # fmt: skip
     derived = [
         keys.task("X"), keys.critical("X"), keys.normal("X"), keys.deps_waiting("X"),
         keys.deps_blocked("X"), keys.watch("X"), keys.done("X"), keys.xcom("X"),
         keys.held("X"), keys.fetch("X"), keys.gone("X"), keys.user_index("X"),
-        keys.name_index("X"),
+        keys.name_index("X"), keys.tenant("X"),
     ]  # fmt: skip
     alternatives = [re.escape(k) for k in fixed] + [
         re.escape(k).replace("X", ".+") for k in derived

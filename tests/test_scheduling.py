@@ -27,6 +27,7 @@ def drain(q: FairQueue, limit: int = 100_000, **pop_kwargs: Any) -> list[Task]:
 
 def test_flood_does_not_starve_small_users(make_queue: MakeQueue) -> None:
     q = make_queue()
+    q.set_fairness("count")  # strict turns; time mode: tests/test_time_fair.py
     q.push_many(Task(user_id="A", name="flood", payload=i) for i in range(1000))
     small = [f"user-{c}" for c in "BCDEFGHIJK"]
     for u in small:
@@ -90,6 +91,7 @@ def test_critical_lane_first_and_fifo(make_queue: MakeQueue) -> None:
 
 def test_critical_does_not_break_round_robin_across_users(make_queue: MakeQueue) -> None:
     q = make_queue()
+    q.set_fairness("count")  # exact turns (time mode charges what each task ran)
     for i in range(3):
         q.enqueue(f"a-crit-{i}", user_id="a", priority=Priority.CRITICAL)
     for i in range(3):
@@ -163,6 +165,7 @@ def test_execute_after_in_the_past_is_ready_at_once(make_queue: MakeQueue) -> No
 
 def test_assigned_users_first_then_steal_targets(make_queue: MakeQueue) -> None:
     q = make_queue()
+    q.set_fairness("count")  # exact alternation; time mode: tests/test_time_fair.py
     for u in ("user:1", "user:2", "user:3", "user:4"):
         q.push_many(Task(user_id=u, name=u) for _ in range(2))
     served = [
@@ -189,6 +192,7 @@ def test_steal_targets_alone_and_unknown_users(make_queue: MakeQueue) -> None:
 
 def test_weights_give_proportional_share(make_queue: MakeQueue) -> None:
     q = make_queue()
+    q.set_fairness("count")  # weights as turns per round; as time: tests/test_time_fair.py
     q.set_user_limits("heavy", weight=3)
     q.push_many(Task(user_id="heavy", name="h") for _ in range(60))
     q.push_many(Task(user_id="light", name="l") for _ in range(60))

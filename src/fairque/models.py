@@ -247,13 +247,20 @@ class TaskPage(BaseModel):
     next_cursor: str | None = None
 
 
+#: How a queue shares its workers among users (``FairQueue.set_fairness``): ``"time"``
+#: (the default) charges each user the worker time its tasks hold, in proportion to its
+#: weight; ``"count"`` gives each user turns (``weight`` consecutive leases per round).
+Fairness = Literal["time", "count"]
+FAIRNESS_MODES: tuple[Fairness, ...] = ("time", "count")
+
+
 class UserStats(BaseModel):
     """Per-user load in a stats snapshot, with the limits set by ``set_user_limits``."""
 
     user_id: str
     ready: int
     in_flight: int
-    weight: int = 1  #: turns per round-robin round
+    weight: int = 1  #: share against weight 1 (of worker time, or turns in count mode)
     max_in_flight: int | None = None  #: the in-flight cap (None: no cap)
 
 
@@ -266,6 +273,7 @@ class QueueStats(BaseModel):
     users: list[UserStats]
     active_users: int
     capped_users: int
+    fairness: Fairness = "time"  #: what the queue is fair by (``set_fairness``)
 
     @property
     def total(self) -> int:
@@ -308,6 +316,44 @@ class Histogram(BaseModel):
             total += n
             out.append(total)
         return out
+
+
+class TenantService(BaseModel):
+    """What one user of a queue was served since it was first leased (or the queue
+    purged), as the scripts count it in each transition.
+
+    ``started``: leases handed out; ``finished``: attempts completed; ``failed``: failed
+    attempts (a reclaimed lease counts); ``busy_seconds``: worker time its leases held
+    (lease to its end, or to the deadline of a reclaimed lease), in whichever fairness
+    mode; ``wait_time``: ready -> leased. ``user_id`` is empty for the sum of the users
+    a report does not name.
+    """
+
+    user_id: str
+    weight: int = 1
+    last_lease: datetime | None = None
+    started: int = 0
+    finished: int = 0
+    failed: int = 0
+    busy_seconds: float = 0.0
+    wait_time: Histogram
+
+
+class TenantReport(BaseModel):
+    """The most recently served users of a queue (``FairQueue.tenants``), the rest in
+    one sum (``others``), and the queue's worker time, so each user's share of it can be
+    set against its fair share (its weight over the weights of the users competing)."""
+
+    queue: str
+    fairness: Fairness
+    tenants: list[TenantService]
+    others: TenantService
+    users_known: int  #: users leased at least once (the ones named and the rest)
+    busy_seconds: float  #: worker time held by every lease of the queue
+
+    def share(self, user: TenantService) -> float:
+        """``user``'s part of the queue's worker time (0.0 when none was used)."""
+        return user.busy_seconds / self.busy_seconds if self.busy_seconds > 0 else 0.0
 
 
 class QueueMetrics(BaseModel):

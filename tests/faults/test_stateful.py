@@ -61,7 +61,7 @@ REGISTRY = {
 }
 FIXED_KEYS = frozenset(
     [*REGISTRY.values(), "ring", "meta", "stats", "weights", "caps", "turns", "capped", "wake",
-     "workers", "workers:seen", "ends"]
+     "workers", "workers:seen", "ends", "active"]
     # the in-flight counter hash, until in-flight work is counted from held leases
     + ([] if hasattr(QueueKeys, "held") else ["inflight"])
 )  # fmt: skip
@@ -732,6 +732,9 @@ class QueueMachine(RuleBasedStateMachine):
         finished = sum(1 for m in self.tasks.values() if m.wins)
         assert counters.get("pushed", 0) == len(self.tasks), f"pushed {counters}"
         assert counters.get("completed", 0) == finished, f"completed {counters}, {finished}"
+        # ... nor in any user's service counts (a resent completion charges nothing)
+        done = sum(int(self.client.hget(self.k.tenant(u), "done") or 0) for u in USERS)
+        assert done == finished, f"users' completions {done}, {finished} won"
 
         # no orphan keys: each key is a fixed one or belongs to a task or user
         for key in self._keys():
@@ -745,7 +748,7 @@ class QueueMachine(RuleBasedStateMachine):
         kind, _, name = rest.rpartition(":")
         if rest in FIXED_KEYS:
             return
-        if kind in ("crit", "norm", "held"):
+        if kind in ("crit", "norm", "held", "tenant"):
             assert name in USERS, f"orphan key {key}"
         elif kind in ("task", "deps:blocked"):
             assert name in self.tasks, f"orphan key {key}"

@@ -3,11 +3,12 @@
 Nothing in the producer or worker API imports this package.
 """
 
-from fairque.cli import constraint, schedule, service
+from fairque.cli import constraint, fairness, schedule, service
 from fairque.cli.commands import app, main
 
 service.register(app)
 schedule.register(app)
 constraint.register(app)
+fairness.register(app)
 
 __all__ = ["app", "main"]

@@ -74,7 +74,12 @@ def limits(
     ctx: typer.Context,
     user: Annotated[str, typer.Argument(help="User (tenant) id.")],
     weight: Annotated[
-        int, typer.Option(min=1, help="Turns per round-robin round.", show_default=True)
+        int,
+        typer.Option(
+            min=1,
+            help="Share against weight 1: of worker time, or turns (count mode).",
+            show_default=True,
+        ),
     ] = 1,
     max_in_flight: Annotated[
         int,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, TypeVar
 
-from fairque.models import QueueMetrics, QueueStats, WorkerInfo
+from fairque.models import Fairness, QueueMetrics, QueueStats, TenantReport, WorkerInfo
 
 if TYPE_CHECKING:
     from fairque.client.base import Flow
@@ -68,8 +68,30 @@ class AdminMethods:
     def set_user_limits(
         self, user_id: str, *, weight: int = 1, max_in_flight: int | None = None
     ) -> None:
-        """Give ``user_id`` ``weight`` turns per round and at most ``max_in_flight`` leases."""
+        """Give ``user_id`` ``weight`` times the share of a user of weight 1 (of worker time,
+        or of turns in count mode) and at most ``max_in_flight`` leases."""
         self._run(self.ops.set_user_limits(user_id, weight, max_in_flight))
+
+    def set_fairness(self, mode: Fairness) -> Fairness:
+        """Make the queue fair by worker time (``"time"``) or by turns (``"count"``).
+
+        The mode is kept on the server, so every producer and worker of the queue
+        follows it at once; the ring keeps its order across the change, and leases in
+        flight finish under the new mode. Returns the mode the queue had.
+
+        Raises:
+            ValidationError: ``mode`` is neither ``"time"`` nor ``"count"``.
+        """
+        return self._run(self.ops.set_fairness(mode))
+
+    def fairness(self) -> Fairness:
+        """What the queue is fair by: ``"time"`` (the default) or ``"count"``."""
+        return self._run(self.ops.fairness())
+
+    def tenants(self, limit: int = 20) -> TenantReport:
+        """What the ``limit`` most recently leased users were served (leases, outcomes,
+        worker time, wait histogram), the rest summed, and the queue's worker time."""
+        return self._run(self.ops.tenants(limit))
 
     def stats(self, user_limit: int = 100) -> QueueStats:
         """Counts per state, counters and the load of up to ``user_limit`` ready users."""
@@ -129,6 +151,18 @@ class AsyncAdminMethods:
     ) -> None:
         """See ``AdminMethods.set_user_limits``."""
         await self._run(self.ops.set_user_limits(user_id, weight, max_in_flight))
+
+    async def set_fairness(self, mode: Fairness) -> Fairness:
+        """See ``AdminMethods.set_fairness``."""
+        return await self._run(self.ops.set_fairness(mode))
+
+    async def fairness(self) -> Fairness:
+        """See ``AdminMethods.fairness``."""
+        return await self._run(self.ops.fairness())
+
+    async def tenants(self, limit: int = 20) -> TenantReport:
+        """See ``AdminMethods.tenants``."""
+        return await self._run(self.ops.tenants(limit))
 
     async def stats(self, user_limit: int = 100) -> QueueStats:
         """See ``AdminMethods.stats``."""

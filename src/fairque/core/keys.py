@@ -139,6 +139,13 @@ class QueueKeys:
         return self._k("wake")
 
     @property
+    def active(self) -> str:
+        """Sorted set user -> when (ms) one of its tasks was last leased: the tenants
+        ``/metrics`` names one by one (the most recent), and the ones ``maintain``
+        forgets after a month without a lease (their ``tenant`` hash with them)."""
+        return self._k("active")
+
+    @property
     def workers(self) -> str:
         """Hash worker id -> JSON description (host, pid, started, in-flight...)."""
         return self._k("workers")
@@ -198,6 +205,13 @@ class QueueKeys:
     def normal(self, user_id: str) -> str:
         """A user's normal lane (sorted set by virtual arrival)."""
         return self._k(f"norm:{user_id}")
+
+    def tenant(self, user_id: str) -> str:
+        """Hash of what a user was served: its start tag while it is out of the ring
+        (``tag``, time-fair mode), its run-time estimate (``est``, ms), the worker time
+        its leases held (``busy_us``, us), its outcomes (``done``, ``failed``) and its
+        wait histogram (``wait_ms:<i>``, ``wait_ms:sum``, as the queue's)."""
+        return self._k(f"tenant:{user_id}")
 
     def user_index(self, user_id: str) -> str:
         """Every task of a user, in any state: task id -> creation time (ms).

@@ -385,7 +385,10 @@ def _metrics_endpoint(service: Service) -> Any:
                 queues = await service.served()
                 media = metrics.media_type(request.headers.get("accept"))
                 body = await metrics.scrape(
-                    queues, buckets=service.settings.metrics_buckets, media=media
+                    queues,
+                    buckets=service.settings.metrics_buckets,
+                    media=media,
+                    tenants=service.settings.metrics_tenants,
                 )
         except ProblemError as exc:
             return problem_response(exc, request.headers.get("accept"))

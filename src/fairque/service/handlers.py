@@ -275,6 +275,7 @@ async def queue_stats(ctx: Ctx) -> Reply:
             active_users=stats.active_users,
             capped_users=stats.capped_users,
             total=stats.total,
+            fairness=stats.fairness,
         ),
     )
 

@@ -5,6 +5,10 @@ the ``top`` users with the largest backlog the rolling scan knows (``ranking.ran
 reads ``ranking.SCAN_USERS`` more users of the ring per scrape), so the label set and
 the work stay bounded with 100,000 users. Counters and the wait-time and run-time
 histograms are the ones the scripts keep in the same transition (``metrics()``).
+Each user's service (``fairque_tenant_*``: leases, outcomes, worker time, its wait
+histogram, its weight) is shown for the ``tenants`` most recently leased users of a
+queue (``tenants()``), the rest summed under ``user_id=""``: a user that enters the
+named set takes its counts out of that sum, which a rate over it reads as a reset.
 """
 
 from __future__ import annotations
@@ -25,7 +29,13 @@ from prometheus_client.openmetrics import exposition as openmetrics
 from prometheus_client.registry import Collector
 
 from fairque.client.aio import AsyncFairQueue
-from fairque.models import HISTOGRAM_BOUNDS_SECONDS, Histogram, QueueMetrics, TaskState
+from fairque.models import (
+    HISTOGRAM_BOUNDS_SECONDS,
+    Histogram,
+    QueueMetrics,
+    TaskState,
+    TenantReport,
+)
 from fairque.service.ui import ranking
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -34,6 +44,10 @@ OPENMETRICS_TYPE = "application/openmetrics-text; version=1.0.0; charset=utf-8"
 TOP_USERS = 50
 #: queues read at once by one scrape
 SCRAPE_CONCURRENCY = 4
+
+#: the bounds of the per-user wait histograms when ``metrics_buckets`` is not set: every
+#: fourth kept bound (a factor 2, 1 ms to 70 min), so 20 users cost 24 series each
+TENANT_BOUNDS = list(range(0, len(HISTOGRAM_BOUNDS_SECONDS), 4))
 
 #: ``QueueMetrics`` counter -> (metric name without _total, help)
 COUNTERS: dict[str, tuple[str, str]] = {
@@ -68,13 +82,14 @@ class _Families(Collector):
         return iter(self.families)
 
 
-async def _queue_figures(q: AsyncFairQueue, top: int) -> dict[str, Any]:
-    stats, workers, now, oldest, capped = await asyncio.gather(
+async def _queue_figures(q: AsyncFairQueue, top: int, tenants: int) -> dict[str, Any]:
+    stats, workers, now, oldest, capped, service = await asyncio.gather(
         q.stats(user_limit=top),
         q.workers(),
         q.server_time_ms(),
         q.oldest_queued_ms(),
         q.capped_users(),
+        q.tenants(max(tenants, 1)),
     )
     known = await ranking.ranking(q, [*capped, *(u.user_id for u in stats.users)])
     lanes = known.backlogs
@@ -89,6 +104,7 @@ async def _queue_figures(q: AsyncFairQueue, top: int) -> dict[str, Any]:
         "oldest": None if oldest is None else max(0.0, (now - oldest) / 1000),
         "loads": loads,
         "metrics": engine_metrics,
+        "tenants": service if tenants > 0 else None,
     }
 
 
@@ -113,12 +129,57 @@ def exported_bounds(wanted: Sequence[float] | None) -> list[int]:
     return sorted(found)
 
 
-def _add_histogram(family: HistogramMetricFamily, queue: str, hist: Histogram,
+def _add_histogram(family: HistogramMetricFamily, labels: list[str], hist: Histogram,
                    shown: Sequence[int]) -> None:  # fmt: skip
     cumulative = hist.cumulative
     buckets = [(_le(hist.bounds[i]), float(cumulative[i])) for i in shown]
     buckets.append(("+Inf", float(hist.count)))
-    family.add_metric([queue], buckets, sum_value=float(hist.sum))
+    family.add_metric(labels, buckets, sum_value=float(hist.sum))
+
+
+#: ``TenantService`` counter -> (metric name without _total, help)
+TENANT_COUNTERS: dict[str, tuple[str, str]] = {
+    "started": ("fairque_tenant_tasks_started", "Leases handed out to the user's tasks."),
+    "finished": ("fairque_tenant_tasks_finished", "The user's attempts that completed."),
+    "failed": (
+        "fairque_tenant_tasks_failed",
+        "The user's attempts that failed (an expired lease counts).",
+    ),
+    "busy_seconds": (
+        "fairque_tenant_worker_seconds",
+        "Worker time the user's leases held (lease to its end, or to an expired deadline).",
+    ),
+}
+
+
+def tenant_families(figures: Mapping[str, dict[str, Any]], shown: Sequence[int]) -> list[Metric]:
+    """The per-user service families: each queue's named users and the rest
+    (``user_id=""``), with the weight each user has now."""
+    labels = ["queue", "user_id"]
+    counters = {
+        key: CounterMetricFamily(name, doc, labels=labels)
+        for key, (name, doc) in TENANT_COUNTERS.items()
+    }
+    wait = HistogramMetricFamily(
+        "fairque_tenant_wait_seconds", "The user's tasks' time from QUEUED to the lease.",
+        labels=labels,
+    )  # fmt: skip
+    weight = GaugeMetricFamily(
+        "fairque_tenant_weight",
+        "The user's weight now (its fair share is its weight over the busy users' weights).",
+        labels=labels,
+    )
+    for queue, f in figures.items():
+        report: TenantReport | None = f.get("tenants")
+        if report is None:
+            continue
+        for tenant in [*report.tenants, report.others]:
+            for key, family in counters.items():
+                family.add_metric([queue, tenant.user_id], float(getattr(tenant, key)))
+            _add_histogram(wait, [queue, tenant.user_id], tenant.wait_time, shown)
+            if tenant.user_id:
+                weight.add_metric([queue, tenant.user_id], tenant.weight)
+    return [*counters.values(), wait, weight]
 
 
 def _le(bound: float) -> str:
@@ -176,11 +237,20 @@ def families(
         engine_metrics: QueueMetrics = f["metrics"]
         values = {key: int(getattr(engine_metrics, key)) for key in COUNTERS}
         for attr, hist in hists.items():
-            _add_histogram(hist, queue, getattr(engine_metrics, attr), shown)
+            _add_histogram(hist, [queue], getattr(engine_metrics, attr), shown)
         for key, family in counters.items():
             family.add_metric([queue], float(values.get(key, 0)))
     gauges = [tasks, ready, in_flight, oldest, workers, users, capped]
-    return [*gauges, *counters.values(), *hists.values()]
+    busy = CounterMetricFamily(
+        "fairque_worker_seconds", "Worker time every lease of the queue held.", labels=["queue"]
+    )
+    for queue, f in figures.items():
+        report: TenantReport | None = f.get("tenants")
+        if report is not None:
+            busy.add_metric([queue], report.busy_seconds)
+    tenant_shown = shown if buckets is not None else TENANT_BOUNDS
+    return [*gauges, *counters.values(), busy, *hists.values(),
+            *tenant_families(figures, tenant_shown)]  # fmt: skip
 
 
 def media_type(accept: str | None) -> str:
@@ -196,15 +266,17 @@ async def scrape(
     top: int = TOP_USERS,
     buckets: Sequence[float] | None = None,
     media: str = CONTENT_TYPE,
+    tenants: int = 20,
 ) -> bytes:
-    """``queues`` in the exposition format ``media`` (``media_type``)."""
+    """``queues`` in the exposition format ``media`` (``media_type``), with the service
+    of ``tenants`` users per queue (``tenant_families``)."""
     names = list(queues)
     # a few queues at a time: the shared connection pool serves the requests meanwhile
     gate = asyncio.Semaphore(SCRAPE_CONCURRENCY)
 
     async def figures(name: str) -> dict[str, Any]:
         async with gate:
-            return await _queue_figures(queues[name], top)
+            return await _queue_figures(queues[name], top, tenants)
 
     found = await asyncio.gather(*(figures(n) for n in names))
     registry = CollectorRegistry(auto_describe=False)

@@ -9,12 +9,15 @@ from fairque.models import TaskState
 from fairque.service import constraints as con
 from fairque.service import handlers as h
 from fairque.service import schedules as sch
+from fairque.service import tenants as ten
 from fairque.service.auth import ADMINS, PRODUCERS, READERS, WORKERS
 from fairque.service.settings import Role
 from fairque.service.wire import (
     NO_CONTROL,
     ExtendIn,
     ExtendOut,
+    FairnessIn,
+    FairnessOut,
     LeaseIn,
     LeasesOut,
     LimitsIn,
@@ -34,6 +37,7 @@ from fairque.service.wire import (
     TaskIn,
     TaskOut,
     TaskPage,
+    TenantsOut,
     UsersOut,
     WorkersOut,
 )
@@ -132,8 +136,20 @@ ROUTES: tuple[Route, ...] = (
                        "at most this many users"),),
           errors=(404, 422)),
     Route("PUT", Q + "/users/{user_id}/limits", h.set_limits, ADMINS,
-          "Set a user's round-robin weight and in-flight cap", body=LimitsIn,
+          "Set a user's weight (share of worker time, or turns) and in-flight cap", body=LimitsIn,
           responses=((200, LimitsOut),), errors=(404, 413, 415, 422)),
+    Route("GET", Q + "/fairness", ten.get_fairness, READERS,
+          "What the queue is fair by: worker time or turns", responses=((200, FairnessOut),),
+          errors=(404,)),
+    Route("PUT", Q + "/fairness", ten.set_fairness, ADMINS,
+          "Make the queue fair by worker time or by turns (workers follow at once)",
+          body=FairnessIn, responses=((200, FairnessOut),), errors=(404, 413, 415, 422)),
+    Route("GET", Q + "/tenants", ten.list_tenants, READERS,
+          "What the most recently leased users were served: leases, worker time, share",
+          responses=((200, TenantsOut),),
+          query=(Query("limit", {"type": "integer", "minimum": 1, "maximum": 1000},
+                       "at most this many users named (default 20; the rest summed)"),),
+          errors=(404, 422)),
     Route("GET", Q + "/workers", h.list_workers, READERS, "Registered workers",
           responses=((200, WorkersOut),), errors=(404,)),
     Route("POST", Q + "/purge", h.purge, ADMINS, "Delete every task and key of the queue",

@@ -79,6 +79,9 @@ class ServerSettings(BaseModel):
     #: each is taken down to the nearest bound the scripts keep (their factor is 2^(1/4)
     #: from 1 ms to 70 min). None: every kept bound.
     metrics_buckets: list[float] | None = Field(default=None, min_length=1, max_length=200)
+    #: users per queue with their own service series in ``/metrics`` (the most recently
+    #: leased; the rest are summed under ``user_id=""``); 0: none
+    metrics_tenants: int = Field(default=20, ge=0, le=1000)
 
     @field_validator("metrics_buckets")
     @classmethod

@@ -301,7 +301,7 @@ class QueuesOut(Struct):
 
 
 class UserLoad(Struct):
-    """One user's load in a queue, with its round-robin weight and in-flight cap."""
+    """One user's load in a queue, with its weight and in-flight cap."""
 
     user_id: str
     ready: int
@@ -320,6 +320,53 @@ class StatsOut(Struct, kw_only=True):
     active_users: int
     capped_users: int
     total: int
+    #: what the queue is fair by: worker time ("time") or turns ("count")
+    fairness: Literal["time", "count"] = "time"
+
+
+class FairnessIn(Struct, forbid_unknown_fields=True, kw_only=True):
+    """What the queue is to be fair by: worker time ("time") or turns ("count")."""
+
+    mode: Literal["time", "count"]
+
+
+class FairnessOut(Struct, kw_only=True):
+    """What the queue is fair by now, and before the call that set it."""
+
+    queue: str
+    mode: Literal["time", "count"]
+    previous: Literal["time", "count"]
+
+
+class TenantOut(Struct, kw_only=True):
+    """What one user was served since its first lease (user_id "": the users not named)."""
+
+    user_id: str
+    weight: int
+    started: int
+    finished: int
+    failed: int
+    #: worker time its leases held
+    busy_seconds: float
+    #: its part of the queue's worker time
+    share: float
+    #: its weight over the weights of the users named (0 for the rest)
+    fair_share: float
+    #: its mean wait from QUEUED to the lease (null: never leased)
+    mean_wait_seconds: float | None
+    #: its last lease (ISO 8601; null for the rest)
+    last_lease: str | None
+
+
+class TenantsOut(Struct, kw_only=True):
+    """The most recently leased users of a queue and the rest, by worker time."""
+
+    queue: str
+    fairness: Literal["time", "count"]
+    busy_seconds: float
+    users_known: int
+    tenants: list[TenantOut]
+    others: TenantOut
 
 
 class UsersOut(Struct):
@@ -329,7 +376,7 @@ class UsersOut(Struct):
 
 
 class LimitsIn(Struct, forbid_unknown_fields=True, kw_only=True):
-    """A user's round-robin weight and in-flight cap (null: no cap)."""
+    """A user's weight (its share against weight 1) and in-flight cap (null: no cap)."""
 
     weight: Annotated[int, Meta(ge=1, le=1000)] = 1
     max_in_flight: Annotated[int, Meta(ge=1, le=1_000_000)] | None = None
@@ -392,5 +439,5 @@ SCHEMAS: tuple[Any, ...] = (
     OutcomeBatchIn, OutcomeOut, Problem, FieldError, OutcomeItemOut, OutcomeBatchOut,
     ExtendIn, ExtendOut, ResultSuccess, ResultFailure, Pending, QueuesOut, QueueInfo,
     StatsOut, UsersOut, UserLoad, LimitsIn, LimitsOut, WorkersOut, WorkerOut, PurgeOut,
-    DispatchJob,
+    DispatchJob, FairnessIn, FairnessOut, TenantOut, TenantsOut,
 )  # fmt: skip

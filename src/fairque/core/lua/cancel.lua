@@ -19,6 +19,7 @@ KEYS[12] capped   users held out of the ring by their in-flight cap
 KEYS[13] wake     wake-up list idle workers block on (a freed cap lets a user back)
 KEYS[14] ends     ended tasks to unindex at expiry: '<user>\n<name>\n<id>' -> expiry
 KEYS[15] constraint_due  constraint buckets with parked tasks -> when their limit frees
+KEYS[16] active  users by their last lease (ms); time mode saves the tag of users found here
 
 ARGV[1] id
 ARGV[2] ttl_ms      how long the canceled task stays readable
@@ -41,9 +42,11 @@ Errors: 'FQERR -2' (TaskNotFound) when no such task exists.
 
 local K = {prefix = KEYS[1], ring = KEYS[2], delayed = KEYS[3], leases = KEYS[4],
   queued = KEYS[5], deferred = KEYS[6], canceled = KEYS[7], meta = KEYS[8], stats = KEYS[9],
-  caps = KEYS[10], turns = KEYS[11], capped = KEYS[12], wake = KEYS[13], ends = KEYS[14], constraint_due = KEYS[15]}
+  caps = KEYS[10], turns = KEYS[11], capped = KEYS[12], wake = KEYS[13], ends = KEYS[14],
+  constraint_due = KEYS[15], active = KEYS[16]}
 local id, req = ARGV[1], ARGV[3]
-local f = redis.call('HMGET', task_key(K, id), 'state', 'user', 'prio', 'op', 'lease', 'parked')
+local f = redis.call('HMGET', task_key(K, id), 'state', 'user', 'prio', 'op', 'lease', 'parked',
+  'started', 'charged', 'fw', 'est', 'fstart')
 local state, user = f[1], f[2]
 if replayed(last_op(K, id, state, f[4]), req) then return 1 end
 if not state then return redis.error_reply('FQERR -2 no task ' .. id) end
@@ -65,7 +68,7 @@ elseif state == 'DEFERRED' then
   detach_waiting(K, id)
 elseif state == 'STARTED' then
   redis.call('HSET', task_key(K, id), 'cut_lease', f[5])
-  end_attempt(K, id, user, ms)
+  end_attempt(K, id, user, ms, nil, {ms - (f[7] or ms), f[8], f[9], f[10], nil, f[11]})
 end
 finalize(K, id, 'CANCELED', K.canceled, ms, tonumber(ARGV[2]), 'canceled', req .. ' 1')
 cascade_failure(K, id, ms, tonumber(ARGV[2]))

@@ -4,6 +4,8 @@ extend: push a held lease's deadline to now + ms (worker heartbeat).
 KEYS[1] prefix  fq:{<queue>}:  per-task and per-user keys derive from it (includes/keys.lua)
 KEYS[2] leases  STARTED registry: task id -> lease deadline
 KEYS[3] stats   throughput counters and histograms (lease_lost counted here)
+KEYS[4] ring    users with ready work, by start tag (time mode: a heartbeat charges)
+KEYS[5] meta    queue counters: the fairness floor
 
 ARGV[1] id
 ARGV[2] token
@@ -21,10 +23,12 @@ Errors: 'FQERR -7' (CancelRequested, a LeaseLost) when the task was canceled whi
 -- @include keys
 -- @include lease_fence
 -- @include constraint_extend
+-- @include fair_heartbeat
 
-local K = {prefix = KEYS[1], leases = KEYS[2], stats = KEYS[3]}
+local K = {prefix = KEYS[1], leases = KEYS[2], stats = KEYS[3], ring = KEYS[4], meta = KEYS[5]}
 local id = ARGV[1]
-local held, f = lease_fence(K, id, ARGV[2], 'user', 'deadline', 'cut_lease', 'cons')
+local held, f = lease_fence(K, id, ARGV[2], 'user', 'deadline', 'cut_lease', 'cons', 'started',
+  'charged', 'fw')
 local ms = now()
 if f[1] == 'CANCELED' and f[5] == ARGV[2] then
   return redis.error_reply('FQERR -7 task ' .. id .. ' was canceled')
@@ -34,7 +38,12 @@ if not held or tonumber(f[4]) <= ms then
   return redis.error_reply('FQERR -1 lease lost for task ' .. id)
 end
 local deadline = ms + tonumber(ARGV[3])
-redis.call('HSET', task_key(K, id), 'deadline', deadline)
+local charged = fair_heartbeat(K, f[3], ms - (f[7] or ms), f[8], f[9])
+if charged then
+  redis.call('HSET', task_key(K, id), 'deadline', deadline, 'charged', charged)
+else
+  redis.call('HSET', task_key(K, id), 'deadline', deadline)
+end
 redis.call('ZADD', K.leases, deadline, id)
 redis.call('ZADD', held_key(K, f[3]), deadline, id)
 constraint_extend(K, id, deadline, f[6])

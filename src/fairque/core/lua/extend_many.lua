@@ -6,6 +6,8 @@ reported, not touched.
 KEYS[1] prefix  fq:{<queue>}:  per-task and per-user keys derive from it (includes/keys.lua)
 KEYS[2] leases  STARTED registry: task id -> lease deadline
 KEYS[3] stats   throughput counters and histograms (lease_lost counted here)
+KEYS[4] ring    users with ready work, by start tag (time mode: a heartbeat charges)
+KEYS[5] meta    queue counters: the fairness floor
 
 ARGV[1] ms          new lease length from now
 ARGV[2..]           pairs: id, token
@@ -17,16 +19,23 @@ lease was lost.
 -- @include keys
 -- @include lease_fence
 -- @include constraint_extend
+-- @include fair_heartbeat
 
-local K = {prefix = KEYS[1], leases = KEYS[2], stats = KEYS[3]}
+local K = {prefix = KEYS[1], leases = KEYS[2], stats = KEYS[3], ring = KEYS[4], meta = KEYS[5]}
 local ms = now()
 local deadline = ms + tonumber(ARGV[1])
 local out, moved, lost = {}, {}, 0
 for i = 2, #ARGV, 2 do
   local id = ARGV[i]
-  local held, f = lease_fence(K, id, ARGV[i + 1], 'user', 'deadline', 'cons')
+  local held, f = lease_fence(K, id, ARGV[i + 1], 'user', 'deadline', 'cons', 'started',
+    'charged', 'fw')
   if held and tonumber(f[4]) > ms then
-    redis.call('HSET', task_key(K, id), 'deadline', deadline)
+    local charged = fair_heartbeat(K, f[3], ms - (f[6] or ms), f[7], f[8])
+    if charged then
+      redis.call('HSET', task_key(K, id), 'deadline', deadline, 'charged', charged)
+    else
+      redis.call('HSET', task_key(K, id), 'deadline', deadline)
+    end
     redis.call('ZADD', held_key(K, f[3]), deadline, id)
     constraint_extend(K, id, deadline, f[5])
     moved[#moved + 1] = deadline

@@ -2,8 +2,10 @@
 maintain: bounded housekeeping that keeps a queue from growing without an operator.
 Removes up to `limit` expired ids from each terminal registry (their task data has
 already expired), takes up to `limit` expired tasks out of their user's and name's
-listing indexes (from `ends`), and removes up to `limit` expired worker
-registrations. Workers call it periodically; running it twice is harmless.
+listing indexes (from `ends`), removes up to `limit` expired worker
+registrations, and forgets up to `limit` users not leased for 30 days (their tenant
+hash: counts, estimate, saved tag; a user that returns starts afresh at the floor).
+Workers call it periodically; running it twice is harmless.
 
 KEYS[1] prefix        fq:{<queue>}:  per-task and per-user keys derive from it (includes/keys.lua)
 KEYS[2] finished      FINISHED registry: task id -> expiry time
@@ -12,6 +14,7 @@ KEYS[4] canceled      CANCELED registry: task id -> expiry time
 KEYS[5] workers       worker id -> '<last heartbeat ms> <JSON description>'
 KEYS[6] workers_seen  worker id -> registration expiry (ms)
 KEYS[7] ends          ended tasks to unindex at expiry: '<user>\n<name>\n<id>' -> expiry
+KEYS[8] active        users by their last lease (ms)
 
 ARGV[1] limit         entries to remove per registry
 
@@ -23,7 +26,7 @@ Reply: the number of registry entries and worker registrations removed.
 -- @include unindex_task
 
 local K = {prefix = KEYS[1], finished = KEYS[2], failed = KEYS[3], canceled = KEYS[4],
-  workers = KEYS[5], workers_seen = KEYS[6], ends = KEYS[7]}
+  workers = KEYS[5], workers_seen = KEYS[6], ends = KEYS[7], active = KEYS[8]}
 local ms = now()
 local limit = tonumber(ARGV[1])
 local removed = 0
@@ -39,4 +42,10 @@ for _, entry in ipairs(redis.call('ZRANGEBYSCORE', K.ends, '-inf', ms, 'LIMIT', 
   if id and redis.call('EXISTS', task_key(K, id)) == 0 then unindex_task(K, id, user, name) end
   redis.call('ZREM', K.ends, entry)
 end
-return removed + forget_workers(K, ms, limit)
+-- users not leased for 30 days
+local idle = redis.call('ZRANGEBYSCORE', K.active, '-inf', ms - 2592000000, 'LIMIT', 0, limit)
+for _, user in ipairs(idle) do
+  redis.call('DEL', tenant_key(K, user))
+  redis.call('ZREM', K.active, user)
+end
+return removed + #idle + forget_workers(K, ms, limit)

@@ -24,6 +24,7 @@ KEYS[16] wake     wake-up list idle workers block on
 KEYS[17] ends     ended tasks to unindex at expiry: '<user>\n<name>\n<id>' -> expiry
 KEYS[18] constraints     constraint id -> definition; '~version': the constraints version
 KEYS[19] constraint_due  constraint buckets with parked tasks -> when their limit frees
+KEYS[20] active   users by their last lease (ms): their tenant hashes go too
 
 ARGV[1] limit       tasks to delete in this call
 
@@ -35,7 +36,7 @@ local K = {prefix = KEYS[1], ring = KEYS[2], delayed = KEYS[3], leases = KEYS[4]
   queued = KEYS[5], deferred = KEYS[6], finished = KEYS[7], failed = KEYS[8], canceled = KEYS[9],
   meta = KEYS[10], stats = KEYS[11], weights = KEYS[12], caps = KEYS[13], turns = KEYS[14],
   capped = KEYS[15], wake = KEYS[16], ends = KEYS[17], constraints = KEYS[18],
-  constraint_due = KEYS[19]}
+  constraint_due = KEYS[19], active = KEYS[20]}
 local registries = {K.delayed, K.deferred, K.queued, K.leases, K.finished, K.failed,
   K.canceled}
 local budget = tonumber(ARGV[1])
@@ -81,7 +82,11 @@ if remaining == 0 then
   for _, u in ipairs(redis.call('SMEMBERS', K.capped)) do
     redis.call('DEL', critical_key(K, u), normal_key(K, u))
   end
-  redis.call('DEL', K.ring, K.capped, K.meta, K.stats, K.turns, K.weights, K.caps, K.wake)
+  for _, u in ipairs(redis.call('ZRANGE', K.active, 0, -1)) do
+    redis.call('DEL', tenant_key(K, u))
+  end
+  redis.call('DEL', K.ring, K.capped, K.meta, K.stats, K.turns, K.weights, K.caps, K.wake,
+    K.active)
   -- a deleted task's lease would hold its buckets' slots until it expired (HGETALL:
   -- the commands the documented ACL rule allows)
   local defined = redis.call('HGETALL', K.constraints)

@@ -38,6 +38,7 @@ Errors: 'FQERR -32' (StaleConstraints) when the queue's constraints changed sinc
 -- @include lane_score
 -- @include signal_wake
 -- @include stored_entry
+-- @include fair_join_tag
 
 local K = {prefix = KEYS[1], ring = KEYS[2], queued = KEYS[3], meta = KEYS[4],
   stats = KEYS[5], capped = KEYS[6], wake = KEYS[7], constraints = KEYS[8]}
@@ -66,9 +67,9 @@ redis.call('HSET', tk, 'id', id, 'user', user, 'name', name, 'payload', ARGV[9],
   'keep_result', ARGV[12], 'result_ttl', ARGV[13], 'state', 'QUEUED', 'pushed', req)
 redis.call('ZADD', user_index_key(K, user), ms, id)
 redis.call('ZADD', name_index_key(K, name), ms, id)
--- the push clock (mono_us) and the ring's clock (ring_join) in one read and one write;
--- numbers are read with Lua's string coercion (x + 0), cheaper than tonumber
-local meta = redis.call('HMGET', K.meta, 'mono', 'clock')
+-- the push clock (mono_us) and the ring's clock or floor (ring_join) in one read and one
+-- write; numbers are read with Lua's string coercion (x + 0), cheaper than tonumber
+local meta = redis.call('HMGET', K.meta, 'mono', 'clock', 'fair', 'floor', 'joined')
 local clock = math.max(us, (meta[1] or 0) + 1)
 if prio == '6' then
   redis.call('RPUSH', critical_key(K, user), id)
@@ -77,9 +78,19 @@ else
 end
 redis.call('ZADD', K.queued, ms, id)
 if not redis.call('ZSCORE', K.ring, user) and redis.call('SISMEMBER', K.capped, user) == 0 then
-  local ring_clock = (meta[2] or 0) + 1
-  redis.call('ZADD', K.ring, ring_clock, user)
-  redis.call('HSET', K.meta, 'mono', clock, 'clock', ring_clock)
+  if fair_timed(meta[3]) then
+    local tag, joined = fair_join_tag(K, user, (meta[4] or 0) + 0, (meta[5] or -1) + 0)
+    redis.call('ZADD', K.ring, tag, user)
+    if joined then
+      redis.call('HSET', K.meta, 'mono', clock, 'joined', joined)
+    else
+      redis.call('HSET', K.meta, 'mono', clock)
+    end
+  else
+    local ring_clock = (meta[2] or 0) + 1
+    redis.call('ZADD', K.ring, ring_clock, user)
+    redis.call('HSET', K.meta, 'mono', clock, 'clock', ring_clock)
+  end
 else
   redis.call('HSET', K.meta, 'mono', clock)
 end

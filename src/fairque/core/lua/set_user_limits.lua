@@ -11,6 +11,7 @@ KEYS[5] caps     user -> in-flight cap
 KEYS[6] turns    user -> turns used in the current round
 KEYS[7] capped   users held out of the ring by their in-flight cap
 KEYS[8] wake     wake-up list idle workers block on
+KEYS[9] active  users by their last lease (ms); time mode saves the tag of users found here
 
 ARGV[1] user
 ARGV[2] weight      turns per round (1 = default; stored only when > 1)
@@ -26,7 +27,7 @@ Reply: 1.
 -- @include signal_wake
 
 local K = {prefix = KEYS[1], ring = KEYS[2], meta = KEYS[3], weights = KEYS[4], caps = KEYS[5],
-  turns = KEYS[6], capped = KEYS[7], wake = KEYS[8]}
+  turns = KEYS[6], capped = KEYS[7], wake = KEYS[8], active = KEYS[9]}
 local user = ARGV[1]
 local weight, cap = tonumber(ARGV[2]), tonumber(ARGV[3])
 if weight > 1 then

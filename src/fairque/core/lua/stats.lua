@@ -15,20 +15,21 @@ KEYS[10] stats    throughput counters
 KEYS[11] capped   users held out of the ring by their in-flight cap
 KEYS[12] weights  user -> turns per round
 KEYS[13] caps     user -> in-flight cap
+KEYS[14] meta     queue counters: the fairness mode ('fair')
 
 ARGV[1] user_limit  report at most this many users from each of: the ring's head, the
                     capped users, the holders of the soonest-expiring leases
 
 Reply: {counts[7] (SCHEDULED, DEFERRED, QUEUED, STARTED, FINISHED, FAILED, CANCELED),
         counters (flat hash), users (flat list: user, ready, in flight, weight, cap with
-        0 = none), ring size, capped size}
+        0 = none), ring size, capped size, fairness mode (meta 'fair', '' when unset)}
 ]]
 -- @include now
 -- @include keys
 
 local K = {prefix = KEYS[1], ring = KEYS[2], delayed = KEYS[3], leases = KEYS[4],
   queued = KEYS[5], deferred = KEYS[6], finished = KEYS[7], failed = KEYS[8], canceled = KEYS[9],
-  stats = KEYS[10], capped = KEYS[11], weights = KEYS[12], caps = KEYS[13]}
+  stats = KEYS[10], capped = KEYS[11], weights = KEYS[12], caps = KEYS[13], meta = KEYS[14]}
 local limit = tonumber(ARGV[1])
 local ms = now()
 for _, registry in ipairs({K.finished, K.failed, K.canceled}) do
@@ -59,4 +60,4 @@ for _, u in ipairs(order) do
   users[#users + 1] = tonumber(redis.call('HGET', K.caps, u) or '0')
 end
 return {counts, redis.call('HGETALL', K.stats), users, redis.call('ZCARD', K.ring),
-  redis.call('SCARD', K.capped)}
+  redis.call('SCARD', K.capped), redis.call('HGET', K.meta, 'fair') or ''}

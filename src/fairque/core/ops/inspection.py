@@ -15,8 +15,9 @@ from typing import Any
 from fairque.core.checks import MAX_SCAN, MAX_TASK_ID, MAX_USER_ID, check_identifier
 from fairque.core.checks import check_int as _check_int
 from fairque.core.ops.base import OperationsBase
+from fairque.core.ops.plain import histogram_from
 from fairque.core.records import Call
-from fairque.core.taskhash import raw, text
+from fairque.core.taskhash import ms_to_dt, raw, text
 from fairque.errors import ValidationError
 from fairque.models import (
     Priority,
@@ -25,6 +26,8 @@ from fairque.models import (
     Task,
     TaskPage,
     TaskState,
+    TenantReport,
+    TenantService,
     UserLoad,
     UserStats,
     WorkerInfo,
@@ -116,12 +119,40 @@ class InspectionOperations(OperationsBase):
 
         return self._call("workers", [], parse)
 
+    def tenants(self, limit: int) -> Call[TenantReport]:
+        """What the ``limit`` most recently leased users were served, and the rest."""
+        _check_int(limit, "limit", 1, MAX_SCAN)
+
+        def parse(reply: list[Any]) -> TenantReport:
+            mode, known, totals = reply[0], reply[1], _int_fields(reply[2])
+            named = [
+                _tenant(text(reply[i]), int(reply[i + 1]), reply[i + 2], _int_fields(reply[i + 3]))
+                for i in range(3, len(reply), 4)
+            ]
+            whole = _tenant("", 1, None, {
+                "wait_ms:sum": totals.get("wait_ms:sum", 0),
+                **{k: v for k, v in totals.items() if k.startswith("wait_ms:")},
+                "done": totals.get("completed", 0),
+                "failed": totals.get("failed_attempts", 0),
+                "busy_us": totals.get("busy_us", 0),
+            })  # fmt: skip
+            return TenantReport(
+                queue=self.queue,
+                fairness="count" if text(mode) == "count" else "time",
+                tenants=named,
+                others=_rest(whole, named),
+                users_known=int(known),
+                busy_seconds=whole.busy_seconds,
+            )
+
+        return self._call("tenants", [limit], parse)
+
     def stats(self, user_limit: int) -> Call[QueueStats]:
         """A snapshot of counts, counters and per-user load."""
         _check_int(user_limit, "user_limit", 0, MAX_SCAN)
 
         def parse(reply: list[Any]) -> QueueStats:
-            counts, counters, users, active, capped = reply
+            counts, counters, users, active, capped, mode = reply
             return QueueStats(
                 queue=self.queue,
                 counts={s: int(c) for s, c in zip(_STATE_ORDER, counts, strict=True)},
@@ -143,6 +174,7 @@ class InspectionOperations(OperationsBase):
                 ],
                 active_users=int(active),
                 capped_users=int(capped),
+                fairness="count" if text(mode) == "count" else "time",
             )
 
         return self._call("stats", [max(user_limit, 1)], parse)
@@ -364,3 +396,47 @@ def _memory(info: Any) -> str | None:
         return " + ".join(str(p) for p in parts if p) or None
     value = info.get("used_memory_human") if info else None
     return None if value is None else str(value)
+
+
+def _int_fields(flat: Any) -> dict[str, int]:
+    """A flat HGETALL reply of integer fields (an estimate's decimals are dropped)."""
+    items = flat.items() if isinstance(flat, dict) else zip(flat[::2], flat[1::2], strict=True)
+    return {text(k): int(float(v)) for k, v in items}
+
+
+def _tenant(user: str, weight: int, last: Any, fields: dict[str, int]) -> TenantService:
+    wait = histogram_from(fields, "wait_ms")
+    return TenantService(
+        user_id=user,
+        weight=weight,
+        last_lease=None if last is None else ms_to_dt(int(float(last))),
+        started=wait.count,
+        finished=fields.get("done", 0),
+        failed=fields.get("failed", 0),
+        busy_seconds=fields.get("busy_us", 0) / 1_000_000,
+        wait_time=wait,
+    )
+
+
+def _rest(whole: TenantService, named: Sequence[TenantService]) -> TenantService:
+    """The queue's totals less the named users' (never below zero: a user's counts that
+    expired or were purged are still in the totals)."""
+    counts = [
+        max(0, total - sum(t.wait_time.counts[i] for t in named))
+        for i, total in enumerate(whole.wait_time.counts)
+    ]
+    wait = whole.wait_time.model_copy(
+        update={
+            "counts": counts,
+            "count": sum(counts),
+            "sum": max(0.0, whole.wait_time.sum - sum(t.wait_time.sum for t in named)),
+        }
+    )
+    return TenantService(
+        user_id="",
+        started=wait.count,
+        finished=max(0, whole.finished - sum(t.finished for t in named)),
+        failed=max(0, whole.failed - sum(t.failed for t in named)),
+        busy_seconds=max(0.0, whole.busy_seconds - sum(t.busy_seconds for t in named)),
+        wait_time=wait,
+    )

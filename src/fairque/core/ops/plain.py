@@ -18,11 +18,25 @@ from fairque.core.ops.base import OperationsBase
 from fairque.core.records import Call
 from fairque.core.taskhash import text
 from fairque.errors import PayloadTooLarge, ValidationError
-from fairque.models import HISTOGRAM_BOUNDS_SECONDS, Histogram, QueueMetrics, Task
+from fairque.models import (
+    HISTOGRAM_BOUNDS_SECONDS,
+    Fairness,
+    Histogram,
+    QueueMetrics,
+    Task,
+)
 
 
 class PlainOperations(OperationsBase):
     """Builders of the plain-command calls."""
+
+    def fairness(self) -> Call[Fairness]:
+        """What the queue is fair by (a plain HGET of its counters; absent: the default)."""
+
+        def parse(reply: Any) -> Fairness:
+            return "count" if reply is not None and text(reply) == "count" else "time"
+
+        return Call(None, (self.keys.meta,), ("HGET", "fair"), parse)
 
     def get(self, task_id: str) -> Call[Task | None]:
         """Read one task (a plain HGETALL)."""
@@ -115,14 +129,14 @@ class PlainOperations(OperationsBase):
                 requeued=fields.get("requeued", 0),
                 schedule_fired=fields.get("schedule_fired", 0),
                 schedule_skipped=fields.get("schedule_skipped", 0),
-                wait_time=_histogram(fields, "wait_ms"),
-                run_time=_histogram(fields, "run_ms"),
+                wait_time=histogram_from(fields, "wait_ms"),
+                run_time=histogram_from(fields, "run_ms"),
             )
 
         return Call(None, (self.keys.stats,), ("HGETALL",), parse)
 
 
-def _histogram(fields: dict[str, int], name: str) -> Histogram:
+def histogram_from(fields: dict[str, int], name: str) -> Histogram:
     """Histogram ``name`` from the stats hash (fields '<name>:<bucket>', 1-based, and
     '<name>:sum' in ms)."""
     counts = [fields.get(f"{name}:{i}", 0) for i in range(1, len(HISTOGRAM_BOUNDS_SECONDS) + 2)]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 from fairque.core.checks import (
     MAX_TASK_ID,
@@ -22,7 +22,7 @@ from fairque.core.ops.base import OperationsBase
 from fairque.core.records import Call, Pushed, request_id
 from fairque.core.taskhash import ms_to_dt, text
 from fairque.errors import ValidationError
-from fairque.models import Priority, Task, TaskOutcome, TaskState
+from fairque.models import FAIRNESS_MODES, Fairness, Priority, Task, TaskOutcome, TaskState
 
 #: result.lua's codes of the ended states
 _OUTCOME_STATES = {1: TaskState.FINISHED, 2: TaskState.FAILED, 3: TaskState.CANCELED}
@@ -266,7 +266,15 @@ class TaskOperations(OperationsBase):
         """Delete up to ``limit`` tasks; returns (deleted, remaining)."""
         return self._call("purge", [limit], lambda r: (int(r[0]), int(r[1])))
 
+    def set_fairness(self, mode: str) -> Call[Fairness]:
+        """Make the queue fair by worker time or by turns; answers the previous mode."""
+        if mode not in FAIRNESS_MODES:
+            raise ValidationError(
+                f"fairness must be one of {', '.join(FAIRNESS_MODES)}, got {mode!r}"
+            )
+        return self._call("set_fairness", [mode], lambda r: cast(Fairness, text(r)))
+
     def set_user_limits(self, user_id: str, weight: int, max_in_flight: int | None) -> Call[None]:
-        """Set a user's round-robin weight and in-flight cap."""
+        """Set a user's weight and in-flight cap."""
         cap = check_user_limits(user_id, weight, max_in_flight)
         return self._call("set_user_limits", [user_id, weight, cap], lambda r: None)

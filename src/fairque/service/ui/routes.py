@@ -227,7 +227,20 @@ class Ui:
             page=_int(params.get("page"), 1),
             user=params.get("user") or None,
         )
+        data["service"] = views.worker_time(await q.tenants(views.TENANT_ROWS))
         return self.render(request, "tenants.html", queue=q.queue, page="tenants", **data)
+
+    async def set_fairness(self, request: AnyRequest) -> Response[Any]:
+        q = await self.queue(request)
+        form = await self.form(request)
+        back = f"/ui/q/{q.queue}/tenants"
+        mode = form.get("mode", "")
+        try:
+            before = await q.set_fairness(mode)  # type: ignore[arg-type]
+        except FairqueError as exc:
+            return _redirect(back, msg=f"not changed: {exc}")
+        said = "worker time" if mode == "time" else "turns"
+        return _redirect(back, msg=f"fair by {said}" + ("" if before == mode else " from now on"))
 
     async def tasks(self, request: AnyRequest) -> Response[Any]:
         q = await self.queue(request)
@@ -361,6 +374,7 @@ class Ui:
             ("GET", q_ + "/tenants", self.tenants, False, False),
             ("GET", q_ + "/user", self.user, False, False),
             ("POST", q_ + "/user/limits", self.set_limits, True, False),
+            ("POST", q_ + "/fairness", self.set_fairness, True, False),
             ("GET", q_ + "/tasks", self.tasks, False, False),
             ("GET", q_ + "/task", self.task, False, False),
             ("POST", q_ + "/task/{action:str}", self.task_action, True, False),

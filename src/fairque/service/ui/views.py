@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from fairque.client.aio import AsyncFairQueue
-from fairque.models import StartedTask, Task, TaskState, WorkerInfo
+from fairque.models import StartedTask, Task, TaskState, TenantReport, WorkerInfo
 from fairque.service import listing
 from fairque.service.ui import ranking
 from fairque.service.ui.fairness import (
@@ -226,6 +226,39 @@ async def tenants(
         "jain": jain(served_list) if len(served_list) >= 2 else None,
         "jain_norm": jain_norm(served_list, demands, weights, shares),
         "demand_users": len(demand_users),
+    }
+
+
+#: users the tenants page names in its worker-time table (the most recently leased)
+TENANT_ROWS = 20
+
+
+def worker_time(report: TenantReport) -> dict[str, Any]:
+    """The tenants page's worker-time table: each named user's share of the worker time
+    the queue's leases held, next to its weighted fair share among the named users, from
+    the counters the scripts keep (since each user's first lease)."""
+    weights = sum(t.weight for t in report.tenants)
+    rows = []
+    for t in report.tenants:
+        share = report.share(t)
+        fair = t.weight / weights if weights else None
+        rows.append(
+            {
+                "tenant": t,
+                "share": share if report.busy_seconds > 0 else None,
+                "fair_share": fair,
+                "ratio": share / fair if fair and report.busy_seconds > 0 else None,
+                "mean_wait": t.wait_time.sum / t.wait_time.count if t.wait_time.count else None,
+            }
+        )
+    others = report.others
+    return {
+        "mode": report.fairness,
+        "rows": rows,
+        "others": others if others.started or others.busy_seconds else None,
+        "others_share": report.share(others),
+        "busy_seconds": report.busy_seconds,
+        "users_known": report.users_known,
     }
 
 

@@ -23,7 +23,7 @@ local function complete_task(K, id, token, has_result, result, ms, us, ordering,
                              acc)
   local req = 'L' .. token
   local held, f = lease_fence(K, id, token, 'user', 'keep_result', 'result_ttl', 'op',
-    'started', 'cons', 'name')
+    'started', 'cons', 'name', 'charged', 'fw', 'est', 'fstart')
   if not held then
 -- @include replayed
 -- @include last_op
@@ -31,7 +31,8 @@ local function complete_task(K, id, token, has_result, result, ms, us, ordering,
     redis.call('HINCRBY', K.stats, 'lease_lost', 1)
     return 0, 0
   end
-  acc.runs[#acc.runs + 1] = ms - (f[7] or ms)  -- (numeric strings coerce)
+  local ran = ms - (f[7] or ms)  -- (numeric strings coerce)
+  acc.runs[#acc.runs + 1] = ran
   acc.done = acc.done + 1
   -- one EXISTS for the usual case: no user is held out by its cap (the capped set is
   -- empty: release_slot has nothing to look up) and nobody waits for the task, as a
@@ -40,7 +41,8 @@ local function complete_task(K, id, token, has_result, result, ms, us, ordering,
   local found = redis.call('EXISTS', K.capped, blocked, watch)
   local waited = found > 0 and redis.call('EXISTS', blocked, watch) or 0
   if found > waited then
-    end_attempt(K, id, f[3], ms, f[8], 'error', 'traceback', 'reason', 'details')
+    end_attempt(K, id, f[3], ms, f[8], {ran, f[10], f[11], f[12], 'done', f[13]}, 'error',
+      'traceback', 'reason', 'details')
   else
     -- end_attempt with its release_slot down to the ZREM: nobody is capped
     if acc.later then
@@ -50,9 +52,10 @@ local function complete_task(K, id, token, has_result, result, ms, us, ordering,
       redis.call('ZREM', K.leases, id)
     end
     constraint_free(K, id, ms, f[8])
-    redis.call('HDEL', task_key(K, id), 'lease', 'worker', 'deadline', 'error', 'traceback',
-      'reason', 'details')
+    redis.call('HDEL', task_key(K, id), 'lease', 'worker', 'deadline', 'charged', 'fw', 'est',
+      'fstart', 'error', 'traceback', 'reason', 'details')
     redis.call('ZREM', held_key(K, f[3]), id)
+    fair_settle(K, f[3], {ran, f[10], f[11], f[12], 'done', f[13]})
   end
   local trimmed = acc.trimmed or token % 16 ~= 0  -- token: the held lease's, numeric
   local known = {user = f[3], name = f[9], unwatched = false, counted = true,

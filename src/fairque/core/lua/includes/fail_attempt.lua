@@ -17,14 +17,18 @@
 local function fail_attempt(K, id, err, retry, ms, base_ms, failed_ttl_ms, delay_ms, req,
                             max_retries, extra)
   local tk = task_key(K, id)
-  local f = redis.call('HMGET', tk, 'user', 'retries', 'max_retries', 'started', 'cons')
+  local f = redis.call('HMGET', tk, 'user', 'retries', 'max_retries', 'started', 'cons',
+    'deadline', 'charged', 'fw', 'est', 'fstart')
   if not f[1] then
     redis.call('ZREM', K.leases, id)
     return 'MISSING'
   end
-  end_attempt(K, id, f[1], ms, f[5], 'traceback', 'reason', 'details')
+  -- a reclaimed lease (no `req`) held its worker's slot until its deadline
+  local ran = (req and ms or tonumber(f[6] or ms)) - tonumber(f[4] or ms)
+  end_attempt(K, id, f[1], ms, f[5], {ran, f[7], f[8], f[9], 'failed', req and f[10]},
+    'traceback', 'reason', 'details')
   if extra and #extra > 0 then redis.call('HSET', tk, unpack(extra)) end
-  if req then observe(K, 'run_ms', {ms - tonumber(f[4] or ms)}) end
+  if req then observe(K, 'run_ms', {ran}) end
   local n = tonumber(f[2])
   local limit = tonumber(f[3])
   if max_retries and max_retries >= 0 then limit = max_retries end

@@ -6,6 +6,7 @@
 -- @include now
 -- @include signal_wake
 -- @include constraint_lib
+-- @include fair_timed
 -- lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any, limits): lease up to
 -- `count` ready tasks, choosing users round robin (see pick_user). A served user moves
 -- to the ring's tail (after `weight` consecutive turns for a weighted user); a user
@@ -26,6 +27,12 @@
 -- loop is the ring's only writer meanwhile), reading again when they run out; its
 -- rotations are written in one ZADD per reading (before the next reading, and at the
 -- end), a rotation its user's cap takes back never written.
+-- Time mode (fair.lua): the ring's scores are start tags; each pick takes the lowest
+-- (the head, or the least served of the assigned / steal users) and moves it on by the
+-- user's estimate over its weight, one ZADD, with no turns; a user that leaves the ring
+-- keeps its tag in its tenant hash; the floor follows the head's tag, written once.
+-- Every leased task's wait also goes to its user's histogram (tenant hash) and the
+-- user's last lease to 'active'.
 -- Constraints (only when the queue has any): due constraint
 -- buckets first put parked tasks back into their lanes; a task whose buckets are over
 -- a limit is parked (constraint_park) and the same user's next task is tried, so a
@@ -55,13 +62,32 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any,
     constraint_due(K, ms, now_us, 64)
   end
   local clock, first_clock
-  local by_head = count > 1 and #assigned == 0 and (any or #steal == 0)
+  local fm = redis.call('HMGET', K.meta, 'fair', 'floor')
+  local timed = fair_timed(fm[1])
+  local floor = tonumber(fm[2] or '0')
+  local first_floor = floor
+  local by_ring_head = #assigned == 0 and (any or #steal == 0)
+  local by_head = count > 1 and by_ring_head and not timed
+  local owners, charges = {}, {}
   local heads, at_head = {}, 1
   local rotations = {}  -- by_head: (clock, user) pairs not yet written to the ring
   while #picked < count and guard < count + 64 do
     guard = guard + 1
-    local user
-    if by_head then
+    local user, score
+    if timed then
+      if by_ring_head then
+        local head = redis.call('ZRANGE', K.ring, 0, 0, 'WITHSCORES')
+        user, score = head[1], tonumber(head[2])
+        if score and score > floor then floor = score end
+      else
+        user = pick_user(K.ring, assigned, steal, any)
+        if user then
+          score = tonumber(redis.call('ZSCORE', K.ring, user))
+          local head = redis.call('ZRANGE', K.ring, 0, 0, 'WITHSCORES')
+          if head[2] and tonumber(head[2]) > floor then floor = tonumber(head[2]) end
+        end
+      end
+    elseif by_head then
       if at_head > #heads then
         if #rotations > 0 then
           redis.call('ZADD', K.ring, unpack(rotations))
@@ -80,12 +106,12 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any,
     local normal = normal_key(K, user)
     local id = redis.call('LPOP', critical_key(K, user))
     local more  -- the user has ready work left after this task
-    local score  -- the task's normal-lane score (nil: the critical lane)
+    local lane  -- the task's normal-lane score (nil: the critical lane)
     if id then
       more = has_ready(K, user)
     else
       local head = redis.call('ZPOPMIN', normal)
-      id, score = head[1], head[2]
+      id, lane = head[1], head[2]
       -- its critical lane is empty: only the normal lane can hold more
       more = id and redis.call('ZCARD', normal) > 0
     end
@@ -95,20 +121,38 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any,
       if cons then plan, blocked, free_at = constraint_check(K, cons, ms, now_us) end
     end
     if not id then
-      leave_ring(K, user)
+      leave_ring(K, user, timed and score)
     elseif blocked then
       -- a critical task parks ahead of every normal-lane score, oldest first
-      constraint_park(K, id, blocked, score or (ms - 4e15), free_at)
-      if more then moved = false else leave_ring(K, user) end
+      constraint_park(K, id, blocked, lane or (ms - 4e15), free_at)
+      if more then moved = false else leave_ring(K, user, timed and score) end
       guard = guard - 1  -- the task left its lane: progress, bounded by `parks`
       parks = parks + 1
       if parks >= 256 then
         signal_wake(K, 1)  -- another call goes on from here
         break
       end
+    elseif timed then
+      local w = weighted and tonumber(redis.call('HGET', K.weights, user) or '1') or 1
+      local known = redis.call('HGET', tenant_key(K, user), 'est')
+      local est = tonumber(known or FAIR_FIRST_EST)
+      if est > lease_ms then est = lease_ms end  -- a heartbeat charges the rest
+      local tag = score + est / w
+      if more then redis.call('ZADD', K.ring, tag, user) else leave_ring(K, user, tag) end
+      charges[#picked + 1] = {est, w, known}
+      local held = held_key(K, user)
+      redis.call('ZADD', held, deadline, id)
+      local cap = capping and tonumber(redis.call('HGET', K.caps, user) or '0') or 0
+      if cap > 0 and redis.call('ZCOUNT', held, '(' .. ms, '+inf') >= cap then
+        if more then leave_ring(K, user, tag) end
+        redis.call('SADD', K.capped, user)
+      end
+      if plan then constraint_take(K, id, plan, deadline, now_us) end
+      picked[#picked + 1] = id
+      owners[#picked] = user
     else
       if not more then
-        leave_ring(K, user)
+        leave_ring(K, user, false)
       else
         local rotate = true
         local w = weighted and tonumber(redis.call('HGET', K.weights, user) or '1') or 1
@@ -143,12 +187,13 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any,
           rotations[#rotations] = nil
           rotations[#rotations] = nil
         end
-        leave_ring(K, user)
+        leave_ring(K, user, false)
         redis.call('SADD', K.capped, user)
         moved = true
       end
       if plan then constraint_take(K, id, plan, deadline, now_us) end
       picked[#picked + 1] = id
+      owners[#picked] = user
     end
     if moved then at_head = at_head + 1 end
   end
@@ -156,15 +201,28 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any,
   if clock and clock > first_clock then
     redis.call('HSET', K.meta, 'clock', string.format('%d', clock))
   end
+  if floor > first_floor then redis.call('HSET', K.meta, 'floor', floor) end
   local n = #picked
   if n == 0 then return out, tokens end
   local token = redis.call('HINCRBY', K.meta, 'lease', n) - n
-  local entries = {}
+  local entries, by_user = {}, {}
+  local fstart = timed and string.format('%d', select(2, now()))
   for i, id in ipairs(picked) do
     token = token + 1
     local tk = task_key(K, id)
-    redis.call('HSET', tk, 'state', 'STARTED', 'lease', token, 'worker', worker,
-      'deadline', deadline, 'started', ms)
+    local charge = charges[i]
+    if not charge then
+      redis.call('HSET', tk, 'state', 'STARTED', 'lease', token, 'worker', worker,
+        'deadline', deadline, 'started', ms)
+    elseif charge[3] then
+      redis.call('HSET', tk, 'state', 'STARTED', 'lease', token, 'worker', worker,
+        'deadline', deadline, 'started', ms, 'charged', charge[1], 'fw', charge[2],
+        'est', charge[3], 'fstart', fstart)
+    else  -- the user's first lease: no estimate to move on from (fair_settle)
+      redis.call('HSET', tk, 'state', 'STARTED', 'lease', token, 'worker', worker,
+        'deadline', deadline, 'started', ms, 'charged', charge[1], 'fw', charge[2],
+        'fstart', fstart)
+    end
     out[i] = redis.call('HGETALL', tk)
     tokens[#tokens + 1] = id
     tokens[#tokens + 1] = token
@@ -176,7 +234,13 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any,
     local last = math.min(n, at + 999)
     local ready_at = redis.call('ZMSCORE', K.queued, unpack(picked, at, last))
     for i = 1, last - at + 1 do
-      if ready_at[i] then waits[#waits + 1] = ms - ready_at[i] end
+      if ready_at[i] then
+        local v = ms - ready_at[i]
+        waits[#waits + 1] = v
+        local user = owners[at + i - 1]
+        local mine = by_user[user]
+        if mine then mine[#mine + 1] = v else by_user[user] = {v} end
+      end
     end
     redis.call('ZREM', K.queued, unpack(picked, at, last))
     redis.call('ZADD', K.leases, unpack(entries, 2 * at - 1, 2 * last))
@@ -185,11 +249,19 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any,
     local ready_at = redis.call('ZSCORE', K.queued, picked[1])
     if ready_at then
       waits[1] = ms - ready_at
+      by_user[owners[1]] = waits
       redis.call('ZREM', K.queued, picked[1])
     end
     redis.call('ZADD', K.leases, deadline, picked[1])
   end
   redis.call('HINCRBY', K.stats, 'popped', n)
   observe(K, 'wait_ms', waits)
+  local seen = {}
+  for user, values in pairs(by_user) do
+    observe(K, 'wait_ms', values, tenant_key(K, user))
+    seen[#seen + 1] = ms
+    seen[#seen + 1] = user
+  end
+  if #seen > 0 then redis.call('ZADD', K.active, unpack(seen)) end
   return out, tokens
 end

@@ -1,6 +1,17 @@
--- leave_ring(K, user): take a user out of the ring (no ready work, or held out by its
--- cap) and forget the turns it used in the current round.
-local function leave_ring(K, user)
+-- @include keys
+-- leave_ring(K, user, tag): take a user out of the ring (no ready work, or held out by
+-- its cap). Count mode forgets the turns it used in the current round (`tag` false);
+-- time mode keeps its start tag for its return (`tag` a number). nil (the caller does
+-- not know the mode): both, saving its ring score only when the user has been served
+-- before (it is in 'active').
+local function leave_ring(K, user, tag)
+  if tag == nil then
+    tag = redis.call('ZSCORE', K.ring, user)
+    if tag and not redis.call('ZSCORE', K.active, user) then tag = false end
+    redis.call('HDEL', K.turns, user)
+  elseif not tag then
+    redis.call('HDEL', K.turns, user)
+  end
   redis.call('ZREM', K.ring, user)
-  redis.call('HDEL', K.turns, user)
+  if tag then redis.call('HSET', tenant_key(K, user), 'tag', tag) end
 end

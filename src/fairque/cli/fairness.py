@@ -1,0 +1,103 @@
+"""Commands about how a queue shares its workers: ``fairness`` (show or set the mode)
+and ``tenants`` (what each user was served, against its fair share)."""
+
+from __future__ import annotations
+
+import json
+from enum import Enum
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from fairque.cli.base import open_queue, shared, stdout
+from fairque.models import TenantReport, TenantService
+
+
+class Mode(str, Enum):
+    """The modes ``FairQueue.set_fairness`` takes."""
+
+    TIME = "time"
+    COUNT = "count"
+
+
+def fairness(
+    ctx: typer.Context,
+    mode: Annotated[
+        Mode | None,
+        typer.Argument(help="time: share worker time; count: share turns. Left out: show it."),
+    ] = None,
+) -> None:
+    """Show or set what the queue is fair by: worker time (the default) or turns.
+
+    The mode is kept on the server: every producer and worker follows a change at once.
+    """
+    with open_queue(ctx) as q:
+        if mode is None:
+            stdout.print(f"{q.queue}: fair by {_said(q.fairness())}")
+            return
+        before = q.set_fairness(mode.value)
+    was = "" if before == mode.value else f" (was {_said(before)})"
+    stdout.print(f"{q.queue}: fair by {_said(mode.value)}{was}")
+
+
+def _said(mode: str) -> str:
+    return "worker time" if mode == "time" else "turns (count)"
+
+
+def tenants(
+    ctx: typer.Context,
+    limit: Annotated[
+        int, typer.Option(min=1, max=1000, help="Users to name (the most recently leased).")
+    ] = 20,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """What each user was served, by worker time, next to its fair share.
+
+    Leases, outcomes, worker time and its share of the queue's, for the most recently
+    leased users (the rest summed); a fair share is a weight over the named users'.
+    """
+    with open_queue(ctx) as q:
+        report = q.tenants(limit)
+    weights = sum(t.weight for t in report.tenants)
+    if as_json:
+        rows = [_row_json(report, t, weights) for t in [*report.tenants, report.others]]
+        doc = {"queue": report.queue, "fairness": report.fairness,
+               "busy_seconds": report.busy_seconds, "tenants": rows}  # fmt: skip
+        stdout.out(json.dumps(doc), highlight=False)
+        return
+    table = Table(
+        title=f"{report.queue!r}: fair by {_said(report.fairness)}, "
+        f"{report.busy_seconds:.3f} worker-seconds",
+        title_justify="left",
+    )
+    for name in ("user", "weight", "leases", "done", "failed", "worker s", "share", "fair"):
+        table.add_column(name, overflow="fold" if name == "user" else "ellipsis",
+                         justify="left" if name == "user" else "right")  # fmt: skip
+    for t in [*report.tenants, report.others]:
+        if not t.user_id and not t.started:
+            continue  # nobody else
+        fair = f"{t.weight / weights:.1%}" if t.user_id and weights else "-"
+        table.add_row(t.user_id or "(the rest)", str(t.weight) if t.user_id else "-",
+                      str(t.started), str(t.finished), str(t.failed), f"{t.busy_seconds:.3f}",
+                      f"{report.share(t):.1%}", fair)  # fmt: skip
+    stdout.print(table)
+
+
+def _row_json(report: TenantReport, t: TenantService, weights: int) -> dict[str, object]:
+    return {
+        "user_id": t.user_id,
+        "weight": t.weight,
+        "started": t.started,
+        "finished": t.finished,
+        "failed": t.failed,
+        "busy_seconds": t.busy_seconds,
+        "share": report.share(t),
+        "fair_share": t.weight / weights if t.user_id and weights else 0.0,
+    }
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``fairness`` and ``tenants`` to ``app``."""
+    for command in (fairness, tenants):
+        app.command()(shared(command))

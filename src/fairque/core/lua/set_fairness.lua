@@ -1,0 +1,41 @@
+--[[
+set_fairness: make the queue fair by worker time ('time') or by turns ('count'), while
+producers and workers run. The ring keeps its order: to count mode, the ring clock goes
+past every start tag (a user that joins goes behind the ring) and the leases in flight
+lose their charge (their end corrects nothing); to time mode, the floor comes up to the
+ring's head and the turns of weighted users are forgotten. Setting the mode the queue
+has already changes nothing, so a resend is a no-op with the same answer.
+
+KEYS[1] prefix  fq:{<queue>}:  per-task and per-user keys derive from it (includes/keys.lua)
+KEYS[2] ring    users with ready work, by start tag (time mode) or last-served clock
+KEYS[3] meta    queue counters: ring clock, fairness mode and floor, lease sequence
+KEYS[4] turns   user -> turns used in the current round
+KEYS[5] leases  STARTED registry: task id -> lease deadline
+
+ARGV[1] mode    'time' | 'count'
+
+Reply: the mode the queue had before this call.
+]]
+-- @include keys
+-- @include fair_timed
+
+local K = {prefix = KEYS[1], ring = KEYS[2], meta = KEYS[3], turns = KEYS[4], leases = KEYS[5]}
+local mode = ARGV[1]
+local m = redis.call('HMGET', K.meta, 'fair', 'floor', 'clock')
+local was = fair_timed(m[1]) and 'time' or 'count'
+if was == mode then return was end
+if mode == 'count' then
+  local last = redis.call('ZRANGE', K.ring, -1, -1, 'WITHSCORES')[2]
+  local clock = math.max(tonumber(m[3] or '0'), math.ceil(tonumber(last or '0')))
+  redis.call('HSET', K.meta, 'fair', 'count', 'clock', string.format('%d', clock))
+  local leased = redis.call('ZRANGE', K.leases, 0, -1)
+  for _, id in ipairs(leased) do
+    redis.call('HDEL', task_key(K, id), 'charged', 'fw', 'est', 'fstart')
+  end
+else
+  local head = redis.call('ZRANGE', K.ring, 0, 0, 'WITHSCORES')[2]
+  local floor = math.max(tonumber(m[2] or '0'), tonumber(head or '0'))
+  redis.call('HSET', K.meta, 'fair', 'time', 'floor', floor)
+  redis.call('DEL', K.turns)
+end
+return was

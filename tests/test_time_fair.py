@@ -305,3 +305,25 @@ def test_a_batch_heartbeat_charges_each_lease_once(
     for t, mark in zip(held, watermarks, strict=True):
         now = field(redis_client, keys.task(t.task_id or ""), "charged")
         assert start_tag(redis_client, q, t.user_id) == pytest.approx(tags[t.user_id] + now - mark)
+
+
+def test_users_not_leased_for_a_month_are_forgotten(
+    make_queue: MakeQueue, redis_client: SyncClient
+) -> None:
+    q = make_queue()
+    q.push_many(Task(user_id=u, name="x") for u in ("old", "new"))
+    for _ in range(2):
+        task = q.pop("w")
+        assert task is not None
+        assert q.complete(task)
+    keys = QueueKeys(q.queue)
+    assert redis_client.exists(keys.tenant("old"), keys.tenant("new")) == 2
+    redis_client.zadd(keys.active, {"old": 1})  # its last lease, long ago
+    q.maintain()
+    assert redis_client.exists(keys.tenant("old")) == 0
+    assert redis_client.zscore(keys.active, "old") is None
+    assert redis_client.exists(keys.tenant("new")) == 1
+    report = q.tenants()
+    assert [t.user_id for t in report.tenants] == ["new"]
+    q.purge()
+    assert redis_client.exists(keys.tenant("new"), keys.active) == 0

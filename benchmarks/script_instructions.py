@@ -89,8 +89,12 @@ class Counted:
         self.proc.wait()
 
 
-def run(server: Counted, name: str, tasks: int, users: int) -> dict[str, float]:
+def run(
+    server: Counted, name: str, tasks: int, users: int, fairness: str | None = None
+) -> dict[str, float]:
     q = FairQueue(redis.Redis(port=server.port), name)
+    if fairness:
+        q.set_fairness(fairness)  # type: ignore[arg-type]
     load = [Task(user_id=f"u{i % users}", name="noop", payload={"n": i}) for i in range(5 * tasks)]
     for at in range(0, len(load), 1000):
         q.push_many(load[at : at + 1000])
@@ -138,10 +142,14 @@ def commands(client: redis.Redis) -> int:
     )
 
 
-def run_push(server: Counted, name: str, tasks: int, users: int) -> dict[str, float]:
+def run_push(
+    server: Counted, name: str, tasks: int, users: int, fairness: str | None = None
+) -> dict[str, float]:
     """Instructions and server commands per task of ``push`` and of ``push_many(100)``."""
     client = redis.Redis(port=server.port)
     q = FairQueue(client, name)
+    if fairness:
+        q.set_fairness(fairness)  # type: ignore[arg-type]
     out: dict[str, float] = {}
     one = [Task(user_id=f"u{i % users}", name="noop", payload={"n": i}) for i in range(tasks)]
     q.push(Task(user_id="u0", name="noop", payload={}))  # loads the script
@@ -171,6 +179,9 @@ def main() -> None:
     parser.add_argument("--users", type=int, default=100, help="users (default 100)")
     parser.add_argument("--repeat", type=int, default=2, help="repetitions (default 2)")
     parser.add_argument("--only-push", action="store_true", help="only the push phases")
+    parser.add_argument(
+        "--fairness", choices=["time", "count"], help="set the queues' mode (default: theirs)"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as out_dir:
         server = Counted(out_dir)
@@ -180,9 +191,12 @@ def main() -> None:
                 phases = (
                     {}
                     if args.only_push
-                    else run(server, f"ir{rep}{os.getpid()}", args.tasks, args.users)
+                    else run(server, f"ir{rep}{os.getpid()}", args.tasks, args.users, args.fairness)
                 )
-                phases.update(run_push(server, f"ip{rep}{os.getpid()}", args.tasks, args.users))
+                pushed = run_push(
+                    server, f"ip{rep}{os.getpid()}", args.tasks, args.users, args.fairness
+                )
+                phases.update(pushed)
                 for phase, value in phases.items():
                     rows.setdefault(phase, []).append(value)
         finally:

@@ -24,7 +24,8 @@ MakeQueue = Callable[..., FairQueue]
 
 
 def start_tag(client: SyncClient, q: FairQueue, user: str) -> float:
-    """The user's start tag: its ring score, or its saved tag while out of the ring."""
+    """The user's start tag (virtual us): its ring score, or its saved tag while out of
+    the ring."""
     keys = QueueKeys(q.queue)
     score = client.zscore(keys.ring, user)
     if score is not None:
@@ -111,17 +112,17 @@ def test_a_lease_is_charged_what_it_held(make_queue: MakeQueue, redis_client: Sy
     before = start_tag(redis_client, q, "u")
     task = q.pop("w")
     assert task is not None
-    assert start_tag(redis_client, q, "u") == before + 10 / 2  # the first estimate, 10 ms
+    assert start_tag(redis_client, q, "u") == before + 10_000 / 2  # the first estimate, 10 ms
     for _ in range(2):
         time.sleep(0.03)
         call = q.ops.extend(task, 30)
         q._run(call)
         charged = field(redis_client, QueueKeys(q.queue).task(task.task_id or ""), "charged")
         tag = start_tag(redis_client, q, "u")
-        assert tag == pytest.approx(before + charged / 2)
+        assert tag == before + charged  # the watermark: virtual us, over the weight
         q._run(call)  # the resend charges what ran since, nothing twice
         charged = field(redis_client, QueueKeys(q.queue).task(task.task_id or ""), "charged")
-        assert start_tag(redis_client, q, "u") == pytest.approx(before + charged / 2)
+        assert start_tag(redis_client, q, "u") == before + charged
     time.sleep(0.02)
     done = q.ops.complete(task, None)
     assert q._run(done)
@@ -135,7 +136,7 @@ def test_a_lease_is_charged_what_it_held(make_queue: MakeQueue, redis_client: Sy
     held = int(tenant[b"busy_us"]) / 1000  # measured in us: within 1 ms of the ms fields
     assert held == pytest.approx(attempt_ms(ended), abs=1)
     assert held >= 80
-    assert after == pytest.approx(before + held / 2, abs=0.01)
+    assert after == pytest.approx(before + held * 1000 / 2, abs=1)
     assert int(tenant[b"done"]) == 1
     assert float(tenant[b"est"]) == pytest.approx(held, abs=0.01)  # the first run sets it
 
@@ -151,7 +152,7 @@ def test_a_reclaimed_lease_is_charged_its_span_and_a_late_completion_nothing(
     time.sleep(0.1)
     assert q.reclaim() == 1
     after = start_tag(redis_client, q, "u")
-    assert after == pytest.approx(before + 50)  # deadline - start: the lease's span
+    assert after == before + 50_000  # deadline - start: the lease's span
     assert q.complete(task) is False  # the stale lease charges nothing
     assert start_tag(redis_client, q, "u") == after
     tenant = redis_client.hgetall(QueueKeys(q.queue).tenant("u"))
@@ -172,16 +173,16 @@ def test_a_give_back_and_a_cancel_charge_the_time_held(
     assert q.requeue(first) == TaskState.QUEUED
     given_back = q.get(first.task_id or "")
     assert given_back is not None
-    held_ms = field(redis_client, QueueKeys(q.queue).tenant("u"), "busy_us") / 1000
-    assert held_ms >= 30
-    assert start_tag(redis_client, q, "u") == pytest.approx(before + held_ms)
+    held_us = field(redis_client, QueueKeys(q.queue).tenant("u"), "busy_us")
+    assert held_us >= 30_000
+    assert start_tag(redis_client, q, "u") == before + held_us
     second = q.pop("w")
     assert second is not None
     time.sleep(0.03)
     assert q.cancel(second.task_id or "")
-    busy = field(redis_client, QueueKeys(q.queue).tenant("u"), "busy_us") / 1000
-    assert busy - held_ms >= 30
-    assert start_tag(redis_client, q, "u") == pytest.approx(before + busy)
+    busy = field(redis_client, QueueKeys(q.queue).tenant("u"), "busy_us")
+    assert busy - held_us >= 30_000
+    assert start_tag(redis_client, q, "u") == before + busy
 
 
 def test_an_idle_user_returns_at_the_floor_with_no_credit(
@@ -216,7 +217,7 @@ def test_a_returning_user_owes_at_most_a_minute(
     keys = QueueKeys(q.queue)
     redis_client.hset(keys.tenant("debtor"), "tag", 1e9)  # a debt from long tasks
     q.push(Task(user_id="debtor", name="x"))
-    assert start_tag(redis_client, q, "debtor") == floor(redis_client, q) + 60_000
+    assert start_tag(redis_client, q, "debtor") == floor(redis_client, q) + 60_000_000
 
 
 def test_critical_work_is_charged_too(make_queue: MakeQueue, redis_client: SyncClient) -> None:
@@ -237,7 +238,7 @@ def test_a_cap_holds_in_time_mode_and_the_tag_survives_it(
     held = q.pop_batch(10, worker_id="w")
     assert Counter(t.user_id for t in held) == {"capped": 2, "free": 5}
     tag = start_tag(redis_client, q, "capped")
-    assert tag == pytest.approx(20)  # two leases at the first estimate, kept while out
+    assert tag == 20_000  # two leases at the first estimate (10 ms), kept while out
     for t in held:
         assert q.complete(t)
     nxt = q.pop_batch(10, worker_id="w")
@@ -294,10 +295,10 @@ def test_a_batch_heartbeat_charges_each_lease_once(
     keys = QueueKeys(q.queue)
     for t in held:
         charged = field(redis_client, keys.task(t.task_id or ""), "charged")
-        assert charged >= 30
+        assert charged >= 30_000
         # the tag moved from the lease's estimate (10 ms) to what ran
         assert start_tag(redis_client, q, t.user_id) == pytest.approx(
-            before[t.user_id] + charged - 10
+            before[t.user_id] + charged - 10_000
         )
     tags = {u: start_tag(redis_client, q, u) for u in ("a", "b")}
     watermarks = [field(redis_client, keys.task(t.task_id or ""), "charged") for t in held]

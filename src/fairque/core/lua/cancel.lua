@@ -51,7 +51,7 @@ local state, user = f[1], f[2]
 if replayed(last_op(K, id, state, f[4]), req) then return 1 end
 if not state then return redis.error_reply('FQERR -2 no task ' .. id) end
 if state == 'FINISHED' or state == 'FAILED' or state == 'CANCELED' then return 0 end
-local ms = now()
+local ms, us = now()
 if state == 'QUEUED' then
   if tonumber(f[3]) >= 6 then
     redis.call('LREM', critical_key(K, user), 1, id)
@@ -68,7 +68,7 @@ elseif state == 'DEFERRED' then
   detach_waiting(K, id)
 elseif state == 'STARTED' then
   redis.call('HSET', task_key(K, id), 'cut_lease', f[5])
-  end_attempt(K, id, user, ms, nil, {ms - (f[7] or ms), f[8], f[9], f[10], nil, f[11]})
+  end_attempt(K, id, user, ms, nil, {ms - (f[7] or ms), f[8], f[9], f[10], nil, f[11], us})
 end
 finalize(K, id, 'CANCELED', K.canceled, ms, tonumber(ARGV[2]), 'canceled', req .. ' 1')
 cascade_failure(K, id, ms, tonumber(ARGV[2]))

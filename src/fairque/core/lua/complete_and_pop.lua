@@ -85,7 +85,7 @@ if count > 0 then
     maintenance(K, ms, ARGV[6] + 0, ARGV[4] + 0, ARGV[5] + 0, ordering,
       horizon_us)
     leased = lease_request(K, req, count, ARGV[2], ARGV[3] + 0, ms, assigned, steal,
-      any, limits)
+      any, limits, us)
   end
 end
 if ready > #leased then

@@ -5,7 +5,6 @@ KEYS[1] prefix  fq:{<queue>}:  per-task and per-user keys derive from it (includ
 KEYS[2] leases  STARTED registry: task id -> lease deadline
 KEYS[3] stats   throughput counters and histograms (lease_lost counted here)
 KEYS[4] ring    users with ready work, by start tag (time mode: a heartbeat charges)
-KEYS[5] meta    queue counters: the fairness floor
 
 ARGV[1] id
 ARGV[2] token
@@ -25,7 +24,7 @@ Errors: 'FQERR -7' (CancelRequested, a LeaseLost) when the task was canceled whi
 -- @include constraint_extend
 -- @include fair_heartbeat
 
-local K = {prefix = KEYS[1], leases = KEYS[2], stats = KEYS[3], ring = KEYS[4], meta = KEYS[5]}
+local K = {prefix = KEYS[1], leases = KEYS[2], stats = KEYS[3], ring = KEYS[4]}
 local id = ARGV[1]
 local held, f = lease_fence(K, id, ARGV[2], 'user', 'deadline', 'cut_lease', 'cons', 'started',
   'charged', 'fw')

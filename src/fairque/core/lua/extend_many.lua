@@ -7,7 +7,6 @@ KEYS[1] prefix  fq:{<queue>}:  per-task and per-user keys derive from it (includ
 KEYS[2] leases  STARTED registry: task id -> lease deadline
 KEYS[3] stats   throughput counters and histograms (lease_lost counted here)
 KEYS[4] ring    users with ready work, by start tag (time mode: a heartbeat charges)
-KEYS[5] meta    queue counters: the fairness floor
 
 ARGV[1] ms          new lease length from now
 ARGV[2..]           pairs: id, token
@@ -21,7 +20,7 @@ lease was lost.
 -- @include constraint_extend
 -- @include fair_heartbeat
 
-local K = {prefix = KEYS[1], leases = KEYS[2], stats = KEYS[3], ring = KEYS[4], meta = KEYS[5]}
+local K = {prefix = KEYS[1], leases = KEYS[2], stats = KEYS[3], ring = KEYS[4]}
 local ms = now()
 local deadline = ms + tonumber(ARGV[1])
 local out, moved, lost = {}, {}, 0

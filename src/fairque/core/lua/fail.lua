@@ -50,7 +50,7 @@ if not held then
   redis.call('HINCRBY', K.stats, 'lease_lost', 1)
   return redis.error_reply('FQERR -1 lease lost for task ' .. id)
 end
-local ms = now()
+local ms, us = now()
 local extra = {}
 for i, field in ipairs({'traceback', 'reason', 'details'}) do
   if ARGV[8 + i] ~= '' then
@@ -59,4 +59,4 @@ for i, field in ipairs({'traceback', 'reason', 'details'}) do
   end
 end
 return fail_attempt(K, id, ARGV[3], ARGV[4] == '1', ms, tonumber(ARGV[5]),
-  tonumber(ARGV[6]), tonumber(ARGV[7]), req, tonumber(ARGV[8]), extra)
+  tonumber(ARGV[6]), tonumber(ARGV[7]), req, tonumber(ARGV[8]), extra, us)

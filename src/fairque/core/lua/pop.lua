@@ -60,9 +60,9 @@ if limits then
   local again = leased_before(K, req)
   if again then return again end
 end
-local ms = now()
+local ms, us = now()
 -- numeric ARGV read as ARGV[i] + 0: Lua's string coercion costs a third of a tonumber call
 maintenance(K, ms, ARGV[6] + 0, ARGV[4] + 0, ARGV[5] + 0, ARGV[7], ARGV[8] + 0)
 local assigned, steal, any = read_users(ARGV, 10)
 return lease_request(K, req, ARGV[1] + 0, ARGV[2], ARGV[3] + 0, ms, assigned,
-  steal, any, limits)
+  steal, any, limits, us)

@@ -80,9 +80,9 @@ redis.call('ZADD', K.queued, ms, id)
 if not redis.call('ZSCORE', K.ring, user) and redis.call('SISMEMBER', K.capped, user) == 0 then
   if fair_timed(meta[3]) then
     local tag, joined = fair_join_tag(K, user, (meta[4] or 0) + 0, (meta[5] or -1) + 0)
-    redis.call('ZADD', K.ring, tag, user)
+    redis.call('ZADD', K.ring, string.format('%d', tag), user)
     if joined then
-      redis.call('HSET', K.meta, 'mono', clock, 'joined', joined)
+      redis.call('HSET', K.meta, 'mono', clock, 'joined', string.format('%d', joined))
     else
       redis.call('HSET', K.meta, 'mono', clock)
     end

@@ -45,7 +45,7 @@ if not held then
   return redis.error_reply('FQERR -1 lease lost for task ' .. id)
 end
 local ms, us = now()
-end_attempt(K, id, f[3], ms, nil, {ms - (f[6] or ms), f[7], f[8], f[9], nil, f[10]})
+end_attempt(K, id, f[3], ms, nil, {ms - (f[6] or ms), f[7], f[8], f[9], nil, f[10], us})
 redis.call('HINCRBY', K.stats, 'requeued', 1)
 signal_wake(K, 1)
 local tk = task_key(K, id)

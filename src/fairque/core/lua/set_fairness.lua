@@ -35,7 +35,7 @@ if mode == 'count' then
 else
   local head = redis.call('ZRANGE', K.ring, 0, 0, 'WITHSCORES')[2]
   local floor = math.max(tonumber(m[2] or '0'), tonumber(head or '0'))
-  redis.call('HSET', K.meta, 'fair', 'time', 'floor', floor)
+  redis.call('HSET', K.meta, 'fair', 'time', 'floor', string.format('%d', floor))
   redis.call('DEL', K.turns)
 end
 return was

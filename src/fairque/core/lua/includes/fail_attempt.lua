@@ -5,9 +5,9 @@
 -- @include cascade_failure
 -- @include observe
 -- fail_attempt(K, id, error, retry, ms, base_ms, failed_ttl_ms, delay_ms, req,
--- max_retries, extra): a STARTED attempt failed. `extra` (or nil) holds the failure's
--- further fields as flat pairs ('traceback', 'reason', 'details'); they replace the
--- previous attempt's. With retry and retries left (the task's own
+-- max_retries, extra, us): a STARTED attempt failed (`us`: now in microseconds, or
+-- nil). `extra` (or nil) holds the failure's further fields as flat pairs ('traceback',
+-- 'reason', 'details'); they replace the previous attempt's. With retry and retries left (the task's own
 -- budget, or `max_retries` when >= 0), schedule the next attempt after delay_ms (or
 -- base * 2^(n-1) when delay_ms < 0, at most 10 years) and return 'SCHEDULED';
 -- otherwise the task is FAILED, keeping the error, and 'FAILED' is returned. `req`
@@ -15,7 +15,7 @@
 -- A failed attempt's run time (leased -> failed) goes to the 'run' histogram, except a
 -- reclaimed lease's (it ran until its lease expired, not until it failed).
 local function fail_attempt(K, id, err, retry, ms, base_ms, failed_ttl_ms, delay_ms, req,
-                            max_retries, extra)
+                            max_retries, extra, us)
   local tk = task_key(K, id)
   local f = redis.call('HMGET', tk, 'user', 'retries', 'max_retries', 'started', 'cons',
     'deadline', 'charged', 'fw', 'est', 'fstart')
@@ -25,7 +25,7 @@ local function fail_attempt(K, id, err, retry, ms, base_ms, failed_ttl_ms, delay
   end
   -- a reclaimed lease (no `req`) held its worker's slot until its deadline
   local ran = (req and ms or tonumber(f[6] or ms)) - tonumber(f[4] or ms)
-  end_attempt(K, id, f[1], ms, f[5], {ran, f[7], f[8], f[9], 'failed', req and f[10]},
+  end_attempt(K, id, f[1], ms, f[5], {ran, f[7], f[8], f[9], 'failed', req and f[10], us},
     'traceback', 'reason', 'details')
   if extra and #extra > 0 then redis.call('HSET', tk, unpack(extra)) end
   if req then observe(K, 'run_ms', {ran}) end

@@ -7,7 +7,7 @@
 -- joined there before it (FAIR_STEP after the last of them), so users that join
 -- together are served in the order they joined, as in count mode.
 local function fair_join_tag(K, user, floor, joined)
-  local saved = tonumber(redis.call('HGET', tenant_key(K, user), 'tag') or '0')
+  local saved = tonumber(redis.call('HGET', tenant_key(K, user), 'tag') or '-1')
   if saved > floor then
     local tag = math.min(saved, floor + FAIR_DEBT)
     if tag > joined then return tag, nil end

@@ -1,21 +1,22 @@
--- Time-fair accounting (docs/concepts.md, "What fair means"). A queue is fair by worker
--- time ('time', the default) or by turns ('count'): meta 'fair'. In time mode the ring's
--- score is a user's start tag in virtual ms: a lease moves it on by the user's run-time
--- estimate over its weight (lease_tasks), the end of the attempt corrects that by the
--- time the lease was held, measured on the server's clock (fair_settle), a heartbeat
--- charges the time run so far (fair_heartbeat). The task keeps what was charged
--- ('charged', a watermark in real ms), the weight it was charged at ('fw')
--- and the estimate of its lease ('est'; absent: the user had none), so a resent end or
--- heartbeat charges nothing twice and a stale lease (fenced out) charges nothing.
--- meta 'floor' is the start tag of the last user served from the ring's head, never
--- lower than before: a user that joins the ring starts at max(its saved tag, floor),
--- at most FAIR_DEBT ahead of it; no correction takes a tag below it.
+-- Time-fair accounting (docs/concepts.md, "Fair by worker time"). A queue is fair by
+-- worker time ('time', the default) or by turns ('count'): meta 'fair'. In time mode the
+-- ring's score is a user's start tag in virtual microseconds, an integer (so the ring
+-- stays a compact sorted set whose scores compare without parsing): a lease moves it on
+-- by the user's run-time estimate over its weight (lease_tasks), the end of the attempt
+-- corrects that to the time the lease was held, measured on the server's clock
+-- (fair_settle), a heartbeat charges the time run so far (fair_heartbeat). The task
+-- keeps what its lease moved the tag by ('charged', virtual us: the watermark), the
+-- weight it was charged at ('fw') and the estimate of its lease ('est', ms; absent: the
+-- user had none), so a resent end or heartbeat charges nothing twice and a stale lease
+-- (fenced out) charges nothing. meta 'floor' is the start tag of the last user served
+-- from the ring's head, never lower than before: a user that joins the ring starts at
+-- max(its saved tag, floor), at most FAIR_DEBT ahead of it.
 local FAIR_DEFAULT = 'time'   -- the mode of a queue whose meta has no 'fair'
 local FAIR_FIRST_EST = 10     -- ms charged per lease while a user has no measured run
-local FAIR_DEBT = 60000       -- virtual ms a returning user may owe at most
+local FAIR_DEBT = 60000000    -- virtual us a returning user may owe at most (a minute)
 local FAIR_ALPHA = 0.2        -- weight of the newest run in the moving estimate
-local FAIR_MIN = 0.01         -- ms an attempt costs at least (no lease is free)
-local FAIR_STEP = 0.001       -- virtual ms between users joining at the same floor
+local FAIR_MIN = 10           -- us an attempt costs at least (no lease is free)
+local FAIR_STEP = 1           -- virtual us between users joining at the same floor
 
 -- fair_timed(mode): whether meta 'fair' = `mode` (false when absent) is time mode.
 local function fair_timed(mode)

@@ -7,7 +7,7 @@
 -- @include signal_wake
 -- @include constraint_lib
 -- @include fair_timed
--- lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any, limits): lease up to
+-- lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any, limits, us): lease up to
 -- `count` ready tasks, choosing users round robin (see pick_user). A served user moves
 -- to the ring's tail (after `weight` consecutive turns for a weighted user); a user
 -- whose unexpired leases reach its in-flight cap leaves the ring until a slot frees.
@@ -16,13 +16,13 @@
 -- registry time until now) goes to the 'wait' histogram.
 -- Cost: the loop chooses the tasks; the writes every task of the call gets alike (its
 -- lease token, the QUEUED and lease registries, the counters) follow it, one command
--- each for the whole call where the command takes many members. The ring clock takes
--- one HINCRBY for the call's first rotation and is counted on here (nothing else moves
--- it meanwhile), written back once. A queue with no constraints, weights or caps
--- learns so from one EXISTS of the three hashes (`limits` false: the caller's EXISTS
--- found none of them, true: some, nil: look here); otherwise a batch (count > 1) looks up
--- weights and caps only when the queue has any. A batch with no assigned users serves
--- the ring's head each time: it reads the ring's first users once and follows them (a
+-- each for the whole call where the command takes many members. The queue's counters
+-- (mode, floor, lease sequence, ring clock) are read once and written back once. A queue
+-- with no constraints, weights or caps learns so from one EXISTS of the three hashes
+-- (`limits` false: the caller's EXISTS found none of them, true: some, nil: look here);
+-- otherwise a batch (count > 1) looks up weights and caps only when the queue has any.
+-- `us`: the call's time in microseconds (time mode stamps each lease's start with it).
+-- A batch with no assigned users serves the ring's head each time: it reads the ring's first users once and follows them (a
 -- user that stays is the head still; one that rotates goes behind all of them; the
 -- loop is the ring's only writer meanwhile), reading again when they run out; its
 -- rotations are written in one ZADD per reading (before the next reading, and at the
@@ -37,7 +37,7 @@
 -- buckets first put parked tasks back into their lanes; a task whose buckets are over
 -- a limit is parked (constraint_park) and the same user's next task is tried, so a
 -- limited task blocks neither other users nor its user's unlimited tasks.
-local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any, limits)
+local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any, limits, us)
   local deadline = ms + lease_ms
   local out, tokens, waits, picked = {}, {}, {}, {}
   local guard, parks = 0, 0
@@ -61,11 +61,14 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any,
     now_us = select(2, now())  -- GCRA works in microseconds
     constraint_due(K, ms, now_us, 64)
   end
-  local clock, first_clock
-  local fm = redis.call('HMGET', K.meta, 'fair', 'floor')
+  -- the queue's counters in one read and (below) one write: the mode, the floor, the
+  -- lease sequence and the ring clock (nothing else moves them meanwhile)
+  local fm = redis.call('HMGET', K.meta, 'fair', 'floor', 'lease', 'clock')
   local timed = fair_timed(fm[1])
   local floor = tonumber(fm[2] or '0')
   local first_floor = floor
+  local clock = tonumber(fm[4] or '0')
+  local first_clock = clock
   local by_ring_head = #assigned == 0 and (any or #steal == 0)
   local by_head = count > 1 and by_ring_head and not timed
   local owners, charges = {}, {}
@@ -137,9 +140,14 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any,
       local known = redis.call('HGET', tenant_key(K, user), 'est')
       local est = tonumber(known or FAIR_FIRST_EST)
       if est > lease_ms then est = lease_ms end  -- a heartbeat charges the rest
-      local tag = score + est / w
-      if more then redis.call('ZADD', K.ring, tag, user) else leave_ring(K, user, tag) end
-      charges[#picked + 1] = {est, w, known}
+      local charge = math.max(math.floor(est * 1000 / w + 0.5), 1)
+      local tag = score + charge
+      if more then
+        redis.call('ZADD', K.ring, string.format('%d', tag), user)
+      else
+        leave_ring(K, user, tag)
+      end
+      charges[#picked + 1] = {charge, w, known}
       local held = held_key(K, user)
       redis.call('ZADD', held, deadline, id)
       local cap = capping and tonumber(redis.call('HGET', K.caps, user) or '0') or 0
@@ -164,12 +172,7 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any,
           end
         end
         if rotate then
-          if clock then
-            clock = clock + 1
-          else
-            clock = redis.call('HINCRBY', K.meta, 'clock', 1)
-            first_clock = clock
-          end
+          clock = clock + 1
           if by_head then
             rotations[#rotations + 1] = clock
             rotations[#rotations + 1] = user
@@ -198,15 +201,23 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any,
     if moved then at_head = at_head + 1 end
   end
   if #rotations > 0 then redis.call('ZADD', K.ring, unpack(rotations)) end
-  if clock and clock > first_clock then
-    redis.call('HSET', K.meta, 'clock', string.format('%d', clock))
-  end
-  if floor > first_floor then redis.call('HSET', K.meta, 'floor', floor) end
   local n = #picked
+  local token = tonumber(fm[3] or '0')
+  if n > 0 or clock > first_clock or floor > first_floor then
+    local counters = {'lease', string.format('%d', token + n)}
+    if clock > first_clock then
+      counters[#counters + 1] = 'clock'
+      counters[#counters + 1] = string.format('%d', clock)
+    end
+    if floor > first_floor then
+      counters[#counters + 1] = 'floor'
+      counters[#counters + 1] = string.format('%d', floor)
+    end
+    redis.call('HSET', K.meta, unpack(counters))
+  end
   if n == 0 then return out, tokens end
-  local token = redis.call('HINCRBY', K.meta, 'lease', n) - n
   local entries, by_user = {}, {}
-  local fstart = timed and string.format('%d', select(2, now()))
+  local fstart = timed and string.format('%d', us or select(2, now()))
   for i, id in ipairs(picked) do
     token = token + 1
     local tk = task_key(K, id)

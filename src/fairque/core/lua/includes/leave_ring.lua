@@ -13,5 +13,8 @@ local function leave_ring(K, user, tag)
     redis.call('HDEL', K.turns, user)
   end
   redis.call('ZREM', K.ring, user)
-  if tag then redis.call('HSET', tenant_key(K, user), 'tag', tag) end
+  if tag then
+    if type(tag) == 'number' then tag = string.format('%d', tag) end
+    redis.call('HSET', tenant_key(K, user), 'tag', tag)
+  end
 end

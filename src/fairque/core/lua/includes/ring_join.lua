@@ -8,8 +8,8 @@ local function ring_join(K, user)
   local m = redis.call('HMGET', K.meta, 'fair', 'floor', 'joined')
   if fair_timed(m[1]) then
     local tag, joined = fair_join_tag(K, user, tonumber(m[2] or '0'), tonumber(m[3] or '-1'))
-    redis.call('ZADD', K.ring, tag, user)
-    if joined then redis.call('HSET', K.meta, 'joined', joined) end
+    redis.call('ZADD', K.ring, string.format('%d', tag), user)
+    if joined then redis.call('HSET', K.meta, 'joined', string.format('%d', joined)) end
     return
   end
   local clock = redis.call('HINCRBY', K.meta, 'clock', 1)

@@ -39,6 +39,13 @@ def field(client: SyncClient, key: str, name: str) -> float:
     return float(value or 0)
 
 
+def watermark(client: SyncClient, q: FairQueue, task_id: str | None) -> float:
+    """What a held lease moved its user's tag by so far (virtual us): the first number
+    of the task's 'fair' field."""
+    value: Any = client.hget(QueueKeys(q.queue).task(task_id or ""), "fair")
+    return float(value.split()[0])
+
+
 def floor(client: SyncClient, q: FairQueue) -> float:
     return float(client.hget(QueueKeys(q.queue).meta, "floor") or 0)
 
@@ -117,11 +124,11 @@ def test_a_lease_is_charged_what_it_held(make_queue: MakeQueue, redis_client: Sy
         time.sleep(0.03)
         call = q.ops.extend(task, 30)
         q._run(call)
-        charged = field(redis_client, QueueKeys(q.queue).task(task.task_id or ""), "charged")
+        charged = watermark(redis_client, q, task.task_id)
         tag = start_tag(redis_client, q, "u")
         assert tag == before + charged  # the watermark: virtual us, over the weight
         q._run(call)  # the resend charges what ran since, nothing twice
-        charged = field(redis_client, QueueKeys(q.queue).task(task.task_id or ""), "charged")
+        charged = watermark(redis_client, q, task.task_id)
         assert start_tag(redis_client, q, "u") == before + charged
     time.sleep(0.02)
     done = q.ops.complete(task, None)
@@ -292,19 +299,18 @@ def test_a_batch_heartbeat_charges_each_lease_once(
     time.sleep(0.03)
     call = q.ops.extend_many(held, 30)
     assert q._run(call) == [True, True]
-    keys = QueueKeys(q.queue)
     for t in held:
-        charged = field(redis_client, keys.task(t.task_id or ""), "charged")
+        charged = watermark(redis_client, q, t.task_id)
         assert charged >= 30_000
         # the tag moved from the lease's estimate (10 ms) to what ran
         assert start_tag(redis_client, q, t.user_id) == pytest.approx(
             before[t.user_id] + charged - 10_000
         )
     tags = {u: start_tag(redis_client, q, u) for u in ("a", "b")}
-    watermarks = [field(redis_client, keys.task(t.task_id or ""), "charged") for t in held]
+    watermarks = [watermark(redis_client, q, t.task_id) for t in held]
     assert q._run(call) == [True, True]  # resent within the same ms or later: no double
     for t, mark in zip(held, watermarks, strict=True):
-        now = field(redis_client, keys.task(t.task_id or ""), "charged")
+        now = watermark(redis_client, q, t.task_id)
         assert start_tag(redis_client, q, t.user_id) == pytest.approx(tags[t.user_id] + now - mark)
 
 
@@ -328,3 +334,30 @@ def test_users_not_leased_for_a_month_are_forgotten(
     assert [t.user_id for t in report.tenants] == ["new"]
     q.purge()
     assert redis_client.exists(keys.tenant("new"), keys.active) == 0
+
+
+@pytest.mark.parametrize("size", [3, 7, 50])
+def test_a_batch_leases_what_single_pops_would_in_time_mode(
+    make_queue: MakeQueue, size: int
+) -> None:
+    """A batch follows the lowest tags as single pops do, also when it has to read the
+    ring again (more users than the batch reads at once), with weights, a cap, users
+    emptying and the critical lane."""
+    queues = make_queue(), make_queue()
+    for q in queues:
+        q.set_user_limits("u3", weight=3)
+        q.set_user_limits("u5", max_in_flight=2)
+        for i in range(30):
+            q.push_many(
+                Task(user_id=f"u{i}", name="n", task_id=f"u{i}-{k}") for k in range(i % 4 + 1)
+            )
+        q.push(Task(user_id="u7", name="n", task_id="u7-!", priority=Priority.CRITICAL))
+    batched, single = queues
+    by_batch: list[str | None] = []
+    while batch := batched.pop_batch(size, "w"):
+        by_batch += [t.task_id for t in batch]
+    one_by_one = []
+    while (task := single.pop("w")) is not None:
+        one_by_one.append(task.task_id)
+    assert by_batch == one_by_one
+    assert len(one_by_one) == 74  # u5: 2 of its 2 (cap), every other task

@@ -51,14 +51,11 @@ failure_reason         reason        -              the last failure's kind, e.g
                                                     task counts in (fairque.constraints.model)
 -                      parked        -              the constraint bucket the task is parked
                                                     in while over its limit (still QUEUED)
--                      charged       -              worker time (ms) the current lease was
-                                                    charged so far (time-fair mode)
--                      fw            -              the owner's weight at the lease (time
-                                                    mode: charges are divided by it)
--                      est           -              the owner's run-time estimate at the
-                                                    lease (absent: it had none yet)
--                      fstart        -              the lease's start in us (time mode: the
-                                                    charge is corrected to the us it held)
+-                      fair          -              time-fair mode: '<charged> <weight>
+                                                    <estimate> <start>' of the current lease
+                                                    (what its owner's tag moved by so far,
+                                                    in virtual us; the weight and estimate,
+                                                    ms or '-', at the lease; its start, us)
 =====================  ============  =============  ===========================================
 """
 
@@ -173,10 +170,7 @@ FIELDS: tuple[Field, ...] = (
     Field(None, "pushed", None, None),
     Field(None, "cons", "cons", None),
     Field(None, "parked", None, None),
-    Field(None, "charged", None, None),
-    Field(None, "fw", None, None),
-    Field(None, "est", None, None),
-    Field(None, "fstart", None, None),
+    Field(None, "fair", None, None),
 )
 _TASK_FIELDS = frozenset(Task.model_fields)
 

@@ -46,7 +46,7 @@ local K = {prefix = KEYS[1], ring = KEYS[2], delayed = KEYS[3], leases = KEYS[4]
   constraint_due = KEYS[15], active = KEYS[16]}
 local id, req = ARGV[1], ARGV[3]
 local f = redis.call('HMGET', task_key(K, id), 'state', 'user', 'prio', 'op', 'lease', 'parked',
-  'started', 'charged', 'fw', 'est', 'fstart')
+  'started', 'fair')
 local state, user = f[1], f[2]
 if replayed(last_op(K, id, state, f[4]), req) then return 1 end
 if not state then return redis.error_reply('FQERR -2 no task ' .. id) end
@@ -68,7 +68,7 @@ elseif state == 'DEFERRED' then
   detach_waiting(K, id)
 elseif state == 'STARTED' then
   redis.call('HSET', task_key(K, id), 'cut_lease', f[5])
-  end_attempt(K, id, user, ms, nil, {ms - (f[7] or ms), f[8], f[9], f[10], nil, f[11], us})
+  end_attempt(K, id, user, ms, nil, {ms - (f[7] or ms), f[8], nil, us})
 end
 finalize(K, id, 'CANCELED', K.canceled, ms, tonumber(ARGV[2]), 'canceled', req .. ' 1')
 cascade_failure(K, id, ms, tonumber(ARGV[2]))

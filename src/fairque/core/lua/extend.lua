@@ -27,7 +27,7 @@ Errors: 'FQERR -7' (CancelRequested, a LeaseLost) when the task was canceled whi
 local K = {prefix = KEYS[1], leases = KEYS[2], stats = KEYS[3], ring = KEYS[4]}
 local id = ARGV[1]
 local held, f = lease_fence(K, id, ARGV[2], 'user', 'deadline', 'cut_lease', 'cons', 'started',
-  'charged', 'fw')
+  'fair')
 local ms = now()
 if f[1] == 'CANCELED' and f[5] == ARGV[2] then
   return redis.error_reply('FQERR -7 task ' .. id .. ' was canceled')
@@ -37,9 +37,9 @@ if not held or tonumber(f[4]) <= ms then
   return redis.error_reply('FQERR -1 lease lost for task ' .. id)
 end
 local deadline = ms + tonumber(ARGV[3])
-local charged = fair_heartbeat(K, f[3], ms - (f[7] or ms), f[8], f[9])
-if charged then
-  redis.call('HSET', task_key(K, id), 'deadline', deadline, 'charged', charged)
+local fair = fair_heartbeat(K, f[3], ms - (f[7] or ms), f[8])
+if fair then
+  redis.call('HSET', task_key(K, id), 'deadline', deadline, 'fair', fair)
 else
   redis.call('HSET', task_key(K, id), 'deadline', deadline)
 end

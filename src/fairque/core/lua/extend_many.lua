@@ -27,11 +27,11 @@ local out, moved, lost = {}, {}, 0
 for i = 2, #ARGV, 2 do
   local id = ARGV[i]
   local held, f = lease_fence(K, id, ARGV[i + 1], 'user', 'deadline', 'cons', 'started',
-    'charged', 'fw')
+    'fair')
   if held and tonumber(f[4]) > ms then
-    local charged = fair_heartbeat(K, f[3], ms - (f[6] or ms), f[7], f[8])
-    if charged then
-      redis.call('HSET', task_key(K, id), 'deadline', deadline, 'charged', charged)
+    local fair = fair_heartbeat(K, f[3], ms - (f[6] or ms), f[7])
+    if fair then
+      redis.call('HSET', task_key(K, id), 'deadline', deadline, 'fair', fair)
     else
       redis.call('HSET', task_key(K, id), 'deadline', deadline)
     end

@@ -37,15 +37,14 @@ local K = {prefix = KEYS[1], ring = KEYS[2], delayed = KEYS[3], leases = KEYS[4]
   wake = KEYS[10], constraint_due = KEYS[11]}
 local id = ARGV[1]
 local req = 'R' .. ARGV[2]
-local held, f = lease_fence(K, id, ARGV[2], 'user', 'prio', 'op', 'started', 'charged', 'fw',
-  'est', 'fstart')
+local held, f = lease_fence(K, id, ARGV[2], 'user', 'prio', 'op', 'started', 'fair')
 if not held then
   local again = replayed(f[5], req)
   if again then return again end
   return redis.error_reply('FQERR -1 lease lost for task ' .. id)
 end
 local ms, us = now()
-end_attempt(K, id, f[3], ms, nil, {ms - (f[6] or ms), f[7], f[8], f[9], nil, f[10], us})
+end_attempt(K, id, f[3], ms, nil, {ms - (f[6] or ms), f[7], nil, us})
 redis.call('HINCRBY', K.stats, 'requeued', 1)
 signal_wake(K, 1)
 local tk = task_key(K, id)

@@ -30,7 +30,7 @@ if mode == 'count' then
   redis.call('HSET', K.meta, 'fair', 'count', 'clock', string.format('%d', clock))
   local leased = redis.call('ZRANGE', K.leases, 0, -1)
   for _, id in ipairs(leased) do
-    redis.call('HDEL', task_key(K, id), 'charged', 'fw', 'est', 'fstart')
+    redis.call('HDEL', task_key(K, id), 'fair')
   end
 else
   local head = redis.call('ZRANGE', K.ring, 0, 0, 'WITHSCORES')[2]

@@ -23,7 +23,7 @@ local function complete_task(K, id, token, has_result, result, ms, us, ordering,
                              acc)
   local req = 'L' .. token
   local held, f = lease_fence(K, id, token, 'user', 'keep_result', 'result_ttl', 'op',
-    'started', 'cons', 'name', 'charged', 'fw', 'est', 'fstart')
+    'started', 'cons', 'name', 'fair')
   if not held then
 -- @include replayed
 -- @include last_op
@@ -41,7 +41,7 @@ local function complete_task(K, id, token, has_result, result, ms, us, ordering,
   local found = redis.call('EXISTS', K.capped, blocked, watch)
   local waited = found > 0 and redis.call('EXISTS', blocked, watch) or 0
   if found > waited then
-    end_attempt(K, id, f[3], ms, f[8], {ran, f[10], f[11], f[12], 'done', f[13], us}, 'error',
+    end_attempt(K, id, f[3], ms, f[8], {ran, f[10], 'done', us}, 'error',
       'traceback', 'reason', 'details')
   else
     -- end_attempt with its release_slot down to the ZREM: nobody is capped
@@ -52,10 +52,10 @@ local function complete_task(K, id, token, has_result, result, ms, us, ordering,
       redis.call('ZREM', K.leases, id)
     end
     constraint_free(K, id, ms, f[8])
-    redis.call('HDEL', task_key(K, id), 'lease', 'worker', 'deadline', 'charged', 'fw', 'est',
-      'fstart', 'error', 'traceback', 'reason', 'details')
+    redis.call('HDEL', task_key(K, id), 'lease', 'worker', 'deadline', 'fair', 'error',
+      'traceback', 'reason', 'details')
     redis.call('ZREM', held_key(K, f[3]), id)
-    fair_settle(K, f[3], {ran, f[10], f[11], f[12], 'done', f[13], us})
+    fair_settle(K, f[3], {ran, f[10], 'done', us})
   end
   local trimmed = acc.trimmed or token % 16 ~= 0  -- token: the held lease's, numeric
   local known = {user = f[3], name = f[9], unwatched = false, counted = true,

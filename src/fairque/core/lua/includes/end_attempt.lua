@@ -10,8 +10,7 @@
 local function end_attempt(K, id, user, ms, cons, run, ...)
   redis.call('ZREM', K.leases, id)
   constraint_free(K, id, ms, cons)
-  redis.call('HDEL', task_key(K, id), 'lease', 'worker', 'deadline', 'charged', 'fw', 'est',
-    'fstart', ...)
+  redis.call('HDEL', task_key(K, id), 'lease', 'worker', 'deadline', 'fair', ...)
   release_slot(K, user, id, ms)
   fair_settle(K, user, run)
 end

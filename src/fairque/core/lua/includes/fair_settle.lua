@@ -1,22 +1,22 @@
 -- @include keys
 -- @include fair_charge
 -- @include now
--- fair_settle(K, user, run): an attempt of `user`'s ended; `run` = {ran, charged, fw,
--- est, outcome, fstart, us}: `ran` its lease's span in ms (start to end, or to the
--- deadline of a reclaimed lease), then the task's time-mode fields as read (strings, or
--- false when the lease was not charged), `outcome` 'done' or 'failed' (nil: a give-back
--- or a cancel), `fstart` the lease's start in us (nil for a reclaimed lease: its span is
--- exact), `us` now in us (nil: read here). Counts the attempt for the user (worker
--- time 'busy_us', the outcome) and the queue ('busy_us', 'failed_attempts'); when the
--- lease was charged, moves the tag to what the lease held over the weight, and, for a
--- run that ended by itself, moves the user's estimate towards it, only when the run was
--- more than a quarter off it (the corrections keep the tags exact: the estimate only has
--- to be close).
+-- fair_settle(K, user, run): an attempt of `user`'s ended; `run` = {ran, fair, outcome,
+-- us}: `ran` its lease's span in ms (start to end, or to the deadline of a reclaimed
+-- lease), `fair` the task's 'fair' field (false: the lease was not charged), `outcome`
+-- 'done' or 'failed' (nil: a give-back or a cancel), `us` now in microseconds (nil: read
+-- here; false: `ran` is exact, a reclaimed lease's span). Counts the attempt for the
+-- user (worker time 'busy_us', the outcome) and the queue ('busy_us',
+-- 'failed_attempts'); when the lease was charged, moves the tag to what the lease held
+-- over the weight, and, for a run that ended by itself, moves the user's estimate
+-- towards it, only when the run was more than a quarter off it (the corrections keep
+-- the tags exact: the estimate only has to be close).
 local function fair_settle(K, user, run)
-  local ran, charged, outcome, fstart = run[1], run[2], run[5], run[6]
-  if charged and fstart then
-    local us = run[7] or select(2, now())
-    ran = (us - fstart) / 1000
+  local ran, fair, outcome, us = run[1], run[2], run[3], run[4]
+  local charged, w, est, fstart
+  if fair then
+    charged, w, est, fstart = string.match(fair, '^(%d+) (%d+) (%S+) (%d+)$')
+    if us ~= false then ran = ((us or select(2, now())) - fstart) / 1000 end
   end
   if ran < 0 then ran = 0 end
   local tk = tenant_key(K, user)
@@ -28,10 +28,9 @@ local function fair_settle(K, user, run)
     if outcome == 'failed' then redis.call('HINCRBY', K.stats, 'failed_attempts', 1) end
   end
   if not charged then return end
-  local held = math.max(busy, FAIR_MIN)
-  fair_charge(K, user, math.floor(held / (tonumber(run[3]) or 1) + 0.5) - charged)
-  if outcome and fstart then
-    local est = tonumber(run[4])
+  fair_charge(K, user, math.floor(math.max(busy, FAIR_MIN) / w + 0.5) - charged)
+  if outcome and us ~= false then
+    est = tonumber(est)
     if not est then
       redis.call('HSET', tk, 'est', ran)
     elseif math.abs(ran - est) > est / 4 then

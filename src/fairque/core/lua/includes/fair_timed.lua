@@ -4,11 +4,11 @@
 -- stays a compact sorted set whose scores compare without parsing): a lease moves it on
 -- by the user's run-time estimate over its weight (lease_tasks), the end of the attempt
 -- corrects that to the time the lease was held, measured on the server's clock
--- (fair_settle), a heartbeat charges the time run so far (fair_heartbeat). The task
--- keeps what its lease moved the tag by ('charged', virtual us: the watermark), the
--- weight it was charged at ('fw') and the estimate of its lease ('est', ms; absent: the
--- user had none), so a resent end or heartbeat charges nothing twice and a stale lease
--- (fenced out) charges nothing. meta 'floor' is the start tag of the last user served
+-- (fair_settle), a heartbeat charges the time run so far (fair_heartbeat). The task's
+-- 'fair' field holds, space-separated: what its lease moved the tag by so far (virtual
+-- us: the watermark), the weight it was charged at, the user's estimate at the lease
+-- (ms; '-': none yet) and the lease's start (us); so a resent end or heartbeat charges
+-- nothing twice and a stale lease (fenced out) charges nothing. meta 'floor' is the start tag of the last user served
 -- from the ring's head, never lower than before: a user that joins the ring starts at
 -- max(its saved tag, floor), at most FAIR_DEBT ahead of it.
 local FAIR_DEFAULT = 'time'   -- the mode of a queue whose meta has no 'fair'

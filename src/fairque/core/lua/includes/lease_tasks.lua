@@ -72,12 +72,45 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any,
   local by_ring_head = #assigned == 0 and (any or #steal == 0)
   local by_head = count > 1 and by_ring_head and not timed
   local owners, charges = {}, {}
+  -- time mode, a batch from the ring's head: the ring's first users and their tags are
+  -- read once, in order (`tu`, `tt` from index `th` on, with `beyond` the tag and user
+  -- of the first user not read, or nil when none is left); each pick takes the one at
+  -- `th`, a charged user goes back in at its new tag (binary search), new tags are kept
+  -- in `moved_to` and written in one ZADD; the ring is read again when the first read
+  -- user is past `beyond`
+  local by_tags = timed and count > 1 and by_ring_head
+  local tu, tt, th, beyond, moved_to = nil, nil, 1, nil, {}
+  local ests = {}  -- time mode: each user's estimate, read once per call
   local heads, at_head = {}, 1
   local rotations = {}  -- by_head: (clock, user) pairs not yet written to the ring
   while #picked < count and guard < count + 64 do
     guard = guard + 1
     local user, score
-    if timed then
+    if by_tags then
+      if tu and beyond and (th > #tu or tt[th] > beyond[1]
+          or (tt[th] == beyond[1] and tu[th] > beyond[2])) then
+        tu = nil  -- the first read user is past the first one not read: read again
+      end
+      if not tu then
+        local written = {}
+        for u, tag in pairs(moved_to) do
+          written[#written + 1] = string.format('%d', tag)
+          written[#written + 1] = u
+        end
+        if #written > 0 then redis.call('ZADD', K.ring, unpack(written)) end
+        moved_to = {}
+        local want = math.min(count - #picked, 499) + 1
+        local got = redis.call('ZRANGE', K.ring, 0, want - 1, 'WITHSCORES')
+        tu, tt, th, beyond = {}, {}, 1, nil
+        for i = 1, #got, 2 do
+          tu[#tu + 1] = got[i]
+          tt[#tt + 1] = tonumber(got[i + 1])
+        end
+        if #tu == want then beyond = {table.remove(tt), table.remove(tu)} end
+      end
+      user, score = tu[th], tt[th]
+      if score and score > floor then floor = score end
+    elseif timed then
       if by_ring_head then
         local head = redis.call('ZRANGE', K.ring, 0, 0, 'WITHSCORES')
         user, score = head[1], tonumber(head[2])
@@ -123,6 +156,10 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any,
       local cons = redis.call('HGET', task_key(K, id), 'cons')
       if cons then plan, blocked, free_at = constraint_check(K, cons, ms, now_us) end
     end
+    if tu and (not id or (blocked and not more)) then  -- the user leaves the ring
+      th = th + 1
+      moved_to[user] = nil
+    end
     if not id then
       leave_ring(K, user, timed and score)
     elseif blocked then
@@ -137,24 +174,47 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any,
       end
     elseif timed then
       local w = weighted and tonumber(redis.call('HGET', K.weights, user) or '1') or 1
-      local known = redis.call('HGET', tenant_key(K, user), 'est')
+      local known = ests[user]
+      if known == nil then
+        known = redis.call('HGET', tenant_key(K, user), 'est')
+        ests[user] = known
+      end
       local est = tonumber(known or FAIR_FIRST_EST)
       if est > lease_ms then est = lease_ms end  -- a heartbeat charges the rest
       local charge = math.max(math.floor(est * 1000 / w + 0.5), 1)
       local tag = score + charge
-      if more then
-        redis.call('ZADD', K.ring, string.format('%d', tag), user)
-      else
-        leave_ring(K, user, tag)
-      end
-      charges[#picked + 1] = {charge, w, known}
       local held = held_key(K, user)
       redis.call('ZADD', held, deadline, id)
       local cap = capping and tonumber(redis.call('HGET', K.caps, user) or '0') or 0
+      local stays = more
       if cap > 0 and redis.call('ZCOUNT', held, '(' .. ms, '+inf') >= cap then
-        if more then leave_ring(K, user, tag) end
         redis.call('SADD', K.capped, user)
+        stays = false
       end
+      if tu then
+        th = th + 1
+        moved_to[user] = stays and tag or nil
+        if stays then  -- back in at its new tag, after the users with the same tag
+          local lo, hi = th, #tt + 1
+          while lo < hi do
+            local mid = math.floor((lo + hi) / 2)
+            if tt[mid] < tag or (tt[mid] == tag and tu[mid] < user) then
+              lo = mid + 1
+            else
+              hi = mid
+            end
+          end
+          table.insert(tu, lo, user)
+          table.insert(tt, lo, tag)
+        end
+      end
+      if not stays then
+        leave_ring(K, user, tag)
+      elseif not tu then
+        redis.call('ZADD', K.ring, string.format('%d', tag), user)
+      end
+      -- the task's 'fair' field (fair_timed): the charge, then (below) the lease's start
+      charges[#picked + 1] = string.format('%d %d %s', charge, w, known or '-')
       if plan then constraint_take(K, id, plan, deadline, now_us) end
       picked[#picked + 1] = id
       owners[#picked] = user
@@ -200,6 +260,12 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any,
     end
     if moved then at_head = at_head + 1 end
   end
+  local written = {}
+  for u, tag in pairs(moved_to) do
+    written[#written + 1] = string.format('%d', tag)
+    written[#written + 1] = u
+  end
+  if #written > 0 then redis.call('ZADD', K.ring, unpack(written)) end
   if #rotations > 0 then redis.call('ZADD', K.ring, unpack(rotations)) end
   local n = #picked
   local token = tonumber(fm[3] or '0')
@@ -217,22 +283,17 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any,
   end
   if n == 0 then return out, tokens end
   local entries, by_user = {}, {}
-  local fstart = timed and string.format('%d', us or select(2, now()))
+  local fstart = timed and string.format('%d', us or select(2, now())) or ''
   for i, id in ipairs(picked) do
     token = token + 1
     local tk = task_key(K, id)
     local charge = charges[i]
-    if not charge then
+    if charge then
+      redis.call('HSET', tk, 'state', 'STARTED', 'lease', token, 'worker', worker,
+        'deadline', deadline, 'started', ms, 'fair', charge .. ' ' .. fstart)
+    else
       redis.call('HSET', tk, 'state', 'STARTED', 'lease', token, 'worker', worker,
         'deadline', deadline, 'started', ms)
-    elseif charge[3] then
-      redis.call('HSET', tk, 'state', 'STARTED', 'lease', token, 'worker', worker,
-        'deadline', deadline, 'started', ms, 'charged', charge[1], 'fw', charge[2],
-        'est', charge[3], 'fstart', fstart)
-    else  -- the user's first lease: no estimate to move on from (fair_settle)
-      redis.call('HSET', tk, 'state', 'STARTED', 'lease', token, 'worker', worker,
-        'deadline', deadline, 'started', ms, 'charged', charge[1], 'fw', charge[2],
-        'fstart', fstart)
     end
     out[i] = redis.call('HGETALL', tk)
     tokens[#tokens + 1] = id

@@ -35,7 +35,14 @@ extensions = [
 source_suffix = {".md": "markdown"}
 root_doc = "index"
 # included by other pages, not pages of their own
-exclude_patterns = ["_build", "_generated", "_ext", "architecture.md", "benchmarks/results.md"]
+exclude_patterns = [
+    "_build",
+    "_generated",
+    "_ext",
+    "architecture.md",
+    "benchmarks/results.md",
+    "benchmarks/fairness*.md",
+]
 
 myst_enable_extensions = ["colon_fence", "deflist"]
 myst_heading_anchors = 3

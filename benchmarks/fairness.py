@@ -50,7 +50,7 @@ import time
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -110,16 +110,24 @@ def worker_process(url: str, queue: str, concurrency: int, until: float, wid: st
     return asyncio.run(_slots(url, queue, concurrency, until, wid))
 
 
-def run_workers(
+def start_workers(
     pool: ProcessPoolExecutor, url: str, queue: str, workers: int, seconds: float
-) -> tuple[list[Held], float, float]:
-    start = time.time() + 0.5  # the processes are up by then
+) -> tuple[list[Future[list[Held]]], float, float]:
+    """``workers`` worker processes on ``queue`` for ``seconds`` from half a second on
+    (the processes are up by then): their futures, and the run's start and end."""
+    start = time.time() + 0.5
     until = start + seconds
     futures = [
         pool.submit(worker_process, url, queue, CONCURRENCY, until, f"w{i}") for i in range(workers)
     ]
-    held = [h for f in futures for h in f.result()]
-    return held, start, until
+    return futures, start, until
+
+
+def run_workers(
+    pool: ProcessPoolExecutor, url: str, queue: str, workers: int, seconds: float
+) -> tuple[list[Held], float, float]:
+    futures, start, until = start_workers(pool, url, queue, workers, seconds)
+    return [h for f in futures for h in f.result()], start, until
 
 
 # -- measures -----------------------------------------------------------------------
@@ -253,11 +261,7 @@ def run_flood(env: Env, mode: str, workers: int) -> dict[str, Any]:
                  for _ in range(20_000)]  # fmt: skip
         for i in range(0, len(flood), 2000):
             q.push_many(flood[i : i + 2000])
-        pool, url = env.pool, env.url
-        start = time.time() + 0.5
-        until = start + env.seconds
-        futures = [pool.submit(worker_process, url, q.queue, CONCURRENCY, until, f"w{i}")
-                   for i in range(workers)]  # fmt: skip
+        futures, _, _ = start_workers(env.pool, env.url, q.queue, workers, env.seconds)
         time.sleep(1.5)  # the flood drains meanwhile
         small: list[Task] = []
         at = time.time()
@@ -293,10 +297,7 @@ def run_returning(env: Env, mode: str, workers: int) -> dict[str, Any]:
     q = env.queue(mode)
     try:
         load(q, scenario)
-        start = time.time() + 0.5
-        until = start + env.seconds
-        futures = [env.pool.submit(worker_process, env.url, q.queue, CONCURRENCY, until,
-                                   f"w{i}") for i in range(workers)]  # fmt: skip
+        futures, _, until = start_workers(env.pool, env.url, q.queue, workers, env.seconds)
         time.sleep(1.5)
         while time.time() < until - 1.0:
             q.push(Task(user_id="back", name="job", payload={"ms": 1, "at": time.time()}))
@@ -318,10 +319,7 @@ def run_trickle(env: Env, mode: str, workers: int) -> dict[str, Any]:
         for i in range(0, n, 2000):
             q.push_many([Task(user_id="flood", name="job", payload={"ms": 50})
                          for _ in range(min(2000, n - i))])  # fmt: skip
-        start = time.time() + 0.5
-        until = start + env.seconds
-        futures = [env.pool.submit(worker_process, env.url, q.queue, CONCURRENCY, until,
-                                   f"w{i}") for i in range(workers)]  # fmt: skip
+        futures, start, until = start_workers(env.pool, env.url, q.queue, workers, env.seconds)
         time.sleep(1.0)
         while time.time() < until - 1.0:
             q.push(Task(user_id="trickle", name="job", payload={"ms": 5, "at": time.time()}))

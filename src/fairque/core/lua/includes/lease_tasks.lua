@@ -7,6 +7,7 @@
 -- @include signal_wake
 -- @include constraint_lib
 -- @include fair_timed
+-- @include write_tags
 -- lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any, limits, us): lease up to
 -- `count` ready tasks, choosing users round robin (see pick_user). A served user moves
 -- to the ring's tail (after `weight` consecutive turns for a weighted user); a user
@@ -92,12 +93,7 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any,
         tu = nil  -- the first read user is past the first one not read: read again
       end
       if not tu then
-        local written = {}
-        for u, tag in pairs(moved_to) do
-          written[#written + 1] = string.format('%d', tag)
-          written[#written + 1] = u
-        end
-        if #written > 0 then redis.call('ZADD', K.ring, unpack(written)) end
+        write_tags(K, moved_to)
         moved_to = {}
         local want = math.min(count - #picked, 499) + 1
         local got = redis.call('ZRANGE', K.ring, 0, want - 1, 'WITHSCORES')
@@ -260,12 +256,7 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any,
     end
     if moved then at_head = at_head + 1 end
   end
-  local written = {}
-  for u, tag in pairs(moved_to) do
-    written[#written + 1] = string.format('%d', tag)
-    written[#written + 1] = u
-  end
-  if #written > 0 then redis.call('ZADD', K.ring, unpack(written)) end
+  write_tags(K, moved_to)
   if #rotations > 0 then redis.call('ZADD', K.ring, unpack(rotations)) end
   local n = #picked
   local token = tonumber(fm[3] or '0')

@@ -212,6 +212,27 @@ def test_resent_extend_and_limits(make_queue: MakeQueue, redis_client: SyncClien
     resend(q, redis_client, q.ops.set_user_limits("v", 1, 2))
 
 
+@pytest.mark.parametrize("to", ["count", "time"])
+def test_resent_fairness_switch_answers_the_same(
+    make_queue: MakeQueue, redis_client: SyncClient, to: str
+) -> None:
+    """A resent switch (with leases in flight, whose charges the switch to count mode
+    drops) answers the mode the queue had before the first run and changes nothing."""
+    q = make_queue()
+    if to == "time":
+        q.set_fairness("count")
+    q.push_many(Task(user_id=u, name="n") for u in ("a", "a", "b"))
+    held = q.pop_batch(2, worker_id="w")
+    assert len(held) == 2
+    before = "time" if to == "count" else "count"
+    first, second = resend(q, redis_client, q.ops.set_fairness(to))
+    assert first == second == before
+    assert q.fairness() == to
+    assert q.set_fairness(to) == to  # a new request to the same mode: it had it already
+    for t in held:
+        assert q.complete(t)
+
+
 def test_in_flight_is_counted_from_unexpired_leases(
     make_queue: MakeQueue, redis_client: SyncClient
 ) -> None:

@@ -4,7 +4,8 @@ producers and workers run. The ring keeps its order: to count mode, the ring clo
 past every start tag (a user that joins goes behind the ring) and the leases in flight
 lose their charge (their end corrects nothing); to time mode, the floor comes up to the
 ring's head and the turns of weighted users are forgotten. Setting the mode the queue
-has already changes nothing, so a resend is a no-op with the same answer.
+has already changes nothing. The answer is recorded with the request id (meta
+'fair_op'), so a resend after a lost reply returns it again and changes nothing.
 
 KEYS[1] prefix  fq:{<queue>}:  per-task and per-user keys derive from it (includes/keys.lua)
 KEYS[2] ring    users with ready work, by start tag (time mode) or last-served clock
@@ -13,16 +14,21 @@ KEYS[4] turns   user -> turns used in the current round
 KEYS[5] leases  STARTED registry: task id -> lease deadline
 
 ARGV[1] mode    'time' | 'count'
+ARGV[2] req     request id (unique per call; the same when a call is resent)
 
 Reply: the mode the queue had before this call.
 ]]
 -- @include keys
 -- @include fair_timed
+-- @include replayed
 
 local K = {prefix = KEYS[1], ring = KEYS[2], meta = KEYS[3], turns = KEYS[4], leases = KEYS[5]}
-local mode = ARGV[1]
-local m = redis.call('HMGET', K.meta, 'fair', 'floor', 'clock')
+local mode, req = ARGV[1], ARGV[2]
+local m = redis.call('HMGET', K.meta, 'fair', 'floor', 'clock', 'fair_op')
+local again = replayed(m[4], req)
+if again then return again end
 local was = fair_timed(m[1]) and 'time' or 'count'
+redis.call('HSET', K.meta, 'fair_op', req .. ' ' .. was)
 if was == mode then return was end
 if mode == 'count' then
   local last = redis.call('ZRANGE', K.ring, -1, -1, 'WITHSCORES')[2]

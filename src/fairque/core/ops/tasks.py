@@ -272,9 +272,7 @@ class TaskOperations(OperationsBase):
             raise ValidationError(
                 f"fairness must be one of {', '.join(FAIRNESS_MODES)}, got {mode!r}"
             )
-        return self._call(
-            "set_fairness", [mode, request_id()], lambda r: cast(Fairness, text(r))
-        )
+        return self._call("set_fairness", [mode, request_id()], lambda r: cast(Fairness, text(r)))
 
     def set_user_limits(self, user_id: str, weight: int, max_in_flight: int | None) -> Call[None]:
         """Set a user's weight and in-flight cap."""

@@ -8,7 +8,7 @@ until it stops, and prints one line per run: tasks/s, the worker's CPU time per 
 (``time.process_time``: what load on a shared machine distorts least), the server's
 script time per task (``INFO commandstats``, reset after the push) and how many
 tasks each completion wave carried. ``--log INFO`` logs as the CLI worker does
-(two lines per task, to stderr: redirect it). Starts a private Valkey unless
+(a summary line; per-task lines only at DEBUG). Starts a private Valkey unless
 ``--url`` is given. Run it under ``py-spy record`` to see where a task's time goes.
 """
 

@@ -29,6 +29,7 @@ from fairque import (
     WorkerConfig,
 )
 from fairque.config import load_settings
+from fairque.worker.summary import Summary
 from fairque.worker.tasklog import STORED_FRAMES, TRACEBACK_CHARS
 
 TESTS = Path(__file__).parent
@@ -108,7 +109,7 @@ def test_the_unknown_task_delay_is_validated(delay: float) -> None:
 async def test_each_task_logs_its_start_and_end(
     h: Harness, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="fairque")
+    caplog.set_level(logging.DEBUG, logger="fairque")
     q, reg = h.queue(), Registry()
 
     def deep(n: int) -> None:
@@ -149,9 +150,10 @@ async def test_each_task_logs_its_start_and_end(
     assert end.startswith(f"task {good.task_id} finished (ok for user alice, attempt 1, ")
     took = float(end.rsplit(", ", 1)[1].rstrip("s)"))
     assert 0.04 <= took < 5
-    assert all(r.levelno == logging.INFO for r in lines(good))
+    assert all(r.levelno == logging.DEBUG for r in lines(good))  # the summary counts them
     assert getattr(lines(good)[0], "task_id", None) == good.task_id  # the adapter's extras
 
+    assert [r.levelno for r in lines(bad) if "started:" in r.getMessage()] == [logging.DEBUG] * 2
     first, retried = (r for r in lines(bad) if "started:" not in r.getMessage())
     assert first.levelno == logging.WARNING
     assert first.getMessage().startswith(
@@ -169,6 +171,7 @@ async def test_each_task_logs_its_start_and_end(
     assert retried.getMessage().rstrip().endswith("ValueError: bottom reached")
 
     asked = [r for r in lines(later) if "will retry" in r.getMessage()]
+    assert [r.levelno for r in lines(later) if "finished (" in r.getMessage()] == [logging.DEBUG]
     assert [r.levelno for r in asked] == [logging.INFO]  # the handler asked for it
     assert "Traceback" not in asked[0].getMessage()
 
@@ -185,6 +188,64 @@ async def test_each_task_logs_its_start_and_end(
         kept = await q.get(cast(str, quiet.task_id))
         assert kept is not None
         assert kept.traceback is None  # a Retry has no traceback to keep
+
+
+@pytest.mark.parametrize("server", ["valkey"], indirect=True)
+async def test_at_info_a_worker_logs_a_summary_not_a_line_per_task(
+    h: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="fairque")
+    q, reg = h.queue(), Registry()
+
+    @reg.task(name="ok")
+    async def ok(payload: int) -> int:
+        if payload < 0:
+            raise ValueError("negative")
+        return payload
+
+    tasks = [await q.enqueue("ok", i, user_id=f"u{i % 3}") for i in range(30)]
+    bad = await q.enqueue("ok", -1, user_id="u0", max_retries=0)
+    worker = h.start(q, reg, id="w-sum", summary_interval_seconds=0.2)
+    for t in tasks:
+        await wait_state(q, cast(str, t.task_id), TaskState.FINISHED)
+    await wait_state(q, cast(str, bad.task_id), TaskState.FAILED)
+    summaries: list[str] = []
+    for _ in range(100):  # the next summary line after the last task's end
+        summaries = [m for m in messages(caplog, logging.INFO) if m.startswith("worker w-sum: ")]
+        if sum(int(m.split(" ")[2].replace(",", "")) for m in summaries) == 30:
+            break
+        await asyncio.sleep(0.05)
+    assert sum(int(m.split(" ")[2].replace(",", "")) for m in summaries) == 30
+    assert sum(int(m.split(", ")[1].split(" ")[0]) for m in summaries) == 1
+    assert all(" finished, " in m and " in the last " in m and " running" in m for m in summaries)
+    per_task = [m for m in messages(caplog, logging.INFO) if any(
+        cast(str, t.task_id) in m for t in tasks)]  # fmt: skip
+    assert per_task == []  # a finished task has no INFO line of its own
+    assert [m for m in messages(caplog, logging.ERROR) if cast(str, bad.task_id) in m]
+    await asyncio.sleep(0.5)  # nothing ended since: no more summary lines
+    later = [m for m in messages(caplog, logging.INFO) if m.startswith("worker w-sum: ")]
+    assert later == summaries
+    await h.stop(worker)
+
+
+def test_a_summary_counts_what_ended_since_the_last_one() -> None:
+    ended = [0, 0]
+    summary = Summary("w", 10.0, counts=lambda: (ended[0], ended[1]), running=lambda: 4)
+    assert summary.line() is None
+    ended[:] = [1234, 1]
+    first = summary.line()
+    assert first is not None
+    assert first.startswith("worker w: 1,234 finished, 1 failed attempt in the last ")
+    assert first.endswith("/s); 4 running")
+    assert summary.line() is None
+    ended[1] = 3
+    assert "0 finished, 2 failed attempts" in (summary.line() or "")
+
+
+@pytest.mark.parametrize("interval", [-1, 86_401, "soon"])
+def test_summary_interval_is_validated(interval: Any) -> None:
+    with pytest.raises(ConfigError, match="summary_interval_seconds"):
+        load_settings(None, worker={"summary_interval_seconds": interval})
 
 
 # ---------------------------------------------------------------------------- burst

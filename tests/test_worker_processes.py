@@ -236,7 +236,9 @@ def test_one_ctrl_c_drains_every_child_and_no_secret_is_shown(
     queue = unique_queue("ctrlc")
     q = FairQueue.from_url(password_server, queue, cluster=False)
     log = tmp_path / "worker.log"
-    sup = start_supervisor(password_server, queue, log, "--concurrency", "2")
+    sup = start_supervisor(
+        password_server, queue, log, "--concurrency", "2", "--log-level", "DEBUG"
+    )  # DEBUG: the start lines
     try:
         wait_until(lambda: len(q.workers()) == 2, 30, "two registered workers")
         children = children_of(sup.pid)

@@ -111,6 +111,9 @@ class WorkerConfig(BaseModel):
     wait_for_server_seconds: float = Field(default=30.0, ge=0, le=86_400)
     #: seconds between maintenance rounds (dependency clean-up, registry trims); 0 = none
     maintenance_interval_seconds: float = Field(default=60.0, ge=0, le=86_400)
+    #: seconds between the worker's summary lines (tasks finished and failed since the
+    #: last line); 0 = none. A finished task has no line of its own at INFO.
+    summary_interval_seconds: float = Field(default=10.0, ge=0, le=86_400)
     imports: list[str] = Field(default_factory=list)
     #: a leased task whose name has no handler in this worker: "give_back" returns it
     #: to the queue for another worker (no attempt counted, not failed); "fail" fails

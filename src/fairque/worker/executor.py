@@ -373,7 +373,7 @@ class Executor:
                 await call_hooks(self.hooks, "before_task", ctx)
             execution.ctx = ctx
             log_line(
-                ctx.logger, logging.INFO, "task %s started: %s for user %s, attempt %d",
+                ctx.logger, logging.DEBUG, "task %s started: %s for user %s, attempt %d",
                 task.task_id, task.name, task.user_id, task.retry_count + 1,
             )  # fmt: skip
             began = time.monotonic()

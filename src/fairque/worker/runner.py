@@ -4,7 +4,8 @@ How a worker serves its queue, top to bottom (a worker serving several queues ke
 one *lane* per queue and shares its free slots among them, round robin: ``lanes``):
 
 1. ``run_async`` registers the worker (waiting for the server at start), starts its
-   upkeep (heartbeat and maintenance, ``upkeep``) and enters its loop, ``_serve``.
+   upkeep (heartbeat and maintenance, ``upkeep``) and its summary line (``summary``)
+   and enters its loop, ``_serve``.
 2. A turn of the loop that has outcomes to report sends them in one wave
    (``acker``), asking in the same round trip for as many tasks as the worker has
    free slots, and starts what came back (``executor``): a busy worker's usual turn
@@ -54,6 +55,7 @@ from fairque.worker.link import CONNECTION_ERRORS, ErrorLog, Link, describe
 from fairque.worker.park import WAKE_AGAIN_AFTER, Park
 from fairque.worker.registry import Registry, default_registry
 from fairque.worker.stopping import OUTCOME_PATIENCE, Stop, wait_event
+from fairque.worker.summary import Summary
 from fairque.worker.threads import HandlerThreads
 from fairque.worker.upkeep import Upkeep
 
@@ -137,6 +139,10 @@ class Worker:
         self._executor = Executor(
             self.registry, cfg, self.id, self.hooks, self._threads,
             stopping=lambda: self._stop.requested, on_end=self._changed.set,
+        )  # fmt: skip
+        self._summary = Summary(
+            self.id, cfg.summary_interval_seconds,
+            counts=lambda: (self.processed, self.failed), running=lambda: self.in_flight,
         )  # fmt: skip
         self._lanes = [self._lane(q, lease, errors) for q in queues]
         self._rotation = Rotation(self._lanes)
@@ -254,6 +260,7 @@ class Worker:
                 return
             for lane in self._lanes:
                 lane.upkeep.start()
+            self._summary.start()
             await call_hooks(self.hooks, "on_startup", self)
             names = ", ".join(repr(lane.name) for lane in self._lanes)
             log.info("worker %s serving queue%s %s", self.id, "s"[: len(self._lanes) - 1], names)
@@ -261,6 +268,7 @@ class Worker:
                 await self._serve()
             finally:
                 self._left = True
+                await self._summary.stop()
                 for lane in self._lanes:
                     await lane.park.close()
                     await lane.upkeep.stop()

@@ -2,7 +2,9 @@
 
 ``log_line`` writes the lines every task writes without the walk up the stack that
 ``logging`` makes to find the caller; ``log_end`` writes the line that ends a task's
-execution. Tracebacks are bounded: the log keeps the innermost ``TRACEBACK_FRAMES``
+execution. A task that starts and finishes writes both lines at DEBUG (the worker's
+summary line counts them at INFO); a failure, a retry and a give-back write theirs at
+WARNING/ERROR or INFO. Tracebacks are bounded: the log keeps the innermost ``TRACEBACK_FRAMES``
 frames, the task the innermost ``STORED_FRAMES``.
 """
 
@@ -54,7 +56,7 @@ def log_end(
     """The line that ends a task's execution on this worker (``state``: the queue's
     answer; None when it did not record the report)."""
     task, logger = ctx.task, ctx.logger
-    if state is not None and type(report) is Finished and not logger.isEnabledFor(logging.INFO):
+    if state is not None and type(report) is Finished and not logger.isEnabledFor(logging.DEBUG):
         return  # the usual line, not logged: skip building it
     about = f"{task.name} for user {task.user_id}, attempt {task.retry_count + 1}, {took:.3f}s"
     if state is None:  # the lease was lost, or the stopping worker gave up reporting
@@ -65,8 +67,8 @@ def log_end(
             "worker left before reporting it)",
             task.task_id, what, about,
         )  # fmt: skip
-    elif isinstance(report, Finished):
-        log_line(logger, logging.INFO, "task %s finished (%s)", task.task_id, about)
+    elif isinstance(report, Finished):  # at DEBUG: the summary line counts them (summary)
+        log_line(logger, logging.DEBUG, "task %s finished (%s)", task.task_id, about)
     elif isinstance(report, GivenBack):
         log_line(
             logger, logging.INFO, "task %s given back (%s), now %s",

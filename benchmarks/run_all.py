@@ -124,9 +124,11 @@ def peers_markdown(peers: dict[str, Any]) -> list[str]:
                 fmt(f.get("enqueue_single_per_s")),
                 fmt(f.get("enqueue_bulk_per_s")) if s.get("bulk_api") else "no bulk API",
                 fmt(f.get("process_default_per_s")),
+                fmt(f.get("process_real_per_s")),
                 fmt(f.get("process_tuned_per_s")),
                 fmt(f.get("latency_p50_ms")),
                 fmt(f.get("latency_p99_ms")),
+                fmt(f.get("memory_per_task_bytes")),
             ]
         )
     low = peers.get("floor", {})
@@ -134,8 +136,8 @@ def peers_markdown(peers: dict[str, Any]) -> list[str]:
     for label, key in floors:
         if key in low:
             rows.append(
-                [f"*machine floor: {label}*", "-", "-", "-", "-", "-",
-                 fmt(low[key]["p50"]), fmt(low[key]["p99"])]
+                [f"*machine floor: {label}*", "-", "-", "-", "-", "-", "-",
+                 fmt(low[key]["p50"]), fmt(low[key]["p99"]), "-"]
             )  # fmt: skip
     lines += table(
         [
@@ -144,9 +146,11 @@ def peers_markdown(peers: dict[str, Any]) -> list[str]:
             "enqueue 1/call (tasks/s)",
             "enqueue bulk (tasks/s)",
             "process, defaults (tasks/s)",
+            "one Redis call per task, defaults (tasks/s)",
             "process, tuned (tasks/s)",
             "idle latency p50 (ms)",
             "p99 (ms)",
+            "memory per queued task (bytes)",
         ],
         rows,
     )
@@ -348,12 +352,15 @@ METHOD = """\
   `--concurrency 1`, taskiq `--workers 1`). **Tuned** raises the concurrency (the driver
   tries 8, 32 and 128 and reports the best; RQ has no in-process concurrency: its tuned
   worker is `SimpleWorker`, which does not fork per job) and turns off the per-task log
-  lines of every system that writes them at its default level: fairque, RQ and taskiq
-  with their log-level option at WARNING, Huey with `--quiet`, arq and streaq with their
-  own logging configuration at WARNING. Celery runs at WARNING in both settings; Dramatiq
-  and SAQ write no line per task by default. Defaults keep each library's logging.
+  lines of every system that writes them at its default level: RQ and taskiq with their
+  log-level option at WARNING, Huey with `--quiet`, arq and streaq with their own logging
+  configuration at WARNING (fairque's level is WARNING too). Celery runs at WARNING in
+  both settings; fairque (a summary line every 10 s), Dramatiq and SAQ write no line per
+  task by default. Defaults keep each library's logging.
 - **Enqueue**: tasks enqueued with the worker stopped, one per call, and with the bulk API
   (batches of 1,000) where the library has one. fairque's tasks are spread over 10 users.
+  **Memory per queued task**: the server's `used_memory` after the one-per-call enqueue
+  less before it, over the tasks enqueued (the same near-empty payload for every system).
 - **Processing**: the worker drains the preloaded queue; timed from its first completion
   to its last (startup excluded). Throughput tasks are near no-ops: each execution is
   counted in the worker process's memory and a daemon thread writes the counts every 5 ms
@@ -362,6 +369,9 @@ METHOD = """\
   only later ones, so RQ's work horse (one task, then `os._exit`) loses nothing. The same
   code runs in every system (`adapters/benchcommon.py`). The driver waits in `BLPOP` for the
   marker the write that reaches the expected count pushes, so it adds no traffic.
+- **One Redis call per task**: the same drain with the default worker, but each task
+  makes one Redis round trip first (`INCR bench:real`, through the worker's own kind of
+  client: asyncio for asyncio systems), as most real tasks read or write one key.
 - **Server time per task**: `INFO cpu` (main thread) and `INFO commandstats` read around
   the enqueue and over the processing window, less what the idle server spends per second
   (measured before each system). The processing window includes the count writes above.
@@ -451,9 +461,10 @@ def charts(peers: dict[str, Any], out_dir: Path) -> list[Path]:
         ("enqueue 1/call", "enqueue_single_per_s"),
         ("enqueue bulk", "enqueue_bulk_per_s"),
         ("process, defaults", "process_default_per_s"),
+        ("one Redis call per task", "process_real_per_s"),
         ("process, tuned", "process_tuned_per_s"),
     ]
-    fig, axes = plt.subplots(1, len(series), figsize=(16, 4.5), sharey=False)
+    fig, axes = plt.subplots(1, len(series), figsize=(19, 4.5), sharey=False)
     for ax, (title, key) in zip(axes, series, strict=True):
         ax.barh(names, values(key), color=colors)
         ax.set_title(title)
@@ -516,6 +527,67 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+# ---------------------------------------------------------------------- README
+README = ROOT / "README.md"
+README_START, README_END = "<!-- benchmark table: start -->", "<!-- benchmark table: end -->"
+
+
+def readme_table(peers: dict[str, Any]) -> list[str]:
+    """The README's summary table: every system, fairque first, then by tuned rate."""
+
+    def life(s: dict[str, Any], mode: str) -> str:
+        return fmt(round(s.get("server_time", {}).get(mode, {}).get("life", {}).get("cpu_us", 0)))
+
+    systems = sorted(
+        peers["systems"],
+        key=lambda s: (
+            s["system"] != "fairque",
+            -(s.get("figures", {}).get("process_tuned_per_s") or 0),
+        ),
+    )
+    rows = []
+    for s in systems:
+        f = s.get("figures", {})
+        batched = "batched" if "batched" in s.get("server_time", {}) else "tuned"
+        p99 = f.get("small_p99_s")
+        rows.append([
+            f"{s['system']} {version_of(s)}",
+            fmt(f.get("enqueue_single_per_s")),
+            fmt(f.get("enqueue_bulk_per_s")) if s.get("bulk_api") else "-",
+            f"{fmt(f.get('process_tuned_per_s'))} "
+            f"({fmt(f.get('process_default_per_s'))} with defaults)",
+            fmt(f.get("process_real_per_s")),
+            f"{fmt(f.get('latency_p50_ms'))} / {fmt(f.get('latency_p99_ms'))}",
+            f"{life(s, 'one_at_a_time')} / {life(s, batched)}",
+            fmt(f.get("memory_per_task_bytes")),
+            "-" if p99 is None else f"{p99:.3g} s",
+        ])  # fmt: skip
+    low = peers.get("floor", {}).get("handoff_ms")
+    if low:
+        rows.append(["*floor: LPUSH to a process in BLPOP*", "-", "-", "-", "-",
+                     f"{fmt(low['p50'])} / {fmt(low['p99'])}", "-", "-", "-"])  # fmt: skip
+    return table(
+        [
+            "system", "enqueue 1/call (tasks/s)", "bulk", "process, tuned (tasks/s)",
+            "one Redis call per task, defaults (tasks/s)", "idle pick-up p50 / p99 (ms)",
+            "server CPU per task, full life: one at a time / batched (µs)",
+            "memory per queued task (bytes)", "small tenants' p99 under a 20,000-task flood",
+        ],
+        rows,
+    )  # fmt: skip
+
+
+def update_readme(peers: dict[str, Any]) -> bool:
+    """Replace the table between the README's markers; False when they are missing."""
+    text = README.read_text()
+    start, end = text.find(README_START), text.find(README_END)
+    if start < 0 or end < start:
+        return False
+    body = "\n".join([README_START, *readme_table(peers), README_END])
+    README.write_text(text[:start] + body + text[end + len(README_END) :])
+    return True
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     shown = ["benchmarks/run_all.py", *(argv if argv is not None else sys.argv[1:])]
@@ -537,6 +609,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     written = charts(report["peers"], args.out_dir) if "failed" not in report["peers"] else []
     for path in [args.out_dir / "results.json", args.out_dir / "results.md", *written]:
         log(f"wrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
+    full = not args.quick and not args.systems and args.out_dir == DEFAULT_OUT
+    if full and "failed" not in report["peers"]:
+        if update_readme(report["peers"]):
+            log("wrote the table of README.md")
+        else:
+            log(f"README.md has no {README_START} ... {README_END}: table not written")
     failed = "failed" in report["peers"] or (not args.skip_engine and "failed" in report["engine"])
     return 1 if failed else 0
 

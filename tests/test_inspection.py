@@ -13,6 +13,7 @@ from support import queue_snapshot
 
 import fairque
 from fairque import FairQueue, Priority, TaskState
+from fairque.core.keys import QueueKeys
 from fairque.models import BucketUse, StartedTask, UserLoad
 
 MakeQueue = Callable[..., FairQueue]
@@ -114,7 +115,9 @@ def test_reads_change_nothing(make_queue: MakeQueue, redis_client: object) -> No
     q.enqueue("job", user_id="ann")
     task = q.pop(worker_id="w")
     assert task is not None
-    q.enqueue("job", user_id="bob")
+    q.enqueue("job", user_id="bob")  # waits in the intake until something places it
+    assert redis_client.zcard(QueueKeys(q.queue).ring) == 0  # type: ignore[attr-defined]
+    assert q.ring_users() == (["bob"], 1)  # a reader of the ring places it first
     before = queue_snapshot(redis_client, q.queue)  # type: ignore[arg-type]
     q.recent_starts()
     q.user_loads(["ann", "bob"])

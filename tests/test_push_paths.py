@@ -1,5 +1,6 @@
-"""push.lua writes a single new plain task on a short path of its own; it must leave
-the keyspace exactly as the general path (the one batches take) does.
+"""push.lua writes a single new plain task on a short path of its own (push_one.lua: the
+task, its indexes and an intake entry); once the intake is placed it must leave the
+keyspace exactly as the general path (the one batches take) does.
 
 A delay of 0 sends the same task down the general path (it is due at once, so it is
 written as a plain QUEUED task there too). The two queues' keys are compared by content,
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from servers import SyncClient
@@ -67,4 +68,12 @@ def test_a_single_plain_push_writes_what_the_general_path_writes(
         assert one.created_at is not None
         assert other.created_at is not None
         assert (one.task_id, one.state) == (other.task_id, other.state)
+    intake = QueueKeys(short.queue).intake
+    entries = [cast(bytes, e).split(b"\n")[1:] for e in redis_client.lrange(intake, 0, -1)]
+    assert entries == [
+        [b"3", b"u", b"a", b"t1"], [b"6", b"u", b"a", b"t2"], [b"1", b"v", b"b", b"t3"],
+        [b"3", b"w", b"b", b"t4"],
+    ]  # fmt: skip
+    assert short.place() == 4
+    assert short.place() == 0
     assert contents(redis_client, short.queue) == contents(redis_client, general.queue)

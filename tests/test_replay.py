@@ -55,6 +55,8 @@ def test_resent_push_writes_the_task_once(
     assert second.task_id == first.task_id
     assert second.state == TaskState.QUEUED
     keys = QueueKeys(q.queue)
+    assert redis_client.llen(keys.intake) == 1  # one entry, placed once
+    assert q.place() == 1
     lane = keys.critical("u") if priority == Priority.CRITICAL else keys.normal("u")
     size = redis_client.llen(lane) if priority == Priority.CRITICAL else redis_client.zcard(lane)
     assert size == 1

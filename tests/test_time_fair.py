@@ -210,6 +210,7 @@ def test_an_idle_user_returns_at_the_floor_with_no_credit(
     saved = start_tag(redis_client, q, "idle")
     assert saved < floor(redis_client, q)  # the others ran on while it was away
     q.push(Task(user_id="idle", name="back"))
+    q.place()  # (a lease call places it first)
     assert start_tag(redis_client, q, "idle") == floor(redis_client, q)
     nxt = q.pop("w")
     assert nxt is not None
@@ -224,6 +225,7 @@ def test_a_returning_user_owes_at_most_a_minute(
     keys = QueueKeys(q.queue)
     redis_client.hset(keys.tenant("debtor"), "tag", 1e9)  # a debt from long tasks
     q.push(Task(user_id="debtor", name="x"))
+    q.place()
     assert start_tag(redis_client, q, "debtor") == floor(redis_client, q) + 60_000_000
 
 

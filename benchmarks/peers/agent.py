@@ -32,8 +32,10 @@ from benchcommon import (
     ACK,
     COUNT,
     FLOOD_READY,
+    MODE_COUNT,
     MODE_LATENCY,
     MODE_NOISY,
+    MODE_REAL,
     STARTED,
     Job,
     redis_url,
@@ -87,10 +89,12 @@ class Agent:
                 await call(self.producer.enqueue, job)
 
     # ------------------------------------------------------------------ commands
-    async def enqueue(self, n: int, *, bulk: bool, batch: int) -> dict[str, Any]:
-        warm = Job("warm", "u0")
+    async def enqueue(
+        self, n: int, *, bulk: bool, batch: int, mode: str = MODE_COUNT
+    ) -> dict[str, Any]:
+        warm = Job("warm", "u0", mode)
         await call(self.producer.enqueue, warm)  # connects; not timed
-        jobs = [Job(f"c{i}", f"u{i % THROUGHPUT_TENANTS}") for i in range(n)]
+        jobs = [Job(f"c{i}", f"u{i % THROUGHPUT_TENANTS}", mode) for i in range(n)]
         t0 = time.perf_counter()
         await self.put(jobs, bulk=bulk, batch=batch)
         seconds = time.perf_counter() - t0
@@ -170,6 +174,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     enq.add_argument("--n", type=int, required=True)
     enq.add_argument("--bulk", action="store_true")
     enq.add_argument("--batch", type=int, default=1000)
+    enq.add_argument("--mode", choices=[MODE_COUNT, MODE_REAL], default=MODE_COUNT)
     lat = sub.add_parser("latency")
     lat.add_argument("--n", type=int, required=True)
     lat.add_argument("--gap-ms", type=float, default=20.0)
@@ -194,7 +199,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         if args.command == "enqueue":
             if args.bulk and not agent.has_bulk:
                 raise SystemExit(f"{args.adapter} has no bulk enqueue")
-            return await agent.enqueue(args.n, bulk=args.bulk, batch=args.batch)
+            return await agent.enqueue(args.n, bulk=args.bulk, batch=args.batch, mode=args.mode)
         if args.command == "latency":
             return await agent.latency(args.n, gap=args.gap_ms / 1000, timeout=args.timeout)
         return await agent.noisy(

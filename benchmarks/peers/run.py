@@ -5,7 +5,9 @@ worker process of that system (as its users would: ``rq worker``, ``arq``, ``cel
 ...) and a producer process (``agent.py``) in the system's Python environment. Measures:
 
 1. enqueue throughput, one task per call and with the bulk API where there is one;
-2. processing throughput of no-op tasks, with the library's defaults and a tuned concurrency;
+2. processing throughput of no-op tasks, with the library's defaults and a tuned concurrency,
+   and of tasks that make one Redis round trip each (``real``: what most tasks do), with
+   the library's defaults;
 3. idle pick-up latency: with the worker idle, enqueue one task and wait until its handler
    started, N times in a row (enqueue call start to handler start, ``time.time()``);
 4. noisy neighbour: one tenant's backlog of F tasks, then T small tenants submit P tasks
@@ -66,7 +68,7 @@ FLOOD_READY = "bench:flood_ready"
 POLL = 0.002
 SETTLE = 0.3
 STOP_GRACE = 15.0
-PHASES = ("default", "tuned", "noisy")
+PHASES = ("default", "real", "tuned", "noisy")
 
 
 def log(message: str) -> None:
@@ -416,11 +418,18 @@ class SystemRun:
 
     def enqueue_measured(self, *args: str) -> tuple[dict[str, Any], dict[str, Any]]:
         """Run the producer's ``enqueue`` and the server time per task it took."""
+        memory = self.used_memory()
         before = servertime.sample(self.client)
         enq = run_agent(self.system, self.url, self.left(), "enqueue", *args)
         after = servertime.sample(self.client)
+        # what the queued tasks hold in the server (the producer's connection closed)
+        enq["memory_per_task"] = (self.used_memory() - memory) / enq["enqueued"]
         self.client.set(EXPECT, enq["enqueued"])  # before the worker starts
         return enq, servertime.per_task(before, after, enq["enqueued"], self.overhead)
+
+    def used_memory(self) -> int:
+        """The server's ``used_memory`` (bytes)."""
+        return int(self.client.info("memory")["used_memory"])
 
     def verify(self, expected: int) -> None:
         time.sleep(SETTLE)
@@ -461,6 +470,7 @@ class SystemRun:
         with self.worker("default", 0, "default") as w:
             drain = self.drain_count(w, enq["enqueued"])
             self.figures["enqueue_single_per_s"] = round(enq["timed"] / enq["seconds"])
+            self.figures["memory_per_task_bytes"] = round(enq["memory_per_task"])
             self.figures["process_default_per_s"] = round(drain.rate(enq["enqueued"]))
             proc_server = self.drain_server(drain, enq["enqueued"])
             self.server["one_at_a_time"] = {
@@ -489,6 +499,21 @@ class SystemRun:
             self.figures["latency_p99_ms"] = summary["p99"]
             self.details["latency_ms"] = {**summary, "samples": len(lat["samples_ms"])}
             log(f"    idle latency p50 {summary['p50']} ms, p99 {summary['p99']} ms")
+
+    def real_phase(self) -> None:
+        """Enqueue one by one tasks that make one Redis round trip each (what most tasks
+        do), drain them with the default worker."""
+        s = self.sizes
+        self.fresh()
+        enq, _ = self.enqueue_measured("--n", str(s.tasks), "--mode", "real")
+        with self.worker("default", 0, "real") as w:
+            drain = self.drain_count(w, enq["enqueued"])
+            self.figures["process_real_per_s"] = round(drain.rate(enq["enqueued"]))
+            self.server["real"] = {"process": self.drain_server(drain, enq["enqueued"])}
+            log(
+                f"    process (default, one Redis call per task) "
+                f"{self.figures['process_real_per_s']}/s"
+            )
 
     def tuned_phase(self, bulk: bool) -> None:
         """Enqueue in bulk (or one by one), drain with each candidate concurrency; keep the best.
@@ -651,6 +676,8 @@ class SystemRun:
         self.details["server_overhead_per_s"] = asdict(self.overhead)
         if "default" in self.phases:
             self.phase("default", self.default_phase)
+        if "real" in self.phases:
+            self.phase("real", self.real_phase)
         if "tuned" in self.phases:
             self.phase("tuned", lambda: self.tuned_phase(bulk))
         if "noisy" in self.phases:

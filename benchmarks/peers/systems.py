@@ -7,10 +7,11 @@ Every worker runs the task module ``adapters/peer_<adapter>.py``. Three worker s
   pool ``--concurrency 1``, taskiq ``--workers 1``);
 * ``tuned``: the same one process with the concurrency raised to ``concurrency``, and its
   per-task log lines turned off where the system writes any at its default level (the
-  first thing an operator turns down for throughput): fairque, taskiq and RQ with their
+  first thing an operator turns down for throughput): taskiq and RQ with their
   log-level option, Huey with ``--quiet``, arq and streaq with their own default logging
-  configuration at WARNING (``QUIET`` in their adapters). Celery runs at WARNING in every
-  setting; Dramatiq and SAQ write no line per task by default;
+  configuration at WARNING (``QUIET`` in their adapters); fairque's log level is set to
+  WARNING as well (it drops its periodic summary line). Celery runs at WARNING in every
+  setting; fairque, Dramatiq and SAQ write no line per task by default;
 * ``noisy``: the same one process at the noisy-neighbour concurrency (equal for all).
 """
 

@@ -61,7 +61,7 @@ REGISTRY = {
 }
 FIXED_KEYS = frozenset(
     [*REGISTRY.values(), "ring", "meta", "stats", "weights", "caps", "turns", "capped", "wake",
-     "workers", "workers:seen", "ends", "active"]
+     "workers", "workers:seen", "ends", "active", "intake"]
     # the in-flight counter hash, until in-flight work is counted from held leases
     + ([] if hasattr(QueueKeys, "held") else ["inflight"])
 )  # fmt: skip

@@ -44,9 +44,22 @@ class AdminMethods:
         """Housekeeping, bounded by ``batch`` per registry: drop expired ids from the
         FINISHED/FAILED/CANCELED registries and expired worker registrations.
 
-        Workers call this periodically; returns how many entries were removed.
+        Tasks pushed one at a time and not yet placed in their lanes are placed first
+        (up to 500), as a lease call does. Workers call this periodically; returns how
+        many entries were removed.
         """
         return self._run(self.ops.maintain(batch))
+
+    def place(self) -> int:
+        """Place the tasks pushed one at a time now, up to 500.
+
+        ``push`` of one plain task writes the task and one entry in the queue's intake;
+        placing puts it into the QUEUED registry, its listing indexes and its user's
+        lane, and the user into the ring. Every lease call places first, and the reads
+        that need it (``list_tasks``, ``user_loads``, ``wait_place``...) place the whole
+        intake themselves. Returns how many tasks were placed.
+        """
+        return self._run(self.ops.place())[0]
 
     def purge(self, batch: int = 1000) -> int:
         """Delete every task and all state of this queue; returns the tasks deleted."""
@@ -128,6 +141,10 @@ class AsyncAdminMethods:
     async def maintain(self, batch: int = 1000) -> int:
         """See ``AdminMethods.maintain``."""
         return await self._run(self.ops.maintain(batch))
+
+    async def place(self) -> int:
+        """See ``AdminMethods.place``."""
+        return (await self._run(self.ops.place()))[0]
 
     async def purge(self, batch: int = 1000) -> int:
         """See ``AdminMethods.purge``."""

@@ -272,7 +272,7 @@ class AsyncFairQueue(
         cursor: str | None = None,
     ) -> TaskPage:
         """See ``FairQueue.list_tasks``."""
-        return await self._run(self.ops.list_tasks(state, user_id, name, limit, cursor))
+        return await self._drive(self._list_tasks_flow(state, user_id, name, limit, cursor))
 
     async def outcome(
         self, task_id: str, timeout: float = 0, *, consume: bool = False

@@ -35,9 +35,13 @@ from fairque.errors import (
     TaskFailed,
     script_error,
 )
-from fairque.models import Task, TaskOutcome, TaskState
+from fairque.models import Task, TaskOutcome, TaskPage, TaskState
 
 T = TypeVar("T")
+
+#: The most placement calls a read makes first (500 tasks each): a read after a burst of
+#: a million pushes with no worker running places the first 50,000 and reads.
+PLACE_ROUNDS = 100
 
 #: What a flow sends next: one call, or several sent as one pipeline (raw replies back).
 Step: TypeAlias = Call[Any] | tuple[Call[Any], ...]
@@ -355,6 +359,24 @@ class QueueBase:
             if offset == 0:
                 break
         return canceled
+
+    def _placed_flow(self) -> Flow[None]:
+        """Place the intake (bounded calls, at most ``PLACE_ROUNDS``) before a read that
+        needs every task in its registry, its indexes and its lane."""
+        for _ in range(PLACE_ROUNDS):
+            _, left = yield self.ops.place()
+            if left == 0:
+                return
+
+    def _list_tasks_flow(
+        self, state: TaskState | str | None, user_id: str | None, name: str | None,
+        limit: int, cursor: str | None,
+    ) -> Flow[TaskPage]:  # fmt: skip
+        """``list_tasks``: place the intake, then read the page."""
+        call = self.ops.list_tasks(state, user_id, name, limit, cursor)  # checks first
+        yield from self._placed_flow()
+        page: TaskPage = yield call
+        return page
 
     def _purge_flow(self, batch: int) -> Flow[int]:
         """``purge``: bounded rounds until nothing is left."""

@@ -39,6 +39,8 @@ class InspectionFlows:
 
         def _pipeline(self, calls: tuple[Call[Any], ...]) -> Flow[list[Any]]: ...
 
+        def _placed_flow(self) -> Flow[None]: ...
+
     def _reads(self, calls: Sequence[Call[Any]]) -> Flow[list[Any]]:
         """Send ``calls`` in pipelines of ``CHUNK``; their answers in order."""
         out: list[Any] = []
@@ -62,6 +64,7 @@ class InspectionFlows:
         return started
 
     def _ring_users_flow(self, limit: int, offset: int) -> Flow[tuple[list[str], int]]:
+        yield from self._placed_flow()  # tasks pushed one at a time: their users join
         if limit <= 0:  # (ZRANGE 0 -1 would be the whole ring)
             size: int = yield self.ops.ring_size()
             return [], size
@@ -69,6 +72,7 @@ class InspectionFlows:
         return users, size
 
     def _backlogs_flow(self, users: Sequence[str]) -> Flow[dict[str, tuple[int, int]]]:
+        yield from self._placed_flow()
         answers = yield from self._reads([c for u in users for c in self.ops.lane_lengths(u)])
         return {u: (answers[2 * i], answers[2 * i + 1]) for i, u in enumerate(users)}
 
@@ -76,6 +80,7 @@ class InspectionFlows:
         names = list(dict.fromkeys(users))
         if not names:
             return []
+        yield from self._placed_flow()
         now: int = yield self.ops.server_time()
         per_user = [self.ops.user_load(u, now) for u in names]
         width = len(per_user[0])
@@ -104,8 +109,14 @@ class InspectionFlows:
         blocks, waits_for = yield from self._reads(self.ops.task_links(task_id))
         return blocks, waits_for
 
+    def _oldest_queued_flow(self) -> Flow[int | None]:
+        yield from self._placed_flow()
+        oldest: int | None = yield self.ops.oldest_queued()
+        return oldest
+
     def _wait_place_flow(self, task: Task) -> Flow[WaitPlace]:
         critical = task.priority is Priority.CRITICAL
+        yield from self._placed_flow()
         now: int = yield self.ops.server_time()
         place, critical_len, rank, size = yield from self._reads(self.ops.lane_place(task))
         buckets, parked = yield self.ops.task_buckets(task.task_id or "")
@@ -177,7 +188,7 @@ class InspectionMethods(InspectionFlows):
 
     def oldest_queued_ms(self) -> int | None:
         """Push time (ms) of the task QUEUED longest, or None."""
-        return self._run(self.ops.oldest_queued())
+        return self._drive(self._oldest_queued_flow())
 
     def task_links(self, task_id: str) -> tuple[list[str], list[str]]:
         """The tasks ``task_id`` blocks, and the upstreams it still waits for."""
@@ -224,7 +235,7 @@ class AsyncInspectionMethods(InspectionFlows):
         return await self._drive(self._user_weights_flow(users))
 
     async def oldest_queued_ms(self) -> int | None:
-        return await self._run(self.ops.oldest_queued())
+        return await self._drive(self._oldest_queued_flow())
 
     async def task_links(self, task_id: str) -> tuple[list[str], list[str]]:
         return await self._drive(self._task_links_flow(task_id))

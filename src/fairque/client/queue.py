@@ -392,7 +392,7 @@ class FairQueue(AdminMethods, ConstraintMethods, ScheduleMethods, InspectionMeth
         Raises:
             ValidationError: no state, user or name given; a bad limit or cursor.
         """
-        return self._run(self.ops.list_tasks(state, user_id, name, limit, cursor))
+        return self._drive(self._list_tasks_flow(state, user_id, name, limit, cursor))
 
     def outcome(
         self, task_id: str, timeout: float = 0, *, consume: bool = False

@@ -134,6 +134,14 @@ class QueueKeys:
         return self._k("capped")
 
     @property
+    def intake(self) -> str:
+        """List of plain tasks pushed one at a time and not yet placed (in the QUEUED
+        registry, their indexes and their lanes), oldest first
+        (``'<push ms>\\n<priority>\\n<user>\\n<name>\\n<id>'``): a lease call, ``stats``,
+        ``maintain`` and ``place`` place them."""
+        return self._k("intake")
+
+    @property
     def wake(self) -> str:
         """List of wake-up tokens: push adds some, idle workers block on it."""
         return self._k("wake")

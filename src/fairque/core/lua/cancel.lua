@@ -20,6 +20,7 @@ KEYS[13] wake     wake-up list idle workers block on (a freed cap lets a user ba
 KEYS[14] ends     ended tasks to unindex at expiry: '<user>\n<name>\n<id>' -> expiry
 KEYS[15] constraint_due  constraint buckets with parked tasks -> when their limit frees
 KEYS[16] active  users by their last lease (ms); time mode saves the tag of users found here
+KEYS[17] intake  plain tasks pushed one at a time, not yet placed
 
 ARGV[1] id
 ARGV[2] ttl_ms      how long the canceled task stays readable
@@ -43,20 +44,29 @@ Errors: 'FQERR -2' (TaskNotFound) when no such task exists.
 local K = {prefix = KEYS[1], ring = KEYS[2], delayed = KEYS[3], leases = KEYS[4],
   queued = KEYS[5], deferred = KEYS[6], canceled = KEYS[7], meta = KEYS[8], stats = KEYS[9],
   caps = KEYS[10], turns = KEYS[11], capped = KEYS[12], wake = KEYS[13], ends = KEYS[14],
-  constraint_due = KEYS[15], active = KEYS[16]}
+  constraint_due = KEYS[15], active = KEYS[16], intake = KEYS[17]}
 local id, req = ARGV[1], ARGV[3]
 local f = redis.call('HMGET', task_key(K, id), 'state', 'user', 'prio', 'op', 'lease', 'parked',
-  'started', 'fair')
+  'started', 'fair', 'created', 'name')
 local state, user = f[1], f[2]
 if replayed(last_op(K, id, state, f[4]), req) then return 1 end
 if not state then return redis.error_reply('FQERR -2 no task ' .. id) end
 if state == 'FINISHED' or state == 'FAILED' or state == 'CANCELED' then return 0 end
 local ms, us = now()
 if state == 'QUEUED' then
+  local placed
   if tonumber(f[3]) >= 6 then
-    redis.call('LREM', critical_key(K, user), 1, id)
+    placed = redis.call('LREM', critical_key(K, user), 1, id)
   else
-    redis.call('ZREM', normal_key(K, user), id)
+    placed = redis.call('ZREM', normal_key(K, user), id)
+  end
+  if placed == 0 and not f[6] then
+    -- pushed one at a time and not yet placed: its entry goes, its indexes come (a
+    -- canceled task is listed)
+    redis.call('LREM', K.intake, -1,
+      f[9] .. '\n' .. f[3] .. '\n' .. user .. '\n' .. f[10] .. '\n' .. id)
+    redis.call('ZADD', user_index_key(K, user), f[9], id)
+    redis.call('ZADD', name_index_key(K, f[10]), f[9], id)
   end
   redis.call('ZREM', K.queued, id)
   if f[6] then redis.call('ZREM', constraint_parked_key(K, f[6]), id) end

@@ -5,7 +5,9 @@ already expired), takes up to `limit` expired tasks out of their user's and name
 listing indexes (from `ends`), removes up to `limit` expired worker
 registrations, and forgets up to `limit` users not leased for 30 days (their tenant
 hash: counts, estimate, saved tag; a user that returns starts afresh at the floor).
-Workers call it periodically; running it twice is harmless.
+It first places the intake's first tasks (as a lease call does), so tasks pushed one at a
+time reach their lanes while no worker leases. Workers call it periodically; running it
+twice is harmless.
 
 KEYS[1] prefix        fq:{<queue>}:  per-task and per-user keys derive from it (includes/keys.lua)
 KEYS[2] finished      FINISHED registry: task id -> expiry time
@@ -15,8 +17,15 @@ KEYS[5] workers       worker id -> '<last heartbeat ms> <JSON description>'
 KEYS[6] workers_seen  worker id -> registration expiry (ms)
 KEYS[7] ends          ended tasks to unindex at expiry: '<user>\n<name>\n<id>' -> expiry
 KEYS[8] active        users by their last lease (ms)
+KEYS[9] intake        plain tasks pushed one at a time, not yet placed
+KEYS[10] ring         users with ready work, by last-served virtual time
+KEYS[11] capped       users held out of the ring by their in-flight cap
+KEYS[12] meta         queue counters: push clock, ring clock, fairness mode and floor
+KEYS[13] queued       QUEUED registry: task id -> enqueue time
 
 ARGV[1] limit         entries to remove per registry
+ARGV[2] ordering      'aging' | 'strict' (placing the intake)
+ARGV[3] horizon_us
 
 Reply: the number of registry entries and worker registrations removed.
 ]]
@@ -24,11 +33,16 @@ Reply: the number of registry entries and worker registrations removed.
 -- @include forget_workers
 -- @include keys
 -- @include unindex_task
+-- @include intake_head
+-- @include place_intake
 
 local K = {prefix = KEYS[1], finished = KEYS[2], failed = KEYS[3], canceled = KEYS[4],
-  workers = KEYS[5], workers_seen = KEYS[6], ends = KEYS[7], active = KEYS[8]}
+  workers = KEYS[5], workers_seen = KEYS[6], ends = KEYS[7], active = KEYS[8],
+  intake = KEYS[9], ring = KEYS[10], capped = KEYS[11], meta = KEYS[12], queued = KEYS[13]}
 local ms = now()
 local limit = tonumber(ARGV[1])
+local entries = intake_head(K)
+if #entries > 0 then place_intake(K, ARGV[2], tonumber(ARGV[3]), entries) end
 local removed = 0
 for _, registry in ipairs({K.finished, K.failed, K.canceled}) do
   local expired = math.min(redis.call('ZCOUNT', registry, '-inf', ms), limit)

@@ -25,6 +25,7 @@ KEYS[17] ends     ended tasks to unindex at expiry: '<user>\n<name>\n<id>' -> ex
 KEYS[18] constraints     constraint id -> definition; '~version': the constraints version
 KEYS[19] constraint_due  constraint buckets with parked tasks -> when their limit frees
 KEYS[20] active   users by their last lease (ms): their tenant hashes go too
+KEYS[21] intake   plain tasks pushed one at a time, not yet placed
 
 ARGV[1] limit       tasks to delete in this call
 
@@ -36,11 +37,23 @@ local K = {prefix = KEYS[1], ring = KEYS[2], delayed = KEYS[3], leases = KEYS[4]
   queued = KEYS[5], deferred = KEYS[6], finished = KEYS[7], failed = KEYS[8], canceled = KEYS[9],
   meta = KEYS[10], stats = KEYS[11], weights = KEYS[12], caps = KEYS[13], turns = KEYS[14],
   capped = KEYS[15], wake = KEYS[16], ends = KEYS[17], constraints = KEYS[18],
-  constraint_due = KEYS[19], active = KEYS[20]}
+  constraint_due = KEYS[19], active = KEYS[20], intake = KEYS[21]}
 local registries = {K.delayed, K.deferred, K.queued, K.leases, K.finished, K.failed,
   K.canceled}
 local budget = tonumber(ARGV[1])
 local deleted = 0
+-- tasks pushed one at a time and not placed yet: in no registry, only in the intake
+while budget > 0 do
+  local entries = redis.call('LRANGE', K.intake, 0, math.min(budget, 500) - 1)
+  if #entries == 0 then break end
+  for _, entry in ipairs(entries) do
+    local id = string.match(entry, '^%d+\n%d\n[^\n]*\n[^\n]*\n(.*)$')
+    redis.call('DEL', task_key(K, id), watch_key(K, id), done_key(K, id), gone_key(K, id))
+  end
+  redis.call('LTRIM', K.intake, #entries, -1)
+  budget = budget - #entries
+  deleted = deleted + #entries
+end
 for _, registry in ipairs(registries) do
   while budget > 0 do
     local ids = redis.call('ZRANGE', registry, 0, math.min(budget, 500) - 1)
@@ -71,7 +84,7 @@ while budget > 0 do
   redis.call('ZREM', K.ends, unpack(entries))
   budget = budget - #entries
 end
-local remaining = redis.call('ZCARD', K.ends)
+local remaining = redis.call('ZCARD', K.ends) + redis.call('LLEN', K.intake)
 for _, registry in ipairs(registries) do
   remaining = remaining + redis.call('ZCARD', registry)
 end

@@ -2,6 +2,9 @@
 push: enqueue one or more tasks atomically (a batch is all or nothing). One plain task
 (no dependencies, delay, due time, timeout or constraint buckets) takes push_one.lua.
 
+A task ready at once goes into its user's lane, or, while the intake holds tasks pushed
+one at a time (push_one.lua), behind them in the intake: a push never overtakes them.
+
 A task with dependencies waits in DEFERRED until every upstream task FINISHED;
 an upstream already FINISHED counts as satisfied. Upstream ids must exist or be
 pushed in the same batch (the client orders a batch so upstreams come first and
@@ -20,6 +23,7 @@ KEYS[9] capped    users held out of the ring by their in-flight cap
 KEYS[10] wake     wake-up list idle workers block on
 KEYS[11] ends     ended tasks to unindex at expiry: '<user>\n<name>\n<id>' -> expiry
 KEYS[12] constraints  constraint id -> definition; '~version': the constraints version
+KEYS[13] intake   plain tasks not yet placed: '<push ms>\n<prio>\n<user>\n<name>\n<id>'
 
 Every id is looked up first: a push of an id that exists (or ended within the last
 minute: its tombstone, see finalize) is a no-op that returns the stored task, so a
@@ -61,7 +65,7 @@ Errors: 'FQERR -32' (StaleConstraints) when the queue's constraints changed sinc
 
 local K = {prefix = KEYS[1], ring = KEYS[2], delayed = KEYS[3], queued = KEYS[4],
   deferred = KEYS[5], canceled = KEYS[6], meta = KEYS[7], stats = KEYS[8], capped = KEYS[9],
-  wake = KEYS[10], ends = KEYS[11], constraints = KEYS[12]}
+  wake = KEYS[10], ends = KEYS[11], constraints = KEYS[12], intake = KEYS[13]}
 
 -- numbers are read with Lua's string coercion (x + 0), cheaper than tonumber
 local ordering, horizon_us, on_dup = ARGV[1], ARGV[2] + 0, ARGV[3]
@@ -113,6 +117,8 @@ end
 -- the queue's microsecond clock (see mono_us), read once at the first ready task
 local clock = nil
 local ring_users, in_ring = {}, {}
+-- whether the intake holds tasks (read at the first ready task): ready tasks then join it
+local behind = nil
 local reply = {}
 local ready, created = 0, 0
 for i = 0, n - 1 do
@@ -197,20 +203,27 @@ for i = 0, n - 1 do
       -- enqueue_ready does, gathered
       state = 'QUEUED'
       if not plain then redis.call('HSET', tk, 'state', state) end
-      if clock then
-        clock = clock + 1
+      if behind == nil then behind = redis.call('LLEN', K.intake) > 0 end
+      if behind then
+        -- tasks pushed one at a time wait in the intake: go behind them, never ahead
+        gather('RPUSH', K.intake, nil,
+          ms .. '\n' .. prio .. '\n' .. user .. '\n' .. name .. '\n' .. id)
       else
-        clock = math.max(us, (redis.call('HGET', K.meta, 'mono') or 0) + 1)
-      end
-      if prio >= 6 then
-        gather('RPUSH', critical_key(K, user), nil, id)
-      else
-        gather('ZADD', normal_key(K, user), lane_score(prio, clock, ordering, horizon_us), id)
-      end
-      gather('ZADD', K.queued, ms, id)
-      if not in_ring[user] then
-        in_ring[user] = true
-        ring_users[#ring_users + 1] = user
+        if clock then
+          clock = clock + 1
+        else
+          clock = math.max(us, (redis.call('HGET', K.meta, 'mono') or 0) + 1)
+        end
+        if prio >= 6 then
+          gather('RPUSH', critical_key(K, user), nil, id)
+        else
+          gather('ZADD', normal_key(K, user), lane_score(prio, clock, ordering, horizon_us), id)
+        end
+        if not in_ring[user] then
+          in_ring[user] = true
+          ring_users[#ring_users + 1] = user
+        end
+        gather('ZADD', K.queued, ms, id)
       end
       ready = ready + 1
     end

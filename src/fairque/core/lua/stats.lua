@@ -1,6 +1,7 @@
 --[[
-stats: a consistent snapshot of one queue. Trims expired entries from the terminal
-registries first, so counts never include tasks whose data has expired.
+stats: a consistent snapshot of one queue. Places the intake's first tasks and trims
+expired entries from the terminal registries first, so users' ready counts include
+tasks just pushed and counts never include tasks whose data has expired.
 
 KEYS[1] prefix    fq:{<queue>}:  per-task and per-user keys derive from it (includes/keys.lua)
 KEYS[2] ring      users with ready work, by last-served virtual time
@@ -16,9 +17,12 @@ KEYS[11] capped   users held out of the ring by their in-flight cap
 KEYS[12] weights  user -> turns per round
 KEYS[13] caps     user -> in-flight cap
 KEYS[14] meta     queue counters: the fairness mode ('fair')
+KEYS[15] intake   plain tasks pushed one at a time, not yet placed (up to 500 placed first)
 
 ARGV[1] user_limit  report at most this many users from each of: the ring's head, the
                     capped users, the holders of the soonest-expiring leases
+ARGV[2] ordering    'aging' | 'strict' (placing the intake)
+ARGV[3] horizon_us
 
 Reply: {counts[7] (SCHEDULED, DEFERRED, QUEUED, STARTED, FINISHED, FAILED, CANCELED),
         counters (flat hash), users (flat list: user, ready, in flight, weight, cap with
@@ -26,12 +30,17 @@ Reply: {counts[7] (SCHEDULED, DEFERRED, QUEUED, STARTED, FINISHED, FAILED, CANCE
 ]]
 -- @include now
 -- @include keys
+-- @include intake_head
+-- @include place_intake
 
 local K = {prefix = KEYS[1], ring = KEYS[2], delayed = KEYS[3], leases = KEYS[4],
   queued = KEYS[5], deferred = KEYS[6], finished = KEYS[7], failed = KEYS[8], canceled = KEYS[9],
-  stats = KEYS[10], capped = KEYS[11], weights = KEYS[12], caps = KEYS[13], meta = KEYS[14]}
+  stats = KEYS[10], capped = KEYS[11], weights = KEYS[12], caps = KEYS[13], meta = KEYS[14],
+  intake = KEYS[15]}
 local limit = tonumber(ARGV[1])
 local ms = now()
+local entries = intake_head(K)
+if #entries > 0 then place_intake(K, ARGV[2], tonumber(ARGV[3]), entries) end
 for _, registry in ipairs({K.finished, K.failed, K.canceled}) do
   redis.call('ZREMRANGEBYSCORE', registry, '-inf', ms)
 end
@@ -40,6 +49,7 @@ for _, registry in ipairs({K.delayed, K.deferred, K.queued, K.leases, K.finished
                            K.canceled}) do
   counts[#counts + 1] = redis.call('ZCARD', registry)
 end
+counts[3] = counts[3] + redis.call('LLEN', K.intake)  -- QUEUED, not placed yet
 -- users worth showing, bounded: in-flight work is counted from unexpired leases
 local order, seen = {}, {}
 local function add(u)

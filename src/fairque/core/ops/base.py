@@ -38,8 +38,8 @@ class OperationsBase:
             name: tuple(getattr(self.keys, key) for key in script.key_names)
             for name, script in self.scripts.items()
         }
-        # push_one's arguments before the request id
-        self._one_head = (options.ordering, self._horizon_us, options.on_duplicate)
+        # push_one's argument before the request id
+        self._one_head = (options.on_duplicate,)
 
     def _call(self, name: str, args: Sequence[Any], parse: Callable[[Any], T]) -> Call[T]:
         """A call of script ``name``: its KEYS are the ones its header names, in order."""

@@ -177,7 +177,8 @@ class InspectionOperations(OperationsBase):
                 fairness="count" if text(mode) == "count" else "time",
             )
 
-        return self._call("stats", [max(user_limit, 1)], parse)
+        args = [max(user_limit, 1), self.options.ordering, self._horizon_us]
+        return self._call("stats", args, parse)
 
     # bounded reads of plain commands (the dashboard, /metrics, the CLI) ----------------
     def server_time(self) -> Call[int]:

@@ -272,11 +272,17 @@ class LeaseOperations(OperationsBase):
 
         return self._call("next_wakeup", [], parse)
 
+    def place(self) -> Call[tuple[int, int]]:
+        """Place the first tasks pushed one at a time (what a lease call does first);
+        returns how many were placed and how many are left."""
+        args = [self.options.ordering, self._horizon_us]
+        return self._call("place", args, lambda r: (int(r[0]), int(r[1])))
+
     def maintain(self, limit: int) -> Call[int]:
         """Remove up to ``limit`` expired entries per terminal registry and expired
         worker registrations; returns how many entries were removed."""
         _check_int(limit, "batch", 1, MAX_SCAN)
-        return self._call("maintain", [limit], int)
+        return self._call("maintain", [limit, self.options.ordering, self._horizon_us], int)
 
     def register_worker(self, info: WorkerInfo, ttl_seconds: float) -> Call[int]:
         """Register or refresh a worker; forget workers silent for ``ttl_seconds``."""

@@ -15,7 +15,7 @@ import pytest
 from servers import SyncClient
 from support import queue_snapshot
 
-from fairque import FairQueue, Priority, ResultTimeout, Task, TaskState
+from fairque import FairQueue, Priority, ResultTimeout, Task, TaskState, ValidationError
 from fairque.core.keys import QueueKeys
 
 MakeQueue = Callable[..., FairQueue]
@@ -100,6 +100,20 @@ def test_a_cancel_before_placement_takes_the_entry_out(
     assert stored.state is TaskState.CANCELED
 
 
+def test_a_resent_cancel_of_an_unplaced_task_changes_nothing(
+    make_queue: MakeQueue, redis_client: SyncClient
+) -> None:
+    q = make_queue()
+    t = q.enqueue("job", user_id="ann")
+    q.enqueue("job", user_id="ann")
+    call = q.ops.cancel(str(t.task_id))
+    assert q._run(call) is True
+    before = queue_snapshot(redis_client, q.queue)
+    assert q._run(call) is True  # the resend after a lost reply
+    assert queue_snapshot(redis_client, q.queue) == before
+    assert intake(redis_client, q) == 1
+
+
 def test_a_general_push_goes_behind_the_intake(
     make_queue: MakeQueue, redis_client: SyncClient
 ) -> None:
@@ -158,6 +172,20 @@ def test_placing_twice_places_nothing_more(make_queue: MakeQueue, redis_client: 
     assert q.place() == 0
     assert q.maintain() == 0
     assert queue_snapshot(redis_client, q.queue) == before
+
+
+def test_a_read_with_bad_arguments_places_nothing(
+    make_queue: MakeQueue, redis_client: SyncClient
+) -> None:
+    q = make_queue()
+    q.enqueue("job", user_id="ann")
+    before = queue_snapshot(redis_client, q.queue)
+    with pytest.raises(ValidationError, match="offset"):
+        q.ring_users(offset=-1)
+    with pytest.raises(ValidationError, match="limit"):
+        q.list_tasks(state=TaskState.QUEUED, limit=0)
+    assert queue_snapshot(redis_client, q.queue) == before
+    assert intake(redis_client, q) == 1
 
 
 def test_maintain_places_the_intake(make_queue: MakeQueue, redis_client: SyncClient) -> None:

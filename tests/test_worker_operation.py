@@ -209,14 +209,22 @@ async def test_at_info_a_worker_logs_a_summary_not_a_line_per_task(
     for t in tasks:
         await wait_state(q, cast(str, t.task_id), TaskState.FINISHED)
     await wait_state(q, cast(str, bad.task_id), TaskState.FAILED)
-    summaries: list[str] = []
-    for _ in range(100):  # the next summary line after the last task's end
-        summaries = [m for m in messages(caplog, logging.INFO) if m.startswith("worker w-sum: ")]
-        if sum(int(m.split(" ")[2].replace(",", "")) for m in summaries) == 30:
+
+    def summed() -> tuple[list[str], int, int]:
+        lines = [m for m in messages(caplog, logging.INFO) if m.startswith("worker w-sum: ")]
+        finished = sum(int(m.split(" ")[2].replace(",", "")) for m in lines)
+        failed = sum(int(m.split(", ")[1].split(" ")[0]) for m in lines)
+        return lines, finished, failed
+
+    # the worker counts an end when the queue's answer comes back, a moment after the
+    # state the test waited for: wait for the summary lines that carry every end
+    summaries, finished, failed = summed()
+    for _ in range(200):
+        if (finished, failed) == (30, 1):
             break
         await asyncio.sleep(0.05)
-    assert sum(int(m.split(" ")[2].replace(",", "")) for m in summaries) == 30
-    assert sum(int(m.split(", ")[1].split(" ")[0]) for m in summaries) == 1
+        summaries, finished, failed = summed()
+    assert (finished, failed) == (30, 1)
     assert all(" finished, " in m and " in the last " in m and " running" in m for m in summaries)
     per_task = [m for m in messages(caplog, logging.INFO) if any(
         cast(str, t.task_id) in m for t in tasks)]  # fmt: skip

@@ -64,16 +64,19 @@ class InspectionFlows:
         return started
 
     def _ring_users_flow(self, limit: int, offset: int) -> Flow[tuple[list[str], int]]:
+        # (ZRANGE 0 -1 would be the whole ring); the calls are built (checked) first
+        page = self.ops.ring_page(offset, limit) if limit > 0 else (self.ops.ring_size(),)
         yield from self._placed_flow()  # tasks pushed one at a time: their users join
-        if limit <= 0:  # (ZRANGE 0 -1 would be the whole ring)
-            size: int = yield self.ops.ring_size()
+        if limit <= 0:
+            size: int = yield page[0]
             return [], size
-        users, size = yield from self._reads(self.ops.ring_page(offset, limit))
+        users, size = yield from self._reads(page)
         return users, size
 
     def _backlogs_flow(self, users: Sequence[str]) -> Flow[dict[str, tuple[int, int]]]:
+        calls = [c for u in users for c in self.ops.lane_lengths(u)]
         yield from self._placed_flow()
-        answers = yield from self._reads([c for u in users for c in self.ops.lane_lengths(u)])
+        answers = yield from self._reads(calls)
         return {u: (answers[2 * i], answers[2 * i + 1]) for i, u in enumerate(users)}
 
     def _user_loads_flow(self, users: Iterable[str]) -> Flow[list[UserLoad]]:
@@ -116,9 +119,10 @@ class InspectionFlows:
 
     def _wait_place_flow(self, task: Task) -> Flow[WaitPlace]:
         critical = task.priority is Priority.CRITICAL
+        lane = self.ops.lane_place(task)  # built (checked) before anything is placed
         yield from self._placed_flow()
         now: int = yield self.ops.server_time()
-        place, critical_len, rank, size = yield from self._reads(self.ops.lane_place(task))
+        place, critical_len, rank, size = yield from self._reads(lane)
         buckets, parked = yield self.ops.task_buckets(task.task_id or "")
         uses = yield from self._reads([c for b in buckets for c in self.ops.bucket_use(b, now)])
         if place is not None and not critical:

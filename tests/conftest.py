@@ -111,7 +111,8 @@ def redis_client(server: ServerInfo) -> Iterator[SyncClient]:
         client.close()
 
 
-_TAGGED = re.compile(rb"^fq:\{([^{}]+)\}:")
+# a queue's own tag, or a shard's: ``<queue>{<index>.<salt>`` (keys.shard_tag)
+_TAGGED = re.compile(rb"^fq:\{([^{}]+(?:\{[0-9]+\.[0-9]+)?)\}:")
 
 
 def _audit_keys(client: SyncClient) -> list[str]:

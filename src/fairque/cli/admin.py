@@ -104,7 +104,7 @@ def queues(
     from fairque import FairQueue
 
     with open_queue(ctx) as q:
-        rows = [(name, FairQueue(q.client, name).stats(user_limit=0)) for name in q.queues()]
+        rows = [(name, FairQueue.open(q.client, name).stats(user_limit=0)) for name in q.queues()]
     if as_json:
         docs = [
             {"queue": name, "counts": {s.value: n for s, n in stats.counts.items()}}

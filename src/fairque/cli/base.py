@@ -242,7 +242,7 @@ def open_queues(ctx: typer.Context, cfg: Settings) -> Iterator[list[FairQueue]]:
         first, *others = cfg.worker_queues
         q = FairQueue.from_url(url, first, cluster=cfg.redis.cluster, **options)
         try:
-            yield [q, *(FairQueue(q.client, name, **options) for name in others)]
+            yield [q, *(FairQueue.open(q.client, name, **options) for name in others)]
         finally:
             q.close()
 

@@ -156,6 +156,7 @@ def run_worker(common: Common, cfg: Settings, processes: int, log_args: list[str
                 env["FAIRQUE_WORKER__BURST"] = "true"
             raise typer.Exit(run_processes(commands, env=env))
         from fairque.client.aio import AsyncFairQueue
+        from fairque.client.sharded import open_async
         from fairque.worker import Worker
         from fairque.worker.supervisor import supervisor_pid
 
@@ -167,8 +168,12 @@ def run_worker(common: Common, cfg: Settings, processes: int, log_args: list[str
             options = cfg.queue.options()
             first, *others = cfg.worker_queues
             queue = AsyncFairQueue.from_url(url, first, cluster=cluster, **options)
-            # one client (one connection pool) for every queue served
-            queues = [queue, *(AsyncFairQueue(queue.client, name, **options) for name in others)]
+            # one client (one connection pool) for every queue served, each with its shards
+            queues = [
+                queue,
+                *(open_async(AsyncFairQueue, url, queue.client, name, None, options)
+                  for name in others),
+            ]  # fmt: skip
             runner = Worker(queues, config=cfg.worker)
             runner.parent_pid = supervisor_pid()
             runner.run()

@@ -52,13 +52,31 @@ class AsyncFairQueue(
 
     @classmethod
     def from_url(
-        cls, url: str, queue: str = "default", *, cluster: bool | None = None, **options: Any
-    ) -> AsyncFairQueue:
-        """Connect to ``url``; a cluster is detected unless ``cluster`` says otherwise."""
+        cls, url: str, queue: str = "default", *, cluster: bool | None = None,
+        shards: int | None = None, **options: Any,
+    ) -> AsyncFairQueue:  # fmt: skip
+        """Connect to ``url`` and open ``queue`` with the shards the server holds (or
+        create it with ``shards``; see ``FairQueue.open``); the shard list is read
+        here, with a short-lived blocking connection."""
+        from fairque.client.sharded import open_async
+
         client: aredis.Redis | aredis.RedisCluster = connect(
             url, cluster, options, aredis.Redis.from_url, aredis.RedisCluster.from_url
         )
-        return cls(client, queue, **options)
+        return open_async(cls, url, client, queue, shards, options)
+
+    @classmethod
+    async def open(
+        cls, client: aredis.Redis | aredis.RedisCluster, queue: str = "default", *,
+        shards: int | None = None, **options: Any,
+    ) -> AsyncFairQueue:  # fmt: skip
+        """See ``FairQueue.open``."""
+        from fairque.client.sharded import AsyncShardedFairQueue
+        from fairque.client.sharding import layout_flow
+
+        plain = cls(client, queue, **options)
+        tags = await plain._drive(layout_flow(plain, shards))
+        return AsyncShardedFairQueue(client, queue, tags, **options) if tags else plain
 
     async def _run(self, call: Call[T]) -> T:
         try:

@@ -190,8 +190,8 @@ class QueueBase:
     """State and control flow common to ``FairQueue`` and ``AsyncFairQueue``; they
     only add I/O."""
 
-    def __init__(self, client: Any, queue: str, **options: Any) -> None:
-        self.ops = Operations(queue, QueueOptions.build(**options))
+    def __init__(self, client: Any, queue: str, *, _tag: str | None = None, **options: Any) -> None:
+        self.ops = Operations(queue, QueueOptions.build(**options), _tag)
         self._block_limit = blocking_limit(client)
         #: where a bounded ``cleanup_dependencies`` stopped (its next call resumes there)
         self._cleanup_offset = 0

@@ -18,6 +18,7 @@ from fairque.client.inspection import InspectionMethods
 from fairque.constraints.api import ConstraintMethods
 from fairque.core.bypasses import FAILED, QuickSender
 from fairque.core.records import Call, Leased, LeaseRequest, Pushed
+from fairque.core.urls import url_errors
 from fairque.errors import StaleConstraints
 from fairque.models import (
     Priority,
@@ -54,13 +55,38 @@ class FairQueue(AdminMethods, ConstraintMethods, ScheduleMethods, InspectionMeth
 
     @classmethod
     def from_url(
-        cls, url: str, queue: str = "default", *, cluster: bool | None = None, **options: Any
-    ) -> FairQueue:
-        """Connect to ``url``; a cluster is detected unless ``cluster`` says otherwise."""
+        cls, url: str, queue: str = "default", *, cluster: bool | None = None,
+        shards: int | None = None, **options: Any,
+    ) -> FairQueue:  # fmt: skip
+        """Connect to ``url`` and open ``queue`` (see ``open``); a cluster is detected
+        unless ``cluster`` says otherwise."""
         client: redis.Redis | redis.RedisCluster = connect(
             url, cluster, options, redis.Redis.from_url, redis.RedisCluster.from_url
         )
-        return cls(client, queue, **options)
+        with url_errors(url):
+            return cls.open(client, queue, shards=shards, **options)
+
+    @classmethod
+    def open(
+        cls, client: redis.Redis | redis.RedisCluster, queue: str = "default", *,
+        shards: int | None = None, **options: Any,
+    ) -> FairQueue:  # fmt: skip
+        """Open ``queue`` with as many shards as the server holds for it, or create it
+        with ``shards`` shards when it is new (docs/howto/shards.md).
+
+        Returns a ``ShardedFairQueue`` (the same methods) when the queue has more than
+        one shard.
+
+        Raises:
+            ConfigError: ``shards`` is not 1..1024, or differs from the count the
+                server holds (a queue that already holds tasks has one).
+        """
+        from fairque.client.sharded import ShardedFairQueue
+        from fairque.client.sharding import layout_flow
+
+        plain = cls(client, queue, **options)
+        tags = plain._drive(layout_flow(plain, shards))
+        return ShardedFairQueue(client, queue, tags, **options) if tags else plain
 
     def _run(self, call: Call[T]) -> T:
         try:

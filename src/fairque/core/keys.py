@@ -39,16 +39,29 @@ def validate_queue_name(queue: str) -> str:
     return queue
 
 
+def shard_tag(queue: str, index: int, salt: int) -> str:
+    """The hash tag of shard ``index`` (>= 1) of a sharded queue: ``<queue>{<index>.<salt>``.
+
+    A queue name holds no brace, so no queue's own tag can equal a shard's; the salt
+    picks the tag's cluster slot (``fairque.core.shards``). Shard 0 is the queue's own
+    tag, so an unsharded queue's keys are shard 0's.
+    """
+    return f"{queue}{{{index}.{salt}"
+
+
 @dataclass(frozen=True)
 class QueueKeys:
-    """The fixed keys of one queue plus builders for per-task and per-user keys."""
+    """The fixed keys of one queue partition (an unsharded queue, or one shard of a
+    sharded queue) plus builders for per-task and per-user keys."""
 
     queue: str
+    #: the hash tag of the partition (None: the queue name, i.e. shard 0)
+    tag: str | None = None
 
     @property
     def prefix(self) -> str:
-        """The hash-tagged prefix every key of the queue starts with."""
-        return f"fq:{{{self.queue}}}:"
+        """The hash-tagged prefix every key of the partition starts with."""
+        return f"fq:{{{self.tag if self.tag is not None else self.queue}}}:"
 
     def _k(self, suffix: str) -> str:
         return self.prefix + suffix
@@ -200,6 +213,12 @@ class QueueKeys:
         their lanes (a rate limit's next slot, a concurrency limit's earliest lease
         deadline, or now once a slot frees)."""
         return self._k("constraints:due")
+
+    @property
+    def shards(self) -> str:
+        """List of a sharded queue's shard tags, shard 1 first (shard 0's tag is the
+        queue's own); kept in shard 0 only. Absent: the queue has one shard."""
+        return self._k("shards")
 
     # derived keys -------------------------------------------------------------
     def task(self, task_id: str) -> str:

@@ -149,7 +149,11 @@ class Service:
         if q is None:
             with engine_errors():
                 first = await self.connect()
-            q = first if first.queue == name else AsyncFairQueue(first.client, name, **self.options)
+            q = (
+                first
+                if first.queue == name
+                else await AsyncFairQueue.open(first.client, name, **self.options)
+            )
             if len(self.queues) < MAX_QUEUES or name in self.names:
                 self.queues[name] = q
         return q

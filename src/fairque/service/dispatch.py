@@ -187,7 +187,7 @@ async def run_dispatch(
         AsyncFairQueue.from_url, url, config.queues[0], **(options or {})
     )
     queues = [first] + [
-        AsyncFairQueue(first.client, n, **(options or {})) for n in config.queues[1:]
+        await AsyncFairQueue.open(first.client, n, **(options or {})) for n in config.queues[1:]
     ]
     limits = httpx.Limits(max_connections=config.max_concurrent_tasks + 4)
     try:

@@ -16,6 +16,7 @@ from fairque.core.ops.inspection import LIST_SCAN, MAX_PAGE, InspectionOperation
 from fairque.core.ops.leases import MAX_TRACEBACK, LeaseOperations
 from fairque.core.ops.plain import PlainOperations
 from fairque.core.ops.schedules import ScheduleOperations
+from fairque.core.ops.shards import ShardOperations
 from fairque.core.ops.tasks import TaskOperations
 
 __all__ = ["LIST_SCAN", "MAX_PAGE", "MAX_TRACEBACK", "Operations", "make_cursor"]
@@ -27,6 +28,7 @@ class Operations(
     InspectionOperations,
     ScheduleOperations,
     ConstraintOperations,
+    ShardOperations,
     PlainOperations,
 ):
     """Builds the calls of one queue; shared by the sync and async clients.

@@ -23,10 +23,11 @@ T = TypeVar("T")
 class OperationsBase:
     """The state every builder reads; ``_call`` makes a call of one script."""
 
-    def __init__(self, queue: str, options: QueueOptions) -> None:
+    def __init__(self, queue: str, options: QueueOptions, tag: str | None = None) -> None:
         self.queue = validate_queue_name(queue)
         self.options = options
-        self.keys = QueueKeys(self.queue)
+        #: the partition's keys: the queue's own, or one shard's (``tag``)
+        self.keys = QueueKeys(self.queue, tag)
         self.serializer: Serializer = get_serializer(options.serializer)
         self.codec = TaskCodec(self.serializer, options)
         self.scripts = load_all()

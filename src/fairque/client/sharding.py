@@ -1,0 +1,349 @@
+"""What the sync and async clients of a sharded queue share: the shards' partitions,
+which one a tenant lives in, and the control flow of every method that spans shards.
+
+A sharded queue is one partition per shard (``fairque.core.shards``); each partition is
+a ``QueueBase`` with its own keys, so every transition is still one script in one slot.
+The flows here only choose partitions and merge answers: a tenant's writes go to its
+shard, a read of a task id asks every shard in one pipeline, and a lease goes to the
+shard whose ring stands lowest in virtual time among a random pair with ready work
+(the power of two choices), so tenants on a busy shard are served at the pace of
+tenants on a quiet one.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar
+
+from fairque.client.base import Flow, QueueBase
+from fairque.core.ops.shards import ShardState
+from fairque.core.records import Call, Leased, LeaseRequest, Pushed, request_id
+from fairque.core.shards import check_shards, choose_tags, shard_of
+from fairque.errors import ConfigError, ValidationError
+from fairque.models import QueueStats, Task, TaskOutcome, TaskPage, TaskState
+
+T = TypeVar("T")
+
+#: Shards whose state one lease weighs before it chooses (the power of two choices).
+SAMPLE = 2
+#: Lease request ids remembered with the shard they went to (a resend goes there).
+REMEMBERED = 256
+#: Separator of the per-shard parts of a listing cursor.
+CURSOR_SEP = "/"
+
+
+def layout_flow(ops_owner: QueueBase, shards: int | None) -> Flow[tuple[str, ...]]:
+    """Create or open the queue's shard list: the tags of shards 1..N-1.
+
+    Raises:
+        ConfigError: ``shards`` differs from the count the server holds.
+    """
+    ops = ops_owner.ops
+    if shards is not None:
+        check_shards(shards)
+    have: tuple[str, ...] = yield ops.create_shards(())
+    if shards is not None and shards > 1 and not have:
+        have = yield ops.create_shards(choose_tags(ops.queue, shards))
+    count = len(have) + 1
+    if shards is not None and shards != count:
+        raise ConfigError(
+            f"queue {ops.queue!r} has {count} shard{'s' if count > 1 else ''}, not {shards}"
+            + ("; it already holds tasks, so it stays unsharded" if count == 1 else "")
+        )
+    return have
+
+
+def _order(states: Sequence[tuple[int, ShardState]], rng: random.Random) -> list[int]:
+    """The sampled shards with ready work, in the order to lease from them.
+
+    Time mode: the lowest ring position (start tag) first, so shards advance together
+    in virtual time. Count mode: a draw weighted by the users waiting in each ring, so
+    every user gets turns at the same pace wherever it lives.
+    """
+    ready = [(i, s) for i, s in states if s.ready]
+    if all(s.timed for _, s in ready):
+        return [i for i, _ in sorted(ready, key=lambda pair: pair[1].position)]
+    order: list[int] = []
+    while ready:
+        weights = [max(s.users, 1) for _, s in ready]
+        pick = rng.choices(range(len(ready)), weights)[0]
+        order.append(ready.pop(pick)[0])
+    return order
+
+
+class ShardedFlows(QueueBase):
+    """State and flows of a sharded queue; ``ShardedFairQueue`` and
+    ``AsyncShardedFairQueue`` add the sending."""
+
+    def _init_shards(self, client: Any, tags: Sequence[str], options: dict[str, Any]) -> None:
+        #: one partition per shard: shard 0 is this client's own (the queue's own tag)
+        self.parts: tuple[QueueBase, ...] = (
+            self, *(QueueBase(client, self.queue, _tag=t, **options) for t in tags)
+        )  # fmt: skip
+        self._rng = random.Random()
+        #: lease request id -> shard it was sent to (a resend goes to the same shard)
+        self._sent: OrderedDict[str, int] = OrderedDict()
+
+    @property
+    def shards(self) -> int:
+        """How many shards the queue has."""
+        return len(self.parts)
+
+    def shard_of(self, user_id: str) -> int:
+        """The shard ``user_id`` lives in."""
+        return shard_of(user_id, len(self.parts))
+
+    def _part(self, user_id: str) -> QueueBase:
+        return self.parts[shard_of(user_id, len(self.parts))]
+
+    def _each(self, build: Callable[[QueueBase], Call[Any]]) -> Flow[list[Any]]:
+        """One call per shard, sent as one pipeline; their parsed answers."""
+        return (yield from self._pipeline(tuple(build(p) for p in self.parts)))
+
+    # pushes ---------------------------------------------------------------------
+    def _push_one_flow(self, task: Task) -> Flow[Task]:
+        part = self._part(task.user_id)
+        pushed: Task = yield from part._push_flow(lambda: part.ops.push(task))
+        yield from self._registry_flow(self._listing_due())
+        return pushed
+
+    def _enqueue_flow(self, build: Callable[[QueueBase], Call[Task]], user_id: str) -> Flow[Task]:
+        part = self._part(user_id)
+        pushed: Task = yield from part._push_flow(lambda: build(part))
+        yield from self._registry_flow(self._listing_due())
+        return pushed
+
+    def _push_many_flow(
+        self, tasks: Iterable[Task], delays: Sequence[float | None] | None
+    ) -> Flow[Pushed]:
+        """Split the batch by shard; each shard's part is pushed atomically.
+
+        Raises:
+            ValidationError: a task depends on a task of the batch in another shard.
+        """
+        batch = list(tasks)
+        if delays is not None and len(delays) != len(batch):
+            raise ValidationError(f"delays has {len(delays)} entries for {len(batch)} tasks")
+        shard = [shard_of(t.user_id, len(self.parts)) for t in batch]
+        where = {t.task_id: s for t, s in zip(batch, shard, strict=True) if t.task_id}
+        for task, s in zip(batch, shard, strict=True):
+            for dep in task.depends_on:
+                if where.get(dep, s) != s:
+                    raise ValidationError(
+                        f"task {task.task_id or task.name!r} of user {task.user_id!r} depends on "
+                        f"{dep!r}, a task of another shard: dependencies stay within a shard"
+                    )
+        tasks_out: list[Task | None] = [None] * len(batch)
+        created: list[bool] = [False] * len(batch)
+        for s, part in enumerate(self.parts):
+            idx = [i for i, x in enumerate(shard) if x == s]
+            if not idx:
+                continue
+            sub = [batch[i] for i in idx]
+            sub_delays = None if delays is None else [delays[i] for i in idx]
+            pushed: Pushed = yield from self._push_part_flow(part, sub, sub_delays)
+            for i, t, c in zip(idx, pushed, pushed.created, strict=True):
+                tasks_out[i], created[i] = t, c
+        yield from self._registry_flow(self._listing_due())
+        return Pushed([t for t in tasks_out if t is not None], created)
+
+    @staticmethod
+    def _push_part_flow(
+        part: QueueBase, tasks: Sequence[Task], delays: Sequence[float | None] | None
+    ) -> Flow[Pushed]:
+        pushed: Pushed = yield from part._push_flow(lambda: part.ops.push_many(tasks, delays))
+        return pushed
+
+    # leases ---------------------------------------------------------------------
+    def _candidates(self, request: LeaseRequest) -> list[int]:
+        """The shards a lease may be served from: the assigned users' shards, and the
+        steal targets' (every shard for ``"*"`` or with neither)."""
+        n = len(self.parts)
+        names = [*(request.assigned_users or ()), *(request.steal_targets or ())]
+        if not names or "*" in names:
+            return list(range(n))
+        return sorted({shard_of(u, n) for u in names})
+
+    def _remember(self, req: str, shard: int) -> None:
+        self._sent[req] = shard
+        self._sent.move_to_end(req)
+        while len(self._sent) > REMEMBERED:
+            self._sent.popitem(last=False)
+
+    def _lease_flow(
+        self, request: LeaseRequest, done: Sequence[tuple[Task, Any]] = ()
+    ) -> Flow[tuple[list[bool], Leased]]:
+        """Finish ``done`` on their shards and lease up to ``request.count`` tasks from
+        the shard that stands lowest among a random pair with ready work (then the
+        other, then every shard with ready work), in two pipelines: the pair's states
+        (nothing to read when ``count`` is 0), then the finishes and the lease.
+
+        A request id sent before goes to the shard it went to (that shard answers what
+        the first send leased)."""
+        n = len(self.parts)
+        groups: dict[int, list[int]] = {}
+        for i, (task, _) in enumerate(done):
+            groups.setdefault(shard_of(task.user_id, n), []).append(i)
+        acks = [False] * len(done)
+        req = request.request_id or request_id()
+
+        def send(target: int, req: str) -> Flow[Leased]:
+            """One pipeline: the finishes on the other shards, then the finishes and
+            the lease on ``target``."""
+            order = [*(s for s in groups if s != target), target]
+            calls = tuple(
+                self.parts[s].ops.complete_and_pop(
+                    [done[i] for i in groups.get(s, ())],
+                    request._replace(
+                        count=request.count if s == target else 0,
+                        request_id=req if s == target else request_id(),
+                    ),
+                )
+                for s in order
+            )
+            answers = yield from self._pipeline(calls)
+            for s, (oks, _) in zip(order, answers, strict=True):
+                for i, ok in zip(groups.pop(s, ()), oks, strict=True):
+                    acks[i] = ok
+            return (yield from self.parts[target]._settle_flow(answers[-1][1]))
+
+        if request.count <= 0 or req in self._sent:
+            leased = yield from send(self._sent.get(req, 0), req)
+            return acks, leased
+        candidates = self._candidates(request)
+        sample = self._rng.sample(candidates, min(SAMPLE, len(candidates)))
+        states = yield from self._pipeline(tuple(self.parts[s].ops.shard_state() for s in sample))
+        order = _order(list(zip(sample, states, strict=True)), self._rng)
+        rest = [s for s in candidates if s not in sample]
+        while True:
+            if not order and rest:
+                states = yield from self._pipeline(
+                    tuple(self.parts[s].ops.shard_state() for s in rest)
+                )
+                order, rest = _order(list(zip(rest, states, strict=True)), self._rng), []
+            target = order.pop(0) if order else sample[0]
+            self._remember(req, target)
+            leased = yield from send(target, req)
+            if leased or not order:
+                return acks, leased
+            req = request_id()
+
+    def _extend_many_flow(self, tasks: Sequence[Task], seconds: float | None) -> Flow[list[bool]]:
+        n = len(self.parts)
+        groups: dict[int, list[int]] = {}
+        for i, task in enumerate(tasks):
+            groups.setdefault(shard_of(task.user_id, n), []).append(i)
+        shards = list(groups)
+        answers = yield from self._pipeline(
+            tuple(
+                self.parts[s].ops.extend_many([tasks[i] for i in groups[s]], seconds)
+                for s in shards
+            )
+        )
+        out = [False] * len(tasks)
+        for s, answer in zip(shards, answers, strict=True):
+            for i, ok in zip(groups[s], answer, strict=True):
+                out[i] = ok
+        return out
+
+    # reads and changes by task id ---------------------------------------------------
+    def _locate_flow(self, task_id: str) -> Flow[QueueBase]:
+        """The partition holding ``task_id`` (shard 0 when none does: it answers as
+        an unknown id does)."""
+        found: list[Task | None] = yield from self._each(lambda p: p.ops.get(task_id))
+        for part, task in zip(self.parts, found, strict=True):
+            if task is not None:
+                return part
+        return self.parts[0]
+
+    def _get_flow(self, task_id: str) -> Flow[Task | None]:
+        found: list[Task | None] = yield from self._each(lambda p: p.ops.get(task_id))
+        return next((t for t in found if t is not None), None)
+
+    def _by_id_flow(self, task_id: str, build: Callable[[QueueBase], Call[T]]) -> Flow[T]:
+        part = yield from self._locate_flow(task_id)
+        answer: T = yield build(part)
+        return answer
+
+    def _sharded_outcome_flow(
+        self, task_id: str, timeout: float, consume: bool
+    ) -> Flow[TaskOutcome | None]:
+        part = yield from self._locate_flow(task_id)
+        return (yield from part._outcome_flow(task_id, timeout, consume))
+
+    def _sharded_result_flow(self, task_id: str, timeout: float, consume: bool) -> Flow[Any]:
+        part = yield from self._locate_flow(task_id)
+        return (yield from part._result_flow(task_id, timeout, consume))
+
+    # whole-queue reads and housekeeping --------------------------------------------
+    def _sum_flow(self, build: Callable[[QueueBase], Call[int]]) -> Flow[int]:
+        return sum((yield from self._each(build)))
+
+    def _stats_flow(self, user_limit: int) -> Flow[QueueStats]:
+        parts: list[QueueStats] = yield from self._each(lambda p: p.ops.stats(user_limit))
+        first = parts[0]
+        counts = {s: sum(p.counts.get(s, 0) for p in parts) for s in first.counts}
+        counters: dict[str, int] = {}
+        for p in parts:
+            for k, v in p.counters.items():
+                counters[k] = counters.get(k, 0) + v
+        users = sorted((u for p in parts for u in p.users), key=lambda u: (-u.ready, -u.in_flight))
+        return first.model_copy(
+            update={
+                "counts": counts,
+                "counters": counters,
+                "users": users[:user_limit],
+                "active_users": sum(p.active_users for p in parts),
+                "capped_users": sum(p.capped_users for p in parts),
+            }
+        )
+
+    def _next_wakeup_flow(self) -> Flow[float | None]:
+        times: list[float | None] = yield from self._each(lambda p: p.ops.next_wakeup())
+        known = [t for t in times if t is not None]
+        return min(known) if known else None
+
+    def _cleanup_all_flow(self, batch: int, passes: int | None) -> Flow[int]:
+        total = 0
+        for part in self.parts:
+            total += yield from part._cleanup_dependencies_flow(batch, passes)
+        return total
+
+    def _purge_all_flow(self, batch: int) -> Flow[int]:
+        total = 0
+        for part in self.parts[1:]:
+            while True:
+                deleted, remaining = yield part.ops.purge(batch)
+                total += deleted
+                if remaining == 0:
+                    break
+        total += yield from self._purge_flow(batch)
+        return total
+
+    def _list_all_flow(
+        self, state: TaskState | str | None, user_id: str | None, name: str | None,
+        limit: int, cursor: str | None,
+    ) -> Flow[TaskPage]:  # fmt: skip
+        """``list_tasks``: one user's tasks from its shard; otherwise shard by shard
+        (each shard newest first), the cursor ``'<shard>/<that shard's cursor>'``."""
+        if user_id is not None:
+            return (yield from self._part(user_id)._list_tasks_flow(
+                state, user_id, name, limit, cursor
+            ))  # fmt: skip
+        shard, inner = 0, None
+        if cursor is not None:
+            head, sep, rest = str(cursor).partition(CURSOR_SEP)
+            if not sep or not head.isdigit() or not int(head) < len(self.parts):
+                raise ValidationError(f"cursor {cursor!r} is not a cursor of this queue")
+            shard, inner = int(head), rest or None
+        page: TaskPage = yield from self.parts[shard]._list_tasks_flow(
+            state, None, name, limit, inner
+        )
+        nxt = page.next_cursor
+        if nxt is None and shard + 1 < len(self.parts):  # the next shard, from its start
+            return page.model_copy(update={"next_cursor": f"{shard + 1}{CURSOR_SEP}"})
+        if nxt is not None:
+            return page.model_copy(update={"next_cursor": f"{shard}{CURSOR_SEP}{nxt}"})
+        return page

@@ -1,0 +1,41 @@
+--[[
+shard_state: what a worker of a sharded queue weighs to choose the shard it leases from
+(read only): whether the shard may have ready work, its fairness mode, where its ring
+stands in virtual time, and how many users wait in its ring.
+
+KEYS[1] prefix   fq:{<queue>}:  per-task and per-user keys derive from it (includes/keys.lua)
+KEYS[2] ring     users with ready work, by start tag (time mode) or last-served clock
+KEYS[3] meta     queue counters: fairness mode and floor
+KEYS[4] intake   plain tasks not yet placed
+KEYS[5] delayed  SCHEDULED registry: task id -> due time (ms)
+KEYS[6] leases   STARTED registry: task id -> lease deadline (ms)
+KEYS[7] constraint_due  constraint buckets -> when their parked tasks may go back (ms)
+
+Reply: {ready, mode, position, users}: ready 1 when the ring or the intake holds work,
+or a lease call has something to bring back first (a due scheduled task, an expired
+lease, a constraint bucket due); a lease call may still find none (caps, constraints);
+position the ring head's start tag (time mode; the floor when the ring is empty);
+users the ring's size plus the intake's length (an upper bound of the users a lease
+may serve).
+]]
+-- @include now
+-- @include fair_timed
+
+local K = {prefix = KEYS[1], ring = KEYS[2], meta = KEYS[3], intake = KEYS[4], delayed = KEYS[5],
+  leases = KEYS[6], constraint_due = KEYS[7]}
+local m = redis.call('HMGET', K.meta, 'fair', 'floor')
+local users = redis.call('ZCARD', K.ring) + redis.call('LLEN', K.intake)
+local ready = users > 0
+if not ready then
+  local ms = now()
+  for _, key in ipairs({K.delayed, K.leases, K.constraint_due}) do
+    if #redis.call('ZRANGEBYSCORE', key, '-inf', ms, 'LIMIT', 0, 1) > 0 then
+      ready = true
+      break
+    end
+  end
+end
+local head = redis.call('ZRANGE', K.ring, 0, 0, 'WITHSCORES')[2]
+local position = tonumber(head or m[2] or '0')
+return {ready and 1 or 0, fair_timed(m[1]) and 'time' or 'count', string.format('%d', position),
+  users}

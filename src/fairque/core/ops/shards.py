@@ -1,0 +1,48 @@
+"""Builders of the calls that only a sharded queue makes: creating (or reading) its
+shard list, kept in shard 0, and reading one shard's state to choose where to lease."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from fairque.core.checks import check_wait
+from fairque.core.ops.base import OperationsBase
+from fairque.core.records import Call
+from fairque.core.taskhash import text
+
+
+@dataclass(frozen=True)
+class ShardState:
+    """One shard as a worker weighs it (``shard_state.lua``)."""
+
+    ready: bool  #: the ring, the intake or a due scheduled task holds work
+    timed: bool  #: fair by worker time (else by count)
+    position: int  #: the ring head's start tag (time mode), or the floor
+    users: int  #: ring size plus intake length (an upper bound of users to serve)
+
+
+def _state(reply: Any) -> ShardState:
+    ready, mode, position, users = reply
+    return ShardState(bool(int(ready)), text(mode) == "time", int(position), int(users))
+
+
+class ShardOperations(OperationsBase):
+    """Builders of the shard calls (on shard 0's or any shard's operations)."""
+
+    def create_shards(self, tags: Sequence[str]) -> Call[tuple[str, ...]]:
+        """Make a new queue sharded with the shard tags ``tags`` (shards 1..N-1), or
+        only read the list with no tags; answers the tags the queue has."""
+        return self._call("create_shards", list(tags), lambda r: tuple(text(t) for t in r or ()))
+
+    def wait_for_any(self, shards: Sequence[OperationsBase], timeout: float) -> Call[bool]:
+        """Block until a push signals ready work on any of ``shards`` (one BLPOP over
+        their wake lists: a server that is not a cluster only) or ``timeout`` passes."""
+        wait = max(round(check_wait(timeout), 3), 0.001)
+        keys = tuple(ops.keys.wake for ops in shards)
+        return Call(None, keys, ("BLPOP", wait), lambda r: r is not None)
+
+    def shard_state(self) -> Call[ShardState]:
+        """This partition's readiness and ring position (read only)."""
+        return self._call("shard_state", [], _state)

@@ -1,0 +1,334 @@
+"""A sharded queue: N partitions under their own hash tags, a tenant in exactly one.
+
+What must hold on every server (the cluster too): the shard count is kept on the server
+and a client that names another gets a clear error; each tenant's keys sit in its
+shard's slot; every task is leased once whichever shard it is in; reads by id find the
+task's shard; a batch is split by shard and a dependency across shards is refused
+before anything is written; a worker serves every shard; tenants on different shards
+are served at one pace; what does not span shards yet is refused, never answered from
+one shard.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from servers import ServerInfo, SyncClient
+from support import queue_snapshot, unique_queue
+from worker_handlers import Harness, wait_state
+
+from fairque import (
+    ConfigError,
+    Context,
+    FairQueue,
+    NotShardAware,
+    Registry,
+    Task,
+    TaskNotFound,
+    TaskState,
+    ValidationError,
+)
+from fairque.client.sharded import NOT_SHARD_AWARE, AsyncShardedFairQueue, ShardedFairQueue
+from fairque.core.keys import QueueKeys
+from fairque.core.shards import choose_tags, jump_hash, shard_of
+
+MakeQueue = Callable[..., FairQueue]
+
+
+def users_on(q: Any, shard: int, count: int) -> list[str]:
+    """``count`` user ids that live in ``shard`` of ``q``."""
+    out = [f"u{i}" for i in range(10_000) if q.shard_of(f"u{i}") == shard]
+    return out[:count]
+
+
+def test_the_shard_count_is_kept_on_the_server(make_queue: MakeQueue) -> None:
+    name = unique_queue()
+    q = make_queue(name, shards=3)
+    assert q.shards == 3  # type: ignore[attr-defined]
+    again = make_queue(name)  # no count named: whatever the server holds
+    assert again.shards == 3  # type: ignore[attr-defined]
+    with pytest.raises(ConfigError, match="has 3 shards, not 4"):
+        make_queue(name, shards=4)
+    with pytest.raises(ConfigError, match="has 3 shards, not 1"):
+        make_queue(name, shards=1)
+    plain = make_queue(unique_queue(), shards=1)
+    assert not hasattr(plain, "parts")  # one shard: the plain client, unchanged
+
+
+@pytest.mark.parametrize("bad", [0, 1025, -1, "3", True, 2.0])
+def test_a_bad_shard_count_is_refused_before_anything_is_written(
+    make_queue: MakeQueue, redis_client: SyncClient, bad: Any
+) -> None:
+    name = unique_queue()
+    with pytest.raises(ConfigError, match="shards must be"):
+        make_queue(name, shards=bad)
+    assert queue_snapshot(redis_client, name) == {}
+
+
+def test_a_queue_that_holds_tasks_stays_unsharded(make_queue: MakeQueue) -> None:
+    name = unique_queue()
+    make_queue(name).enqueue("job", user_id="ann")
+    with pytest.raises(ConfigError, match="has 1 shard, not 3; it already holds tasks"):
+        make_queue(name, shards=3)
+    assert make_queue(name).get  # opened as it is
+
+
+def test_each_tenant_lives_in_its_shard(make_queue: MakeQueue, redis_client: SyncClient) -> None:
+    q: Any = make_queue(shards=4)
+    tags = [p.ops.keys.tag for p in q.parts]
+    assert tags[0] is None
+    assert len(set(tags)) == 4
+    for i in range(40):
+        t = q.enqueue("job", {"i": i}, user_id=f"user-{i}")
+        shard = shard_of(f"user-{i}", 4)
+        key = QueueKeys(q.queue, tags[shard]).task(t.task_id)
+        assert redis_client.exists(key) == 1
+        for other in set(range(4)) - {shard}:
+            assert redis_client.exists(QueueKeys(q.queue, tags[other]).task(t.task_id)) == 0
+
+
+def test_every_task_is_leased_once_across_shards(make_queue: MakeQueue) -> None:
+    q: Any = make_queue(shards=3)
+    ids = {q.enqueue("job", {"i": i}, user_id=f"u{i % 17}").task_id for i in range(240)}
+    seen: Counter[str] = Counter()
+    done: list[tuple[Task, Any]] = []
+    while True:
+        acks, leased = q.complete_and_pop(done, 7, "w1")
+        assert all(acks)
+        if not leased:
+            break
+        seen.update(t.task_id for t in leased)
+        done = [(t, {"n": t.payload["i"]}) for t in leased]
+    assert set(seen) == ids
+    assert set(seen.values()) == {1}
+    stats = q.stats()
+    assert stats.counts[TaskState.FINISHED] == 240
+    assert stats.counters["completed"] == 240
+    assert q.result(next(iter(ids))) is not None
+
+
+def test_reads_and_changes_by_id_find_the_tasks_shard(make_queue: MakeQueue) -> None:
+    q: Any = make_queue(shards=3)
+    tasks = [q.enqueue("job", i, user_id=u) for i, u in enumerate(users_on(q, 2, 2))]
+    first, second = tasks
+    assert q.get(first.task_id).state is TaskState.QUEUED
+    assert q.cancel(first.task_id) is True
+    assert q.cancel(first.task_id) is False  # ended already: the same answer as unsharded
+    assert q.outcome(first.task_id).state is TaskState.CANCELED
+    assert q.retry(first.task_id) is TaskState.QUEUED
+    assert q.get("nope") is None
+    with pytest.raises(TaskNotFound, match="no task 'nope'"):
+        q.cancel("nope")
+    leased = q.pop_batch(5, "w")
+    assert {t.task_id for t in leased} == {first.task_id, second.task_id}
+    for t in leased:
+        assert q.extend(t, 5) is not None
+        assert q.extend_many([t], 5) == [True]
+    assert q.complete(leased[0], "r0") is True
+    assert q.fail(leased[1], "boom", retry=False) is TaskState.FAILED
+    assert q.result(leased[0].task_id) == "r0"
+
+
+def test_a_resent_lease_request_answers_what_the_first_send_leased(
+    make_queue: MakeQueue,
+) -> None:
+    q: Any = make_queue(shards=3)
+    for shard in range(3):
+        for u in users_on(q, shard, 2):
+            q.enqueue("job", user_id=u)
+    first = q.pop_batch(2, "w", request_id="req-1")
+    again = q.pop_batch(2, "w", request_id="req-1")
+    assert [t.task_id for t in again] == [t.task_id for t in first]
+    assert [t.lease_token for t in again] == [t.lease_token for t in first]
+    assert q.stats().counts[TaskState.STARTED] == 2
+
+
+def test_push_many_is_split_by_shard(make_queue: MakeQueue, redis_client: SyncClient) -> None:
+    q: Any = make_queue(shards=3)
+    a, b = users_on(q, 0, 1)[0], users_on(q, 1, 1)[0]
+    batch = [
+        Task(user_id=a, name="up", task_id="a1"),
+        Task(user_id=b, name="other", task_id="b1"),
+        Task(user_id=a, name="down", task_id="a2", depends_on=["a1"]),
+    ]
+    pushed = q.push_many(batch)
+    assert [t.task_id for t in pushed] == ["a1", "b1", "a2"]
+    assert pushed.created == [True, True, True]
+    assert q.get("a2").state is TaskState.DEFERRED
+    again = q.push_many(batch)  # a resend: the stored tasks, nothing created
+    assert again.created == [False, False, False]
+    before = {p: queue_snapshot(redis_client, p) for p in (q.queue,)}
+    cross = [
+        Task(user_id=a, name="up", task_id="a3"),
+        Task(user_id=b, name="down", task_id="b2", depends_on=["a3"]),
+    ]
+    with pytest.raises(ValidationError, match="another shard"):
+        q.push_many(cross)
+    assert {p: queue_snapshot(redis_client, p) for p in (q.queue,)} == before
+    assert q.get("a3") is None
+    assert q.get("b2") is None
+    with pytest.raises(ValidationError, match="delays has 1 entries for 3 tasks"):
+        q.push_many(batch, delays=[None])
+
+
+def test_tenants_on_different_shards_are_served_at_one_pace(make_queue: MakeQueue) -> None:
+    """One tenant alone on a shard, four on another: each of the five gets a fifth of
+    the leases, not the lone tenant half of them."""
+    q: Any = make_queue(shards=2)
+    lone = users_on(q, 0, 1)
+    crowd = users_on(q, 1, 4)
+    for u in lone + crowd:
+        for i in range(40):
+            q.enqueue("job", i, user_id=u)
+    served: Counter[str] = Counter()
+    done: list[tuple[Task, Any]] = []
+    for _ in range(50):
+        _, leased = q.complete_and_pop(done, 1, "w")
+        served.update(t.user_id for t in leased)
+        done = [(t, None) for t in leased]
+    q.complete_and_pop(done, 0, "w")
+    assert sum(served.values()) == 50
+    # an even split is 10 each; a split by shard would give the lone tenant 25
+    assert max(served.values()) - min(served.values()) <= 6, served
+
+
+def test_listing_walks_every_shard(make_queue: MakeQueue) -> None:
+    q: Any = make_queue(shards=3)
+    ids = {q.enqueue("job", user_id=f"u{i}").task_id for i in range(25)}
+    listed: list[str] = []
+    cursor = None
+    for _ in range(50):
+        page = q.list_tasks(state=TaskState.QUEUED, limit=7, cursor=cursor)
+        listed += [t.task_id for t in page.tasks]
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    assert sorted(listed) == sorted(ids)
+    mine = q.list_tasks(user_id="u3")
+    assert [t.user_id for t in mine.tasks] == ["u3"]
+    with pytest.raises(ValidationError, match="not a cursor of this queue"):
+        q.list_tasks(state=TaskState.QUEUED, cursor="9/x")
+
+
+def test_what_does_not_span_shards_is_refused(make_queue: MakeQueue) -> None:
+    q: Any = make_queue(shards=2)
+    for name in ("tenants", "metrics", "ring_users", "define_constraint", "add_schedule"):
+        with pytest.raises(NotShardAware, match=f"{name}\\(\\) does not span shards"):
+            getattr(q, name)()
+
+
+def test_every_method_is_shard_aware_refused_or_kept_in_shard_0() -> None:
+    """No method of the plain client answers from shard 0 alone by accident."""
+    shard_0 = {
+        "close", "encode_result", "fairness", "from_url", "open", "options", "queue",
+        "queues", "register_worker", "server_memory", "server_time_ms", "unregister_worker",
+        "wake", "workers", "xcom_pull", "xcom_push",
+    }  # fmt: skip
+    for cls in (ShardedFairQueue, AsyncShardedFairQueue):
+        for name in dir(cls):
+            if name.startswith("_") or name in shard_0 or name in ("shards", "shard_of"):
+                continue
+            assert name in vars(cls) or name in NOT_SHARD_AWARE, f"{cls.__name__}.{name}"
+
+
+def test_housekeeping_spans_every_shard(make_queue: MakeQueue) -> None:
+    q: Any = make_queue(shards=3, lease_seconds=0.05)
+    for shard in range(3):
+        q.enqueue("job", user_id=users_on(q, shard, 1)[0])
+    assert q.place() == 3
+    leased = []
+    while len(leased) < 3:
+        leased += q.pop_batch(3, "w")
+    assert q.next_wakeup() is not None
+    time.sleep(0.1)
+    assert q.reclaim() == 3  # each a failed attempt: back for a retry
+    assert q.stats().counts[TaskState.SCHEDULED] == 3
+    assert q.maintain() >= 0
+    assert q.cleanup_dependencies() == 0
+    q.set_user_limits(users_on(q, 2, 1)[0], weight=3)
+    assert q.set_fairness("count") == "time"
+    assert q.set_fairness("time") == "count"
+    assert q.purge() == 3
+    assert q.stats().counts[TaskState.SCHEDULED] == 0
+
+
+def test_an_idle_client_wakes_on_a_push_to_any_shard(make_queue: MakeQueue) -> None:
+    q: Any = make_queue(shards=3)
+    floor = time.monotonic()
+    assert q.wait_for_work(0.05) is False  # nothing pushed: the wait runs out
+    floor = time.monotonic() - floor
+    late = users_on(q, 2, 1)[0]
+    timer = threading.Timer(0.2, lambda: q.enqueue("job", user_id=late))
+    timer.start()
+    start = time.monotonic()
+    try:
+        got = q.wait_and_pop(30, 1, "w")
+    finally:
+        timer.join()
+    assert [t.user_id for t in got] == [late]
+    assert time.monotonic() - start < 10 + floor * 20  # woken, not the 30 s timeout
+
+
+async def test_a_worker_serves_every_shard(h: Harness, server: ServerInfo) -> None:
+    q: Any = h.queue(shards=3)
+    reg = Registry()
+
+    @reg.task(name="double")
+    async def double(ctx: Context, payload: Any) -> int:
+        return int(payload) * 2
+
+    tasks = [await q.enqueue("double", i, user_id=f"u{i % 9}") for i in range(60)]
+    h.start(q, reg)
+    for t in tasks:
+        await wait_state(q, t.task_id, TaskState.FINISHED)
+    assert [await q.result(t.task_id) for t in tasks] == [2 * i for i in range(60)]
+    late = await q.enqueue("double", 21, user_id=users_on(q, 2, 1)[0])
+    assert await q.result(late.task_id, timeout=10) == 42  # an idle worker wakes
+    assert (await q.stats()).counts[TaskState.FINISHED] == 61
+
+
+def test_tags_spread_over_the_slot_space() -> None:
+    from fairque.core.shards import _slot
+
+    tags = choose_tags("orders", 6)
+    slots = [_slot("orders"), *(_slot(t) for t in tags)]
+    for i, slot in enumerate(slots):
+        assert (slot - slots[0]) % 16384 == pytest.approx(i * 16384 // 6, abs=2)
+    assert choose_tags("orders", 8, tags)[:5] == tags  # existing tags are kept
+
+
+def test_jump_hash_moves_only_to_the_new_shard() -> None:
+    keys = range(0, 2**64, 2**64 // 5000)
+    before = [jump_hash(k, 6) for k in keys]
+    after = [jump_hash(k, 7) for k in keys]
+    moved = [(b, a) for b, a in zip(before, after, strict=True) if b != a]
+    assert all(a == 6 for _, a in moved)
+    assert 0.10 < len(moved) / len(before) < 0.19  # about 1/7
+    assert Counter(before).most_common()[-1][1] > 5000 / 6 * 0.85
+
+
+async def test_the_async_client_opens_with_the_servers_count(server: ServerInfo) -> None:
+    import redis.asyncio as aredis
+
+    from fairque import AsyncFairQueue
+
+    name = unique_queue()
+    FairQueue.from_url(server.url, name, shards=2).close()
+    client: Any = (
+        aredis.RedisCluster.from_url(server.url)
+        if server.cluster
+        else aredis.Redis.from_url(server.url)
+    )
+    q: Any = await AsyncFairQueue.open(client, name)
+    try:
+        assert isinstance(q, AsyncShardedFairQueue)
+        assert q.shards == 2
+        with pytest.raises(ConfigError, match="has 2 shards, not 5"):
+            await AsyncFairQueue.open(client, name, shards=5)
+    finally:
+        await q.close()

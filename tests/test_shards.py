@@ -25,6 +25,7 @@ from worker_handlers import Harness, wait_state
 from fairque import (
     ConfigError,
     Context,
+    DependencyNotFound,
     FairQueue,
     NotShardAware,
     Registry,
@@ -33,7 +34,9 @@ from fairque import (
     TaskState,
     ValidationError,
 )
-from fairque.client.sharded import NOT_SHARD_AWARE, AsyncShardedFairQueue, ShardedFairQueue
+from fairque.client.aio import AsyncShardedFairQueue
+from fairque.client.queue import ShardedFairQueue
+from fairque.client.sharding import NOT_SHARD_AWARE
 from fairque.core.keys import QueueKeys
 from fairque.core.shards import choose_tags, jump_hash, shard_of
 
@@ -172,6 +175,8 @@ def test_push_many_is_split_by_shard(make_queue: MakeQueue, redis_client: SyncCl
     assert {p: queue_snapshot(redis_client, p) for p in (q.queue,)} == before
     assert q.get("a3") is None
     assert q.get("b2") is None
+    with pytest.raises(DependencyNotFound):  # an existing task of another shard
+        q.enqueue("down", user_id=b, depends_on=["a1"])
     with pytest.raises(ValidationError, match="delays has 1 entries for 3 tasks"):
         q.push_many(batch, delays=[None])
 
@@ -227,13 +232,17 @@ def test_every_method_is_shard_aware_refused_or_kept_in_shard_0() -> None:
     shard_0 = {
         "close", "encode_result", "fairness", "from_url", "open", "options", "queue",
         "queues", "register_worker", "server_memory", "server_time_ms", "unregister_worker",
-        "wake", "workers", "xcom_pull", "xcom_push",
+        "wake", "workers", "xcom_pull", "xcom_push", "reopened",
     }  # fmt: skip
     for cls in (ShardedFairQueue, AsyncShardedFairQueue):
         for name in dir(cls):
             if name.startswith("_") or name in shard_0 or name in ("shards", "shard_of"):
                 continue
-            assert name in vars(cls) or name in NOT_SHARD_AWARE, f"{cls.__name__}.{name}"
+            mixin = cls.__mro__[1]  # the sharded methods, before the plain client's
+            assert name in vars(mixin), f"{cls.__name__}.{name}"
+            assert (name in NOT_SHARD_AWARE) == (vars(mixin)[name].__doc__ or "").startswith(
+                "Refused"
+            ), name
 
 
 def test_housekeeping_spans_every_shard(make_queue: MakeQueue) -> None:
@@ -332,3 +341,40 @@ async def test_the_async_client_opens_with_the_servers_count(server: ServerInfo)
             await AsyncFairQueue.open(client, name, shards=5)
     finally:
         await q.close()
+
+
+async def test_a_worker_given_a_plain_client_serves_every_shard(
+    h: Harness, server: ServerInfo
+) -> None:
+    """A client made without reading the count (the constructor, or ``from_url`` while
+    the server was down) is shard 0's; the worker opens the queue again at start."""
+    from fairque import AsyncFairQueue
+
+    name = unique_queue()
+    opened: Any = h.queue(name, shards=3)
+    plain = AsyncFairQueue(opened.client, name)
+    assert not isinstance(plain, AsyncShardedFairQueue)
+    reg = Registry()
+    reg.register(lambda: "ran", name="job")
+    tasks = [
+        await opened.enqueue("job", user_id=u) for s in range(3) for u in users_on(opened, s, 2)
+    ]
+    worker = h.start(plain, reg)
+    for t in tasks:
+        await wait_state(opened, t.task_id, TaskState.FINISHED)
+    assert isinstance(worker.queue, AsyncShardedFairQueue)
+    assert await plain.reopened() is not plain
+    assert await opened.reopened() is opened
+
+
+def test_an_unreachable_server_opens_shard_0_unless_a_count_is_named() -> None:
+    import redis
+
+    from fairque.cli.embedded import free_port
+
+    url = f"redis://127.0.0.1:{free_port()}/0"
+    q = FairQueue.from_url(url, "later", cluster=False)
+    assert type(q) is FairQueue
+    q.close()
+    with pytest.raises(redis.ConnectionError):
+        FairQueue.from_url(url, "later", cluster=False, shards=3)

@@ -23,7 +23,7 @@ from fairque.cli.base import (
     stderr,
 )
 from fairque.cli.render import served_users
-from fairque.client.queue import is_cluster_url
+from fairque.client.base import is_cluster_url
 from fairque.config import Settings, WorkerConfig
 from fairque.core import urls
 
@@ -155,8 +155,7 @@ def run_worker(common: Common, cfg: Settings, processes: int, log_args: list[str
             if cfg.worker.burst:
                 env["FAIRQUE_WORKER__BURST"] = "true"
             raise typer.Exit(run_processes(commands, env=env))
-        from fairque.client.aio import AsyncFairQueue
-        from fairque.client.sharded import open_async
+        from fairque.client.aio import AsyncFairQueue, open_async
         from fairque.worker import Worker
         from fairque.worker.supervisor import supervisor_pid
 

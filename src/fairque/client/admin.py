@@ -7,7 +7,7 @@ Both clients inherit them from here; each method only sends the call that
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from fairque.models import Fairness, QueueMetrics, QueueStats, TenantReport, WorkerInfo
 
@@ -118,6 +118,15 @@ class AdminMethods:
         """
         return self._run(self.ops.metrics())
 
+    def xcom_push(self, key: str, value: Any, ttl: float = 86_400) -> None:
+        """Share ``value`` under ``key`` for ``ttl`` seconds (tasks of a workflow)."""
+        self._run(self.ops.xcom_push(key, value, ttl))
+
+    def xcom_pull(self, key: str, default: Any = None) -> Any:
+        """The value shared under ``key``, or ``default`` when absent or expired."""
+        found, value = self._run(self.ops.xcom_pull(key))
+        return value if found else default
+
 
 class AsyncAdminMethods:
     """Administration on the asyncio client (documented on ``AdminMethods``)."""
@@ -188,3 +197,12 @@ class AsyncAdminMethods:
     async def metrics(self) -> QueueMetrics:
         """See ``AdminMethods.metrics``."""
         return await self._run(self.ops.metrics())
+
+    async def xcom_push(self, key: str, value: Any, ttl: float = 86_400) -> None:
+        """See ``AdminMethods.xcom_push``."""
+        await self._run(self.ops.xcom_push(key, value, ttl))
+
+    async def xcom_pull(self, key: str, default: Any = None) -> Any:
+        """See ``AdminMethods.xcom_pull``."""
+        found, value = await self._run(self.ops.xcom_pull(key))
+        return value if found else default

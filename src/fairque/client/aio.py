@@ -18,6 +18,9 @@ from redis.exceptions import NoScriptError, ResponseError
 from fairque.client.admin import AsyncAdminMethods
 from fairque.client.base import Flow, QueueBase, connect, replayable_tasks, run_flow_async
 from fairque.client.inspection import AsyncInspectionMethods
+from fairque.client.queue import FairQueue
+from fairque.client.sharded_async import AsyncShardedMethods
+from fairque.client.sharding import layout_flow
 from fairque.constraints.api import AsyncConstraintMethods
 from fairque.core.bypasses import FAILED, AsyncQuickSender
 from fairque.core.records import Call, Leased, LeaseRequest, Pushed
@@ -55,11 +58,8 @@ class AsyncFairQueue(
         cls, url: str, queue: str = "default", *, cluster: bool | None = None,
         shards: int | None = None, **options: Any,
     ) -> AsyncFairQueue:  # fmt: skip
-        """Connect to ``url`` and open ``queue`` with the shards the server holds (or
-        create it with ``shards``; see ``FairQueue.open``); the shard list is read
-        here, with a short-lived blocking connection."""
-        from fairque.client.sharded import open_async
-
+        """Connect to ``url`` and open the queue (see ``FairQueue.from_url``); the
+        shard list is read here over a short-lived blocking connection."""
         client: aredis.Redis | aredis.RedisCluster = connect(
             url, cluster, options, aredis.Redis.from_url, aredis.RedisCluster.from_url
         )
@@ -71,12 +71,19 @@ class AsyncFairQueue(
         shards: int | None = None, **options: Any,
     ) -> AsyncFairQueue:  # fmt: skip
         """See ``FairQueue.open``."""
-        from fairque.client.sharded import AsyncShardedFairQueue
-        from fairque.client.sharding import layout_flow
-
         plain = cls(client, queue, **options)
         tags = await plain._drive(layout_flow(plain, shards))
         return AsyncShardedFairQueue(client, queue, tags, **options) if tags else plain
+
+    async def reopened(self) -> AsyncFairQueue:
+        """This client, or a client of all the queue's shards when the server holds
+        more than one (a worker opens its queues again once the server answers)."""
+        if isinstance(self, AsyncShardedMethods):
+            return self
+        tags = await self._drive(layout_flow(self, None))
+        if not tags:
+            return self
+        return AsyncShardedFairQueue(self.client, self.queue, tags, **self.options.model_dump())
 
     async def _run(self, call: Call[T]) -> T:
         try:
@@ -302,15 +309,6 @@ class AsyncFairQueue(
         """See ``FairQueue.cleanup_dependencies``."""
         return await self._drive(self._cleanup_dependencies_flow(batch, passes))
 
-    async def xcom_push(self, key: str, value: Any, ttl: float = 86_400) -> None:
-        """See ``FairQueue.xcom_push``."""
-        await self._run(self.ops.xcom_push(key, value, ttl))
-
-    async def xcom_pull(self, key: str, default: Any = None) -> Any:
-        """See ``FairQueue.xcom_pull``."""
-        found, value = await self._run(self.ops.xcom_pull(key))
-        return value if found else default
-
     async def next_wakeup(self) -> float | None:
         """See ``FairQueue.next_wakeup``."""
         return await self._run(self.ops.next_wakeup())
@@ -354,3 +352,23 @@ class AsyncFairQueue(
         tb: TracebackType | None,
     ) -> None:
         await self.close()
+
+
+class AsyncShardedFairQueue(AsyncShardedMethods, AsyncFairQueue):
+    """An ``AsyncFairQueue`` over the shards of a sharded queue (docs/howto/shards.md)."""
+
+
+def open_async(
+    cls: type[AsyncFairQueue], url: str, client: aredis.Redis | aredis.RedisCluster,
+    queue: str, shards: int | None, options: dict[str, Any],
+) -> AsyncFairQueue:  # fmt: skip
+    """``queue`` on the asyncio ``client`` of ``url`` with the shards the server holds
+    (created with ``shards`` when new), read over a short-lived blocking connection for
+    callers that open queues before their event loop runs."""
+    cluster = isinstance(client, aredis.RedisCluster)
+    probe = FairQueue.from_url(url, queue, cluster=cluster, shards=shards, **options)
+    probe.close()
+    tags = [p.ops.keys.tag or "" for p in getattr(probe, "parts", ())[1:]]
+    if tags:
+        return AsyncShardedFairQueue(client, queue, tags, **options)
+    return cls(client, queue, **options)

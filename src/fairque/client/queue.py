@@ -13,20 +13,15 @@ from redis.exceptions import NoScriptError, ResponseError
 
 from fairque.client.admin import AdminMethods
 from fairque.client.base import Flow, QueueBase, connect, replayable_tasks, run_flow
-from fairque.client.base import is_cluster_url as is_cluster_url
 from fairque.client.inspection import InspectionMethods
+from fairque.client.sharded_sync import ShardedMethods
+from fairque.client.sharding import layout_flow
 from fairque.constraints.api import ConstraintMethods
 from fairque.core.bypasses import FAILED, QuickSender
 from fairque.core.records import Call, Leased, LeaseRequest, Pushed
 from fairque.core.urls import url_errors
 from fairque.errors import StaleConstraints
-from fairque.models import (
-    Priority,
-    Task,
-    TaskOutcome,
-    TaskPage,
-    TaskState,
-)
+from fairque.models import Priority, Task, TaskOutcome, TaskPage, TaskState
 from fairque.schedules.api import ScheduleMethods
 
 T = TypeVar("T")
@@ -58,32 +53,31 @@ class FairQueue(AdminMethods, ConstraintMethods, ScheduleMethods, InspectionMeth
         cls, url: str, queue: str = "default", *, cluster: bool | None = None,
         shards: int | None = None, **options: Any,
     ) -> FairQueue:  # fmt: skip
-        """Connect to ``url`` and open ``queue`` (see ``open``); a cluster is detected
-        unless ``cluster`` says otherwise."""
+        """Connect to ``url`` and ``open`` the queue; a cluster is detected unless
+        ``cluster`` says otherwise. With no ``shards``, a server that cannot be reached
+        yet gives a client of shard 0 (docs/howto/shards.md)."""
         client: redis.Redis | redis.RedisCluster = connect(
             url, cluster, options, redis.Redis.from_url, redis.RedisCluster.from_url
         )
         with url_errors(url):
-            return cls.open(client, queue, shards=shards, **options)
+            try:
+                return cls.open(client, queue, shards=shards, **options)
+            except (redis.ConnectionError, redis.TimeoutError):
+                if shards is not None:
+                    raise
+        return cls(client, queue, **options)
 
     @classmethod
     def open(
         cls, client: redis.Redis | redis.RedisCluster, queue: str = "default", *,
         shards: int | None = None, **options: Any,
     ) -> FairQueue:  # fmt: skip
-        """Open ``queue`` with as many shards as the server holds for it, or create it
-        with ``shards`` shards when it is new (docs/howto/shards.md).
-
-        Returns a ``ShardedFairQueue`` (the same methods) when the queue has more than
-        one shard.
+        """Open ``queue`` with the shards the server holds, or create it with ``shards``
+        (1..1024) when it is new; a ``ShardedFairQueue`` when it has more than one.
 
         Raises:
-            ConfigError: ``shards`` is not 1..1024, or differs from the count the
-                server holds (a queue that already holds tasks has one).
+            ConfigError: ``shards`` is out of range or differs from the server's count.
         """
-        from fairque.client.sharded import ShardedFairQueue
-        from fairque.client.sharding import layout_flow
-
         plain = cls(client, queue, **options)
         tags = plain._drive(layout_flow(plain, shards))
         return ShardedFairQueue(client, queue, tags, **options) if tags else plain
@@ -449,15 +443,6 @@ class FairQueue(AdminMethods, ConstraintMethods, ScheduleMethods, InspectionMeth
         """
         return self._drive(self._cleanup_dependencies_flow(batch, passes))
 
-    def xcom_push(self, key: str, value: Any, ttl: float = 86_400) -> None:
-        """Share ``value`` under ``key`` for ``ttl`` seconds (tasks of a workflow)."""
-        self._run(self.ops.xcom_push(key, value, ttl))
-
-    def xcom_pull(self, key: str, default: Any = None) -> Any:
-        """The value shared under ``key``, or ``default`` when absent or expired."""
-        found, value = self._run(self.ops.xcom_pull(key))
-        return value if found else default
-
     def next_wakeup(self) -> float | None:
         """Seconds until a scheduled task is due or a lease expires; None if neither."""
         return self._run(self.ops.next_wakeup())
@@ -509,3 +494,7 @@ class FairQueue(AdminMethods, ConstraintMethods, ScheduleMethods, InspectionMeth
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+class ShardedFairQueue(ShardedMethods, FairQueue):
+    """A ``FairQueue`` over the shards of a sharded queue (docs/howto/shards.md)."""

@@ -21,7 +21,7 @@ from fairque.client.base import Flow, QueueBase
 from fairque.core.ops.shards import ShardState
 from fairque.core.records import Call, Leased, LeaseRequest, Pushed, request_id
 from fairque.core.shards import check_shards, choose_tags, shard_of
-from fairque.errors import ConfigError, ValidationError
+from fairque.errors import ConfigError, NotShardAware, ValidationError
 from fairque.models import QueueStats, Task, TaskOutcome, TaskPage, TaskState
 
 T = TypeVar("T")
@@ -347,3 +347,47 @@ class ShardedFlows(QueueBase):
         if nxt is not None:
             return page.model_copy(update={"next_cursor": f"{shard}{CURSOR_SEP}{nxt}"})
         return page
+
+
+#: Methods that read or change one partition's state and do not span shards yet.
+NOT_SHARD_AWARE = (
+    "acquire_scheduler_lock", "add_schedule", "apply_constraints", "backlogs",
+    "capped_users", "constraint", "constraints", "define_constraint", "due_schedules",
+    "fire_schedule", "get_schedule", "metrics", "oldest_queued_ms", "pause_schedule",
+    "recent_starts", "release_scheduler_lock", "remove_constraint", "remove_schedule",
+    "renew_scheduler_lock", "resume_schedule", "ring_users", "scheduler_holder",
+    "schedules", "task_links", "tenants", "update_schedule", "user_loads", "user_weights",
+    "wait_for_handover", "wait_for_schedules", "wait_place",
+)  # fmt: skip
+#: Longest blocking wait on one shard while a sync client on a cluster waits on all
+#: shards in turn (one BLPOP cannot span slots there).
+TURN_SECONDS = 0.05
+
+
+def refusal(name: str, is_async: bool) -> Any:
+    def refuse(self: QueueBase, *args: Any, **kwargs: Any) -> Any:
+        raise NotShardAware(
+            f"{name}() does not span shards yet; queue {self.queue!r} has "
+            f"{len(getattr(self, 'parts', ()))} (docs/howto/shards.md)"
+        )
+
+    async def refuse_async(self: QueueBase, *args: Any, **kwargs: Any) -> Any:
+        refuse(self, *args, **kwargs)
+
+    chosen = refuse_async if is_async else refuse
+    chosen.__name__ = name
+    chosen.__doc__ = f"Refused on a sharded queue: ``{name}`` does not span shards yet."
+    return chosen
+
+
+def lease_request(
+    count: int, worker_id: str, lease_seconds: float | None,
+    assigned_users: Sequence[str] | None, steal_targets: Sequence[str] | None,
+    request_id: str | None,
+) -> LeaseRequest:  # fmt: skip
+    return LeaseRequest(count, worker_id, lease_seconds, assigned_users, steal_targets, request_id)
+
+
+def placed_count(call: Call[tuple[int, int]]) -> Call[int]:
+    """``place``'s call answering only how many it placed."""
+    return Call(call.script, call.keys, call.args, lambda r: call.parse(r)[0])

@@ -130,7 +130,7 @@ class Worker:
         #: the supervisor's pid: the worker stops when its parent is no longer that process
         self.parent_pid: int | None = None
         self.link = Link(f"worker {self.id}", log)
-        errors = ErrorLog(log)
+        self._errors = errors = ErrorLog(log)
         # what the loop acts on changed: a report, a park's end, an execution's end,
         # a stuck thread's return, a stop request
         self._changed = asyncio.Event()
@@ -448,6 +448,7 @@ class Worker:
         deadline = time.monotonic() + self.config.wait_for_server_seconds
         while not self._stop.requested:
             try:
+                await self._open_shards()
                 for lane in self._lanes:
                     await lane.upkeep.register()
             except CONNECTION_ERRORS as exc:
@@ -466,6 +467,16 @@ class Worker:
             self.link.ok()
             return True
         return False
+
+    async def _open_shards(self) -> None:
+        """Serve every shard of a queue whose client was opened while the server was down."""
+        for i, lane in enumerate(self._lanes):
+            opened = await lane.queue.reopened()
+            if opened is not lane.queue:
+                self.queues[i] = opened
+                self._lanes[i] = self._lane(opened, self.lease_seconds, self._errors)
+        self.queue = self.queues[0]
+        self._rotation = Rotation(self._lanes)
 
     async def _unregister(self) -> None:
         for queue in self.queues:

@@ -1,0 +1,208 @@
+"""The methods of a sharded queue's blocking client (``ShardedFairQueue``, made by
+``FairQueue.open`` and ``from_url`` for a queue of more than one shard): the ones that
+span shards run the flows of ``fairque.client.sharding``; the ones that do not yet raise
+``NotShardAware`` rather than answer from one shard; the rest (workers, XCom, the queue
+registry) live in shard 0 as on a plain queue.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+
+import redis
+
+from fairque.client.base import Flow, QueueBase
+from fairque.client.sharding import (
+    NOT_SHARD_AWARE,
+    TURN_SECONDS,
+    ShardedFlows,
+    lease_request,
+    placed_count,
+    refusal,
+)
+from fairque.core.records import Call, Pushed
+from fairque.models import Fairness, Priority, QueueStats, Task, TaskOutcome, TaskPage, TaskState
+
+T = TypeVar("T")
+
+
+class ShardedMethods(ShardedFlows):
+    """The methods of ``ShardedFairQueue`` that span shards (see ``FairQueue`` for each
+    method's contract; docs/howto/shards.md for what stays exact across shards)."""
+
+    if TYPE_CHECKING:
+
+        def _run(self, call: Call[T]) -> T: ...
+
+        def _drive(self, flow: Flow[T]) -> T: ...
+
+    def __init__(
+        self, client: redis.Redis | redis.RedisCluster, queue: str, tags: Sequence[str],
+        **options: Any,
+    ) -> None:  # fmt: skip
+        super().__init__(client, queue, **options)
+        self._init_shards(client, tags, options)
+        self._cluster = isinstance(client, redis.RedisCluster)
+
+    def push(self, task: Task) -> Task:
+        return self._drive(self._push_one_flow(task))
+
+    def push_many(
+        self, tasks: Iterable[Task], *, delays: Sequence[float | None] | None = None
+    ) -> Pushed:
+        return self._drive(self._push_many_flow(tasks, delays))
+
+    def enqueue(
+        self, name: str, payload: Any = None, *, user_id: str,
+        priority: int = Priority.NORMAL, delay: float | timedelta | None = None,
+        execute_after: datetime | None = None, depends_on: Sequence[str] = (),
+        task_id: str | None = None, max_retries: int | None = None,
+        timeout: float | None = None, keep_result: bool = True,
+        result_ttl: int | None = None,
+        on_dependency_failure: Literal["cancel", "wait"] = "cancel",
+    ) -> Task:  # fmt: skip
+        def build(part: QueueBase) -> Call[Task]:
+            return part.ops.enqueue(
+                name, payload, user_id=user_id, priority=priority, delay=delay,
+                execute_after=execute_after, depends_on=depends_on, task_id=task_id,
+                max_retries=max_retries, timeout=timeout, keep_result=keep_result,
+                result_ttl=result_ttl, on_dependency_failure=on_dependency_failure,
+            )  # fmt: skip
+
+        return self._drive(self._enqueue_flow(build, user_id))
+
+    def pop(
+        self, worker_id: str = "", lease_seconds: float | None = None, *,
+        assigned_users: Sequence[str] | None = None,
+        steal_targets: Sequence[str] | None = None,
+    ) -> Task | None:  # fmt: skip
+        request = lease_request(1, worker_id, lease_seconds, assigned_users, steal_targets, None)
+        _, leased = self._drive(self._lease_flow(request))
+        return leased[0] if leased else None
+
+    def pop_batch(
+        self, count: int, worker_id: str = "", lease_seconds: float | None = None, *,
+        assigned_users: Sequence[str] | None = None,
+        steal_targets: Sequence[str] | None = None, request_id: str | None = None,
+    ) -> list[Task]:  # fmt: skip
+        request = lease_request(count, worker_id, lease_seconds, assigned_users, steal_targets,
+                           request_id)  # fmt: skip
+        return self._drive(self._lease_flow(request))[1]
+
+    def complete_and_pop(
+        self, done: Sequence[tuple[Task, Any]], count: int = 1, worker_id: str = "",
+        lease_seconds: float | None = None, *,
+        assigned_users: Sequence[str] | None = None,
+        steal_targets: Sequence[str] | None = None, request_id: str | None = None,
+    ) -> tuple[list[bool], list[Task]]:  # fmt: skip
+        request = lease_request(count, worker_id, lease_seconds, assigned_users, steal_targets,
+                           request_id)  # fmt: skip
+        acks, leased = self._drive(self._lease_flow(request, done))
+        return acks, leased
+
+    def complete(self, task: Task, result: Any = None) -> bool:
+        return self._run(self._part(task.user_id).ops.complete(task, result))
+
+    def fail(
+        self, task: Task, error: str | BaseException = "", retry: bool = True,
+        delay: float | None = None, *, max_retries: int | None = None,
+        traceback: str | None = None, reason: str | None = None, details: Any = None,
+    ) -> TaskState:  # fmt: skip
+        ops = self._part(task.user_id).ops
+        return self._run(
+            ops.fail(task, error, retry, delay, max_retries, traceback, reason, details)
+        )
+
+    def extend(self, task: Task, seconds: float | None = None) -> datetime:
+        return self._run(self._part(task.user_id).ops.extend(task, seconds))
+
+    def extend_many(self, tasks: Sequence[Task], seconds: float | None = None) -> list[bool]:
+        return self._drive(self._extend_many_flow(tasks, seconds)) if tasks else []
+
+    def requeue(self, task: Task, delay: float = 0) -> TaskState:
+        return self._run(self._part(task.user_id).ops.requeue(task, delay))
+
+    def reclaim(self, limit: int = 1000) -> int:
+        return self._drive(self._sum_flow(lambda p: p.ops.reclaim(limit)))
+
+    def cancel(self, task_id: str) -> bool:
+        return self._drive(self._by_id_flow(task_id, lambda p: p.ops.cancel(task_id)))
+
+    def get(self, task_id: str) -> Task | None:
+        return self._drive(self._get_flow(task_id))
+
+    def retry(self, task_id: str) -> TaskState:
+        return self._drive(self._by_id_flow(task_id, lambda p: p.ops.retry(task_id)))
+
+    def result(self, task_id: str, timeout: float = 0, *, consume: bool = False) -> Any:
+        return self._drive(self._sharded_result_flow(task_id, timeout, consume))
+
+    def outcome(
+        self, task_id: str, timeout: float = 0, *, consume: bool = False
+    ) -> TaskOutcome | None:
+        return self._drive(self._sharded_outcome_flow(task_id, timeout, consume))
+
+    def list_tasks(
+        self, state: TaskState | str | None = None, user_id: str | None = None,
+        name: str | None = None, limit: int = 50, cursor: str | None = None,
+    ) -> TaskPage:  # fmt: skip
+        return self._drive(self._list_all_flow(state, user_id, name, limit, cursor))
+
+    def cleanup_dependencies(self, batch: int = 500, *, passes: int | None = None) -> int:
+        return self._drive(self._cleanup_all_flow(batch, passes))
+
+    def next_wakeup(self) -> float | None:
+        return self._drive(self._next_wakeup_flow())
+
+    def maintain(self, batch: int = 1000) -> int:
+        return self._drive(self._sum_flow(lambda p: p.ops.maintain(batch)))
+
+    def place(self) -> int:
+        return self._drive(self._sum_flow(lambda p: placed_count(p.ops.place())))
+
+    def purge(self, batch: int = 1000) -> int:
+        return self._drive(self._purge_all_flow(batch))
+
+    def set_user_limits(
+        self, user_id: str, *, weight: int = 1, max_in_flight: int | None = None
+    ) -> None:
+        self._run(self._part(user_id).ops.set_user_limits(user_id, weight, max_in_flight))
+
+    def set_fairness(self, mode: Fairness) -> Fairness:
+        was: list[Fairness] = self._drive(self._each(lambda p: p.ops.set_fairness(mode)))
+        return was[0]
+
+    def stats(self, user_limit: int = 100) -> QueueStats:
+        return self._drive(self._stats_flow(user_limit))
+
+    def wait_for_work(self, timeout: float) -> bool:
+        timeout = self._bounded(timeout)
+        if not self._cluster:
+            return self._run(self.ops.wait_for_any([p.ops for p in self.parts], timeout))
+        deadline = time.monotonic() + timeout
+        while True:
+            for part in self.parts:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                if self._run(part.ops.wait_for_work(min(left, TURN_SECONDS))):
+                    return True
+
+    def wait_and_pop(
+        self, timeout: float, count: int = 1, worker_id: str = "",
+        lease_seconds: float | None = None, *,
+        assigned_users: Sequence[str] | None = None,
+        steal_targets: Sequence[str] | None = None, request_id: str | None = None,
+    ) -> list[Task]:  # fmt: skip
+        self.wait_for_work(timeout)
+        return self.pop_batch(
+            count, worker_id, lease_seconds, assigned_users=assigned_users,
+            steal_targets=steal_targets, request_id=request_id,
+        )  # fmt: skip
+
+
+for _name in NOT_SHARD_AWARE:
+    setattr(ShardedMethods, _name, refusal(_name, is_async=False))

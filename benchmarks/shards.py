@@ -15,7 +15,7 @@ Prints one JSON document. Figures are reported, not judged: on a 2-core machine 
 client process competes with the three servers, so read each count against the
 unsharded run of the same invocation.
 
-    uv run python benchmarks/shards.py [--counts 1,3,6] [--tasks 6000] [--users 60]
+    uv run python benchmarks/shards.py [--counts 1,3,6] [--tasks 6000] [--users 600]
 """
 
 from __future__ import annotations
@@ -174,7 +174,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--counts", default="1,3,6", help="shard counts, comma-separated")
     parser.add_argument("--tasks", type=int, default=6000)
-    parser.add_argument("--users", type=int, default=60)
+    parser.add_argument("--users", type=int, default=600)
     parser.add_argument("--flood", type=int, default=3000)
     parser.add_argument("--loops", type=int, default=8)
     args = parser.parse_args(argv)

@@ -13,6 +13,7 @@ tenants on a quiet one.
 from __future__ import annotations
 
 import random
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
@@ -28,6 +29,8 @@ T = TypeVar("T")
 
 #: Shards whose state one lease weighs before it chooses (the power of two choices).
 SAMPLE = 2
+#: Seconds the shard states read beside a lease are trusted by the next lease.
+STATE_TTL = 0.5
 #: Lease request ids remembered with the shard they went to (a resend goes there).
 REMEMBERED = 256
 #: Separator of the per-shard parts of a listing cursor.
@@ -85,6 +88,10 @@ class ShardedFlows(QueueBase):
         self._rng = random.Random()
         #: lease request id -> shard it was sent to (a resend goes to the same shard)
         self._sent: OrderedDict[str, int] = OrderedDict()
+        #: the shard the last lease went to
+        self._last = 0
+        #: the states the last lease read for the next one: (when, shards, states)
+        self._states: tuple[float, tuple[int, ...], tuple[ShardState, ...]] = (0.0, (), ())
 
     @property
     def shards(self) -> int:
@@ -177,21 +184,25 @@ class ShardedFlows(QueueBase):
     ) -> Flow[tuple[list[bool], Leased]]:
         """Finish ``done`` on their shards and lease up to ``request.count`` tasks from
         the shard that stands lowest among a random pair with ready work (then the
-        other, then every shard with ready work), in two pipelines: the pair's states
-        (nothing to read when ``count`` is 0), then the finishes and the lease.
+        other, then every shard with ready work).
 
-        A request id sent before goes to the shard it went to (that shard answers what
-        the first send leased)."""
+        One pipeline carries the finishes, the lease and the states of the pair the
+        next lease will weigh, so a busy client makes one round trip per lease; the
+        pair's states are read first only when none younger than ``STATE_TTL`` are at
+        hand. A request id sent before goes to the shard it went to (that shard answers
+        what the first send leased)."""
         n = len(self.parts)
         groups: dict[int, list[int]] = {}
         for i, (task, _) in enumerate(done):
             groups.setdefault(shard_of(task.user_id, n), []).append(i)
         acks = [False] * len(done)
         req = request.request_id or request_id()
+        candidates = self._candidates(request)
+        ahead = self._pair(candidates)
 
         def send(target: int, req: str) -> Flow[Leased]:
-            """One pipeline: the finishes on the other shards, then the finishes and
-            the lease on ``target``."""
+            """One pipeline: the finishes on the other shards, the finishes and the
+            lease on ``target``, then the next pair's states."""
             order = [*(s for s in groups if s != target), target]
             calls = tuple(
                 self.parts[s].ops.complete_and_pop(
@@ -203,18 +214,23 @@ class ShardedFlows(QueueBase):
                 )
                 for s in order
             )
-            answers = yield from self._pipeline(calls)
-            for s, (oks, _) in zip(order, answers, strict=True):
+            reads = tuple(self.parts[s].ops.shard_state() for s in ahead) if request.count else ()
+            answers = yield from self._pipeline(calls + reads)
+            self._keep_states(ahead, answers[len(calls) :])
+            for s, (oks, _) in zip(order, answers[: len(calls)], strict=True):
                 for i, ok in zip(groups.pop(s, ()), oks, strict=True):
                     acks[i] = ok
-            return (yield from self.parts[target]._settle_flow(answers[-1][1]))
+            return (yield from self.parts[target]._settle_flow(answers[len(calls) - 1][1]))
 
         if request.count <= 0 or req in self._sent:
             leased = yield from send(self._sent.get(req, 0), req)
             return acks, leased
-        candidates = self._candidates(request)
-        sample = self._rng.sample(candidates, min(SAMPLE, len(candidates)))
-        states = yield from self._pipeline(tuple(self.parts[s].ops.shard_state() for s in sample))
+        sample, states = self._kept_states(candidates)
+        if not states:
+            sample = self._pair(candidates)
+            states = yield from self._pipeline(
+                tuple(self.parts[s].ops.shard_state() for s in sample)
+            )
         order = _order(list(zip(sample, states, strict=True)), self._rng)
         rest = [s for s in candidates if s not in sample]
         while True:
@@ -225,10 +241,31 @@ class ShardedFlows(QueueBase):
                 order, rest = _order(list(zip(rest, states, strict=True)), self._rng), []
             target = order.pop(0) if order else sample[0]
             self._remember(req, target)
+            self._last = target
             leased = yield from send(target, req)
             if leased or not order:
                 return acks, leased
             req = request_id()
+
+    def _pair(self, candidates: Sequence[int]) -> list[int]:
+        """The shards the next lease weighs: the one the last lease went to (its
+        finishes then ride on the lease) and one other drawn at random."""
+        if len(candidates) <= SAMPLE:
+            return list(candidates)
+        last = self._last if self._last in candidates else self._rng.choice(candidates)
+        other = self._rng.choice([s for s in candidates if s != last])
+        return [last, other]
+
+    def _keep_states(self, shards: Sequence[int], states: Sequence[ShardState]) -> None:
+        self._states = (time.monotonic(), tuple(shards), tuple(states))
+
+    def _kept_states(self, candidates: Sequence[int]) -> tuple[list[int], list[ShardState]]:
+        """The pair read by the last lease, if young enough and still candidates."""
+        at, shards, states = self._states
+        self._states = (0.0, (), ())
+        if time.monotonic() - at > STATE_TTL or not set(shards) <= set(candidates):
+            return [], []
+        return list(shards), list(states)
 
     def _extend_many_flow(self, tasks: Sequence[Task], seconds: float | None) -> Flow[list[bool]]:
         n = len(self.parts)

@@ -33,7 +33,6 @@ from pathlib import Path
 from typing import Any
 
 import redis
-import redis.asyncio as aredis
 
 from fairque import AsyncFairQueue, FairQueue, Task
 from fairque.cli.embedded import EmbeddedServer, find_valkey_cli, find_valkey_server, free_port
@@ -69,7 +68,7 @@ def start_cluster(workdir: Path) -> list[EmbeddedServer]:
     deadline = time.monotonic() + 30
     for node in nodes:
         client = redis.Redis(port=node.port)
-        while b"cluster_state:ok" not in client.execute_command("CLUSTER", "INFO"):
+        while client.cluster("info").get("cluster_state") != "ok":
             if time.monotonic() > deadline:
                 raise RuntimeError("the cluster did not become healthy")
             time.sleep(0.1)

@@ -78,7 +78,9 @@ def test_a_queue_that_holds_tasks_stays_unsharded(make_queue: MakeQueue) -> None
     make_queue(name).enqueue("job", user_id="ann")
     with pytest.raises(ConfigError, match="has 1 shard, not 3; it already holds tasks"):
         make_queue(name, shards=3)
-    assert make_queue(name).get  # opened as it is
+    opened = make_queue(name)  # opened as it is: one shard, its task there
+    assert not hasattr(opened, "parts")
+    assert opened.stats().counts[TaskState.QUEUED] == 1
 
 
 def test_each_tenant_lives_in_its_shard(make_queue: MakeQueue, redis_client: SyncClient) -> None:
@@ -250,7 +252,7 @@ def test_housekeeping_spans_every_shard(make_queue: MakeQueue) -> None:
     for shard in range(3):
         q.enqueue("job", user_id=users_on(q, shard, 1)[0])
     assert q.place() == 3
-    leased = []
+    leased: list[Task] = []
     while len(leased) < 3:
         leased += q.pop_batch(3, "w")
     assert q.next_wakeup() is not None

@@ -224,9 +224,66 @@ def test_listing_walks_every_shard(make_queue: MakeQueue) -> None:
 
 def test_what_does_not_span_shards_is_refused(make_queue: MakeQueue) -> None:
     q: Any = make_queue(shards=2)
-    for name in ("tenants", "metrics", "ring_users", "define_constraint", "add_schedule"):
+    for name in ("define_constraint", "add_schedule", "due_schedules"):
         with pytest.raises(NotShardAware, match=f"{name}\\(\\) does not span shards"):
             getattr(q, name)()
+    assert q.constraints() == []  # none can be defined: shard 0 answers for all
+    assert q.schedules() == []
+
+
+def test_the_readers_merge_every_shard(make_queue: MakeQueue) -> None:
+    """What the dashboard, /metrics and the command line read, over 3 shards."""
+    q: Any = make_queue(shards=3)
+    users = [u for s in range(3) for u in users_on(q, s, 2)]
+    capped = users[-1]
+    q.set_user_limits(capped, max_in_flight=1)
+    q.set_user_limits(users[0], weight=4)
+    for u in users:
+        for i in range(3):
+            q.enqueue("job", i, user_id=u)
+    assert q.oldest_queued_ms() is not None
+    ring, size = q.ring_users()
+    assert sorted(ring) == sorted(users)
+    assert size == 6
+    page, _ = q.ring_users(limit=2, offset=3)
+    assert page == ring[3:5]
+    assert q.ring_users(limit=0) == ([], 6)
+    assert q.backlogs(users) == dict.fromkeys(users, (0, 3))
+    loads = q.user_loads([*users, users[0]])
+    assert [load.user_id for load in loads] == users
+    assert [load.ready for load in loads] == [3] * 6
+    assert q.user_weights(users) == [4, 1, 1, 1, 1, 1]
+    waiting = q.get(q.list_tasks(user_id=users[2]).tasks[0].task_id)
+    place = q.wait_place(waiting)
+    assert place.ahead is not None
+    assert place.ring_size == 2  # its shard's ring
+    held = q.pop("w", assigned_users=[capped])
+    assert held.user_id == capped
+    assert set(q.capped_users()) <= {capped}
+    done: list[tuple[Task, Any]] = [(held, None)]
+    while True:
+        _, leased = q.complete_and_pop(done, 2, "w")
+        if not leased:
+            break
+        done = [(t, None) for t in leased]
+    metrics = q.metrics()
+    assert metrics.pushed == 18
+    assert metrics.finished == 18
+    assert metrics.wait_time.count == metrics.popped
+    report = q.tenants(limit=3)
+    assert len(report.tenants) == 3
+    assert sum(t.started for t in report.tenants) + report.others.started == metrics.popped
+    assert report.users_known == 6
+    starts = q.recent_starts()
+    assert len(starts) == metrics.popped
+    assert [s.started for s in starts] == sorted((s.started for s in starts), reverse=True)
+    up, down = (
+        Task(user_id=users[0], name="up", task_id="up"),
+        Task(user_id=users[0], name="down", task_id="down", depends_on=["up"]),
+    )
+    q.push_many([up, down])
+    assert q.task_links("up") == (["down"], [])
+    assert q.task_links("down") == ([], ["up"])
 
 
 def test_every_method_is_shard_aware_refused_or_kept_in_shard_0() -> None:
@@ -235,6 +292,8 @@ def test_every_method_is_shard_aware_refused_or_kept_in_shard_0() -> None:
         "close", "encode_result", "fairness", "from_url", "open", "options", "queue",
         "queues", "register_worker", "server_memory", "server_time_ms", "unregister_worker",
         "wake", "workers", "xcom_pull", "xcom_push", "reopened",
+        # reads of constraints and schedules: none can be defined on a sharded queue
+        "constraint", "constraints", "get_schedule", "schedules", "scheduler_holder",
     }  # fmt: skip
     for cls in (ShardedFairQueue, AsyncShardedFairQueue):
         for name in dir(cls):

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 import redis
 
 from fairque.client.base import Flow, QueueBase
+from fairque.client.inspection import SAMPLE as SAMPLE_STARTS
+from fairque.client.inspection import USERS
 from fairque.client.sharding import (
     NOT_SHARD_AWARE,
     TURN_SECONDS,
@@ -24,7 +26,20 @@ from fairque.client.sharding import (
     refusal,
 )
 from fairque.core.records import Call, Pushed
-from fairque.models import Fairness, Priority, QueueStats, Task, TaskOutcome, TaskPage, TaskState
+from fairque.models import (
+    Fairness,
+    Priority,
+    QueueMetrics,
+    QueueStats,
+    StartedTask,
+    Task,
+    TaskOutcome,
+    TaskPage,
+    TaskState,
+    TenantReport,
+    UserLoad,
+    WaitPlace,
+)
 
 T = TypeVar("T")
 
@@ -104,26 +119,30 @@ class ShardedMethods(ShardedFlows):
         return acks, leased
 
     def complete(self, task: Task, result: Any = None) -> bool:
-        return self._run(self._part(task.user_id).ops.complete(task, result))
+        shard, task = self._route(task)
+        return self._run(self.parts[shard].ops.complete(task, result))
 
     def fail(
         self, task: Task, error: str | BaseException = "", retry: bool = True,
         delay: float | None = None, *, max_retries: int | None = None,
         traceback: str | None = None, reason: str | None = None, details: Any = None,
     ) -> TaskState:  # fmt: skip
-        ops = self._part(task.user_id).ops
+        shard, task = self._route(task)
+        ops = self.parts[shard].ops
         return self._run(
             ops.fail(task, error, retry, delay, max_retries, traceback, reason, details)
         )
 
     def extend(self, task: Task, seconds: float | None = None) -> datetime:
-        return self._run(self._part(task.user_id).ops.extend(task, seconds))
+        shard, task = self._route(task)
+        return self._run(self.parts[shard].ops.extend(task, seconds))
 
     def extend_many(self, tasks: Sequence[Task], seconds: float | None = None) -> list[bool]:
         return self._drive(self._extend_many_flow(tasks, seconds)) if tasks else []
 
     def requeue(self, task: Task, delay: float = 0) -> TaskState:
-        return self._run(self._part(task.user_id).ops.requeue(task, delay))
+        shard, task = self._route(task)
+        return self._run(self.parts[shard].ops.requeue(task, delay))
 
     def reclaim(self, limit: int = 1000) -> int:
         return self._drive(self._sum_flow(lambda p: p.ops.reclaim(limit)))
@@ -202,6 +221,39 @@ class ShardedMethods(ShardedFlows):
             count, worker_id, lease_seconds, assigned_users=assigned_users,
             steal_targets=steal_targets, request_id=request_id,
         )  # fmt: skip
+
+    def metrics(self) -> QueueMetrics:
+        return self._drive(self._metrics_flow())
+
+    def tenants(self, limit: int = 20) -> TenantReport:
+        return self._drive(self._tenants_flow(limit))
+
+    def ring_users(self, limit: int = USERS, offset: int = 0) -> tuple[list[str], int]:
+        return self._drive(self._ring_users_all_flow(limit, offset))
+
+    def capped_users(self, limit: int = USERS) -> list[str]:
+        return self._drive(self._capped_all_flow(limit))
+
+    def backlogs(self, users: Sequence[str]) -> dict[str, tuple[int, int]]:
+        return self._drive(self._backlogs_all_flow(users))
+
+    def user_loads(self, users: Iterable[str]) -> list[UserLoad]:
+        return self._drive(self._user_loads_all_flow(users))
+
+    def user_weights(self, users: Sequence[str]) -> list[int]:
+        return self._drive(self._user_weights_all_flow(users))
+
+    def wait_place(self, task: Task) -> WaitPlace:
+        return self._drive(self._wait_place_all_flow(task))
+
+    def recent_starts(self, sample: int = SAMPLE_STARTS) -> list[StartedTask]:
+        return self._drive(self._recent_starts_all_flow(sample))
+
+    def task_links(self, task_id: str) -> tuple[list[str], list[str]]:
+        return self._drive(self._task_links_all_flow(task_id))
+
+    def oldest_queued_ms(self) -> int | None:
+        return self._drive(self._oldest_queued_all_flow())
 
 
 for _name in NOT_SHARD_AWARE:

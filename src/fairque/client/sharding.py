@@ -19,6 +19,8 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
 from fairque.client.base import Flow, QueueBase
+from fairque.client.inspection import InspectionFlows
+from fairque.client.shardreads import ShardedReads
 from fairque.core.ops.shards import ShardState
 from fairque.core.records import Call, Leased, LeaseRequest, Pushed, request_id
 from fairque.core.shards import check_shards, choose_tags, shard_of
@@ -33,6 +35,8 @@ SAMPLE = 2
 STATE_TTL = 0.5
 #: Lease request ids remembered with the shard they went to (a resend goes there).
 REMEMBERED = 256
+#: Between a lease token and the shard it was leased from (``ShardedFlows._route``).
+TOKEN_MARK = "~"
 #: Separator of the per-shard parts of a listing cursor.
 CURSOR_SEP = "/"
 
@@ -76,18 +80,23 @@ def _order(states: Sequence[tuple[int, ShardState]], rng: random.Random) -> list
     return order
 
 
-class ShardedFlows(QueueBase):
+class Partition(InspectionFlows, QueueBase):
+    """One shard: its calls and flows, driven by the sharded client (no I/O)."""
+
+
+class ShardedFlows(ShardedReads, QueueBase):
     """State and flows of a sharded queue; ``ShardedFairQueue`` and
     ``AsyncShardedFairQueue`` add the sending."""
 
     def _init_shards(self, client: Any, tags: Sequence[str], options: dict[str, Any]) -> None:
         #: one partition per shard: shard 0 is this client's own (the queue's own tag)
-        self.parts: tuple[QueueBase, ...] = (
-            self, *(QueueBase(client, self.queue, _tag=t, **options) for t in tags)
-        )  # fmt: skip
+        self.parts: tuple[Partition, ...] = tuple(
+            Partition(client, self.queue, _tag=t, **options) for t in (None, *tags)
+        )
         self._rng = random.Random()
-        #: lease request id -> shard it was sent to (a resend goes to the same shard)
-        self._sent: OrderedDict[str, int] = OrderedDict()
+        #: lease request id -> the (shard, request id) pairs it was sent as: a resend
+        #: goes to the same shards with the same ids
+        self._sent: OrderedDict[str, list[tuple[int, str]]] = OrderedDict()
         #: the shard the last lease went to
         self._last = 0
         #: the states the last lease read for the next one: (when, shards, states)
@@ -102,10 +111,29 @@ class ShardedFlows(QueueBase):
         """The shard ``user_id`` lives in."""
         return shard_of(user_id, len(self.parts))
 
-    def _part(self, user_id: str) -> QueueBase:
+    def _part(self, user_id: str) -> Partition:
         return self.parts[shard_of(user_id, len(self.parts))]
 
-    def _each(self, build: Callable[[QueueBase], Call[Any]]) -> Flow[list[Any]]:
+    def _route(self, task: Task) -> tuple[int, Task]:
+        """The shard a leased task was leased from, and the task as that shard knows it.
+
+        A sharded client hands out lease tokens as ``'<token>~<shard>'``, so an
+        acknowledgement finds its shard from the token alone (the HTTP service builds
+        the task from an id and a token); a token without the mark goes by user id."""
+        token = task.lease_token or ""
+        raw, mark, shard = token.rpartition(TOKEN_MARK)
+        if mark and shard.isdigit() and int(shard) < len(self.parts):
+            return int(shard), task.model_copy(update={"lease_token": raw})
+        return shard_of(task.user_id, len(self.parts)), task
+
+    def _mark(self, leased: Leased, shard: int) -> Leased:
+        """``leased`` with their lease tokens marked with ``shard`` (see ``_route``)."""
+        for task in leased:
+            if task.lease_token is not None:
+                task.lease_token = f"{task.lease_token}{TOKEN_MARK}{shard}"
+        return leased
+
+    def _each(self, build: Callable[[Partition], Call[Any]]) -> Flow[list[Any]]:
         """One call per shard, sent as one pipeline; their parsed answers."""
         return (yield from self._pipeline(tuple(build(p) for p in self.parts)))
 
@@ -116,7 +144,7 @@ class ShardedFlows(QueueBase):
         yield from self._registry_flow(self._listing_due())
         return pushed
 
-    def _enqueue_flow(self, build: Callable[[QueueBase], Call[Task]], user_id: str) -> Flow[Task]:
+    def _enqueue_flow(self, build: Callable[[Partition], Call[Task]], user_id: str) -> Flow[Task]:
         part = self._part(user_id)
         pushed: Task = yield from part._push_flow(lambda: build(part))
         yield from self._registry_flow(self._listing_due())
@@ -158,7 +186,7 @@ class ShardedFlows(QueueBase):
 
     @staticmethod
     def _push_part_flow(
-        part: QueueBase, tasks: Sequence[Task], delays: Sequence[float | None] | None
+        part: Partition, tasks: Sequence[Task], delays: Sequence[float | None] | None
     ) -> Flow[Pushed]:
         pushed: Pushed = yield from part._push_flow(lambda: part.ops.push_many(tasks, delays))
         return pushed
@@ -173,8 +201,8 @@ class ShardedFlows(QueueBase):
             return list(range(n))
         return sorted({shard_of(u, n) for u in names})
 
-    def _remember(self, req: str, shard: int) -> None:
-        self._sent[req] = shard
+    def _remember(self, req: str, sent: list[tuple[int, str]]) -> None:
+        self._sent[req] = list(sent)
         self._sent.move_to_end(req)
         while len(self._sent) > REMEMBERED:
             self._sent.popitem(last=False)
@@ -183,48 +211,55 @@ class ShardedFlows(QueueBase):
         self, request: LeaseRequest, done: Sequence[tuple[Task, Any]] = ()
     ) -> Flow[tuple[list[bool], Leased]]:
         """Finish ``done`` on their shards and lease up to ``request.count`` tasks from
-        the shard that stands lowest among a random pair with ready work (then the
-        other, then every shard with ready work).
+        the shard that stands lowest among a random pair with ready work, then (for what
+        it could not fill) from the other, then from every shard with ready work.
 
         One pipeline carries the finishes, the lease and the states of the pair the
         next lease will weigh, so a busy client makes one round trip per lease; the
         pair's states are read first only when none younger than ``STATE_TTL`` are at
-        hand. A request id sent before goes to the shard it went to (that shard answers
-        what the first send leased)."""
-        n = len(self.parts)
+        hand. A request id sent before goes to the shards it went to, with the ids it
+        went as (each answers what the first send leased there)."""
         groups: dict[int, list[int]] = {}
-        for i, (task, _) in enumerate(done):
-            groups.setdefault(shard_of(task.user_id, n), []).append(i)
+        routed = [self._route(task) for task, _ in done]
+        for i, (shard, _) in enumerate(routed):
+            groups.setdefault(shard, []).append(i)
+        done = [(task, result) for (_, task), (_, result) in zip(routed, done, strict=True)]
         acks = [False] * len(done)
         req = request.request_id or request_id()
         candidates = self._candidates(request)
         ahead = self._pair(candidates)
 
-        def send(target: int, req: str) -> Flow[Leased]:
-            """One pipeline: the finishes on the other shards, the finishes and the
-            lease on ``target``, then the next pair's states."""
+        def send(target: int, req: str, count: int) -> Flow[Leased]:
+            """One pipeline: the finishes on the other shards, the finishes and a lease
+            of ``count`` on ``target``, then the next pair's states."""
             order = [*(s for s in groups if s != target), target]
             calls = tuple(
                 self.parts[s].ops.complete_and_pop(
                     [done[i] for i in groups.get(s, ())],
                     request._replace(
-                        count=request.count if s == target else 0,
+                        count=count if s == target else 0,
                         request_id=req if s == target else request_id(),
                     ),
                 )
                 for s in order
             )
-            reads = tuple(self.parts[s].ops.shard_state() for s in ahead) if request.count else ()
+            reads = tuple(self.parts[s].ops.shard_state() for s in ahead) if count else ()
             answers = yield from self._pipeline(calls + reads)
             self._keep_states(ahead, answers[len(calls) :])
             for s, (oks, _) in zip(order, answers[: len(calls)], strict=True):
                 for i, ok in zip(groups.pop(s, ()), oks, strict=True):
                     acks[i] = ok
-            return (yield from self.parts[target]._settle_flow(answers[len(calls) - 1][1]))
+            leased = yield from self.parts[target]._settle_flow(answers[len(calls) - 1][1])
+            return self._mark(leased, target)
 
-        if request.count <= 0 or req in self._sent:
-            leased = yield from send(self._sent.get(req, 0), req)
-            return acks, leased
+        out = Leased()
+        if request.count <= 0:
+            yield from send(next(iter(groups), 0), req, 0)
+            return acks, out
+        if req in self._sent:  # a resend: each shard answers what it leased the first time
+            for shard, sub in self._sent[req]:
+                out.extend((yield from send(shard, sub, request.count)))
+            return acks, out
         sample, states = self._kept_states(candidates)
         if not states:
             sample = self._pair(candidates)
@@ -233,19 +268,23 @@ class ShardedFlows(QueueBase):
             )
         order = _order(list(zip(sample, states, strict=True)), self._rng)
         rest = [s for s in candidates if s not in sample]
-        while True:
+        sent: list[tuple[int, str]] = []
+        while len(out) < request.count:
             if not order and rest:
                 states = yield from self._pipeline(
                     tuple(self.parts[s].ops.shard_state() for s in rest)
                 )
                 order, rest = _order(list(zip(rest, states, strict=True)), self._rng), []
-            target = order.pop(0) if order else sample[0]
-            self._remember(req, target)
+            if not order:
+                if sent:
+                    break
+                order = [sample[0]]  # none looked ready: its lease call still places
+            target = order.pop(0)
+            sent.append((target, req if not sent else request_id()))
+            self._remember(req, sent)
             self._last = target
-            leased = yield from send(target, req)
-            if leased or not order:
-                return acks, leased
-            req = request_id()
+            out.extend((yield from send(target, sent[-1][1], request.count - len(out))))
+        return acks, out
 
     def _pair(self, candidates: Sequence[int]) -> list[int]:
         """The shards the next lease weighs: the one the last lease went to (its
@@ -268,10 +307,11 @@ class ShardedFlows(QueueBase):
         return list(shards), list(states)
 
     def _extend_many_flow(self, tasks: Sequence[Task], seconds: float | None) -> Flow[list[bool]]:
-        n = len(self.parts)
         groups: dict[int, list[int]] = {}
-        for i, task in enumerate(tasks):
-            groups.setdefault(shard_of(task.user_id, n), []).append(i)
+        routed = [self._route(task) for task in tasks]
+        for i, (shard, _) in enumerate(routed):
+            groups.setdefault(shard, []).append(i)
+        tasks = [task for _, task in routed]
         shards = list(groups)
         answers = yield from self._pipeline(
             tuple(
@@ -286,7 +326,7 @@ class ShardedFlows(QueueBase):
         return out
 
     # reads and changes by task id ---------------------------------------------------
-    def _locate_flow(self, task_id: str) -> Flow[QueueBase]:
+    def _locate_flow(self, task_id: str) -> Flow[Partition]:
         """The partition holding ``task_id`` (shard 0 when none does: it answers as
         an unknown id does)."""
         found: list[Task | None] = yield from self._each(lambda p: p.ops.get(task_id))
@@ -299,7 +339,7 @@ class ShardedFlows(QueueBase):
         found: list[Task | None] = yield from self._each(lambda p: p.ops.get(task_id))
         return next((t for t in found if t is not None), None)
 
-    def _by_id_flow(self, task_id: str, build: Callable[[QueueBase], Call[T]]) -> Flow[T]:
+    def _by_id_flow(self, task_id: str, build: Callable[[Partition], Call[T]]) -> Flow[T]:
         part = yield from self._locate_flow(task_id)
         answer: T = yield build(part)
         return answer
@@ -315,7 +355,7 @@ class ShardedFlows(QueueBase):
         return (yield from part._result_flow(task_id, timeout, consume))
 
     # whole-queue reads and housekeeping --------------------------------------------
-    def _sum_flow(self, build: Callable[[QueueBase], Call[int]]) -> Flow[int]:
+    def _sum_flow(self, build: Callable[[Partition], Call[int]]) -> Flow[int]:
         return sum((yield from self._each(build)))
 
     def _stats_flow(self, user_limit: int) -> Flow[QueueStats]:
@@ -386,15 +426,13 @@ class ShardedFlows(QueueBase):
         return page
 
 
-#: Methods that read or change one partition's state and do not span shards yet.
+#: Methods that change constraints or schedules, or run the scheduler: not across
+#: shards yet (their reads answer from shard 0, where none can be defined).
 NOT_SHARD_AWARE = (
-    "acquire_scheduler_lock", "add_schedule", "apply_constraints", "backlogs",
-    "capped_users", "constraint", "constraints", "define_constraint", "due_schedules",
-    "fire_schedule", "get_schedule", "metrics", "oldest_queued_ms", "pause_schedule",
-    "recent_starts", "release_scheduler_lock", "remove_constraint", "remove_schedule",
-    "renew_scheduler_lock", "resume_schedule", "ring_users", "scheduler_holder",
-    "schedules", "task_links", "tenants", "update_schedule", "user_loads", "user_weights",
-    "wait_for_handover", "wait_for_schedules", "wait_place",
+    "acquire_scheduler_lock", "add_schedule", "apply_constraints", "define_constraint",
+    "due_schedules", "fire_schedule", "pause_schedule", "release_scheduler_lock",
+    "remove_constraint", "remove_schedule", "renew_scheduler_lock", "resume_schedule",
+    "update_schedule", "wait_for_handover", "wait_for_schedules",
 )  # fmt: skip
 #: Longest blocking wait on one shard while a sync client on a cluster waits on all
 #: shards in turn (one BLPOP cannot span slots there).

@@ -208,3 +208,24 @@ def test_tenants_table_and_json(cli_queue: tuple[list[str], FairQueue]) -> None:
     assert "(the rest)" in table.stdout
     assert "fair by worker time" in table.stdout
     assert run_here(*base, "tenants", "--limit", "0").returncode == 2
+
+
+def test_show_and_resize_the_shards(cli_queue: tuple[list[str], FairQueue]) -> None:
+    base, q = cli_queue
+    q.enqueue("job", user_id="ann")  # a queue that holds tasks grows by a resize
+    shown = run_here(*base, "queue", "shards")
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.strip() == f"{q.queue}: 1 shard"
+    grown = run_here(*base, "queue", "resize", "4")
+    assert grown.returncode == 0, grown.stderr
+    assert grown.stdout.strip() == f"{q.queue}: 4 shards (was 1)"
+    shrunk = run_here(*base, "queue", "resize", "3")
+    assert (
+        shrunk.stdout.strip() == f"{q.queue}: 3 shards, 1 retired (drained by the workers) (was 4)"
+    )
+    doc = json.loads(run_here(*base, "queue", "shards", "--json").stdout)
+    assert doc == {"queue": q.queue, "shards": 3, "retired": 1}
+    bad = run_here(*base, "queue", "resize", "0")
+    assert bad.returncode == 2
+    assert "Invalid value for 'count': Input should be greater than or equal to 1" in bad.stderr
+    assert FairQueue.from_url(base[1], q.queue).shards == 3

@@ -36,11 +36,14 @@ from fairque import (
 )
 from fairque.client.aio import AsyncShardedFairQueue
 from fairque.client.queue import ShardedFairQueue
-from fairque.client.sharding import NOT_SHARD_AWARE
+from fairque.client.shardcalls import NOT_SHARD_AWARE
 from fairque.core.keys import QueueKeys
 from fairque.core.shards import choose_tags, jump_hash, shard_of
 
 MakeQueue = Callable[..., FairQueue]
+#: what a sharded client has beside the plain client's methods, and ``resize`` (the
+#: same method on both: it reads and changes the layout kept in shard 0)
+SHARD_NAMES = ("shards", "shard_of", "layout", "resize")
 
 
 def users_on(q: Any, shard: int, count: int) -> list[str]:
@@ -52,9 +55,9 @@ def users_on(q: Any, shard: int, count: int) -> list[str]:
 def test_the_shard_count_is_kept_on_the_server(make_queue: MakeQueue) -> None:
     name = unique_queue()
     q = make_queue(name, shards=3)
-    assert q.shards == 3  # type: ignore[attr-defined]
+    assert q.shards == 3
     again = make_queue(name)  # no count named: whatever the server holds
-    assert again.shards == 3  # type: ignore[attr-defined]
+    assert again.shards == 3
     with pytest.raises(ConfigError, match="has 3 shards, not 4"):
         make_queue(name, shards=4)
     with pytest.raises(ConfigError, match="has 3 shards, not 1"):
@@ -297,7 +300,7 @@ def test_every_method_is_shard_aware_refused_or_kept_in_shard_0() -> None:
     }  # fmt: skip
     for cls in (ShardedFairQueue, AsyncShardedFairQueue):
         for name in dir(cls):
-            if name.startswith("_") or name in shard_0 or name in ("shards", "shard_of"):
+            if name.startswith("_") or name in shard_0 or name in SHARD_NAMES:
                 continue
             mixin = cls.__mro__[1]  # the sharded methods, before the plain client's
             assert name in vars(mixin), f"{cls.__name__}.{name}"
@@ -439,3 +442,135 @@ def test_an_unreachable_server_opens_shard_0_unless_a_count_is_named() -> None:
     q.close()
     with pytest.raises(redis.ConnectionError):
         FairQueue.from_url(url, "later", cluster=False, shards=3)
+
+
+def drain_all(q: Any, worker: str = "w") -> Counter[str]:
+    """Lease and finish everything; how many times each task id was leased."""
+    seen: Counter[str] = Counter()
+    done: list[tuple[Task, Any]] = []
+    while True:
+        acks, leased = q.complete_and_pop(done, 5, worker)
+        assert all(acks)
+        if not leased:
+            return seen
+        seen.update(str(t.task_id) for t in leased)
+        done = [(t, None) for t in leased]
+
+
+def test_a_queue_that_holds_tasks_grows_by_a_resize(make_queue: MakeQueue) -> None:
+    name = unique_queue()
+    q: Any = make_queue(name)
+    before = [q.enqueue("job", i, user_id=f"u{i % 9}").task_id for i in range(27)]
+    leased = q.pop("w")  # leased before the resize: acknowledged on shard 0 after it
+    assert q.resize(3) == 1
+    assert q.shards == 3  # this client follows at once
+    assert make_queue(name).shards == 3
+    assert q.complete(leased, "early") is True
+    after = [q.enqueue("job", i, user_id=f"u{i % 9}").task_id for i in range(27)]
+    placed = {q.shard_of(f"u{i}") for i in range(9)}
+    assert len(placed) > 1  # new tasks spread; the old ones stay in shard 0
+    seen = drain_all(q)
+    assert set(seen) == set(before + after) - {leased.task_id}
+    assert set(seen.values()) == {1}
+    assert q.stats().counts[TaskState.FINISHED] == 54
+    assert q.resize(3) == 3  # already so: nothing changes
+
+
+def test_a_shrink_retires_shards_that_workers_drain(make_queue: MakeQueue) -> None:
+    q: Any = make_queue(shards=3)
+    last = users_on(q, 2, 3)
+    ids = [q.enqueue("job", user_id=u).task_id for u in last]
+    assert q.resize(2) == 3
+    assert q.shards == 2
+    assert len(q.parts) == 3  # the retired shard is still served
+    moved = [q.enqueue("job", user_id=u).task_id for u in last]
+    for task_id in moved:  # new tasks of its tenants go to the remaining shards
+        assert q.get(task_id).lease_token is None
+    seen = drain_all(q)
+    assert set(seen) == set(ids + moved)
+    assert set(seen.values()) == {1}
+    assert q.resize(3) == 2  # grows back onto the retired shard's tag
+    assert len(q.parts) == 3
+
+
+def test_another_client_follows_a_resize(
+    make_queue: MakeQueue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import fairque.client.base as base
+
+    name = unique_queue()
+    early: Any = make_queue(name)
+    early.enqueue("job", user_id="first")
+    monkeypatch.setattr(base, "LAYOUT_EVERY", 0.0)
+    getattr(early, "_queue", early)._layout_at = 0.0  # the client, not the test's wrapper
+    make_queue(name).resize(4)
+    users = [f"u{i}" for i in range(40)]
+    for u in users:
+        early.enqueue("job", user_id=u)  # the first push reads the layout after it
+    assert early.shards == 4
+    where = Counter(early.shard_of(u) for u in users)
+    assert len(where) == 4
+    assert sum(drain_all(early).values()) == 41
+
+
+def test_a_resize_is_checked_and_safe_to_resend(
+    make_queue: MakeQueue, redis_client: SyncClient
+) -> None:
+    q: Any = make_queue(shards=2)
+    for bad in (0, 1025, "3", True):
+        with pytest.raises(ConfigError, match="shards must be"):
+            q.resize(bad)
+    ops = q.parts[0].ops
+    layout = q.layout
+    call = ops.resize(4, len(layout.tags), ["x{1.1", "x{2.2"][:0] or list(layout.tags[:0]))
+    with pytest.raises(ValidationError, match="needs their tags"):
+        q._run(call)
+    tags = ["t-one", "t-two"]
+    first = q._run(ops.resize(4, len(layout.tags), tags))
+    again = q._run(ops.resize(4, len(layout.tags), tags))  # a resend after a lost reply
+    assert first == again
+    assert first.count == 4
+    assert first.tags == (*layout.tags, *tags)
+    stale = q._run(ops.resize(2, 0, []))  # saw an older list: nothing changes
+    assert stale == first
+
+
+async def test_a_resize_under_load_loses_nothing_and_runs_nothing_twice(
+    h: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A plain queue grows to 3 shards, then to 6, while a producer pushes and two
+    workers, each with its own client, serve it; they follow at their heartbeats."""
+    import fairque.client.base as base
+
+    monkeypatch.setattr(base, "LAYOUT_EVERY", 0.1)
+    name = unique_queue()
+    q: Any = h.queue(name)
+    reg = Registry()
+    runs: Counter[str] = Counter()
+
+    @reg.task(name="job")
+    async def job(ctx: Context, payload: Any) -> None:
+        runs[ctx.task.task_id or ""] += 1
+
+    workers = []
+    for i in range(2):
+        served: Any = h.queue(name)
+        served._layout_at = 0.0
+        workers.append(served)
+        h.start(served, reg, id=f"w{i}", max_concurrent_tasks=4, heartbeat_interval_seconds=0.1)
+    ids: list[str] = []
+    for round_ in range(8):
+        ids += [(await q.enqueue("job", i, user_id=f"u{i % 23}")).task_id for i in range(50)]
+        if round_ == 2:
+            assert await q.resize(3) == 1
+        if round_ == 5:
+            assert await q.resize(6) == 3
+    for task_id in ids:
+        await wait_state(q, task_id, TaskState.FINISHED, timeout=60)
+    assert set(runs) == set(ids)
+    assert set(runs.values()) == {1}
+    stats = await q.stats()
+    assert stats.counts[TaskState.FINISHED] == len(ids)
+    assert stats.counters["completed"] == len(ids)
+    assert all(w.shards == 6 for w in workers)  # both workers followed
+    assert len({q.shard_of(f"u{i}") for i in range(23)}) > 3

@@ -16,7 +16,7 @@ def test_a_sharded_queue_is_served_as_one(server: ServerInfo) -> None:
     name = unique_queue("http")
     made = FairQueue.from_url(server.url, name, shards=3)
     users = [f"u{i}" for i in range(12)]
-    assert len({made.shard_of(u) for u in users}) == 3  # type: ignore[attr-defined]
+    assert len({made.shard_of(u) for u in users}) == 3
     live = LiveServer(server.url, [name])
     api = Api(live.base, name)
     try:

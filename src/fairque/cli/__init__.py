@@ -3,12 +3,13 @@
 Nothing in the producer or worker API imports this package.
 """
 
-from fairque.cli import constraint, fairness, schedule, service
+from fairque.cli import constraint, fairness, schedule, service, shards
 from fairque.cli.commands import app, main
 
 service.register(app)
 schedule.register(app)
 constraint.register(app)
 fairness.register(app)
+shards.register(app)
 
 __all__ = ["app", "main"]

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from fairque.client.shardlayout import resize_flow
 from fairque.models import Fairness, QueueMetrics, QueueStats, TenantReport, WorkerInfo
 
 if TYPE_CHECKING:
     from fairque.client.base import Flow
     from fairque.core.ops import Operations
+    from fairque.core.ops.shards import Layout
     from fairque.core.records import Call
 
 T = TypeVar("T")
@@ -33,6 +35,8 @@ class AdminMethods:
         def _purge_flow(self, batch: int) -> Flow[int]: ...
 
         def _list(self) -> None: ...
+
+        def _adopt_layout(self, layout: Layout) -> None: ...
 
     def queues(self) -> list[str]:
         """Every queue the server's registry names, sorted: each queue a client pushed
@@ -127,6 +131,19 @@ class AdminMethods:
         found, value = self._run(self.ops.xcom_pull(key))
         return value if found else default
 
+    def resize(self, shards: int) -> int:
+        """Place tenants on ``shards`` shards from now on (1..1024), while producers and
+        workers run; returns the count before. Nothing moves: tasks stay in the shard
+        they were pushed to, and workers drain shards past the new count (retired).
+        Every client follows within ``LAYOUT_EVERY`` seconds (docs/howto/shards.md).
+
+        Raises:
+            ConfigError: ``shards`` is out of range.
+        """
+        before, layout = self._drive(resize_flow(self.ops, shards))
+        self._adopt_layout(layout)
+        return before
+
 
 class AsyncAdminMethods:
     """Administration on the asyncio client (documented on ``AdminMethods``)."""
@@ -142,6 +159,8 @@ class AsyncAdminMethods:
         def _purge_flow(self, batch: int) -> Flow[int]: ...
 
         async def _list(self) -> None: ...
+
+        def _adopt_layout(self, layout: Layout) -> None: ...
 
     async def queues(self) -> list[str]:
         """See ``AdminMethods.queues``."""
@@ -206,3 +225,9 @@ class AsyncAdminMethods:
         """See ``AdminMethods.xcom_pull``."""
         found, value = await self._run(self.ops.xcom_pull(key))
         return value if found else default
+
+    async def resize(self, shards: int) -> int:
+        """See ``AdminMethods.resize``."""
+        before, layout = await self._drive(resize_flow(self.ops, shards))
+        self._adopt_layout(layout)
+        return before

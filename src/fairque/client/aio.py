@@ -6,7 +6,6 @@ Docstrings live on ``FairQueue``; both clients execute the calls built by
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from types import TracebackType
@@ -20,7 +19,7 @@ from fairque.client.base import Flow, QueueBase, connect, replayable_tasks, run_
 from fairque.client.inspection import AsyncInspectionMethods
 from fairque.client.queue import FairQueue
 from fairque.client.sharded_async import AsyncShardedMethods
-from fairque.client.sharding import layout_flow
+from fairque.client.shardlayout import layout_flow
 from fairque.constraints.api import AsyncConstraintMethods
 from fairque.core.bypasses import FAILED, AsyncQuickSender
 from fairque.core.records import Call, Leased, LeaseRequest, Pushed
@@ -72,18 +71,19 @@ class AsyncFairQueue(
     ) -> AsyncFairQueue:  # fmt: skip
         """See ``FairQueue.open``."""
         plain = cls(client, queue, **options)
-        tags = await plain._drive(layout_flow(plain, shards))
-        return AsyncShardedFairQueue(client, queue, tags, **options) if tags else plain
+        layout = await plain._drive(layout_flow(plain, shards))
+        return AsyncShardedFairQueue(client, queue, layout, **options) if layout.tags else plain
 
     async def reopened(self) -> AsyncFairQueue:
         """This client, or a client of all the queue's shards when the server holds
         more than one (a worker opens its queues again once the server answers)."""
         if isinstance(self, AsyncShardedMethods):
             return self
-        tags = await self._drive(layout_flow(self, None))
-        if not tags:
+        layout = await self._drive(layout_flow(self, None))
+        if not layout.tags:
             return self
-        return AsyncShardedFairQueue(self.client, self.queue, tags, **self.options.model_dump())
+        options = self.options.model_dump()
+        return AsyncShardedFairQueue(self.client, self.queue, layout, **options)
 
     async def _run(self, call: Call[T]) -> T:
         try:
@@ -101,12 +101,12 @@ class AsyncFairQueue(
 
     async def _list(self) -> None:
         """See ``FairQueue._list``."""
-        await self._drive(self._registry_flow(self._listing_due()))
+        await self._drive(self._upkeep_flow())
 
     async def _run_push(self, call: Call[T]) -> T:
         """Push through ``_send_push``; then, when due, name the queue in the registry."""
         out = await self._send_push(call)
-        if self._list_at <= time.monotonic():
+        if self._upkeep_due():
             await self._list()
         return out
 
@@ -368,7 +368,7 @@ def open_async(
     cluster = isinstance(client, aredis.RedisCluster)
     probe = FairQueue.from_url(url, queue, cluster=cluster, shards=shards, **options)
     probe.close()
-    tags = [p.ops.keys.tag or "" for p in getattr(probe, "parts", ())[1:]]
-    if tags:
-        return AsyncShardedFairQueue(client, queue, tags, **options)
+    layout = getattr(probe, "layout", None)
+    if layout is not None:
+        return AsyncShardedFairQueue(client, queue, layout, **options)
     return cls(client, queue, **options)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from types import TracebackType
@@ -15,7 +14,7 @@ from fairque.client.admin import AdminMethods
 from fairque.client.base import Flow, QueueBase, connect, replayable_tasks, run_flow
 from fairque.client.inspection import InspectionMethods
 from fairque.client.sharded_sync import ShardedMethods
-from fairque.client.sharding import layout_flow
+from fairque.client.shardlayout import layout_flow
 from fairque.constraints.api import ConstraintMethods
 from fairque.core.bypasses import FAILED, QuickSender
 from fairque.core.records import Call, Leased, LeaseRequest, Pushed
@@ -79,8 +78,8 @@ class FairQueue(AdminMethods, ConstraintMethods, ScheduleMethods, InspectionMeth
             ConfigError: ``shards`` is out of range or differs from the server's count.
         """
         plain = cls(client, queue, **options)
-        tags = plain._drive(layout_flow(plain, shards))
-        return ShardedFairQueue(client, queue, tags, **options) if tags else plain
+        layout = plain._drive(layout_flow(plain, shards))
+        return ShardedFairQueue(client, queue, layout, **options) if layout.tags else plain
 
     def _run(self, call: Call[T]) -> T:
         try:
@@ -103,12 +102,12 @@ class FairQueue(AdminMethods, ConstraintMethods, ScheduleMethods, InspectionMeth
 
     def _list(self) -> None:
         """Name the queue in the server's registry when that is due."""
-        self._drive(self._registry_flow(self._listing_due()))
+        self._drive(self._upkeep_flow())
 
     def _run_push(self, call: Call[T]) -> T:
         """Push through ``_send_push``; then, when due, name the queue in the registry."""
         out = self._send_push(call)
-        if self._list_at <= time.monotonic():
+        if self._upkeep_due():
             self._list()
         return out
 

@@ -17,13 +17,14 @@ import redis.asyncio as aredis
 from fairque.client.base import Flow, QueueBase
 from fairque.client.inspection import SAMPLE as SAMPLE_STARTS
 from fairque.client.inspection import USERS
-from fairque.client.sharding import (
+from fairque.client.shardcalls import (
     NOT_SHARD_AWARE,
-    ShardedFlows,
     lease_request,
     placed_count,
     refusal,
 )
+from fairque.client.sharding import ShardedFlows
+from fairque.core.ops.shards import Layout
 from fairque.core.records import Call, Pushed
 from fairque.models import (
     Fairness,
@@ -54,11 +55,11 @@ class AsyncShardedMethods(ShardedFlows):
         async def _drive(self, flow: Flow[T]) -> T: ...
 
     def __init__(
-        self, client: aredis.Redis | aredis.RedisCluster, queue: str, tags: Sequence[str],
+        self, client: aredis.Redis | aredis.RedisCluster, queue: str, layout: Layout,
         **options: Any,
     ) -> None:  # fmt: skip
         super().__init__(client, queue, **options)
-        self._init_shards(client, tags, options)
+        self._init_shards(client, layout, options)
         self._cluster = isinstance(client, aredis.RedisCluster)
 
     async def push(self, task: Task) -> Task:

@@ -17,14 +17,15 @@ import redis
 from fairque.client.base import Flow, QueueBase
 from fairque.client.inspection import SAMPLE as SAMPLE_STARTS
 from fairque.client.inspection import USERS
-from fairque.client.sharding import (
+from fairque.client.shardcalls import (
     NOT_SHARD_AWARE,
     TURN_SECONDS,
-    ShardedFlows,
     lease_request,
     placed_count,
     refusal,
 )
+from fairque.client.sharding import ShardedFlows
+from fairque.core.ops.shards import Layout
 from fairque.core.records import Call, Pushed
 from fairque.models import (
     Fairness,
@@ -55,11 +56,11 @@ class ShardedMethods(ShardedFlows):
         def _drive(self, flow: Flow[T]) -> T: ...
 
     def __init__(
-        self, client: redis.Redis | redis.RedisCluster, queue: str, tags: Sequence[str],
+        self, client: redis.Redis | redis.RedisCluster, queue: str, layout: Layout,
         **options: Any,
     ) -> None:  # fmt: skip
         super().__init__(client, queue, **options)
-        self._init_shards(client, tags, options)
+        self._init_shards(client, layout, options)
         self._cluster = isinstance(client, redis.RedisCluster)
 
     def push(self, task: Task) -> Task:

@@ -21,10 +21,10 @@ from typing import Any, TypeVar
 from fairque.client.base import Flow, QueueBase
 from fairque.client.inspection import InspectionFlows
 from fairque.client.shardreads import ShardedReads
-from fairque.core.ops.shards import ShardState
+from fairque.core.ops.shards import Layout, ShardState
 from fairque.core.records import Call, Leased, LeaseRequest, Pushed, request_id
-from fairque.core.shards import check_shards, choose_tags, shard_of
-from fairque.errors import ConfigError, NotShardAware, ValidationError
+from fairque.core.shards import shard_of
+from fairque.errors import ValidationError
 from fairque.models import QueueStats, Task, TaskOutcome, TaskPage, TaskState
 
 T = TypeVar("T")
@@ -39,27 +39,6 @@ REMEMBERED = 256
 TOKEN_MARK = "~"
 #: Separator of the per-shard parts of a listing cursor.
 CURSOR_SEP = "/"
-
-
-def layout_flow(ops_owner: QueueBase, shards: int | None) -> Flow[tuple[str, ...]]:
-    """Create or open the queue's shard list: the tags of shards 1..N-1.
-
-    Raises:
-        ConfigError: ``shards`` differs from the count the server holds.
-    """
-    ops = ops_owner.ops
-    if shards is not None:
-        check_shards(shards)
-    have: tuple[str, ...] = yield ops.create_shards(())
-    if shards is not None and shards > 1 and not have:
-        have = yield ops.create_shards(choose_tags(ops.queue, shards))
-    count = len(have) + 1
-    if shards is not None and shards != count:
-        raise ConfigError(
-            f"queue {ops.queue!r} has {count} shard{'s' if count > 1 else ''}, not {shards}"
-            + ("; it already holds tasks, so it stays unsharded" if count == 1 else "")
-        )
-    return have
 
 
 def _order(states: Sequence[tuple[int, ShardState]], rng: random.Random) -> list[int]:
@@ -88,11 +67,21 @@ class ShardedFlows(ShardedReads, QueueBase):
     """State and flows of a sharded queue; ``ShardedFairQueue`` and
     ``AsyncShardedFairQueue`` add the sending."""
 
-    def _init_shards(self, client: Any, tags: Sequence[str], options: dict[str, Any]) -> None:
-        #: one partition per shard: shard 0 is this client's own (the queue's own tag)
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """A client class over shards is its plain base's twin (``_adopt_layout``)."""
+        super().__init_subclass__(**kwargs)
+        for base in cls.__bases__:
+            if issubclass(base, QueueBase) and not issubclass(base, ShardedFlows):
+                base._sharded_class = cls
+
+    def _init_shards(self, client: Any, layout: Layout, options: dict[str, Any]) -> None:
+        #: one partition per shard, shard 0 under the queue's own tag; the first
+        #: ``_count`` are where tenants are placed, the rest are retired (drained)
         self.parts: tuple[Partition, ...] = tuple(
-            Partition(client, self.queue, _tag=t, **options) for t in (None, *tags)
+            Partition(client, self.queue, _tag=t, **options) for t in (None, *layout.tags)
         )
+        self._count = layout.count
+        self._client, self._options = client, options
         self._rng = random.Random()
         #: lease request id -> the (shard, request id) pairs it was sent as: a resend
         #: goes to the same shards with the same ids
@@ -102,36 +91,50 @@ class ShardedFlows(ShardedReads, QueueBase):
         #: the states the last lease read for the next one: (when, shards, states)
         self._states: tuple[float, tuple[int, ...], tuple[ShardState, ...]] = (0.0, (), ())
 
+    def _adopt_layout(self, layout: Layout) -> None:
+        """Follow a resize: new shards join, tenants are placed by the new count."""
+        have = len(self.parts) - 1
+        added = tuple(
+            Partition(self._client, self.queue, _tag=t, **self._options) for t in layout.tags[have:]
+        )
+        self.parts = (*self.parts, *added)
+        self._count = layout.count
+
     @property
     def shards(self) -> int:
-        """How many shards the queue has."""
-        return len(self.parts)
+        """How many shards tenants are placed on."""
+        return self._count
+
+    @property
+    def layout(self) -> Layout:
+        """The shards as this client knows them: the count placed on, every tag."""
+        return Layout(self._count, tuple(p.ops.keys.tag or "" for p in self.parts[1:]))
 
     def shard_of(self, user_id: str) -> int:
-        """The shard ``user_id`` lives in."""
-        return shard_of(user_id, len(self.parts))
+        """The shard ``user_id``'s new tasks go to."""
+        return shard_of(user_id, self._count)
 
     def _part(self, user_id: str) -> Partition:
-        return self.parts[shard_of(user_id, len(self.parts))]
+        return self.parts[shard_of(user_id, self._count)]
 
     def _route(self, task: Task) -> tuple[int, Task]:
         """The shard a leased task was leased from, and the task as that shard knows it.
 
-        A sharded client hands out lease tokens as ``'<token>~<shard>'``, so an
-        acknowledgement finds its shard from the token alone (the HTTP service builds
-        the task from an id and a token); a token without the mark goes by user id."""
+        A sharded client hands out lease tokens as ``'<token>~<shard>'`` (``_mark``), so
+        an acknowledgement finds its shard from the token alone, wherever its tenant is
+        placed now (the HTTP service builds the task from an id and a token); a token
+        without the mark is shard 0's (one a client leased before the queue had shards)."""
         token = task.lease_token or ""
         raw, mark, shard = token.rpartition(TOKEN_MARK)
         if mark and shard.isdigit() and int(shard) < len(self.parts):
             return int(shard), task.model_copy(update={"lease_token": raw})
-        return shard_of(task.user_id, len(self.parts)), task
+        return 0, task
 
-    def _mark(self, leased: Leased, shard: int) -> Leased:
-        """``leased`` with their lease tokens marked with ``shard`` (see ``_route``)."""
+    def _mark(self, leased: Iterable[Task], shard: int) -> None:
+        """Mark the lease tokens of ``leased`` with ``shard`` (see ``_route``)."""
         for task in leased:
             if task.lease_token is not None:
                 task.lease_token = f"{task.lease_token}{TOKEN_MARK}{shard}"
-        return leased
 
     def _each(self, build: Callable[[Partition], Call[Any]]) -> Flow[list[Any]]:
         """One call per shard, sent as one pipeline; their parsed answers."""
@@ -141,13 +144,13 @@ class ShardedFlows(ShardedReads, QueueBase):
     def _push_one_flow(self, task: Task) -> Flow[Task]:
         part = self._part(task.user_id)
         pushed: Task = yield from part._push_flow(lambda: part.ops.push(task))
-        yield from self._registry_flow(self._listing_due())
+        yield from self._upkeep_flow()
         return pushed
 
     def _enqueue_flow(self, build: Callable[[Partition], Call[Task]], user_id: str) -> Flow[Task]:
         part = self._part(user_id)
         pushed: Task = yield from part._push_flow(lambda: build(part))
-        yield from self._registry_flow(self._listing_due())
+        yield from self._upkeep_flow()
         return pushed
 
     def _push_many_flow(
@@ -161,7 +164,7 @@ class ShardedFlows(ShardedReads, QueueBase):
         batch = list(tasks)
         if delays is not None and len(delays) != len(batch):
             raise ValidationError(f"delays has {len(delays)} entries for {len(batch)} tasks")
-        shard = [shard_of(t.user_id, len(self.parts)) for t in batch]
+        shard = [shard_of(t.user_id, self._count) for t in batch]
         where = {t.task_id: s for t, s in zip(batch, shard, strict=True) if t.task_id}
         for task, s in zip(batch, shard, strict=True):
             for dep in task.depends_on:
@@ -181,7 +184,7 @@ class ShardedFlows(ShardedReads, QueueBase):
             pushed: Pushed = yield from self._push_part_flow(part, sub, sub_delays)
             for i, t, c in zip(idx, pushed, pushed.created, strict=True):
                 tasks_out[i], created[i] = t, c
-        yield from self._registry_flow(self._listing_due())
+        yield from self._upkeep_flow()
         return Pushed([t for t in tasks_out if t is not None], created)
 
     @staticmethod
@@ -195,11 +198,11 @@ class ShardedFlows(ShardedReads, QueueBase):
     def _candidates(self, request: LeaseRequest) -> list[int]:
         """The shards a lease may be served from: the assigned users' shards, and the
         steal targets' (every shard for ``"*"`` or with neither)."""
-        n = len(self.parts)
         names = [*(request.assigned_users or ()), *(request.steal_targets or ())]
         if not names or "*" in names:
-            return list(range(n))
-        return sorted({shard_of(u, n) for u in names})
+            return list(range(len(self.parts)))
+        retired = range(self._count, len(self.parts))  # may still hold their tasks
+        return sorted({*(shard_of(u, self._count) for u in names), *retired})
 
     def _remember(self, req: str, sent: list[tuple[int, str]]) -> None:
         self._sent[req] = list(sent)
@@ -250,7 +253,8 @@ class ShardedFlows(ShardedReads, QueueBase):
                 for i, ok in zip(groups.pop(s, ()), oks, strict=True):
                     acks[i] = ok
             leased = yield from self.parts[target]._settle_flow(answers[len(calls) - 1][1])
-            return self._mark(leased, target)
+            self._mark(leased, target)
+            return leased
 
         out = Leased()
         if request.count <= 0:
@@ -337,7 +341,11 @@ class ShardedFlows(ShardedReads, QueueBase):
 
     def _get_flow(self, task_id: str) -> Flow[Task | None]:
         found: list[Task | None] = yield from self._each(lambda p: p.ops.get(task_id))
-        return next((t for t in found if t is not None), None)
+        for shard, task in enumerate(found):
+            if task is not None:
+                self._mark([task], shard)
+                return task
+        return None
 
     def _by_id_flow(self, task_id: str, build: Callable[[Partition], Call[T]]) -> Flow[T]:
         part = yield from self._locate_flow(task_id)
@@ -424,45 +432,3 @@ class ShardedFlows(ShardedReads, QueueBase):
         if nxt is not None:
             return page.model_copy(update={"next_cursor": f"{shard}{CURSOR_SEP}{nxt}"})
         return page
-
-
-#: Methods that change constraints or schedules, or run the scheduler: not across
-#: shards yet (their reads answer from shard 0, where none can be defined).
-NOT_SHARD_AWARE = (
-    "acquire_scheduler_lock", "add_schedule", "apply_constraints", "define_constraint",
-    "due_schedules", "fire_schedule", "pause_schedule", "release_scheduler_lock",
-    "remove_constraint", "remove_schedule", "renew_scheduler_lock", "resume_schedule",
-    "update_schedule", "wait_for_handover", "wait_for_schedules",
-)  # fmt: skip
-#: Longest blocking wait on one shard while a sync client on a cluster waits on all
-#: shards in turn (one BLPOP cannot span slots there).
-TURN_SECONDS = 0.05
-
-
-def refusal(name: str, is_async: bool) -> Any:
-    def refuse(self: QueueBase, *args: Any, **kwargs: Any) -> Any:
-        raise NotShardAware(
-            f"{name}() does not span shards yet; queue {self.queue!r} has "
-            f"{len(getattr(self, 'parts', ()))} (docs/howto/shards.md)"
-        )
-
-    async def refuse_async(self: QueueBase, *args: Any, **kwargs: Any) -> Any:
-        refuse(self, *args, **kwargs)
-
-    chosen = refuse_async if is_async else refuse
-    chosen.__name__ = name
-    chosen.__doc__ = f"Refused on a sharded queue: ``{name}`` does not span shards yet."
-    return chosen
-
-
-def lease_request(
-    count: int, worker_id: str, lease_seconds: float | None,
-    assigned_users: Sequence[str] | None, steal_targets: Sequence[str] | None,
-    request_id: str | None,
-) -> LeaseRequest:  # fmt: skip
-    return LeaseRequest(count, worker_id, lease_seconds, assigned_users, steal_targets, request_id)
-
-
-def placed_count(call: Call[tuple[int, int]]) -> Call[int]:
-    """``place``'s call answering only how many it placed."""
-    return Call(call.script, call.keys, call.args, lambda r: call.parse(r)[0])

@@ -64,6 +64,7 @@ class ShardedReads:
     """The merged reads; mixed into ``ShardedFlows``."""
 
     parts: tuple[Partition, ...]
+    _count: int
 
     if TYPE_CHECKING:
 
@@ -75,7 +76,7 @@ class ShardedReads:
         """``users`` (once each, in order) grouped by the shard each lives in."""
         groups: dict[int, list[str]] = {}
         for user in dict.fromkeys(users):
-            groups.setdefault(shard_of(user, len(self.parts)), []).append(user)
+            groups.setdefault(shard_of(user, self._count), []).append(user)
         return groups
 
     def _metrics_flow(self) -> Flow[QueueMetrics]:
@@ -158,7 +159,7 @@ class ShardedReads:
         return [weights[u] for u in users]
 
     def _wait_place_all_flow(self, task: Task) -> Flow[WaitPlace]:
-        part = self.parts[shard_of(task.user_id, len(self.parts))]
+        part = self.parts[shard_of(task.user_id, self._count)]
         place: WaitPlace = yield from part._wait_place_flow(task)
         return place
 

@@ -14,6 +14,18 @@ from fairque.core.taskhash import text
 
 
 @dataclass(frozen=True)
+class Layout:
+    """A sharded queue's shards as kept in shard 0 (``create_shards.lua``)."""
+
+    count: int  #: the shards tenants are placed on (the first ``count``)
+    tags: tuple[str, ...]  #: the tags of shards 1..M-1: placed on, then retired
+
+
+def _layout(reply: Any) -> Layout:
+    return Layout(int(reply[0]), tuple(text(t) for t in reply[1:]))
+
+
+@dataclass(frozen=True)
 class ShardState:
     """One shard as a worker weighs it (``shard_state.lua``)."""
 
@@ -31,10 +43,15 @@ def _state(reply: Any) -> ShardState:
 class ShardOperations(OperationsBase):
     """Builders of the shard calls (on shard 0's or any shard's operations)."""
 
-    def create_shards(self, tags: Sequence[str]) -> Call[tuple[str, ...]]:
+    def create_shards(self, tags: Sequence[str]) -> Call[Layout]:
         """Make a new queue sharded with the shard tags ``tags`` (shards 1..N-1), or
-        only read the list with no tags; answers the tags the queue has."""
-        return self._call("create_shards", list(tags), lambda r: tuple(text(t) for t in r or ()))
+        only read the layout with no tags; answers the layout the queue has."""
+        return self._call("create_shards", list(tags), _layout)
+
+    def resize(self, count: int, seen: int, tags: Sequence[str]) -> Call[Layout]:
+        """Place tenants on the first ``count`` shards from now on, appending ``tags``
+        to a list the caller saw ``seen`` tags in; answers the layout the queue has."""
+        return self._call("resize", [count, seen, *tags], _layout)
 
     def wait_for_any(self, shards: Sequence[OperationsBase], timeout: float) -> Call[bool]:
         """Block until a push signals ready work on any of ``shards`` (one BLPOP over

@@ -34,7 +34,10 @@ three-master cluster instead. Prints one JSON document; progress goes to stderr.
 Usage::
 
     uv run python benchmarks/fairness.py [--seconds 8] [--workers 1,4] [--cluster]
-        [--only skew_2,flood] [--out results.json] [--markdown table.md]
+        [--shards 6] [--only skew_2,flood] [--out results.json] [--markdown table.md]
+
+With ``--shards N`` every queue has N shards, so each scenario's tenants are spread over
+shards by the hash and the shares are measured across shards.
 """
 
 from __future__ import annotations
@@ -394,8 +397,11 @@ def run_cost(env: Env, tenant_counts: Sequence[int], pops: int) -> dict[str, Any
 
 
 class Env:
-    def __init__(self, url: str, nodes: list[Any], seconds: float, cluster: bool) -> None:
+    def __init__(
+        self, url: str, nodes: list[Any], seconds: float, cluster: bool, shards: int = 1
+    ) -> None:
         self.url, self.nodes, self.seconds, self.cluster = url, nodes, seconds, cluster
+        self.shards = shards
         self.pool = ProcessPoolExecutor(
             max_workers=8, mp_context=multiprocessing.get_context("spawn")
         )
@@ -405,7 +411,7 @@ class Env:
     def queue(self, mode: str) -> FairQueue:
         self.count += 1
         q = FairQueue.from_url(self.url, f"bf-{self.tag}-{self.count}",
-                               lease_seconds=LEASE_SECONDS)  # fmt: skip
+                               lease_seconds=LEASE_SECONDS, shards=self.shards)  # fmt: skip
         q.set_fairness(mode)  # type: ignore[arg-type]
         return q
 
@@ -467,6 +473,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--seconds", type=float, default=8.0, help="length of each run")
     parser.add_argument("--workers", default="1,4", help="worker processes, comma-separated")
     parser.add_argument("--only", default="", help="scenarios to run, comma-separated")
+    parser.add_argument("--shards", type=int, default=1,
+                        help="shards of each queue (tenants spread by the hash)")  # fmt: skip
     parser.add_argument("--cost-tenants", default="10,1000,100000",
                         help="tenant counts of the cost section ('' to skip)")  # fmt: skip
     parser.add_argument("--cost-pops", type=int, default=2000)
@@ -479,8 +487,9 @@ def main(argv: Sequence[str] | None = None) -> None:
             url, nodes, stop = args.url, [redis.Redis.from_url(args.url)], lambda: None
         else:
             url, nodes, stop = start_servers(args.cluster, Path(tmp))
-        env = Env(url, nodes, args.seconds, args.cluster)
+        env = Env(url, nodes, args.seconds, args.cluster, args.shards)
         doc: dict[str, Any] = {"server": "cluster" if args.cluster else "standalone",
+                               "shards": args.shards,
                                "seconds": args.seconds, "concurrency": CONCURRENCY,
                                "saturated": {}, "other": {}}  # fmt: skip
         try:

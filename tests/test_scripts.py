@@ -329,7 +329,7 @@ def test_one_name_per_transition() -> None:
     fast_paths = {"push_one": "push"}
     # the client method a script serves when its name is not one: a sharded queue's
     # shard list is created by ``open``, its shards' states are read by its lease path
-    client_method = {"create_shards": "open", "shard_state": "pop"}
+    client_method = {"create_shards": "open", "shard_state": "pop", "lift_floor": "pop"}
     assert set(builders) == set(load_all())
     for name, functions in builders.items():
         assert functions == shared.get(name, {name}), name

@@ -37,6 +37,7 @@ from fairque import (
 from fairque.client.aio import AsyncShardedFairQueue
 from fairque.client.queue import ShardedFairQueue
 from fairque.client.shardcalls import NOT_SHARD_AWARE
+from fairque.client.sharding import STATE_TTL
 from fairque.core.keys import QueueKeys
 from fairque.core.shards import choose_tags, jump_hash, shard_of
 
@@ -574,3 +575,28 @@ async def test_a_resize_under_load_loses_nothing_and_runs_nothing_twice(
     assert stats.counters["completed"] == len(ids)
     assert all(w.shards == 6 for w in workers)  # both workers followed
     assert len({q.shard_of(f"u{i}") for i in range(23)}) > 3
+
+
+def test_a_shard_that_stood_still_gets_no_credit_for_it(make_queue: MakeQueue) -> None:
+    """A tenant arriving on a shard that was idle while another served (in virtual
+    time) starts at the queue's virtual time, as it would on a plain queue; left at its
+    shard's old floor, it would take every lease until it caught up."""
+    q: Any = make_queue(shards=2)
+    busy, late = users_on(q, 0, 1)[0], users_on(q, 1, 1)[0]
+    for i in range(30):
+        q.enqueue("job", i, user_id=busy)
+    for _ in range(4):  # leases held 0.35 s: the busy shard's floor moves ~1 s on
+        task = q.pop("w")
+        time.sleep(0.35)
+        assert q.complete(task)
+    floor = q._run(q.parts[0].ops.shard_state()).floor
+    assert floor > 1_000_000
+    for i in range(5):
+        q.enqueue("job", i, user_id=late)
+    assert q._run(q.parts[1].ops.shard_state()).position < floor  # joined at its old floor
+    time.sleep(STATE_TTL)  # the states the last lease read beside it are too old now
+    task = q.pop("w")  # weighs both shards: lifts the one that stood still
+    assert task.user_id == late  # it has used no worker time yet
+    assert q._run(q.parts[1].ops.shard_state()).floor >= floor
+    again = q._run(q.parts[1].ops.lift_floor(0))  # lower: nothing changes, same answer
+    assert again >= floor

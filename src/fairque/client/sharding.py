@@ -16,6 +16,7 @@ import random
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 from typing import Any, TypeVar
 
 from fairque.client.base import Flow, QueueBase
@@ -31,6 +32,9 @@ T = TypeVar("T")
 
 #: Shards whose state one lease weighs before it chooses (the power of two choices).
 SAMPLE = 2
+#: Virtual microseconds a shard's floor may lag behind another's before the client lifts
+#: it (more than sampling ever leaves between shards that serve; less than idleness).
+LIFT_SLACK = 1_000_000
 #: Seconds the shard states read beside a lease are trusted by the next lease.
 STATE_TTL = 0.5
 #: Lease request ids remembered with the shard they went to (a resend goes there).
@@ -57,6 +61,16 @@ def _order(states: Sequence[tuple[int, ShardState]], rng: random.Random) -> list
         pick = rng.choices(range(len(ready)), weights)[0]
         order.append(ready.pop(pick)[0])
     return order
+
+
+def _lifts(states: Sequence[tuple[int, ShardState]]) -> dict[int, int]:
+    """The shards to lift, and to what: in time mode, each whose floor (where its virtual
+    time stands) lags more than ``LIFT_SLACK`` behind the highest floor of the others
+    weighed with it (a shard that was idle, or that a resize just added)."""
+    if len(states) < 2 or not all(s.timed for _, s in states):
+        return {}
+    top = max(s.floor for _, s in states)
+    return {i: top for i, s in states if s.floor < top - LIFT_SLACK}
 
 
 class Partition(InspectionFlows, QueueBase):
@@ -270,6 +284,16 @@ class ShardedFlows(ShardedReads, QueueBase):
             states = yield from self._pipeline(
                 tuple(self.parts[s].ops.shard_state() for s in sample)
             )
+        lifts = _lifts(list(zip(sample, states, strict=True)))
+        if lifts:  # shards whose virtual time stood still: no credit for it
+            yield from self._pipeline(
+                tuple(self.parts[s].ops.lift_floor(to) for s, to in lifts.items())
+            )
+            states = [
+                replace(st, position=max(st.position, lifts[s]), floor=lifts[s])
+                if s in lifts else st
+                for s, st in zip(sample, states, strict=True)
+            ]  # fmt: skip
         order = _order(list(zip(sample, states, strict=True)), self._rng)
         rest = [s for s in candidates if s not in sample]
         sent: list[tuple[int, str]] = []

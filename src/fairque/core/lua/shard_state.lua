@@ -11,12 +11,13 @@ KEYS[5] delayed  SCHEDULED registry: task id -> due time (ms)
 KEYS[6] leases   STARTED registry: task id -> lease deadline (ms)
 KEYS[7] constraint_due  constraint buckets -> when their parked tasks may go back (ms)
 
-Reply: {ready, mode, position, users}: ready 1 when the ring or the intake holds work,
+Reply: {ready, mode, position, users, floor}: ready 1 when the ring or the intake holds work,
 or a lease call has something to bring back first (a due scheduled task, an expired
 lease, a constraint bucket due); a lease call may still find none (caps, constraints);
 position the ring head's start tag (time mode; the floor when the ring is empty);
 users the ring's size plus the intake's length (an upper bound of the users a lease
-may serve).
+may serve); floor the start tag of the last user served (time mode: where the shard's
+virtual time stands; the client lifts a shard whose floor lags far behind another's).
 ]]
 -- @include now
 -- @include fair_timed
@@ -38,4 +39,4 @@ end
 local head = redis.call('ZRANGE', K.ring, 0, 0, 'WITHSCORES')[2]
 local position = tonumber(head or m[2] or '0')
 return {ready and 1 or 0, fair_timed(m[1]) and 'time' or 'count', string.format('%d', position),
-  users}
+  users, string.format('%d', tonumber(m[2] or '0'))}

@@ -33,11 +33,12 @@ class ShardState:
     timed: bool  #: fair by worker time (else by count)
     position: int  #: the ring head's start tag (time mode), or the floor
     users: int  #: ring size plus intake length (an upper bound of users to serve)
+    floor: int = 0  #: the start tag of the last user served (time mode)
 
 
 def _state(reply: Any) -> ShardState:
-    ready, mode, position, users = reply
-    return ShardState(bool(int(ready)), text(mode) == "time", int(position), int(users))
+    ready, mode, position, users, floor = reply
+    return ShardState(bool(int(ready)), text(mode) == "time", int(position), int(users), int(floor))
 
 
 class ShardOperations(OperationsBase):
@@ -59,6 +60,10 @@ class ShardOperations(OperationsBase):
         wait = max(round(check_wait(timeout), 3), 0.001)
         keys = tuple(ops.keys.wake for ops in shards)
         return Call(None, keys, ("BLPOP", wait), lambda r: r is not None)
+
+    def lift_floor(self, position: int) -> Call[int]:
+        """Lift this shard's floor, and its ring below it, to ``position`` (time mode)."""
+        return self._call("lift_floor", [position], int)
 
     def shard_state(self) -> Call[ShardState]:
         """This partition's readiness and ring position (read only)."""

@@ -27,7 +27,7 @@ def test_same_methods_and_signatures() -> None:
 
 
 #: methods that send nothing: the same plain function on both clients
-NO_IO = {"from_url", "encode_result"}
+NO_IO = {"from_url", "encode_result", "shard_of"}
 
 
 def test_async_methods_are_coroutines() -> None:

@@ -44,7 +44,7 @@ from fairque.core.shards import choose_tags, jump_hash, shard_of
 MakeQueue = Callable[..., FairQueue]
 #: what a sharded client has beside the plain client's methods, and ``resize`` (the
 #: same method on both: it reads and changes the layout kept in shard 0)
-SHARD_NAMES = ("shards", "shard_of", "layout", "resize")
+SHARD_NAMES = ("shards", "shard_of", "layout", "resize", "refresh_layout")
 
 
 def users_on(q: Any, shard: int, count: int) -> list[str]:
@@ -295,7 +295,7 @@ def test_every_method_is_shard_aware_refused_or_kept_in_shard_0() -> None:
     shard_0 = {
         "close", "encode_result", "fairness", "from_url", "open", "options", "queue",
         "queues", "register_worker", "server_memory", "server_time_ms", "unregister_worker",
-        "wake", "workers", "xcom_pull", "xcom_push", "reopened",
+        "wake", "workers", "xcom_pull", "xcom_push",
         # reads of constraints and schedules: none can be defined on a sharded queue
         "constraint", "constraints", "get_schedule", "schedules", "scheduler_holder",
     }  # fmt: skip
@@ -427,9 +427,13 @@ async def test_a_worker_given_a_plain_client_serves_every_shard(
     worker = h.start(plain, reg)
     for t in tasks:
         await wait_state(opened, t.task_id, TaskState.FINISHED)
-    assert isinstance(worker.queue, AsyncShardedFairQueue)
-    assert await plain.reopened() is not plain
-    assert await opened.reopened() is opened
+    assert worker.queue is plain  # it turned into a client of every shard, in place
+    assert isinstance(plain, AsyncShardedFairQueue)
+    assert await plain.refresh_layout() == 3
+    other = AsyncFairQueue(opened.client, name)
+    assert other.shards == 1
+    assert await other.refresh_layout() == 3
+    assert other.shards == 3
 
 
 def test_an_unreachable_server_opens_shard_0_unless_a_count_is_named() -> None:

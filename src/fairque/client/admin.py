@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from fairque.client.shardlayout import resize_flow
+from fairque.client.shardlayout import layout_flow, resize_flow
 from fairque.models import Fairness, QueueMetrics, QueueStats, TenantReport, WorkerInfo
 
 if TYPE_CHECKING:
@@ -144,6 +144,16 @@ class AdminMethods:
         self._adopt_layout(layout)
         return before
 
+    def refresh_layout(self) -> int:
+        """Read the queue's shard layout now, as clients do every ``LAYOUT_EVERY``
+        seconds beside their calls: a client made as shard 0's (the constructor, or
+        ``from_url`` while the server was down) serves every shard from then on.
+        Returns how many shards tenants are placed on.
+        """
+        layout = self._drive(layout_flow(self, None))  # type: ignore[arg-type]
+        self._adopt_layout(layout)
+        return layout.count
+
 
 class AsyncAdminMethods:
     """Administration on the asyncio client (documented on ``AdminMethods``)."""
@@ -231,3 +241,9 @@ class AsyncAdminMethods:
         before, layout = await self._drive(resize_flow(self.ops, shards))
         self._adopt_layout(layout)
         return before
+
+    async def refresh_layout(self) -> int:
+        """See ``AdminMethods.refresh_layout``."""
+        layout = await self._drive(layout_flow(self, None))  # type: ignore[arg-type]
+        self._adopt_layout(layout)
+        return layout.count

@@ -17,12 +17,12 @@ from redis.exceptions import NoScriptError, ResponseError
 from fairque.client.admin import AsyncAdminMethods
 from fairque.client.base import Flow, QueueBase, connect, replayable_tasks, run_flow_async
 from fairque.client.inspection import AsyncInspectionMethods
-from fairque.client.queue import FairQueue
 from fairque.client.sharded_async import AsyncShardedMethods
-from fairque.client.shardlayout import layout_flow
+from fairque.client.shardlayout import layout_flow, probe_layout
 from fairque.constraints.api import AsyncConstraintMethods
 from fairque.core.bypasses import FAILED, AsyncQuickSender
 from fairque.core.records import Call, Leased, LeaseRequest, Pushed
+from fairque.core.urls import url_errors
 from fairque.errors import StaleConstraints
 from fairque.models import (
     Priority,
@@ -73,17 +73,6 @@ class AsyncFairQueue(
         plain = cls(client, queue, **options)
         layout = await plain._drive(layout_flow(plain, shards))
         return AsyncShardedFairQueue(client, queue, layout, **options) if layout.tags else plain
-
-    async def reopened(self) -> AsyncFairQueue:
-        """This client, or a client of all the queue's shards when the server holds
-        more than one (a worker opens its queues again once the server answers)."""
-        if isinstance(self, AsyncShardedMethods):
-            return self
-        layout = await self._drive(layout_flow(self, None))
-        if not layout.tags:
-            return self
-        options = self.options.model_dump()
-        return AsyncShardedFairQueue(self.client, self.queue, layout, **options)
 
     async def _run(self, call: Call[T]) -> T:
         try:
@@ -366,9 +355,8 @@ def open_async(
     (created with ``shards`` when new), read over a short-lived blocking connection for
     callers that open queues before their event loop runs."""
     cluster = isinstance(client, aredis.RedisCluster)
-    probe = FairQueue.from_url(url, queue, cluster=cluster, shards=shards, **options)
-    probe.close()
-    layout = getattr(probe, "layout", None)
-    if layout is not None:
+    with url_errors(url):
+        layout = probe_layout(url, cluster, queue, shards, options)
+    if layout is not None and layout.tags:
         return AsyncShardedFairQueue(client, queue, layout, **options)
     return cls(client, queue, **options)

@@ -3,15 +3,22 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
+import redis
+from redis.exceptions import NoScriptError
+
+from fairque.client.base import QueueBase, run_flow
 from fairque.core.ops.shards import Layout
 from fairque.core.shards import check_shards, choose_tags
 from fairque.errors import ConfigError
 
 if TYPE_CHECKING:
-    from fairque.client.base import Flow, QueueBase
+    from fairque.client.base import Flow
     from fairque.core.ops import Operations
+    from fairque.core.records import Call
+
+T = TypeVar("T")
 
 #: Times ``resize`` reads the layout again when another resize changed it first.
 RESIZE_TRIES = 5
@@ -57,3 +64,40 @@ def resize_flow(ops: Operations, shards: int) -> Flow[tuple[int, Layout]]:
         if after.count == shards:
             return layout.count, after
     raise ConfigError(f"queue {ops.queue!r}: other resizes kept changing its shards; try again")
+
+
+def probe_layout(
+    url: str, cluster: bool, queue: str, shards: int | None, options: dict[str, Any]
+) -> Layout | None:
+    """The queue's layout, read (or created with ``shards``) over a short-lived blocking
+    connection: for the asyncio client, which opens queues before its loop may run.
+    None when the server cannot be reached and no count was named.
+
+    Raises:
+        ConfigError: as ``layout_flow``.
+    """
+    client: Any = (redis.RedisCluster if cluster else redis.Redis).from_url(url)
+
+    def run(call: Call[T]) -> T:
+        if call.script is None:
+            raw = client.execute_command(call.args[0], *call.keys, *call.args[1:])
+        else:
+            keys, args = call.keys, call.args
+            try:
+                raw = client.evalsha(call.script.sha, len(keys), *keys, *args)
+            except NoScriptError:
+                raw = client.eval(call.script.source, len(keys), *keys, *args)
+        return call.parse(raw)
+
+    def no_pipeline(calls: Any) -> list[Any]:  # pragma: no cover - the flow sends none
+        raise NotImplementedError
+
+    try:
+        owner = QueueBase(client, queue, **options)
+        return run_flow(layout_flow(owner, shards), run, no_pipeline)
+    except (redis.ConnectionError, redis.TimeoutError):
+        if shards is not None:
+            raise
+        return None
+    finally:
+        client.close()

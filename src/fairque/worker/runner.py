@@ -130,7 +130,7 @@ class Worker:
         #: the supervisor's pid: the worker stops when its parent is no longer that process
         self.parent_pid: int | None = None
         self.link = Link(f"worker {self.id}", log)
-        self._errors = errors = ErrorLog(log)
+        errors = ErrorLog(log)
         # what the loop acts on changed: a report, a park's end, an execution's end,
         # a stuck thread's return, a stop request
         self._changed = asyncio.Event()
@@ -470,13 +470,8 @@ class Worker:
 
     async def _open_shards(self) -> None:
         """Serve every shard of a queue whose client was opened while the server was down."""
-        for i, lane in enumerate(self._lanes):
-            opened = await lane.queue.reopened()
-            if opened is not lane.queue:
-                self.queues[i] = opened
-                self._lanes[i] = self._lane(opened, self.lease_seconds, self._errors)
-        self.queue = self.queues[0]
-        self._rotation = Rotation(self._lanes)
+        for queue in self.queues:
+            await queue.refresh_layout()
 
     async def _unregister(self) -> None:
         for queue in self.queues:

@@ -35,6 +35,9 @@ SAMPLE = 2
 #: Virtual microseconds a shard's floor may lag behind another's before the client lifts
 #: it (more than sampling ever leaves between shards that serve; less than idleness).
 LIFT_SLACK = 1_000_000
+#: Seconds a shard seen with no ready work is left out of the draw of ``_pair`` (while
+#: some other shard was not seen so): pairs then weigh shards that can serve.
+IDLE_TTL = 0.2
 #: Seconds the shard states read beside a lease are trusted by the next lease.
 STATE_TTL = 0.5
 #: Lease request ids remembered with the shard they went to (a resend goes there).
@@ -102,6 +105,8 @@ class ShardedFlows(ShardedReads, QueueBase):
         self._sent: OrderedDict[str, list[tuple[int, str]]] = OrderedDict()
         #: the shard the last lease went to
         self._last = 0
+        #: shard -> when it was last seen with no ready work (``_pair``)
+        self._idle_at: dict[int, float] = {}
         #: the states the last lease read for the next one: (when, shards, states)
         self._states: tuple[float, tuple[int, ...], tuple[ShardState, ...]] = (0.0, (), ())
 
@@ -284,6 +289,7 @@ class ShardedFlows(ShardedReads, QueueBase):
             states = yield from self._pipeline(
                 tuple(self.parts[s].ops.shard_state() for s in sample)
             )
+            self._saw(sample, states)
         lifts = _lifts(list(zip(sample, states, strict=True)))
         if lifts:  # shards whose virtual time stood still: no credit for it
             yield from self._pipeline(
@@ -302,6 +308,7 @@ class ShardedFlows(ShardedReads, QueueBase):
                 states = yield from self._pipeline(
                     tuple(self.parts[s].ops.shard_state() for s in rest)
                 )
+                self._saw(rest, states)
                 order, rest = _order(list(zip(rest, states, strict=True)), self._rng), []
             if not order:
                 if sent:
@@ -316,14 +323,27 @@ class ShardedFlows(ShardedReads, QueueBase):
 
     def _pair(self, candidates: Sequence[int]) -> list[int]:
         """The shards the next lease weighs: the one the last lease went to (its
-        finishes then ride on the lease) and one other drawn at random."""
+        finishes then ride on the lease) and one other drawn at random, among those not
+        seen idle in the last ``IDLE_TTL`` seconds when there are any."""
         if len(candidates) <= SAMPLE:
             return list(candidates)
         last = self._last if self._last in candidates else self._rng.choice(candidates)
-        other = self._rng.choice([s for s in candidates if s != last])
-        return [last, other]
+        others = [s for s in candidates if s != last]
+        since = time.monotonic() - IDLE_TTL
+        busy = [s for s in others if self._idle_at.get(s, 0.0) < since]
+        return [last, self._rng.choice(busy or others)]
+
+    def _saw(self, shards: Sequence[int], states: Sequence[ShardState]) -> None:
+        """Note which shards had no ready work (``_pair`` draws among the others)."""
+        now = time.monotonic()
+        for shard, state in zip(shards, states, strict=True):
+            if state.ready:
+                self._idle_at.pop(shard, None)
+            else:
+                self._idle_at[shard] = now
 
     def _keep_states(self, shards: Sequence[int], states: Sequence[ShardState]) -> None:
+        self._saw(shards, states)
         self._states = (time.monotonic(), tuple(shards), tuple(states))
 
     def _kept_states(self, candidates: Sequence[int]) -> tuple[list[int], list[ShardState]]:

@@ -267,7 +267,8 @@ class ShardedFlows(ShardedReads, QueueBase):
             )
             reads = tuple(self.parts[s].ops.shard_state() for s in ahead) if count else ()
             answers = yield from self._pipeline(calls + reads)
-            self._keep_states(ahead, answers[len(calls) :])
+            if reads:
+                self._keep_states(ahead, answers[len(calls) :])
             for s, (oks, _) in zip(order, answers[: len(calls)], strict=True):
                 for i, ok in zip(groups.pop(s, ()), oks, strict=True):
                     acks[i] = ok

@@ -42,6 +42,7 @@ exclude_patterns = [
     "architecture.md",
     "benchmarks/results.md",
     "benchmarks/fairness*.md",
+    "benchmarks/shards.md",
 ]
 
 myst_enable_extensions = ["colon_fence", "deflist"]

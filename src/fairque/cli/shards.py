@@ -20,8 +20,12 @@ queue_app = typer.Typer(
 
 
 def _described(q: FairQueue) -> dict[str, object]:
-    total = len(getattr(q, "parts", ())) or 1
-    return {"queue": q.queue, "shards": q.shards, "retired": total - q.shards}
+    layout = q.layout
+    return {
+        "queue": q.queue,
+        "shards": layout.count,
+        "retired": len(layout.tags) + 1 - layout.count,
+    }
 
 
 def _line(doc: dict[str, object]) -> str:

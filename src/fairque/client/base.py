@@ -223,6 +223,11 @@ class QueueBase:
         return 0
 
     @property
+    def layout(self) -> Layout:
+        """The shards as this client knows them: the count placed on, every other tag."""
+        return Layout(1, ())
+
+    @property
     def options(self) -> QueueOptions:
         """The validated queue options."""
         return self.ops.options

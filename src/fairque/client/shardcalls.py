@@ -29,7 +29,7 @@ def refusal(name: str, is_async: bool) -> Any:
     def refuse(self: QueueBase, *args: Any, **kwargs: Any) -> Any:
         raise NotShardAware(
             f"{name}() does not span shards yet (queue {self.queue!r} has "
-            f"{len(getattr(self, 'parts', ()))} shards; docs/howto/shards.md)"
+            f"{len(self.layout.tags) + 1} shards; docs/howto/shards.md)"
         )
 
     async def refuse_async(self: QueueBase, *args: Any, **kwargs: Any) -> Any:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import redis
-from redis.exceptions import NoScriptError
+from redis.exceptions import NoScriptError, ResponseError
 
 from fairque.client.base import QueueBase, run_flow
 from fairque.core.ops.shards import Layout
@@ -79,14 +79,15 @@ def probe_layout(
     client: Any = (redis.RedisCluster if cluster else redis.Redis).from_url(url)
 
     def run(call: Call[T]) -> T:
-        if call.script is None:
-            raw = client.execute_command(call.args[0], *call.keys, *call.args[1:])
-        else:
-            keys, args = call.keys, call.args
+        keys, args, script = call.keys, call.args, call.script
+        assert script is not None  # the layout is read and written by scripts only
+        try:
             try:
-                raw = client.evalsha(call.script.sha, len(keys), *keys, *args)
+                raw = client.evalsha(script.sha, len(keys), *keys, *args)
             except NoScriptError:
-                raw = client.eval(call.script.source, len(keys), *keys, *args)
+                raw = client.eval(script.source, len(keys), *keys, *args)
+        except ResponseError as exc:
+            owner._reraise(exc)
         return call.parse(raw)
 
     def no_pipeline(calls: Any) -> list[Any]:  # pragma: no cover - the flow sends none

@@ -19,8 +19,9 @@ import hashlib
 
 from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
 
+from fairque.core.checks import check_int
 from fairque.core.keys import QueueKeys, shard_tag
-from fairque.errors import ConfigError
+from fairque.errors import ConfigError, ValidationError
 
 #: The most shards a queue may have.
 MAX_SHARDS = 1024
@@ -34,11 +35,10 @@ def check_shards(shards: object) -> int:
     Raises:
         ConfigError: it is not an int in range.
     """
-    if isinstance(shards, bool) or not isinstance(shards, int):
-        raise ConfigError(f"shards must be an integer, got {shards!r}")
-    if not 1 <= shards <= MAX_SHARDS:
-        raise ConfigError(f"shards must be between 1 and {MAX_SHARDS}, got {shards}")
-    return shards
+    try:
+        return check_int(shards, "shards", 1, MAX_SHARDS)
+    except ValidationError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def jump_hash(key: int, buckets: int) -> int:

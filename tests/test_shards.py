@@ -5,8 +5,8 @@ and a client that names another gets a clear error; each tenant's keys sit in it
 shard's slot; every task is leased once whichever shard it is in; reads by id find the
 task's shard; a batch is split by shard and a dependency across shards is refused
 before anything is written; a worker serves every shard; tenants on different shards
-are served at one pace; what does not span shards yet is refused, never answered from
-one shard.
+are served at one pace; constraints and schedules span the shards (global limits
+split in shares, a schedule fires in its tenant's shard).
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ from fairque import (
     Context,
     DependencyNotFound,
     FairQueue,
-    NotShardAware,
     Registry,
     Task,
     TaskNotFound,
@@ -36,7 +35,6 @@ from fairque import (
 )
 from fairque.client.aio import AsyncShardedFairQueue
 from fairque.client.queue import ShardedFairQueue
-from fairque.client.shardcalls import NOT_SHARD_AWARE
 from fairque.client.sharding import STATE_TTL
 from fairque.core.keys import QueueKeys
 from fairque.core.shards import choose_tags, jump_hash, shard_of
@@ -237,15 +235,6 @@ def test_listing_walks_every_shard(make_queue: MakeQueue) -> None:
         q.list_tasks(state=TaskState.QUEUED, cursor="9/x")
 
 
-def test_what_does_not_span_shards_is_refused(make_queue: MakeQueue) -> None:
-    q: Any = make_queue(shards=2)
-    for name in ("define_constraint", "add_schedule", "due_schedules"):
-        with pytest.raises(NotShardAware, match=f"{name}\\(\\) does not span shards"):
-            getattr(q, name)()
-    assert q.constraints() == []  # none can be defined: shard 0 answers for all
-    assert q.schedules() == []
-
-
 def test_the_readers_merge_every_shard(make_queue: MakeQueue) -> None:
     """What the dashboard, /metrics and the command line read, over 3 shards."""
     q: Any = make_queue(shards=3)
@@ -301,14 +290,14 @@ def test_the_readers_merge_every_shard(make_queue: MakeQueue) -> None:
     assert q.task_links("down") == ([], ["up"])
 
 
-def test_every_method_is_shard_aware_refused_or_kept_in_shard_0() -> None:
+def test_every_method_is_shard_aware_or_kept_in_shard_0() -> None:
     """No method of the plain client answers from shard 0 alone by accident."""
     shard_0 = {
         "close", "encode_result", "fairness", "from_url", "open", "options", "queue",
         "queues", "register_worker", "server_memory", "server_time_ms", "unregister_worker",
         "wake", "workers", "xcom_pull", "xcom_push",
-        # reads of constraints and schedules: none can be defined on a sharded queue
-        "constraint", "constraints", "get_schedule", "schedules", "scheduler_holder",
+        # the scheduler's hand-over lives in shard 0 (the last lock a leader releases)
+        "scheduler_holder", "wait_for_handover",
     }  # fmt: skip
     for cls in (ShardedFairQueue, AsyncShardedFairQueue):
         for name in dir(cls):
@@ -316,9 +305,6 @@ def test_every_method_is_shard_aware_refused_or_kept_in_shard_0() -> None:
                 continue
             mixin = cls.__mro__[1]  # the sharded methods, before the plain client's
             assert name in vars(mixin), f"{cls.__name__}.{name}"
-            assert (name in NOT_SHARD_AWARE) == (vars(mixin)[name].__doc__ or "").startswith(
-                "Refused"
-            ), name
 
 
 def test_housekeeping_spans_every_shard(make_queue: MakeQueue) -> None:

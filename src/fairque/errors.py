@@ -123,11 +123,6 @@ class ConstraintNotFound(FairqueError, KeyError):
     """No constraint with that id is defined on the queue."""
 
 
-class NotShardAware(FairqueError, NotImplementedError):
-    """The method does not span the shards of a sharded queue yet, so it is refused
-    rather than answered from one shard (docs/howto/shards.md lists which)."""
-
-
 class StaleConstraints(FairqueError):
     """The queue's constraints changed since this client read them (it reloads them)."""
 

@@ -1,8 +1,8 @@
 """The methods of a sharded queue's asyncio client (``AsyncShardedFairQueue``, made
 by ``AsyncFairQueue.open`` and ``from_url`` for a queue of more than one shard): the ones that
-span shards run the flows of ``fairque.client.sharding``; the ones that do not yet raise
-``NotShardAware`` rather than answer from one shard; the rest (workers, XCom, the queue
-registry) live in shard 0 as on a plain queue.
+span shards run the flows of ``fairque.client.sharding`` (constraints and schedules:
+``shardrules`` and ``shardschedules``); the rest (workers, XCom, the queue registry, the
+scheduler's hand-over) live in shard 0 as on a plain queue.
 """
 
 from __future__ import annotations
@@ -17,13 +17,10 @@ import redis.asyncio as aredis
 from fairque.client.base import Flow, QueueBase
 from fairque.client.inspection import SAMPLE as SAMPLE_STARTS
 from fairque.client.inspection import USERS
-from fairque.client.shardcalls import (
-    NOT_SHARD_AWARE,
-    lease_request,
-    placed_count,
-    refusal,
-)
+from fairque.client.shardcalls import lease_request, placed_count
 from fairque.client.sharding import ShardedFlows
+from fairque.constraints.api import constraint_from
+from fairque.constraints.model import Constraint, ConstraintInfo, ConstraintSet
 from fairque.core.ops.shards import Layout
 from fairque.core.records import Call, Pushed
 from fairque.models import (
@@ -40,6 +37,9 @@ from fairque.models import (
     UserLoad,
     WaitPlace,
 )
+from fairque.schedules.api import schedule_from
+from fairque.schedules.codec import DueSchedules, FireOutcome, StoredSchedule
+from fairque.schedules.model import Schedule
 
 T = TypeVar("T")
 
@@ -256,6 +256,81 @@ class AsyncShardedMethods(ShardedFlows):
     async def oldest_queued_ms(self) -> int | None:
         return await self._drive(self._oldest_queued_all_flow())
 
+    # constraints: every shard holds each one (global limits split in shares) --------
+    async def define_constraint(
+        self, constraint: Constraint | None = None, **fields: Any
+    ) -> Constraint:
+        return await self._drive(self._define_all_flow(constraint_from(constraint, fields)))
 
-for _name in NOT_SHARD_AWARE:
-    setattr(AsyncShardedMethods, _name, refusal(_name, is_async=True))
+    async def remove_constraint(self, constraint_id: str) -> bool:
+        return await self._drive(self._remove_all_flow(constraint_id))
+
+    async def constraints(self) -> list[ConstraintInfo]:
+        return await self._drive(self._constraints_all_flow())
+
+    async def constraint(self, constraint_id: str) -> ConstraintInfo:
+        return await self._drive(self._constraint_one_flow(constraint_id))
+
+    async def apply_constraints(
+        self, constraints: Iterable[Constraint], *, prune: bool = False
+    ) -> ConstraintSet:
+        return await self._drive(self._apply_all_flow(constraints, prune))
+
+    # schedules: each in its tenant's shard -------------------------------------------
+    async def add_schedule(self, schedule: Schedule | None = None, **fields: Any) -> Schedule:
+        return await self._drive(self._add_schedule_flow(schedule_from(schedule, fields)))
+
+    async def update_schedule(self, schedule: Schedule | None = None, **fields: Any) -> Schedule:
+        found = schedule_from(schedule, fields)
+        flow = self._on_schedule_flow(found.schedule_id, lambda p: p.ops.update_schedule(found))
+        return await self._drive(flow)
+
+    async def remove_schedule(self, schedule_id: str) -> bool:
+        return await self._drive(self._remove_schedule_flow(schedule_id))
+
+    async def pause_schedule(self, schedule_id: str) -> Schedule:
+        flow = self._on_schedule_flow(schedule_id, lambda p: p.ops.pause_schedule(schedule_id))
+        return await self._drive(flow)
+
+    async def resume_schedule(self, schedule_id: str) -> Schedule:
+        flow = self._on_schedule_flow(schedule_id, lambda p: p.ops.resume_schedule(schedule_id))
+        return await self._drive(flow)
+
+    async def schedules(self, limit: int = 1000) -> list[Schedule]:
+        return await self._drive(self._schedules_all_flow(limit))
+
+    async def get_schedule(self, schedule_id: str) -> Schedule | None:
+        return (await self._drive(self._find_schedule_flow(schedule_id)))[1]
+
+    async def due_schedules(self, limit: int = 100) -> DueSchedules:
+        return await self._drive(self._due_all_flow(limit))
+
+    async def fire_schedule(self, stored: StoredSchedule, now_ms: int, token: str) -> FireOutcome:
+        return await self._drive(self._fire_flow(stored, now_ms, token))
+
+    async def acquire_scheduler_lock(self, token: str, ttl: float = 10.0) -> tuple[bool, float]:
+        return await self._drive(self._acquire_all_flow(token, ttl))
+
+    async def renew_scheduler_lock(self, token: str, ttl: float = 10.0) -> bool:
+        return await self._drive(self._renew_all_flow(token, ttl))
+
+    async def release_scheduler_lock(self, token: str) -> bool:
+        return await self._drive(self._release_all_flow(token))
+
+    async def wait_for_schedules(self, timeout: float) -> bool:
+        timeout = self._bounded(timeout)
+        if not self._cluster:
+            call = self.ops.wait_for_any_schedule([p.ops for p in self.parts], timeout)
+            return await self._run(call)
+        waits = [
+            asyncio.ensure_future(self._run(p.ops.schedule_codec.wait_for_schedules(timeout)))
+            for p in self.parts
+        ]
+        try:
+            for next_done in asyncio.as_completed(waits):
+                if await next_done:
+                    return True
+            return False
+        finally:
+            for wait in waits:
+                wait.cancel()

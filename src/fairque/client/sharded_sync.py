@@ -1,8 +1,8 @@
 """The methods of a sharded queue's blocking client (``ShardedFairQueue``, made by
 ``FairQueue.open`` and ``from_url`` for a queue of more than one shard): the ones that
-span shards run the flows of ``fairque.client.sharding``; the ones that do not yet raise
-``NotShardAware`` rather than answer from one shard; the rest (workers, XCom, the queue
-registry) live in shard 0 as on a plain queue.
+span shards run the flows of ``fairque.client.sharding`` (constraints and schedules:
+``shardrules`` and ``shardschedules``); the rest (workers, XCom, the queue registry, the
+scheduler's hand-over) live in shard 0 as on a plain queue.
 """
 
 from __future__ import annotations
@@ -17,14 +17,10 @@ import redis
 from fairque.client.base import Flow, QueueBase
 from fairque.client.inspection import SAMPLE as SAMPLE_STARTS
 from fairque.client.inspection import USERS
-from fairque.client.shardcalls import (
-    NOT_SHARD_AWARE,
-    TURN_SECONDS,
-    lease_request,
-    placed_count,
-    refusal,
-)
+from fairque.client.shardcalls import TURN_SECONDS, lease_request, placed_count
 from fairque.client.sharding import ShardedFlows
+from fairque.constraints.api import constraint_from
+from fairque.constraints.model import Constraint, ConstraintInfo, ConstraintSet
 from fairque.core.ops.shards import Layout
 from fairque.core.records import Call, Pushed
 from fairque.models import (
@@ -41,6 +37,9 @@ from fairque.models import (
     UserLoad,
     WaitPlace,
 )
+from fairque.schedules.api import schedule_from
+from fairque.schedules.codec import DueSchedules, FireOutcome, StoredSchedule
+from fairque.schedules.model import Schedule
 
 T = TypeVar("T")
 
@@ -256,6 +255,74 @@ class ShardedMethods(ShardedFlows):
     def oldest_queued_ms(self) -> int | None:
         return self._drive(self._oldest_queued_all_flow())
 
+    # constraints: every shard holds each one (global limits split in shares) --------
+    def define_constraint(self, constraint: Constraint | None = None, **fields: Any) -> Constraint:
+        return self._drive(self._define_all_flow(constraint_from(constraint, fields)))
 
-for _name in NOT_SHARD_AWARE:
-    setattr(ShardedMethods, _name, refusal(_name, is_async=False))
+    def remove_constraint(self, constraint_id: str) -> bool:
+        return self._drive(self._remove_all_flow(constraint_id))
+
+    def constraints(self) -> list[ConstraintInfo]:
+        return self._drive(self._constraints_all_flow())
+
+    def constraint(self, constraint_id: str) -> ConstraintInfo:
+        return self._drive(self._constraint_one_flow(constraint_id))
+
+    def apply_constraints(
+        self, constraints: Iterable[Constraint], *, prune: bool = False
+    ) -> ConstraintSet:
+        return self._drive(self._apply_all_flow(constraints, prune))
+
+    # schedules: each in its tenant's shard -------------------------------------------
+    def add_schedule(self, schedule: Schedule | None = None, **fields: Any) -> Schedule:
+        return self._drive(self._add_schedule_flow(schedule_from(schedule, fields)))
+
+    def update_schedule(self, schedule: Schedule | None = None, **fields: Any) -> Schedule:
+        found = schedule_from(schedule, fields)
+        flow = self._on_schedule_flow(found.schedule_id, lambda p: p.ops.update_schedule(found))
+        return self._drive(flow)  # type: ignore[no-any-return]
+
+    def remove_schedule(self, schedule_id: str) -> bool:
+        return self._drive(self._remove_schedule_flow(schedule_id))
+
+    def pause_schedule(self, schedule_id: str) -> Schedule:
+        flow = self._on_schedule_flow(schedule_id, lambda p: p.ops.pause_schedule(schedule_id))
+        return self._drive(flow)  # type: ignore[no-any-return]
+
+    def resume_schedule(self, schedule_id: str) -> Schedule:
+        flow = self._on_schedule_flow(schedule_id, lambda p: p.ops.resume_schedule(schedule_id))
+        return self._drive(flow)  # type: ignore[no-any-return]
+
+    def schedules(self, limit: int = 1000) -> list[Schedule]:
+        return self._drive(self._schedules_all_flow(limit))
+
+    def get_schedule(self, schedule_id: str) -> Schedule | None:
+        return self._drive(self._find_schedule_flow(schedule_id))[1]
+
+    def due_schedules(self, limit: int = 100) -> DueSchedules:
+        return self._drive(self._due_all_flow(limit))
+
+    def fire_schedule(self, stored: StoredSchedule, now_ms: int, token: str) -> FireOutcome:
+        return self._drive(self._fire_flow(stored, now_ms, token))
+
+    def acquire_scheduler_lock(self, token: str, ttl: float = 10.0) -> tuple[bool, float]:
+        return self._drive(self._acquire_all_flow(token, ttl))
+
+    def renew_scheduler_lock(self, token: str, ttl: float = 10.0) -> bool:
+        return self._drive(self._renew_all_flow(token, ttl))
+
+    def release_scheduler_lock(self, token: str) -> bool:
+        return self._drive(self._release_all_flow(token))
+
+    def wait_for_schedules(self, timeout: float) -> bool:
+        timeout = self._bounded(timeout)
+        if not self._cluster:
+            return self._run(self.ops.wait_for_any_schedule([p.ops for p in self.parts], timeout))
+        deadline = time.monotonic() + timeout
+        while True:
+            for part in self.parts:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                if self._run(part.ops.schedule_codec.wait_for_schedules(min(left, TURN_SECONDS))):
+                    return True

@@ -22,6 +22,8 @@ from typing import Any, TypeVar
 from fairque.client.base import Flow, QueueBase
 from fairque.client.inspection import InspectionFlows
 from fairque.client.shardreads import ShardedReads
+from fairque.client.shardrules import ShardedRules
+from fairque.client.shardschedules import ShardedSchedules
 from fairque.core.ops.shards import Layout, ShardState
 from fairque.core.records import Call, Leased, LeaseRequest, Pushed, request_id
 from fairque.core.shards import shard_of
@@ -80,7 +82,7 @@ class Partition(InspectionFlows, QueueBase):
     """One shard: its calls and flows, driven by the sharded client (no I/O)."""
 
 
-class ShardedFlows(ShardedReads, QueueBase):
+class ShardedFlows(ShardedRules, ShardedSchedules, ShardedReads, QueueBase):
     """State and flows of a sharded queue; ``ShardedFairQueue`` and
     ``AsyncShardedFairQueue`` add the sending."""
 
@@ -109,6 +111,7 @@ class ShardedFlows(ShardedReads, QueueBase):
         self._idle_at: dict[int, float] = {}
         #: the states the last lease read for the next one: (when, shards, states)
         self._states: tuple[float, tuple[int, ...], tuple[ShardState, ...]] = (0.0, (), ())
+        self._due_at = {}
 
     def _adopt_layout(self, layout: Layout) -> None:
         """Follow a resize: new shards join, tenants are placed by the new count."""
@@ -285,7 +288,8 @@ class ShardedFlows(ShardedReads, QueueBase):
                 out.extend((yield from send(shard, sub, request.count)))
             return acks, out
         sample, states = self._kept_states(candidates)
-        if not states:
+        kept = bool(states)
+        if not kept:
             sample = self._pair(candidates)
             states = yield from self._pipeline(
                 tuple(self.parts[s].ops.shard_state() for s in sample)
@@ -311,6 +315,12 @@ class ShardedFlows(ShardedReads, QueueBase):
                 )
                 self._saw(rest, states)
                 order, rest = _order(list(zip(rest, states, strict=True)), self._rng), []
+            if not order and kept and not sent:  # kept states may be stale: read them
+                states = yield from self._pipeline(
+                    tuple(self.parts[s].ops.shard_state() for s in sample)
+                )
+                self._saw(sample, states)
+                order, kept = _order(list(zip(sample, states, strict=True)), self._rng), False
             if not order:
                 if sent:
                     break

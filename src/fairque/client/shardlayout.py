@@ -9,6 +9,7 @@ import redis
 from redis.exceptions import NoScriptError, ResponseError
 
 from fairque.client.base import QueueBase, run_flow
+from fairque.client.shardrules import shard_operations, spread_flow
 from fairque.core.ops.shards import Layout
 from fairque.core.shards import check_shards, choose_tags
 from fairque.errors import ConfigError
@@ -35,7 +36,10 @@ def layout_flow(ops_owner: QueueBase, shards: int | None) -> Flow[Layout]:
         check_shards(shards)
     layout: Layout = yield ops.create_shards(())
     if shards is not None and shards > 1 and layout.count == 1 and not layout.tags:
-        layout = yield ops.create_shards(choose_tags(ops.queue, shards))
+        tags = choose_tags(ops.queue, shards)
+        # constraints defined before the queue was sharded get their shares first
+        yield from spread_flow(shard_operations(ops, Layout(shards, tuple(tags))))
+        layout = yield ops.create_shards(tags)
     count = layout.count
     if shards is not None and shards != count:
         raise ConfigError(
@@ -53,6 +57,8 @@ def resize_flow(ops: Operations, shards: int) -> Flow[tuple[int, Layout]]:
 
     Raises:
         ConfigError: ``shards`` is not 1..1024, or other resizes kept winning.
+        ValidationError: a global constraint's limit is below the new shard count
+            (nothing changes).
     """
     check_shards(shards)
     for _ in range(RESIZE_TRIES):
@@ -60,7 +66,13 @@ def resize_flow(ops: Operations, shards: int) -> Flow[tuple[int, Layout]]:
         if layout.count == shards:
             return shards, layout
         tags = choose_tags(ops.queue, shards, layout.tags)[len(layout.tags) :]
+        if tags:  # the constraints' shares over the longer list, before it takes tenants
+            grown = Layout(shards, (*layout.tags, *tags))
+            yield from spread_flow(shard_operations(ops, grown))
         after: Layout = yield ops.resize(shards, len(layout.tags), tags)
+        if tags:  # shares over the list as it is (a constraint defined meanwhile, or
+            # another resize that won)
+            yield from spread_flow(shard_operations(ops, after))
         if after.count == shards:
             return layout.count, after
     raise ConfigError(f"queue {ops.queue!r}: other resizes kept changing its shards; try again")

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-def _constraint(constraint: Constraint | None, fields: dict[str, Any]) -> Constraint:
+def constraint_from(constraint: Constraint | None, fields: dict[str, Any]) -> Constraint:
     """``constraint``, or one built from keyword fields.
 
     Raises:
@@ -71,7 +71,7 @@ class ConstraintMethods:
             ValidationError: a field is invalid, or the queue holds 1,000 constraints
                 (nothing is written).
         """
-        found = _constraint(constraint, fields)
+        found = constraint_from(constraint, fields)
         self._run(self.ops.define_constraint(found))
         self.ops.codec.constraints = self._run(self.ops.constraints(usage=False))[0]
         return found
@@ -131,7 +131,7 @@ class AsyncConstraintMethods:
         self, constraint: Constraint | None = None, **fields: Any
     ) -> Constraint:
         """See ``FairQueue.define_constraint``."""
-        found = _constraint(constraint, fields)
+        found = constraint_from(constraint, fields)
         await self._run(self.ops.define_constraint(found))
         self.ops.codec.constraints = (await self._run(self.ops.constraints(usage=False)))[0]
         return found

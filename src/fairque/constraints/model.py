@@ -181,11 +181,49 @@ class Constraint:
     def dumps(self) -> bytes:
         """The stored form: the definition plus the numbers the lease script reads
         (``interval_us``, ``tau_us``: how far ahead of its schedule a burst may run)."""
+        return self._stored(self.rate, self.burst, self.concurrency)
+
+    def _stored(self, rate: int | None, burst: int, concurrency: int | None) -> bytes:
         data = self.to_dict()
-        data["interval_us"] = self.interval_us
-        data["tau_us"] = (self.burst - 1) * self.interval_us
-        data["limit"] = self.concurrency or 0
+        interval = max(1, round(self.per * 1_000_000 / rate)) if rate else 0
+        data["interval_us"] = interval
+        data["tau_us"] = (burst - 1) * interval
+        data["limit"] = concurrency or 0
         return orjson.dumps(data)
+
+    def shares(self, shards: int) -> list[bytes]:
+        """The stored forms of this constraint on each shard of a queue of ``shards``.
+
+        A per-user constraint is whole on every shard (a user lives in one). A global
+        one is split: shard ``i`` gets ``rate // shards`` starts per ``per`` (one more
+        for the first ``rate % shards``), concurrency and burst likewise (a burst share
+        is at least 1), so the shares of a limit add up to the limit.
+
+        Raises:
+            ValidationError: a global rate or concurrency is below ``shards`` (a shard
+                would get none of it).
+        """
+        if shards == 1 or self.per_user:
+            return [self.dumps()] * shards
+        for what, value in (("rate", self.rate), ("concurrency", self.concurrency)):
+            if value is not None and value < shards:
+                raise ValidationError(
+                    f"constraint {self.id!r}: a {what} of {value} cannot be split over "
+                    f"{shards} shards (each needs at least 1): raise it or make it per_user",
+                    field=what,
+                )
+
+        def share(value: int, i: int) -> int:
+            return value // shards + (1 if i < value % shards else 0)
+
+        return [
+            self._stored(
+                None if self.rate is None else share(self.rate, i),
+                max(1, share(self.burst, i)),
+                None if self.concurrency is None else share(self.concurrency, i),
+            )
+            for i in range(shards)
+        ]
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Constraint:

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-def _schedule(schedule: Schedule | None, fields: dict[str, Any]) -> Schedule:
+def schedule_from(schedule: Schedule | None, fields: dict[str, Any]) -> Schedule:
     """``schedule``, or one built from keyword fields."""
     if schedule is not None and fields:
         raise TypeError("give a Schedule or its fields as keywords, not both")
@@ -59,7 +59,7 @@ class ScheduleMethods:
             ValidationError: a field is invalid (nothing is written).
             ScheduleExists: the id holds a different definition (use ``update_schedule``).
         """
-        return self._run(self.ops.add_schedule(_schedule(schedule, fields)))
+        return self._run(self.ops.add_schedule(schedule_from(schedule, fields)))
 
     def update_schedule(self, schedule: Schedule | None = None, **fields: Any) -> Schedule:
         """Replace a schedule's definition, payload and ``enabled`` flag.
@@ -72,7 +72,7 @@ class ScheduleMethods:
             ValidationError: a field is invalid (nothing is written).
             ScheduleNotFound: no schedule has this id.
         """
-        return self._run(self.ops.update_schedule(_schedule(schedule, fields)))
+        return self._run(self.ops.update_schedule(schedule_from(schedule, fields)))
 
     def remove_schedule(self, schedule_id: str) -> bool:
         """Delete a schedule; False when there was none. Tasks it enqueued stay."""
@@ -162,11 +162,11 @@ class AsyncScheduleMethods:
 
     async def add_schedule(self, schedule: Schedule | None = None, **fields: Any) -> Schedule:
         """See ``FairQueue.add_schedule``."""
-        return await self._run(self.ops.add_schedule(_schedule(schedule, fields)))
+        return await self._run(self.ops.add_schedule(schedule_from(schedule, fields)))
 
     async def update_schedule(self, schedule: Schedule | None = None, **fields: Any) -> Schedule:
         """See ``FairQueue.update_schedule``."""
-        return await self._run(self.ops.update_schedule(_schedule(schedule, fields)))
+        return await self._run(self.ops.update_schedule(schedule_from(schedule, fields)))
 
     async def remove_schedule(self, schedule_id: str) -> bool:
         """See ``FairQueue.remove_schedule``."""

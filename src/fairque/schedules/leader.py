@@ -109,6 +109,8 @@ class Scheduler:
         """Take or keep the lead, fire what is due, wait for the next slot."""
         loop = asyncio.get_running_loop()
         if not self.leading:
+            # a sharded queue's leader holds every shard's lock: know them all first
+            await self.queue.refresh_layout()
             acquired, seconds = await self.queue.acquire_scheduler_lock(self.token, self.lock_ttl)
             if not acquired:
                 # the holder's lock expires in `seconds` unless it renews; a holder
@@ -118,6 +120,11 @@ class Scheduler:
             self._lead(True)
             self._renewed = loop.time()
         elif loop.time() - self._renewed >= self.lock_ttl / 3:
+            shards = len(self.queue.layout.tags)
+            await self.queue.refresh_layout()
+            if len(self.queue.layout.tags) != shards:  # a resize added shards: lock them
+                self._lead(False)
+                return
             if not await self.queue.renew_scheduler_lock(self.token, self.lock_ttl):
                 self._lead(False)
                 return

@@ -21,11 +21,12 @@ from fairque.errors import ValidationError
 class ConstraintOperations(OperationsBase):
     """Define, remove and read constraints."""
 
-    def define_constraint(self, constraint: Constraint) -> Call[int]:
-        """Add or replace a constraint; the constraints version after it."""
+    def define_constraint(self, constraint: Constraint, stored: bytes | None = None) -> Call[int]:
+        """Add or replace a constraint; the constraints version after it. ``stored``:
+        the form to store (a shard's share, ``Constraint.shares``; default whole)."""
         if not isinstance(constraint, Constraint):
             raise ValidationError(f"expected a Constraint, got {type(constraint).__name__}")
-        args = [constraint.id, constraint.dumps(), MAX_CONSTRAINTS]
+        args = [constraint.id, constraint.dumps() if stored is None else stored, MAX_CONSTRAINTS]
         return self._call("define_constraint", args, int)
 
     def remove_constraint(self, constraint_id: str) -> Call[bool]:

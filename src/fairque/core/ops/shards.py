@@ -61,6 +61,13 @@ class ShardOperations(OperationsBase):
         keys = tuple(ops.keys.wake for ops in shards)
         return Call(None, keys, ("BLPOP", wait), lambda r: r is not None)
 
+    def wait_for_any_schedule(self, shards: Sequence[OperationsBase], timeout: float) -> Call[bool]:
+        """Block until a schedule changes on any of ``shards`` (one BLPOP over their
+        schedules' wake-up lists: not on a cluster) or ``timeout`` passes."""
+        wait = max(round(check_wait(timeout), 3), 0.001)
+        keys = tuple(ops.keys.schedules_wake for ops in shards)
+        return Call(None, keys, ("BLPOP", wait), lambda r: r is not None)
+
     def lift_floor(self, position: int) -> Call[int]:
         """Lift this shard's floor, and its ring below it, to ``position`` (time mode)."""
         return self._call("lift_floor", [position], int)

@@ -1,0 +1,158 @@
+"""Constraints on a sharded queue: every shard holds every constraint, so a lease on
+any shard checks its limits in that shard's slot (one script, as on a plain queue).
+
+A per-user constraint is whole on every shard and exact, since a user lives in one
+shard. A global one is split into shares that add up to its limit
+(``Constraint.shares``): each shard holds its share exactly under racing workers, so
+the queue as a whole never passes the limit; a shard cannot lend its unused share to
+another. Shares are taken over every shard of the list (retired ones too: they may
+still hold matched tasks), and a resize writes the new shares before the new shards
+take tenants (``spread_flow``). docs/howto/shards.md says the same for users.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from fairque.client.base import Flow, QueueBase
+from fairque.constraints.model import Constraint, ConstraintInfo, ConstraintSet
+from fairque.core.ops import Operations
+from fairque.errors import ConstraintNotFound, ValidationError
+
+if TYPE_CHECKING:
+    from fairque.client.sharding import Partition
+    from fairque.core.ops.shards import Layout
+
+
+def shard_operations(ops: Operations, layout: Layout) -> list[Operations]:
+    """The operations of every shard of ``layout``, ``ops`` (shard 0's) first."""
+    return [ops, *(Operations(ops.queue, ops.options, tag) for tag in layout.tags)]
+
+
+def spread_flow(shards: Sequence[Operations], held: ConstraintSet | None = None) -> Flow[None]:
+    """Write each constraint of ``held`` (default: those shard 0 holds) to every one of
+    ``shards`` with its share, in shard order (a resize that grows the list lowers the
+    old shards' shares before the new shards get theirs). A shard that holds its share
+    already is left as it is.
+
+    Raises:
+        ValidationError: a global limit cannot be split over this many shards (checked
+            before anything is written).
+    """
+    if held is None:
+        held = (yield shards[0].constraints(usage=False))[0]
+    forms = [(c, c.shares(len(shards))) for c in held.constraints]
+    for i, ops in enumerate(shards):
+        for constraint, stored in forms:
+            yield ops.define_constraint(constraint, stored[i])
+
+
+def merge_infos(answers: Sequence[list[ConstraintInfo]]) -> list[ConstraintInfo]:
+    """One ``ConstraintInfo`` per constraint: use summed over the shards, per bucket."""
+    merged: dict[str, ConstraintInfo] = {}
+    for infos in answers:
+        for info in infos:
+            have = merged.get(info.constraint.id)
+            if have is None:
+                merged[info.constraint.id] = ConstraintInfo(
+                    info.constraint, info.running, info.parked, dict(info.buckets)
+                )
+                continue
+            buckets = dict(have.buckets)
+            for name, (running, parked) in info.buckets.items():
+                r, p = buckets.get(name, (0, 0))
+                buckets[name] = (r + running, p + parked)
+            merged[info.constraint.id] = ConstraintInfo(
+                have.constraint, have.running + info.running, have.parked + info.parked, buckets
+            )
+    return [merged[k] for k in sorted(merged)]
+
+
+class ShardedRules(QueueBase):
+    """The constraint flows of a sharded client (``ShardedFlows`` mixes them in)."""
+
+    parts: tuple[Partition, ...]
+
+    if TYPE_CHECKING:
+
+        def _each(self, build: Any) -> Flow[list[Any]]: ...
+
+        def _adopt_layout(self, layout: Layout) -> None: ...
+
+    def _constraints_all_flow(
+        self, constraint_id: str | None = None, usage: bool = True
+    ) -> Flow[list[ConstraintInfo]]:
+        """Every shard's constraints, merged; each partition matches its pushes against
+        its own shard's set from then on."""
+        answers: list[tuple[ConstraintSet, list[ConstraintInfo]]] = yield from self._each(
+            lambda p: p.ops.constraints(constraint_id, usage)
+        )
+        for part, (found, _) in zip(self.parts, answers, strict=True):
+            if constraint_id is None:
+                part.ops.codec.constraints = found
+        if constraint_id is None:
+            self.ops.codec.constraints = answers[0][0]
+        return merge_infos([infos for _, infos in answers])
+
+    def _grown_flow(self) -> Flow[bool]:
+        """Read the layout; True (and follow it) when a resize added shards."""
+        layout: Layout = yield self.ops.create_shards(())
+        grown = len(layout.tags) + 1 > len(self.parts)
+        self._adopt_layout(layout)
+        return grown
+
+    def _define_all_flow(self, constraint: Constraint) -> Flow[Constraint]:
+        """Define ``constraint`` on every shard with its share; again on every shard
+        when a resize added shards meanwhile (shares are taken over the new list)."""
+        if not isinstance(constraint, Constraint):
+            raise ValidationError(f"expected a Constraint, got {type(constraint).__name__}")
+        while True:
+            held = ConstraintSet(0, (constraint,))
+            yield from spread_flow([p.ops for p in self.parts], held)
+            if not (yield from self._grown_flow()):
+                break
+        yield from self._constraints_all_flow(usage=False)
+        return constraint
+
+    def _remove_all_flow(self, constraint_id: str) -> Flow[bool]:
+        """Remove the constraint from every shard (and from shards a resize added)."""
+        removed = False
+        done = 0
+        while True:
+            answers: list[bool] = yield from self._pipeline(
+                tuple(p.ops.remove_constraint(constraint_id) for p in self.parts[done:])
+            )
+            removed = removed or any(answers)
+            done = len(self.parts)
+            if not (yield from self._grown_flow()):
+                break
+        yield from self._constraints_all_flow(usage=False)
+        return removed
+
+    def _constraint_one_flow(self, constraint_id: str) -> Flow[ConstraintInfo]:
+        infos = yield from self._constraints_all_flow(constraint_id)
+        if not infos:
+            raise ConstraintNotFound(f"no constraint {constraint_id}")
+        return infos[0]
+
+    def _apply_all_flow(
+        self, constraints: Iterable[Constraint], prune: bool
+    ) -> Flow[ConstraintSet]:
+        """``apply_constraints`` over every shard."""
+        wanted = list(constraints)
+        count = len(self.parts)
+        for c in wanted:  # every split is checked before anything is written
+            c.shares(count)
+        for c in wanted:
+            yield from self._define_all_flow(c)
+        if prune:
+            keep = {c.id for c in wanted}
+            held = yield from self._constraints_all_flow(usage=False)
+            for info in held:
+                if info.constraint.id not in keep:
+                    yield from self._remove_all_flow(info.constraint.id)
+        infos = yield from self._constraints_all_flow(usage=False)
+        return ConstraintSet(
+            self.parts[0].ops.codec.constraints.version, tuple(i.constraint for i in infos)
+        )

@@ -53,3 +53,32 @@ def test_a_sharded_queue_is_served_as_one(server: ServerInfo) -> None:
         api.close()
         live.stop()
         made.close()
+
+
+def test_constraints_and_schedules_over_http_span_the_shards(server: ServerInfo) -> None:
+    name = unique_queue("http")
+    made = FairQueue.from_url(server.url, name, shards=3)
+    live = LiveServer(server.url, [name])
+    api = Api(live.base, name)
+    try:
+        too_small = api.call("PUT", "/constraints/api", {"name": "call", "concurrency": 2})
+        assert too_small.status_code == 422, too_small.text
+        assert "cannot be split over 3 shards" in too_small.text
+        api.ok("PUT", "/constraints/api", {"name": "call", "concurrency": 3})
+        users = [u for u in (f"u{i}" for i in range(100)) if made.shard_of(u) == 2][:1]
+        for i in range(3):
+            api.push(user_id=users[0], name="call", task_id=f"c{i}")
+        leased = api.lease(8, worker_id="node-1", lease_seconds=30)
+        assert len(leased) == 1  # shard 2's share of 3 is 1
+        used = api.ok("GET", "/constraints/api")
+        assert (used["running"], used["parked"]) == (1, 2)
+        body = {"schedule_id": "nightly", "name": "report", "user_id": users[0],
+                "cron": "0 2 * * *"}  # fmt: skip
+        api.ok("POST", "/schedules", body, status=201)
+        assert made.get_schedule("nightly") is not None
+        assert [s["schedule_id"] for s in api.ok("GET", "/schedules")["schedules"]] == ["nightly"]
+        assert api.ok("DELETE", "/schedules/nightly")["removed"] is True
+    finally:
+        api.close()
+        live.stop()
+        made.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import os
@@ -152,3 +153,31 @@ def run_here(
         sys.stderr.flush()
         stdout, stderr = out.getvalue().decode(), err.getvalue().decode()
     return subprocess.CompletedProcess(["fairque", *args], code, stdout, stderr)
+
+
+class Schedulers:
+    """Two racing schedulers of a queue; ``crash_leader`` stops the leader as a crash
+    would (its locks are left to expire) and starts a fresh scheduler in its place."""
+
+    def __init__(self, fresh: Any) -> None:
+        self.fresh = fresh
+        self.runners = [fresh(), fresh()]
+        self.tasks = [asyncio.ensure_future(r.run()) for r in self.runners]
+        self.crashes = 0
+
+    async def crash_leader(self) -> None:
+        for i, runner in enumerate(self.runners):
+            if runner.leading:
+                runner.leading = False
+                self.tasks[i].cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await self.tasks[i]
+                self.runners[i] = self.fresh()
+                self.tasks[i] = asyncio.ensure_future(self.runners[i].run())
+                self.crashes += 1
+                return
+
+    async def stop(self) -> None:
+        for runner in self.runners:
+            runner.stop()
+        await asyncio.gather(*self.tasks, return_exceptions=True)

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 
 import pytest
 from servers import ServerInfo, connect
-from support import server_ms, unique_queue
+from support import Schedulers, server_ms, unique_queue
 
 from fairque import AsyncFairQueue, FairQueue
 from fairque.errors import ConfigError
@@ -53,29 +53,17 @@ async def test_two_schedulers_fire_each_of_60_slots_once(server: ServerInfo) -> 
         schedule_id="tick", name="tick", user_id="ops", interval_seconds=0.1,
         misfire="catch_up",
     )  # fmt: skip
-    runners = [fresh(), fresh()]
-    tasks = [asyncio.ensure_future(r.run()) for r in runners]
-    crashes = 0
+    racing = Schedulers(fresh)
     deadline = time.monotonic() + 30
     try:
         # every 0.8 s the leader crashes, until 60 slots have fired and 5 crashes happened
-        while crashes < 5 or ((await q.get_schedule("tick")) or schedule).fired < 60:
-            assert time.monotonic() < deadline, f"{crashes} crashes"
+        while racing.crashes < 5 or ((await q.get_schedule("tick")) or schedule).fired < 60:
+            assert time.monotonic() < deadline, f"{racing.crashes} crashes"
             await asyncio.sleep(0.8)
-            for i, runner in enumerate(runners):
-                if runner.leading:
-                    crash(runner, tasks[i])
-                    with contextlib.suppress(asyncio.CancelledError):
-                        await tasks[i]
-                    runners[i] = fresh()
-                    tasks[i] = asyncio.ensure_future(runners[i].run())
-                    crashes += 1
-                    break
+            await racing.crash_leader()
         await asyncio.sleep(0.5)
     finally:
-        for runner in runners:
-            runner.stop()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await racing.stop()
         for client in clients:
             await client.close()
     stored = await q.get_schedule("tick")

@@ -12,7 +12,6 @@ leaders crash.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import threading
 import time
 from collections.abc import Callable
@@ -20,7 +19,7 @@ from typing import Any
 
 import pytest
 from servers import ServerInfo
-from support import unique_queue
+from support import Schedulers, unique_queue
 
 from fairque import (
     AsyncFairQueue,
@@ -321,34 +320,15 @@ async def test_racing_schedulers_fire_each_slot_once_on_every_shard(server: Serv
         stored = await q.get_schedule(f"s{shard}")
         return 0 if stored is None else stored.fired
 
-    runners = [fresh(), fresh()]
-    tasks = [asyncio.ensure_future(r.run()) for r in runners]
-    crashes = 0
+    racing = Schedulers(fresh)
     deadline = time.monotonic() + 60
     try:
-        while (
-            crashes < 3
-            or min(
-                [(await q.get_schedule(f"s{s}")).fired for s in range(3)]  # type: ignore[union-attr]
-            )
-            < 20
-        ):
-            assert time.monotonic() < deadline, f"{crashes} crashes"
+        while racing.crashes < 3 or min([await fired(s) for s in range(3)]) < 20:
+            assert time.monotonic() < deadline, f"{racing.crashes} crashes"
             await asyncio.sleep(0.6)
-            for i, runner in enumerate(runners):
-                if runner.leading:
-                    runner.leading = False
-                    tasks[i].cancel()
-                    with contextlib.suppress(asyncio.CancelledError):
-                        await tasks[i]
-                    runners[i] = fresh()
-                    tasks[i] = asyncio.ensure_future(runners[i].run())
-                    crashes += 1
-                    break
+            await racing.crash_leader()
     finally:
-        for runner in runners:
-            runner.stop()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await racing.stop()
     sync = FairQueue.from_url(server.url, name)
     try:
         leased = drain(sync)

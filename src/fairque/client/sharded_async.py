@@ -8,7 +8,7 @@ scheduler's hand-over) live in shard 0 as on a plain queue.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
@@ -21,6 +21,7 @@ from fairque.client.shardcalls import lease_request, placed_count
 from fairque.client.sharding import ShardedFlows
 from fairque.constraints.api import constraint_from
 from fairque.constraints.model import Constraint, ConstraintInfo, ConstraintSet
+from fairque.core.ops import Operations
 from fairque.core.ops.shards import Layout
 from fairque.core.records import Call, Pushed
 from fairque.models import (
@@ -197,11 +198,16 @@ class AsyncShardedMethods(ShardedFlows):
     async def stats(self, user_limit: int = 100) -> QueueStats:
         return await self._drive(self._stats_flow(user_limit))
 
-    async def wait_for_work(self, timeout: float) -> bool:
+    async def _wait_any(
+        self, every: Callable[[list[Operations], float], Call[bool]],
+        one: Callable[[Operations, float], Call[bool]], timeout: float,
+    ) -> bool:  # fmt: skip
+        """Block until ``every`` (one command over all shards) answers True, or on a
+        cluster until ``one`` does on some shard (all at once), or ``timeout`` passes."""
         timeout = self._bounded(timeout)
         if not self._cluster:
-            return await self._run(self.ops.wait_for_any([p.ops for p in self.parts], timeout))
-        waits = [asyncio.ensure_future(self._run(p.ops.wait_for_work(timeout))) for p in self.parts]
+            return await self._run(every([p.ops for p in self.parts], timeout))
+        waits = [asyncio.ensure_future(self._run(one(p.ops, timeout))) for p in self.parts]
         try:
             for next_done in asyncio.as_completed(waits):
                 if await next_done:
@@ -210,6 +216,11 @@ class AsyncShardedMethods(ShardedFlows):
         finally:
             for wait in waits:
                 wait.cancel()
+
+    async def wait_for_work(self, timeout: float) -> bool:
+        return await self._wait_any(
+            self.ops.wait_for_any, lambda ops, t: ops.wait_for_work(t), timeout
+        )
 
     async def wait_and_pop(
         self, timeout: float, count: int = 1, worker_id: str = "",
@@ -318,19 +329,8 @@ class AsyncShardedMethods(ShardedFlows):
         return await self._drive(self._release_all_flow(token))
 
     async def wait_for_schedules(self, timeout: float) -> bool:
-        timeout = self._bounded(timeout)
-        if not self._cluster:
-            call = self.ops.wait_for_any_schedule([p.ops for p in self.parts], timeout)
-            return await self._run(call)
-        waits = [
-            asyncio.ensure_future(self._run(p.ops.schedule_codec.wait_for_schedules(timeout)))
-            for p in self.parts
-        ]
-        try:
-            for next_done in asyncio.as_completed(waits):
-                if await next_done:
-                    return True
-            return False
-        finally:
-            for wait in waits:
-                wait.cancel()
+        return await self._wait_any(
+            self.ops.wait_for_any_schedule,
+            lambda ops, t: ops.schedule_codec.wait_for_schedules(t),
+            timeout,
+        )

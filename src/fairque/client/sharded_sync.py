@@ -8,7 +8,7 @@ scheduler's hand-over) live in shard 0 as on a plain queue.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
@@ -21,6 +21,7 @@ from fairque.client.shardcalls import TURN_SECONDS, lease_request, placed_count
 from fairque.client.sharding import ShardedFlows
 from fairque.constraints.api import constraint_from
 from fairque.constraints.model import Constraint, ConstraintInfo, ConstraintSet
+from fairque.core.ops import Operations
 from fairque.core.ops.shards import Layout
 from fairque.core.records import Call, Pushed
 from fairque.models import (
@@ -197,18 +198,26 @@ class ShardedMethods(ShardedFlows):
     def stats(self, user_limit: int = 100) -> QueueStats:
         return self._drive(self._stats_flow(user_limit))
 
-    def wait_for_work(self, timeout: float) -> bool:
+    def _wait_any(
+        self, every: Callable[[list[Operations], float], Call[bool]],
+        one: Callable[[Operations, float], Call[bool]], timeout: float,
+    ) -> bool:  # fmt: skip
+        """Block until ``every`` (one command over all shards) answers True, or on a
+        cluster until ``one`` does on some shard (in turns), or ``timeout`` passes."""
         timeout = self._bounded(timeout)
         if not self._cluster:
-            return self._run(self.ops.wait_for_any([p.ops for p in self.parts], timeout))
+            return self._run(every([p.ops for p in self.parts], timeout))
         deadline = time.monotonic() + timeout
         while True:
             for part in self.parts:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return False
-                if self._run(part.ops.wait_for_work(min(left, TURN_SECONDS))):
+                if self._run(one(part.ops, min(left, TURN_SECONDS))):
                     return True
+
+    def wait_for_work(self, timeout: float) -> bool:
+        return self._wait_any(self.ops.wait_for_any, lambda ops, t: ops.wait_for_work(t), timeout)
 
     def wait_and_pop(
         self, timeout: float, count: int = 1, worker_id: str = "",
@@ -315,14 +324,8 @@ class ShardedMethods(ShardedFlows):
         return self._drive(self._release_all_flow(token))
 
     def wait_for_schedules(self, timeout: float) -> bool:
-        timeout = self._bounded(timeout)
-        if not self._cluster:
-            return self._run(self.ops.wait_for_any_schedule([p.ops for p in self.parts], timeout))
-        deadline = time.monotonic() + timeout
-        while True:
-            for part in self.parts:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                if self._run(part.ops.schedule_codec.wait_for_schedules(min(left, TURN_SECONDS))):
-                    return True
+        return self._wait_any(
+            self.ops.wait_for_any_schedule,
+            lambda ops, t: ops.schedule_codec.wait_for_schedules(t),
+            timeout,
+        )

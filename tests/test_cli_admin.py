@@ -229,3 +229,17 @@ def test_show_and_resize_the_shards(cli_queue: tuple[list[str], FairQueue]) -> N
     assert bad.returncode == 2
     assert "Invalid value for 'count': Input should be greater than or equal to 1" in bad.stderr
     assert FairQueue.from_url(base[1], q.queue).shards == 3
+    # constraints over 4 shards (the retired one keeps its share): a global limit of 3
+    # cannot be split, one of 4 can; a resize that would leave it too small is refused
+    tiny = run_here(*base, "constraint", "add", "api", "--concurrency", "3")
+    assert tiny.returncode == 2
+    assert "cannot be split over 4 shards" in tiny.stderr
+    added = run_here(*base, "constraint", "add", "api", "--concurrency", "4")
+    assert added.returncode == 0, added.stderr
+    listed = run_here(*base, "constraint", "list")
+    assert "api" in listed.stdout, listed.stderr
+    refused = run_here(*base, "queue", "resize", "5")
+    assert refused.returncode == 2
+    assert "cannot be split over 5 shards" in refused.stderr
+    after = json.loads(run_here(*base, "queue", "shards", "--json").stdout)
+    assert after == {"queue": q.queue, "shards": 3, "retired": 1}  # nothing changed

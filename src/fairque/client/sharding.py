@@ -28,7 +28,7 @@ from fairque.core.ops.shards import Layout, ShardState
 from fairque.core.records import Call, Leased, LeaseRequest, Pushed, request_id
 from fairque.core.shards import shard_of
 from fairque.errors import ValidationError
-from fairque.models import QueueStats, Task, TaskOutcome, TaskPage, TaskState
+from fairque.models import Task, TaskOutcome, TaskPage, TaskState
 
 T = TypeVar("T")
 
@@ -42,6 +42,9 @@ LIFT_SLACK = 1_000_000
 IDLE_TTL = 0.2
 #: Seconds the shard states read beside a lease are trusted by the next lease.
 STATE_TTL = 0.5
+#: Seconds a shard's state read by one lease spares the next leases reading it again
+#: (the shard a lease goes to is read beside it every time).
+FRESH = 0.02
 #: Lease request ids remembered with the shard they went to (a resend goes there).
 REMEMBERED = 256
 #: Between a lease token and the shard it was leased from (``ShardedFlows._route``).
@@ -112,6 +115,8 @@ class ShardedFlows(ShardedRules, ShardedSchedules, ShardedReads, QueueBase):
         #: the states the last lease read for the next one: (when, shards, states)
         self._states: tuple[float, tuple[int, ...], tuple[ShardState, ...]] = (0.0, (), ())
         self._due_at = {}
+        #: shard -> (when, its state) as last read
+        self._known: dict[int, tuple[float, ShardState]] = {}
 
     def _adopt_layout(self, layout: Layout) -> None:
         """Follow a resize: new shards join, tenants are placed by the new count."""
@@ -240,10 +245,11 @@ class ShardedFlows(ShardedRules, ShardedSchedules, ShardedReads, QueueBase):
         it could not fill) from the other, then from every shard with ready work.
 
         One pipeline carries the finishes, the lease and the states of the pair the
-        next lease will weigh, so a busy client makes one round trip per lease; the
-        pair's states are read first only when none younger than ``STATE_TTL`` are at
-        hand. A request id sent before goes to the shards it went to, with the ids it
-        went as (each answers what the first send leased there)."""
+        next lease will weigh (the other shard's only when the one at hand is older
+        than ``FRESH``), so a busy client makes one round trip per lease, mostly to one
+        node; the pair's states are read first only when none younger than
+        ``STATE_TTL`` are at hand. A request id sent before goes to the shards it went
+        to, with the ids it went as (each answers what the first send leased there)."""
         groups: dict[int, list[int]] = {}
         routed = [self._route(task) for task, _ in done]
         for i, (shard, _) in enumerate(routed):
@@ -268,10 +274,14 @@ class ShardedFlows(ShardedRules, ShardedSchedules, ShardedReads, QueueBase):
                 )
                 for s in order
             )
-            reads = tuple(self.parts[s].ops.shard_state() for s in ahead) if count else ()
+            # the target's state (its node is in the pipeline already), and the other's
+            # unless one younger than FRESH is at hand
+            stale = [s for s in ahead if s == target or not self._fresh(s)] if count else []
+            reads = tuple(self.parts[s].ops.shard_state() for s in stale)
             answers = yield from self._pipeline(calls + reads)
-            if reads:
-                self._keep_states(ahead, answers[len(calls) :])
+            if count:
+                self._saw(stale, answers[len(calls) :])
+                self._keep_states(ahead, [self._known[s][1] for s in ahead])
             for s, (oks, _) in zip(order, answers[: len(calls)], strict=True):
                 for i, ok in zip(groups.pop(s, ()), oks, strict=True):
                     acks[i] = ok
@@ -305,6 +315,7 @@ class ShardedFlows(ShardedRules, ShardedSchedules, ShardedReads, QueueBase):
                 if s in lifts else st
                 for s, st in zip(sample, states, strict=True)
             ]  # fmt: skip
+            self._saw(sample, states)
         order = _order(list(zip(sample, states, strict=True)), self._rng)
         rest = [s for s in candidates if s not in sample]
         sent: list[tuple[int, str]] = []
@@ -345,16 +356,22 @@ class ShardedFlows(ShardedRules, ShardedSchedules, ShardedReads, QueueBase):
         return [last, self._rng.choice(busy or others)]
 
     def _saw(self, shards: Sequence[int], states: Sequence[ShardState]) -> None:
-        """Note which shards had no ready work (``_pair`` draws among the others)."""
+        """Note the states just read, and which shards had no ready work (``_pair``
+        draws among the others)."""
         now = time.monotonic()
         for shard, state in zip(shards, states, strict=True):
+            self._known[shard] = (now, state)
             if state.ready:
                 self._idle_at.pop(shard, None)
             else:
                 self._idle_at[shard] = now
 
+    def _fresh(self, shard: int) -> bool:
+        """Whether a state of ``shard`` younger than ``FRESH`` is at hand."""
+        known = self._known.get(shard)
+        return known is not None and time.monotonic() - known[0] <= FRESH
+
     def _keep_states(self, shards: Sequence[int], states: Sequence[ShardState]) -> None:
-        self._saw(shards, states)
         self._states = (time.monotonic(), tuple(shards), tuple(states))
 
     def _kept_states(self, candidates: Sequence[int]) -> tuple[list[int], list[ShardState]]:
@@ -420,30 +437,6 @@ class ShardedFlows(ShardedRules, ShardedSchedules, ShardedReads, QueueBase):
     # whole-queue reads and housekeeping --------------------------------------------
     def _sum_flow(self, build: Callable[[Partition], Call[int]]) -> Flow[int]:
         return sum((yield from self._each(build)))
-
-    def _stats_flow(self, user_limit: int) -> Flow[QueueStats]:
-        parts: list[QueueStats] = yield from self._each(lambda p: p.ops.stats(user_limit))
-        first = parts[0]
-        counts = {s: sum(p.counts.get(s, 0) for p in parts) for s in first.counts}
-        counters: dict[str, int] = {}
-        for p in parts:
-            for k, v in p.counters.items():
-                counters[k] = counters.get(k, 0) + v
-        users = sorted((u for p in parts for u in p.users), key=lambda u: (-u.ready, -u.in_flight))
-        return first.model_copy(
-            update={
-                "counts": counts,
-                "counters": counters,
-                "users": users[:user_limit],
-                "active_users": sum(p.active_users for p in parts),
-                "capped_users": sum(p.capped_users for p in parts),
-            }
-        )
-
-    def _next_wakeup_flow(self) -> Flow[float | None]:
-        times: list[float | None] = yield from self._each(lambda p: p.ops.next_wakeup())
-        known = [t for t in times if t is not None]
-        return min(known) if known else None
 
     def _cleanup_all_flow(self, batch: int, passes: int | None) -> Flow[int]:
         total = 0

@@ -19,6 +19,7 @@ from fairque.core.shards import shard_of
 from fairque.models import (
     Histogram,
     QueueMetrics,
+    QueueStats,
     StartedTask,
     Task,
     TenantReport,
@@ -182,3 +183,27 @@ class ShardedReads:
             if found is not None:
                 oldest.append(found)
         return min(oldest) if oldest else None
+
+    def _stats_flow(self, user_limit: int) -> Flow[QueueStats]:
+        parts: list[QueueStats] = yield from self._each(lambda p: p.ops.stats(user_limit))
+        first = parts[0]
+        counts = {s: sum(p.counts.get(s, 0) for p in parts) for s in first.counts}
+        counters: dict[str, int] = {}
+        for p in parts:
+            for k, v in p.counters.items():
+                counters[k] = counters.get(k, 0) + v
+        users = sorted((u for p in parts for u in p.users), key=lambda u: (-u.ready, -u.in_flight))
+        return first.model_copy(
+            update={
+                "counts": counts,
+                "counters": counters,
+                "users": users[:user_limit],
+                "active_users": sum(p.active_users for p in parts),
+                "capped_users": sum(p.capped_users for p in parts),
+            }
+        )
+
+    def _next_wakeup_flow(self) -> Flow[float | None]:
+        times: list[float | None] = yield from self._each(lambda p: p.ops.next_wakeup())
+        known = [t for t in times if t is not None]
+        return min(known) if known else None

@@ -4,6 +4,7 @@ idle, a drain on stop. On the cluster, the queues live in different slots (nodes
 from __future__ import annotations
 
 import asyncio
+import statistics
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -158,14 +159,20 @@ async def test_an_idle_worker_of_several_queues_runs_a_delayed_task_on_time(h: H
     await wait_registered(b, "w")
     await asyncio.sleep(0.3)  # idle on both queues
     late: list[float] = []
-    for i in range(10):
-        due = time.monotonic() + 0.03
-        await (b if i % 2 else a).enqueue("job", user_id="u", delay=0.03)
-        await eventually(lambda: len(ran) > len(late), timeout=5)
-        late.append(ran[-1] - due)
+    now: list[float] = []  # the floor: a task due at once, from its push to its run
+    for i in range(20):
+        q = b if i % 4 > 1 else a
+        delay = 0.03 if i % 2 else 0.0
+        due = time.monotonic() + delay
+        await q.enqueue("job", user_id="u", delay=delay)
+        await eventually(lambda: len(ran) > len(late) + len(now), timeout=5)
+        (late if delay else now).append(ran[-1] - due)
         await asyncio.sleep(0.05)
     assert all(x > -0.005 for x in late), late  # never before its time
-    assert sum(x < 0.008 for x in late) >= 6, late  # a loaded machine may delay a few
+    # as soon as a task due at once runs, give or take 8 ms (a wait the server ends on
+    # its tick is 10-100 ms late); a loaded machine may delay a few
+    floor = statistics.median(now)
+    assert sum(x < floor + 0.008 for x in late) >= 6, (late, now)
 
 
 async def test_an_idle_worker_of_several_queues_does_not_poll(h: Harness) -> None:

@@ -321,7 +321,10 @@ class QueueBase:
     # flows ----------------------------------------------------------------------
     def _pipeline(self, calls: tuple[Call[Any], ...]) -> Flow[list[Any]]:
         """Send ``calls`` as one pipeline (the server runs them in order, back to back);
-        their parsed answers. A call whose script the server lost is sent again alone."""
+        their parsed answers. A call whose script the server lost is sent again alone;
+        a single call is sent as itself (no pipeline to build)."""
+        if len(calls) == 1:
+            return [(yield calls[0])]
         raws = yield calls
         out: list[Any] = []
         for call, raw in zip(calls, raws, strict=True):

@@ -37,6 +37,7 @@ from fairque.client.aio import AsyncShardedFairQueue
 from fairque.client.queue import ShardedFairQueue
 from fairque.client.sharding import STATE_TTL
 from fairque.core.keys import QueueKeys
+from fairque.core.records import LeaseRequest
 from fairque.core.shards import choose_tags, jump_hash, shard_of
 
 MakeQueue = Callable[..., FairQueue]
@@ -155,6 +156,40 @@ def test_a_resent_lease_request_answers_what_the_first_send_leased(
     assert [t.task_id for t in again] == [t.task_id for t in first]
     assert [t.lease_token for t in again] == [t.lease_token for t in first]
     assert q.stats().counts[TaskState.STARTED] == 2
+
+
+def test_a_lease_answers_its_shards_state_and_a_resend_the_same_tasks(
+    server: ServerInfo,
+) -> None:
+    """The lease call of a sharded client asks for its shard's state beside the tasks
+    (what the next lease weighs), so most leases are one call; a resend answers the
+    same tasks, and the state as it is then."""
+    q = FairQueue.from_url(server.url, unique_queue(), shards=2)
+    try:
+        assert isinstance(q, ShardedFairQueue)
+        user = users_on(q, 1, 1)[0]
+        for _ in range(3):
+            q.enqueue("job", user_id=user)
+        ops = q.parts[1].ops
+        request = LeaseRequest(1, "w", None, None, None, "req-state")
+        _, first = q._run(ops.complete_and_pop([], request, with_state=True))
+        _, again = q._run(ops.complete_and_pop([], request, with_state=True))
+        assert [t.task_id for t in again] == [t.task_id for t in first]
+        assert len(first) == 1
+        assert first.state is not None
+        assert first.state == q._run(ops.shard_state())
+        assert (first.state.ready, first.state.users) == (True, 1)
+        _, plain = q._run(ops.complete_and_pop([], request._replace(request_id="other")))
+        assert plain.state is None  # not asked: the reply a plain queue gets
+        _, none_left = q._run(
+            ops.complete_and_pop([], request._replace(request_id="last", count=5), with_state=True)
+        )
+        assert len(none_left) == 1
+        assert none_left.state is not None
+        # nothing left to lease: not ready (leases in flight count once they expire)
+        assert (none_left.state.ready, none_left.state.users) == (False, 0)
+    finally:
+        q.close()
 
 
 def test_push_many_is_split_by_shard(make_queue: MakeQueue, redis_client: SyncClient) -> None:

@@ -24,8 +24,8 @@ from fairque.client.inspection import InspectionFlows
 from fairque.client.shardreads import ShardedReads
 from fairque.client.shardrules import ShardedRules
 from fairque.client.shardschedules import ShardedSchedules
-from fairque.core.ops.shards import Layout, ShardState
-from fairque.core.records import Call, Leased, LeaseRequest, Pushed, request_id
+from fairque.core.ops.shards import Layout
+from fairque.core.records import Call, Leased, LeaseRequest, Pushed, ShardState, request_id
 from fairque.core.shards import shard_of
 from fairque.errors import ValidationError
 from fairque.models import Task, TaskOutcome, TaskPage, TaskState
@@ -262,7 +262,9 @@ class ShardedFlows(ShardedRules, ShardedSchedules, ShardedReads, QueueBase):
 
         def send(target: int, req: str, count: int) -> Flow[Leased]:
             """One pipeline: the finishes on the other shards, the finishes and a lease
-            of ``count`` on ``target``, then the next pair's states."""
+            of ``count`` on ``target`` (which answers the target's state beside), then
+            the other shard of the next pair's state unless one younger than ``FRESH``
+            is at hand: most leases are one call."""
             order = [*(s for s in groups if s != target), target]
             calls = tuple(
                 self.parts[s].ops.complete_and_pop(
@@ -271,21 +273,24 @@ class ShardedFlows(ShardedRules, ShardedSchedules, ShardedReads, QueueBase):
                         count=count if s == target else 0,
                         request_id=req if s == target else request_id(),
                     ),
+                    with_state=s == target and count > 0,
                 )
                 for s in order
             )
-            # the target's state (its node is in the pipeline already), and the other's
-            # unless one younger than FRESH is at hand
-            stale = [s for s in ahead if s == target or not self._fresh(s)] if count else []
+            stale = [s for s in ahead if s != target and not self._fresh(s)] if count else []
             reads = tuple(self.parts[s].ops.shard_state() for s in stale)
             answers = yield from self._pipeline(calls + reads)
-            if count:
-                self._saw(stale, answers[len(calls) :])
-                self._keep_states(ahead, [self._known[s][1] for s in ahead])
             for s, (oks, _) in zip(order, answers[: len(calls)], strict=True):
                 for i, ok in zip(groups.pop(s, ()), oks, strict=True):
                     acks[i] = ok
-            leased = yield from self.parts[target]._settle_flow(answers[len(calls) - 1][1])
+            got: Leased = answers[len(calls) - 1][1]
+            if count:
+                if got.state is not None:
+                    self._saw([target], [got.state])
+                self._saw(stale, answers[len(calls) :])
+                if all(s in self._known for s in ahead):
+                    self._keep_states(ahead, [self._known[s][1] for s in ahead])
+            leased = yield from self.parts[target]._settle_flow(got)
             self._mark(leased, target)
             return leased
 

@@ -53,16 +53,36 @@ class LeaseRequest(NamedTuple):
     request_id: str | None = None
 
 
+@dataclass(frozen=True)
+class ShardState:
+    """One shard as a worker of a sharded queue weighs it (``shard_state.lua``)."""
+
+    ready: bool  #: the ring, the intake or a due scheduled task holds work
+    timed: bool  #: fair by worker time (else by count)
+    position: int  #: the ring head's start tag (time mode), or the floor
+    users: int  #: ring size plus intake length (an upper bound of users to serve)
+    floor: int = 0  #: the start tag of the last user served (time mode)
+
+
+def shard_state_of(reply: Any) -> ShardState:
+    """A ``ShardState`` from its script reply."""
+    ready, mode, position, users, floor = reply
+    timed = mode in (b"time", "time")
+    return ShardState(bool(int(ready)), timed, int(position), int(users), int(floor))
+
+
 class Leased(list[Task]):
     """The tasks one lease request returned.
 
     ``undecodable`` holds ``(task_id, lease_token, error)`` for leased tasks whose stored
-    data could not be decoded; the clients fail those on their own.
+    data could not be decoded; the clients fail those on their own. ``state``: the
+    shard's state after the lease, when the request asked for it (sharded queues).
     """
 
     def __init__(self) -> None:
         super().__init__()
         self.undecodable: list[tuple[str, str, str]] = []
+        self.state: ShardState | None = None
 
 
 class Pushed(list[Task]):

@@ -40,8 +40,11 @@ ARGV[10] A          number of assigned_users, then their A user ids, then the nu
                     steal_targets and their S user ids (ARGV[1..11+A+S] is pop.lua's ARGV)
 ARGV[12+A+S] C      number of completions, then 4 values each:
                     id, token, has_result (0|1), result
+ARGV[13+A+S+4C]     '1': add this shard's state after the lease to the reply (the
+                    sharded client weighs it for its next lease); absent otherwise
 
-Reply: {array of 1/0 per completion (0: lease lost), array of leased tasks (flat HGETALL)}.
+Reply: {array of 1/0 per completion (0: lease lost), array of leased tasks (flat HGETALL)},
+and with the state asked for, a third entry: shard_state.lua's reply.
 ]]
 -- @include now
 -- @include enqueue_ready
@@ -52,6 +55,7 @@ Reply: {array of 1/0 per completion (0: lease lost), array of leased tasks (flat
 -- @include leased_before
 -- @include lease_request
 -- @include maintenance
+-- @include shard_state
 
 local K = {prefix = KEYS[1], ring = KEYS[2], delayed = KEYS[3], leases = KEYS[4],
   queued = KEYS[5], deferred = KEYS[6], finished = KEYS[7], failed = KEYS[8],
@@ -91,5 +95,8 @@ if count > 0 then
 end
 if ready > #leased then
   signal_wake(K, 1)
+end
+if ARGV[at + 1 + nc * 4] == '1' then
+  return {acks, leased, shard_state(K, ms)}
 end
 return {acks, leased}

@@ -20,23 +20,8 @@ may serve); floor the start tag of the last user served (time mode: where the sh
 virtual time stands; the client lifts a shard whose floor lags far behind another's).
 ]]
 -- @include now
--- @include fair_timed
+-- @include shard_state
 
 local K = {prefix = KEYS[1], ring = KEYS[2], meta = KEYS[3], intake = KEYS[4], delayed = KEYS[5],
   leases = KEYS[6], constraint_due = KEYS[7]}
-local m = redis.call('HMGET', K.meta, 'fair', 'floor')
-local users = redis.call('ZCARD', K.ring) + redis.call('LLEN', K.intake)
-local ready = users > 0
-if not ready then
-  local ms = now()
-  for _, key in ipairs({K.delayed, K.leases, K.constraint_due}) do
-    if #redis.call('ZRANGEBYSCORE', key, '-inf', ms, 'LIMIT', 0, 1) > 0 then
-      ready = true
-      break
-    end
-  end
-end
-local head = redis.call('ZRANGE', K.ring, 0, 0, 'WITHSCORES')[2]
-local position = tonumber(head or m[2] or '0')
-return {ready and 1 or 0, fair_timed(m[1]) and 'time' or 'count', string.format('%d', position),
-  users, string.format('%d', tonumber(m[2] or '0'))}
+return shard_state(K, now())

@@ -21,7 +21,14 @@ from fairque.core.checks import (
 from fairque.core.checks import check_int as _check_int
 from fairque.core.checks import seconds_ms as _seconds_ms
 from fairque.core.ops.base import OperationsBase
-from fairque.core.records import Call, EncodedResult, Leased, LeaseRequest, request_id
+from fairque.core.records import (
+    Call,
+    EncodedResult,
+    Leased,
+    LeaseRequest,
+    request_id,
+    shard_state_of,
+)
 from fairque.core.taskhash import ms_to_dt, text
 from fairque.errors import LeaseLost, ValidationError
 from fairque.models import Task, TaskState, WorkerInfo
@@ -88,8 +95,9 @@ class LeaseOperations(OperationsBase):
 
     @overload
     def complete_and_pop(
-        self, done: Sequence[tuple[Task, Any]], request: LeaseRequest, /
-    ) -> Call[tuple[list[bool], Leased]]: ...
+        self, done: Sequence[tuple[Task, Any]], request: LeaseRequest, /, *,
+        with_state: bool = False,
+    ) -> Call[tuple[list[bool], Leased]]: ...  # fmt: skip
 
     @overload
     def complete_and_pop(
@@ -102,13 +110,17 @@ class LeaseOperations(OperationsBase):
         steal_targets: Sequence[str] | None,
         req: str | None = None,
         /,
+        *,
+        with_state: bool = False,
     ) -> Call[tuple[list[bool], Leased]]: ...
 
     def complete_and_pop(
-        self, done: Sequence[tuple[Task, Any]], request: LeaseRequest | int, /, *fields: Any
-    ) -> Call[tuple[list[bool], Leased]]:
+        self, done: Sequence[tuple[Task, Any]], request: LeaseRequest | int, /, *fields: Any,
+        with_state: bool = False,
+    ) -> Call[tuple[list[bool], Leased]]:  # fmt: skip
         """Finish ``done`` (task, result) pairs and lease up to ``request.count`` tasks
-        (0: only finish).
+        (0: only finish); ``with_state``: the leased tasks carry the shard's state after
+        the lease (``Leased.state``), which a sharded client weighs next.
 
         A resend of the same call (same request id) answers the completions the same
         way and returns the tasks the first run leased.
@@ -125,11 +137,16 @@ class LeaseOperations(OperationsBase):
         args.append(len(done))
         for task, result in done:
             args.extend(self._completion(task, result))
+        if with_state:
+            args.append("1")
         leased = self.codec.leased
 
         def parse(reply: list[Any]) -> tuple[list[bool], Leased]:
-            acks, tasks = reply
-            return [int(a) == 1 for a in acks], leased(tasks)
+            acks, tasks, *state = reply
+            out = leased(tasks)
+            if state:
+                out.state = shard_state_of(state[0])
+            return [int(a) == 1 for a in acks], out
 
         return self._call("complete_and_pop", args, parse)
 

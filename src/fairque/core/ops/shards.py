@@ -9,7 +9,7 @@ from typing import Any
 
 from fairque.core.checks import check_wait
 from fairque.core.ops.base import OperationsBase
-from fairque.core.records import Call
+from fairque.core.records import Call, ShardState, shard_state_of
 from fairque.core.taskhash import text
 
 
@@ -23,22 +23,6 @@ class Layout:
 
 def _layout(reply: Any) -> Layout:
     return Layout(int(reply[0]), tuple(text(t) for t in reply[1:]))
-
-
-@dataclass(frozen=True)
-class ShardState:
-    """One shard as a worker weighs it (``shard_state.lua``)."""
-
-    ready: bool  #: the ring, the intake or a due scheduled task holds work
-    timed: bool  #: fair by worker time (else by count)
-    position: int  #: the ring head's start tag (time mode), or the floor
-    users: int  #: ring size plus intake length (an upper bound of users to serve)
-    floor: int = 0  #: the start tag of the last user served (time mode)
-
-
-def _state(reply: Any) -> ShardState:
-    ready, mode, position, users, floor = reply
-    return ShardState(bool(int(ready)), text(mode) == "time", int(position), int(users), int(floor))
 
 
 class ShardOperations(OperationsBase):
@@ -74,4 +58,4 @@ class ShardOperations(OperationsBase):
 
     def shard_state(self) -> Call[ShardState]:
         """This partition's readiness and ring position (read only)."""
-        return self._call("shard_state", [], _state)
+        return self._call("shard_state", [], shard_state_of)

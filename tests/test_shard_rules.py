@@ -347,3 +347,43 @@ async def test_racing_schedulers_fire_each_slot_once_on_every_shard(server: Serv
         sync.close()
         for client in clients:
             await client.close()
+
+
+def test_a_client_made_before_the_shards_splits_what_it_defines(server: ServerInfo) -> None:
+    """A client built with the constructor starts as the first shard's; a change of
+    constraints reads the layout first, so it is written to every shard, split."""
+    sharded: Any = FairQueue.from_url(server.url, unique_queue(), shards=3)
+    plain = FairQueue(sharded.client, sharded.queue)
+    try:
+        assert plain.layout.tags == ()
+        plain.define_constraint(id="api", name="call", concurrency=3)
+        assert plain.layout.tags == sharded.layout.tags  # it serves every shard now
+        push_on_every_shard(sharded, 3)
+        leased = drain(sharded)
+        assert sorted(sharded.shard_of(t.user_id) for t in leased) == [0, 1, 2]
+        late = FairQueue(sharded.client, sharded.queue)
+        with pytest.raises(ValidationError, match="cannot be split over 3 shards"):
+            late.apply_constraints([Constraint(id="tiny", concurrency=2)])
+        assert FairQueue(sharded.client, sharded.queue).remove_constraint("api") is True
+        assert sharded.constraints() == []  # removed from every shard
+    finally:
+        sharded.close()
+
+
+async def test_an_async_client_made_before_the_shards_splits_what_it_defines(
+    server: ServerInfo,
+) -> None:
+    sharded: Any = AsyncFairQueue.from_url(server.url, unique_queue(), shards=3)
+    plain = AsyncFairQueue(sharded.client, sharded.queue)
+    try:
+        await plain.define_constraint(id="api", name="call", concurrency=3)
+        assert plain.layout.tags == sharded.layout.tags
+        infos = await sharded.constraints()
+        assert [i.constraint.id for i in infos] == ["api"]
+        late = AsyncFairQueue(sharded.client, sharded.queue)
+        with pytest.raises(ValidationError, match="cannot be split over 3 shards"):
+            await late.apply_constraints([Constraint(id="tiny", concurrency=2)])
+        assert await AsyncFairQueue(sharded.client, sharded.queue).remove_constraint("api")
+        assert await sharded.constraints() == []
+    finally:
+        await sharded.close()

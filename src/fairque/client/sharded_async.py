@@ -271,7 +271,9 @@ class AsyncShardedMethods(ShardedFlows):
     async def define_constraint(
         self, constraint: Constraint | None = None, **fields: Any
     ) -> Constraint:
-        return await self._drive(self._define_all_flow(constraint_from(constraint, fields)))
+        found = constraint_from(constraint, fields)
+        await self._drive(self._define_all_flow((found,)))
+        return found
 
     async def remove_constraint(self, constraint_id: str) -> bool:
         return await self._drive(self._remove_all_flow(constraint_id))

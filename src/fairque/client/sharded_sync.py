@@ -266,7 +266,9 @@ class ShardedMethods(ShardedFlows):
 
     # constraints: every shard holds each one (global limits split in shares) --------
     def define_constraint(self, constraint: Constraint | None = None, **fields: Any) -> Constraint:
-        return self._drive(self._define_all_flow(constraint_from(constraint, fields)))
+        found = constraint_from(constraint, fields)
+        self._drive(self._define_all_flow((found,)))
+        return found
 
     def remove_constraint(self, constraint_id: str) -> bool:
         return self._drive(self._remove_all_flow(constraint_id))

@@ -30,19 +30,21 @@ def shard_operations(ops: Operations, layout: Layout) -> list[Operations]:
     return [ops, *(Operations(ops.queue, ops.options, tag) for tag in layout.tags)]
 
 
-def spread_flow(shards: Sequence[Operations], held: ConstraintSet | None = None) -> Flow[None]:
-    """Write each constraint of ``held`` (default: those shard 0 holds) to every one of
+def spread_flow(
+    shards: Sequence[Operations], constraints: Sequence[Constraint] | None = None
+) -> Flow[None]:
+    """Write each of ``constraints`` (default: those shard 0 holds) to every one of
     ``shards`` with its share, in shard order (a resize that grows the list lowers the
     old shards' shares before the new shards get theirs). A shard that holds its share
     already is left as it is.
 
     Raises:
         ValidationError: a global limit cannot be split over this many shards (checked
-            before anything is written).
+            for every constraint before anything is written).
     """
-    if held is None:
-        held = (yield shards[0].constraints(usage=False))[0]
-    forms = [(c, c.shares(len(shards))) for c in held.constraints]
+    if constraints is None:
+        constraints = (yield shards[0].constraints(usage=False))[0].constraints
+    forms = [(c, c.shares(len(shards))) for c in constraints]
     for i, ops in enumerate(shards):
         for constraint, stored in forms:
             yield ops.define_constraint(constraint, stored[i])
@@ -102,18 +104,19 @@ class ShardedRules(QueueBase):
         self._adopt_layout(layout)
         return grown
 
-    def _define_all_flow(self, constraint: Constraint) -> Flow[Constraint]:
-        """Define ``constraint`` on every shard with its share; again on every shard
-        when a resize added shards meanwhile (shares are taken over the new list)."""
-        if not isinstance(constraint, Constraint):
-            raise ValidationError(f"expected a Constraint, got {type(constraint).__name__}")
+    def _define_all_flow(self, constraints: Sequence[Constraint]) -> Flow[list[ConstraintInfo]]:
+        """Define ``constraints`` on every shard with their shares (every split checked
+        before anything is written); again on every shard when a resize added shards
+        meanwhile (shares are taken over the new list). Answers the merged set after."""
+        for c in constraints:
+            if not isinstance(c, Constraint):
+                raise ValidationError(f"expected a Constraint, got {type(c).__name__}")
         while True:
-            held = ConstraintSet(0, (constraint,))
-            yield from spread_flow([p.ops for p in self.parts], held)
+            yield from spread_flow([p.ops for p in self.parts], constraints)
             if not (yield from self._grown_flow()):
                 break
-        yield from self._constraints_all_flow(usage=False)
-        return constraint
+        infos: list[ConstraintInfo] = yield from self._constraints_all_flow(usage=False)
+        return infos
 
     def _remove_all_flow(self, constraint_id: str) -> Flow[bool]:
         """Remove the constraint from every shard (and from shards a resize added)."""
@@ -141,18 +144,13 @@ class ShardedRules(QueueBase):
     ) -> Flow[ConstraintSet]:
         """``apply_constraints`` over every shard."""
         wanted = list(constraints)
-        count = len(self.parts)
-        for c in wanted:  # every split is checked before anything is written
-            c.shares(count)
-        for c in wanted:
-            yield from self._define_all_flow(c)
+        infos = yield from self._define_all_flow(wanted)
         if prune:
             keep = {c.id for c in wanted}
-            held = yield from self._constraints_all_flow(usage=False)
-            for info in held:
+            for info in infos:
                 if info.constraint.id not in keep:
                     yield from self._remove_all_flow(info.constraint.id)
-        infos = yield from self._constraints_all_flow(usage=False)
+            infos = yield from self._constraints_all_flow(usage=False)
         return ConstraintSet(
             self.parts[0].ops.codec.constraints.version, tuple(i.constraint for i in infos)
         )

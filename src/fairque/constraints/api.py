@@ -1,7 +1,9 @@
 """The constraint methods of ``FairQueue`` and ``AsyncFairQueue``.
 
 Both clients inherit them from here; each method only sends the call that
-``fairque.core.ops`` builds (the parity test holds the two to the same signatures). A
+``fairque.core.ops`` builds (the parity test holds the two to the same signatures).
+A change reads the shard layout first: a client made before the queue had shards
+turns into a client of all of them and makes the change on every shard. A
 client matches the tasks it pushes against the constraints it last read; the push
 script refuses a push matched against an older set, and the client then reloads the
 set and pushes again (``QueueBase._push_flow``).
@@ -60,6 +62,15 @@ class ConstraintMethods:
 
         def _run(self, call: Call[T]) -> T: ...
 
+        def refresh_layout(self) -> int: ...
+
+    def _now_sharded(self, name: str) -> bool:
+        """Read the layout before a change: True when the queue has shards since this
+        client was made (it now serves them all, and ``name`` is the sharded method,
+        which writes every shard; this one would write the first shard alone)."""
+        self.refresh_layout()
+        return getattr(type(self), name) is not getattr(ConstraintMethods, name)
+
     def define_constraint(self, constraint: Constraint | None = None, **fields: Any) -> Constraint:
         """Add a constraint or replace its definition; give a ``Constraint`` or its
         fields as keywords. The same definition again changes nothing.
@@ -72,6 +83,8 @@ class ConstraintMethods:
                 (nothing is written).
         """
         found = constraint_from(constraint, fields)
+        if self._now_sharded("define_constraint"):
+            return self.define_constraint(found)
         self._run(self.ops.define_constraint(found))
         self.ops.codec.constraints = self._run(self.ops.constraints(usage=False))[0]
         return found
@@ -79,6 +92,8 @@ class ConstraintMethods:
     def remove_constraint(self, constraint_id: str) -> bool:
         """Remove a constraint; its parked tasks go back to their lanes. False when
         there was none."""
+        if self._now_sharded("remove_constraint"):
+            return self.remove_constraint(constraint_id)
         removed = self._run(self.ops.remove_constraint(constraint_id))
         self.ops.codec.constraints = self._run(self.ops.constraints(usage=False))[0]
         return removed
@@ -105,6 +120,8 @@ class ConstraintMethods:
         section); with ``prune``, remove the queue's other constraints. Returns the set
         the queue holds afterwards."""
         wanted = list(constraints)
+        if self._now_sharded("apply_constraints"):
+            return self.apply_constraints(wanted, prune=prune)
         for c in wanted:
             self._run(self.ops.define_constraint(c))
         if prune:
@@ -127,17 +144,28 @@ class AsyncConstraintMethods:
 
         async def _run(self, call: Call[T]) -> T: ...
 
+        async def refresh_layout(self) -> int: ...
+
+    async def _now_sharded(self, name: str) -> bool:
+        """See ``ConstraintMethods._now_sharded``."""
+        await self.refresh_layout()
+        return getattr(type(self), name) is not getattr(AsyncConstraintMethods, name)
+
     async def define_constraint(
         self, constraint: Constraint | None = None, **fields: Any
     ) -> Constraint:
         """See ``FairQueue.define_constraint``."""
         found = constraint_from(constraint, fields)
+        if await self._now_sharded("define_constraint"):
+            return await self.define_constraint(found)
         await self._run(self.ops.define_constraint(found))
         self.ops.codec.constraints = (await self._run(self.ops.constraints(usage=False)))[0]
         return found
 
     async def remove_constraint(self, constraint_id: str) -> bool:
         """See ``FairQueue.remove_constraint``."""
+        if await self._now_sharded("remove_constraint"):
+            return await self.remove_constraint(constraint_id)
         removed = await self._run(self.ops.remove_constraint(constraint_id))
         self.ops.codec.constraints = (await self._run(self.ops.constraints(usage=False)))[0]
         return removed
@@ -157,6 +185,8 @@ class AsyncConstraintMethods:
     ) -> ConstraintSet:
         """See ``FairQueue.apply_constraints``."""
         wanted = list(constraints)
+        if await self._now_sharded("apply_constraints"):
+            return await self.apply_constraints(wanted, prune=prune)
         for c in wanted:
             await self._run(self.ops.define_constraint(c))
         if prune:

@@ -24,7 +24,7 @@ from fairque.core.scripts import (
 )
 
 HEADER = (
-    "--[[\nx\nKEYS[1] prefix\nKEYS[2] other\n]]\n"
+    "#!lua flags=allow-oom\n--[[\nx\nKEYS[1] prefix\nKEYS[2] other\n]]\n"
     "local K = {prefix = KEYS[1], other = KEYS[2]}\nredis.call('GET', K.other)\n"
 )
 
@@ -70,7 +70,7 @@ def keyed_script(tmp: Path, declared: str, body: str, **includes: str) -> Path:
     binding = ", ".join(f"{name} = KEYS[{n}]" for n, name in enumerate(names, 1))
     for name, text in includes.items():
         write(tmp, f"includes/{name}.lua", text)
-    return write(tmp, "s.lua", f"--[[\nx\n{header}]]\nlocal K = {{{binding}}}\n{body}")
+    return write(tmp, "s.lua", f"#!lua\n--[[\nx\n{header}]]\nlocal K = {{{binding}}}\n{body}")
 
 
 RING_JOIN = (
@@ -119,7 +119,7 @@ def test_the_prefix_may_go_unused(tmp_path: Path) -> None:
     ],
 )
 def test_the_binding_must_match_the_header(tmp_path: Path, binding: str) -> None:
-    header = "--[[\nx\nKEYS[1] prefix\nKEYS[2] ring\n]]\n"
+    header = "#!lua\n--[[\nx\nKEYS[1] prefix\nKEYS[2] ring\n]]\n"
     path = write(tmp_path, "s.lua", header + binding + "return redis.call('ZCARD', K.ring)\n")
     expected = "local K = {prefix = KEYS[1], ring = KEYS[2]}"
     with pytest.raises(ScriptLoadError, match=re.escape(expected)):
@@ -127,7 +127,7 @@ def test_the_binding_must_match_the_header(tmp_path: Path, binding: str) -> None
 
 
 def test_a_binding_may_span_lines(tmp_path: Path) -> None:
-    header = "--[[\nx\nKEYS[1] prefix\nKEYS[2] ring\n]]\n"
+    header = "#!lua\n--[[\nx\nKEYS[1] prefix\nKEYS[2] ring\n]]\n"
     body = "local K = {prefix = KEYS[1],\n  ring = KEYS[2]}\nreturn redis.call('ZCARD', K.ring)\n"
     assert load_script(write(tmp_path, "s.lua", header + body)).key_names == ("prefix", "ring")
 
@@ -276,7 +276,7 @@ def test_every_script_has_a_full_contract_header() -> None:
     for name, script in scripts.items():
         raw = (LUA_DIR / f"{name}.lua").read_text()
         header = raw.split("]]", 1)[0]
-        assert header.startswith("--[[\n"), name
+        assert header.split("\n", 1)[1].startswith("--[[\n"), name
         assert "KEYS[1] prefix" in header, name
         assert "Reply" in header, name
         assert "@include" not in script.source, name
@@ -289,6 +289,25 @@ def test_every_script_has_a_full_contract_header() -> None:
         # derived key (test_lua_key_builders_match_keys_py)
         if path.stem != "keys":
             assert path.read_text().count("local function") == 1, path.name
+
+
+#: the scripts that add work: a server at its memory limit refuses them before they run
+GROWING = {"push", "push_one", "fire_schedule", "add_schedule"}
+
+
+def test_only_the_scripts_that_add_work_are_refused_at_the_memory_limit() -> None:
+    scripts = load_all()
+    assert {name for name, script in scripts.items() if script.grows} == GROWING
+    for name, script in scripts.items():
+        first = script.source.split("\n", 1)[0]
+        assert first == ("#!lua" if name in GROWING else "#!lua flags=allow-oom"), name
+
+
+@pytest.mark.parametrize("first", ["--[[", "#!lua flags=no-writes", "#!lua  flags=allow-oom"])
+def test_a_script_must_say_how_it_meets_a_full_server(tmp_path: Path, first: str) -> None:
+    path = write(tmp_path, "s.lua", first + "\n" + HEADER.split("\n", 1)[1])
+    with pytest.raises(ScriptLoadError, match=r"s\.lua: the first line must be"):
+        load_script(path)
 
 
 def test_every_declared_key_is_a_queue_key() -> None:

@@ -104,6 +104,22 @@ class ServerError(FairqueError, ResponseError):
     """The server refused a command (out of memory, read-only replica...): its reply."""
 
 
+class ServerFull(ServerError):
+    """The server is at its memory limit and refused to take more work; nothing was
+    written. Workers keep draining the queue meanwhile, so memory comes back."""
+
+
+class QuotaExceeded(FairqueError):
+    """A push would take a tenant past its backlog quota (``max_queued``); nothing was
+    written. ``user_id``, ``quota`` and ``queued`` (its backlog now) say whose and how far."""
+
+    def __init__(self, message: str, user_id: str = "", quota: int = 0, queued: int = 0) -> None:
+        super().__init__(message)
+        self.user_id = user_id
+        self.quota = quota
+        self.queued = queued
+
+
 class ScheduleNotFound(FairqueError, KeyError):
     """No schedule with this id exists."""
 

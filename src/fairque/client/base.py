@@ -31,6 +31,7 @@ from fairque.errors import (
     FairqueError,
     ResultTimeout,
     ServerError,
+    ServerFull,
     StaleConstraints,
     TaskCanceled,
     TaskFailed,
@@ -94,6 +95,8 @@ async def run_flow_async(
 LAYOUT_EVERY = 5.0
 #: seconds between two registry writes of one client (``QueueBase._listing_due``)
 LIST_EVERY = 60.0
+#: seconds before a registry write refused by a full server is tried again
+FULL_RETRY = 5.0
 
 
 def replayable_tasks(tasks: Iterable[Any]) -> Iterable[Any]:
@@ -113,6 +116,23 @@ def translate_error(exc: ResponseError) -> FairqueError | ResponseError:
     except ValueError:
         return exc
     return script_error(code, detail.split(" script:", 1)[0].strip())
+
+
+#: what a refused push tells the caller to do
+FULL_ADVICE = (
+    "the server is at its memory limit (maxmemory) and refuses new work; workers keep"
+    " draining the queue, so retry later, or raise maxmemory, shorten result_ttl, or"
+    " bound the noisy tenant with a backlog quota (max_queued)"
+)
+
+
+def server_error(exc: ResponseError) -> ServerError:
+    """The ``ServerError`` for a refusal by the server: ``ServerFull`` at its memory limit
+    (the server's reply starts with ``OOM``)."""
+    message = str(exc)
+    if isinstance(exc, redis.exceptions.OutOfMemoryError) or message.startswith("OOM "):
+        return ServerFull(f"{FULL_ADVICE} (server: {message.split(' script:', 1)[0]})")
+    return ServerError(message)
 
 
 def blocking_limit(client: Any) -> float | None:
@@ -252,7 +272,7 @@ class QueueBase:
         An unknown id reads as everywhere else: ``no task 'ID' in queue 'Q'``."""
         err = translate_error(exc)
         if err is exc:
-            raise ServerError(str(exc)) from exc
+            raise server_error(exc) from exc
         detail = str(err)
         for kind in ("task", "schedule"):
             if detail.startswith(f"no {kind} "):
@@ -312,6 +332,10 @@ class QueueBase:
             return
         try:
             yield call
+        except ServerFull:
+            # the queue is named again once memory came back; the call it rides with
+            # (a push that got in, a heartbeat) must not fail for it
+            self._list_at = time.monotonic() + FULL_RETRY
         except ServerError as exc:
             if not isinstance(exc.__cause__, redis.exceptions.NoPermissionError):
                 self._list_at = 0.0

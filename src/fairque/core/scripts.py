@@ -17,6 +17,12 @@ every ``K.<name>`` is declared, every declared key but the prefix is used, ``KEY
 read only by the binding, and no file but ``keys.lua`` touches ``K.prefix`` or appends
 a key suffix to anything.
 
+The first line says how the script meets a server at its memory limit (Redis 7 and
+Valkey script flags): ``#!lua flags=allow-oom`` for a script that moves existing work
+along, reads, or changes bounded settings, so workers drain a full server and memory
+comes back; plain ``#!lua`` for one that adds work (a push, a schedule, a firing), which
+the server then refuses before it runs, so nothing partial is written.
+
 The source is plain Lua; the server runs it compiled by two rewrites that keep its
 meaning and take the names' cost out of every call (``compile_keys``).
 """
@@ -36,6 +42,8 @@ LUA_DIR = Path(__file__).parent / "lua"
 #: The include that builds per-task and per-user keys from the prefix.
 KEY_INCLUDE = "keys"
 _INCLUDE = re.compile(r"^--\s*@include\s+([\w-]+)\s*$", re.MULTILINE)
+#: the first line of every script: its flags for a server at its memory limit
+_SHEBANG = re.compile(r"\A#!lua(?: flags=(allow-oom))?\n")
 _KEY_DECL = re.compile(r"^KEYS\[(\d+)\][ \t]+(\w+)", re.MULTILINE)
 # a Lua string literal or comment: the rewrites below leave these alone
 _STRING = r"'(?:\\.|[^'\\\n])*'" + r'|"(?:\\.|[^"\\\n])*"'
@@ -57,12 +65,17 @@ class ScriptLoadError(FairqueError):
 
 @dataclass(frozen=True)
 class Script:
-    """A ready-to-run script: its full source, SHA1 and declared key count."""
+    """A ready-to-run script: its full source, SHA1 and declared key count.
+
+    ``grows`` is true for a script that adds work (its first line is plain ``#!lua``):
+    the server refuses it at its memory limit, before it runs.
+    """
 
     name: str
     source: str
     sha: str
     key_names: tuple[str, ...]
+    grows: bool = False
 
     @property
     def num_keys(self) -> int:
@@ -103,6 +116,22 @@ def _inline(
         return _INCLUDE.sub(repl, text)
 
     return expand(source, _stack), seen
+
+
+def memory_class(source: str) -> bool:
+    """Whether a script adds work (``#!lua``) rather than moving it along
+    (``#!lua flags=allow-oom``), from its first line.
+
+    Raises:
+        ScriptLoadError: the first line is neither.
+    """
+    match = _SHEBANG.match(source)
+    if match is None:
+        raise ScriptLoadError(
+            "the first line must be '#!lua flags=allow-oom' (runs at the memory limit:"
+            " moves existing work along) or '#!lua' (adds work: refused at the limit)"
+        )
+    return match.group(1) is None
 
 
 def declared_keys(source: str) -> tuple[str, ...]:
@@ -276,6 +305,7 @@ def load_script(path: Path, include_dir: Path | None = None) -> Script:
     """
     raw = path.read_text()
     try:
+        grows = memory_class(raw)
         key_names = declared_keys(raw)
         source, includes = _inline(raw, include_dir or path.parent / "includes")
         check_keys(raw, includes, key_names)
@@ -284,7 +314,7 @@ def load_script(path: Path, include_dir: Path | None = None) -> Script:
     except ScriptLoadError as exc:
         raise ScriptLoadError(f"{path.name}: {exc}") from None
     sha = hashlib.sha1(source.encode()).hexdigest()
-    return Script(name=path.stem, source=source, sha=sha, key_names=key_names)
+    return Script(name=path.stem, source=source, sha=sha, key_names=key_names, grows=grows)
 
 
 @cache

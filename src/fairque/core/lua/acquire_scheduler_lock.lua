@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 --[[
 acquire_scheduler_lock: become the leading scheduler of the queue, if no other
 scheduler holds the lock.

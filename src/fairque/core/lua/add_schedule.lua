@@ -1,3 +1,4 @@
+#!lua
 --[[
 add_schedule: store a new schedule (see fairque.schedules).
 

@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 --[[
 cancel: cancel a task that has not ended. A leased task loses its lease, so its
 worker's complete() returns False; the lease's token is kept in 'cut_lease', so

@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 --[[
 cleanup_dependencies: repair dependency data left behind by expired tasks. Looks at up to
 `limit` DEFERRED tasks from `offset`: an upstream whose data has expired can never

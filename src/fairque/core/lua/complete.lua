@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 --[[
 complete: finish a leased task, fenced by its lease token, and release the
 dependents that were waiting only for it.

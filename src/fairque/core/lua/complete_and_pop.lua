@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 --[[
 complete_and_pop: a worker's usual round trip in one call: finish the tasks it has
 completed (each fenced by its lease token, exactly as complete.lua) and lease its

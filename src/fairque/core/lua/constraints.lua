@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 --[[
 constraints: the queue's constraints, their version and (when asked) their use per
 bucket: unexpired leases and parked tasks. Read only.

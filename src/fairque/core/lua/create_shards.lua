@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 --[[
 create_shards: make a new queue a sharded queue, or read the shards a queue has. The
 layout is kept in shard 0 (the queue's own tag): the tags of shards 1..M-1 in order

@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 --[[
 define_constraint: add a constraint, or replace its definition. A changed definition
 moves the queue's constraints version on (the hash's '~version' field, which no

@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 --[[
 due_schedules: what the leading scheduler reads each pass: the server's time, the
 schedules due by then (or never planned yet), and when the next one is due.

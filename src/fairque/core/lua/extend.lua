@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 --[[
 extend: push a held lease's deadline to now + ms (worker heartbeat).
 

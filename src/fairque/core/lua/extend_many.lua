@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 --[[
 extend_many: heartbeat for many leases at once: push each held lease's deadline to
 now + ms. Leases no longer held, or whose deadline has passed (see extend.lua), are

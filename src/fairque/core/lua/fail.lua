@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 --[[
 fail: record a failed attempt of a leased task; retry it with backoff or fail it.
 

@@ -1,3 +1,4 @@
+#!lua
 --[[
 fire_schedule: enqueue the tasks of a schedule's due slots and move its cursor past
 them, as the leading scheduler planned it (fairque.schedules.plan).

@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 --[[
 lift_floor: bring a shard's ring up to the virtual time of the queue's other shards (time
 mode), so a shard that was idle, or was just added by a resize, gives its tenants no

@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 --[[
 list_tasks: one page of a queue's tasks, newest first, with a cursor to the next page.
 

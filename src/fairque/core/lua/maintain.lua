@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 --[[
 maintain: bounded housekeeping that keeps a queue from growing without an operator.
 Removes up to `limit` expired ids from each terminal registry (their task data has

@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 --[[
 next_wakeup: how long until the queue needs attention without a push: the earliest
 SCHEDULED task becomes due, the earliest lease expires or a constraint's limit frees

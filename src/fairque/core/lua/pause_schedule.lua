@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 --[[
 pause_schedule: stop a schedule from firing until it is resumed.
 

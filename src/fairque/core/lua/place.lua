@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 --[[
 place: put the intake's first tasks (plain tasks pushed one at a time, not yet placed)
 into the QUEUED registry, their indexes and their users' lanes, and those users into the

@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 --[[
 pop: lease up to `count` ready tasks, serving users round robin.
 

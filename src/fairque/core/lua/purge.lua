@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 --[[
 purge: delete a queue's tasks and state, at most `limit` tasks per call so a huge
 queue never blocks the server for long; call again until it reports 0 remaining.

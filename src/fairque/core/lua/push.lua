@@ -1,3 +1,4 @@
+#!lua
 --[[
 push: enqueue one or more tasks atomically (a batch is all or nothing). One plain task
 (no dependencies, delay, due time, timeout or constraint buckets) takes push_one.lua.

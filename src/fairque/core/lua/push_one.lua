@@ -1,3 +1,4 @@
+#!lua
 --[[
 push_one: enqueue one plain task: no dependencies, delay, due time, timeout or
 constraint buckets (the client sends anything else through push.lua). The fast path of

@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 --[[
 reclaim: treat expired leases as failed attempts (retry with backoff or FAILED).
 pop does this too, bounded, on every call; this script is the explicit form.

@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 --[[
 register_worker: register a worker or refresh its heartbeat, and forget workers whose
 registration has expired (they died without leaving). A resend refreshes again.

@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 --[[
 release_scheduler_lock: the leading scheduler gives the lock up (compare and delete:
 only the holder's token deletes it), and pushes a hand-over token that wakes one

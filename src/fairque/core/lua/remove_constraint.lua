@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 --[[
 remove_constraint: remove a constraint. Its parked tasks go back to their lanes in
 their places, its buckets' state is deleted; tasks already pushed keep the bucket

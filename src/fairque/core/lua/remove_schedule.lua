@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 --[[
 remove_schedule: delete a schedule. Tasks it already enqueued stay.
 

@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 --[[
 renew_scheduler_lock: the leading scheduler extends its lock.
 

@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 --[[
 requeue: give a leased task back without counting a failed attempt.
 

@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 --[[
 resize: place the queue's tenants on its first N shards from now on, while producers
 and workers run. Shards past the list's end are added (their tags given); shards past N

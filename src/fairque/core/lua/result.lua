@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 --[[
 result: read a task's outcome; optionally consume it (fetch once), or register as a
 waiter.

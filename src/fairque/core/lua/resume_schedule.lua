@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 --[[
 resume_schedule: let a paused schedule fire again, from now on.
 

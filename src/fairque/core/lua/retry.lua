@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 --[[
 retry: put a FAILED or CANCELED task back in its user's lane with a fresh retry
 budget (an operator's "try again"). Dependents still waiting for it (policy 'wait')

@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 --[[
 schedules: list the queue's schedules, soonest next slot first (paused ones last).
 

@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 --[[
 set_fairness: make the queue fair by worker time ('time') or by turns ('count'), while
 producers and workers run. The ring keeps its order: to count mode, the ring clock goes

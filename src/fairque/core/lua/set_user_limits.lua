@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 --[[
 set_user_limits: set a user's round-robin weight and in-flight cap, and re-evaluate its
 place in the ring at once (waking an idle worker when the user comes back with work).

@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 --[[
 shard_state: what a worker of a sharded queue weighs to choose the shard it leases from
 (read only): whether the shard may have ready work, its fairness mode, where its ring

@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 --[[
 stats: a consistent snapshot of one queue. Places the intake's first tasks and trims
 expired entries from the terminal registries first, so users' ready counts include

@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 --[[
 tenants: what the users of a queue were served, for the most recently leased `limit`
 users, and the queue's totals (the rest is their difference): leases, outcomes, worker

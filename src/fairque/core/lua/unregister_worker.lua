@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 --[[
 unregister_worker: a worker stops and removes its registration.
 

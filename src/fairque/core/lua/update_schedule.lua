@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 --[[
 update_schedule: replace a schedule's definition, payload and enabled flag.
 

@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 --[[
 workers: the live registered workers with the age of their last heartbeat. A worker
 whose registration expired (it died without leaving) is never listed.

@@ -29,7 +29,7 @@ def _nodes(server: ServerInfo) -> list[redis.Redis]:
         return [redis.Redis.from_url(server.url)]
     cluster = redis.RedisCluster.from_url(server.url)
     try:
-        return [redis.Redis(host=n.host, port=n.port) for n in cluster.get_primaries()]
+        return [redis.Redis(host=n.host, port=n.port) for n in cluster.get_primaries()]  # type: ignore[no-untyped-call]
     finally:
         cluster.close()
 
@@ -103,6 +103,7 @@ def test_a_push_at_the_limit_is_refused_with_its_own_error_and_writes_nothing(
         assert q.fail(other, error="boom", retry=True) == TaskState.SCHEDULED
         queued = q.stats().counts[TaskState.QUEUED]
         victim = q.list_tasks(state=TaskState.QUEUED, limit=1).tasks[0]
+        assert victim.task_id is not None
         assert q.cancel(victim.task_id)
         assert q.stats().counts[TaskState.QUEUED] == queued - 1
 

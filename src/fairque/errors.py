@@ -158,10 +158,29 @@ SCRIPT_ERRORS: dict[int, type[FairqueError]] = {
     -31: ConstraintNotFound,
     -32: StaleConstraints,
     -33: ValidationError,
+    -34: QuotaExceeded,
 }
 
 
 def script_error(code: int, detail: str) -> FairqueError:
     """Build the exception for a script's numeric error code."""
     cls = SCRIPT_ERRORS.get(code, FairqueError)
+    if cls is QuotaExceeded:
+        return quota_exceeded(detail)
     return cls(detail)
+
+
+def quota_exceeded(detail: str) -> QuotaExceeded:
+    """``QuotaExceeded`` from a script's ``<quota> <backlog> <user>``."""
+    quota, queued, user = [*detail.split(" ", 2), "", ""][:3]
+    try:
+        limit, have = int(quota), int(queued)
+    except ValueError:
+        return QuotaExceeded(detail)
+    return QuotaExceeded(
+        f"tenant {user!r} has {have} tasks waiting (queued, scheduled or deferred);"
+        f" its backlog quota is {limit}: nothing was pushed",
+        user_id=user,
+        quota=limit,
+        queued=have,
+    )

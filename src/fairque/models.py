@@ -459,6 +459,10 @@ class UserLoad:
     capped: bool = False
     #: push time (ms) of its oldest waiting task, among the heads of its lanes
     oldest_ms: int | None = None
+    #: its backlog: tasks in QUEUED, SCHEDULED or DEFERRED (what its quota counts)
+    queued: int = 0
+    #: its own backlog quota (None: the queue's default applies)
+    max_queued: int | None = None
 
     @property
     def ready(self) -> int:

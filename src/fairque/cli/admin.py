@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from fairque.cli.base import fail, open_queue, shared, stderr, stdout
+from fairque.cli.base import EXIT_USAGE, fail, open_queue, shared, stderr, stdout
 from fairque.errors import ResultTimeout, TaskCanceled, TaskFailed
 from fairque.models import TaskState
 
@@ -74,23 +74,37 @@ def limits(
     ctx: typer.Context,
     user: Annotated[str, typer.Argument(help="User (tenant) id.")],
     weight: Annotated[
-        int,
-        typer.Option(
-            min=1,
-            help="Share against weight 1: of worker time, or turns (count mode).",
-            show_default=True,
-        ),
-    ] = 1,
+        int | None,
+        typer.Option(min=1, help="Share against weight 1: of worker time, or turns (count mode)."),
+    ] = None,
     max_in_flight: Annotated[
-        int,
+        int | None,
         typer.Option("--max-in-flight", min=0, help="Most tasks leased at once; 0: no cap."),
-    ] = 0,
+    ] = None,
+    max_queued: Annotated[
+        int | None,
+        typer.Option(
+            "--max-queued",
+            min=0,
+            help="Backlog quota: most tasks queued, scheduled or deferred; 0: the queue's default.",
+        ),
+    ] = None,
 ) -> None:
-    """Set a user's weight and in-flight cap (both: one left out gets its default)."""
+    """Set a user's weight, in-flight cap and backlog quota (only those given change)."""
+    if weight is None and max_in_flight is None and max_queued is None:
+        fail("give --weight, --max-in-flight or --max-queued", EXIT_USAGE)
     with open_queue(ctx) as q:
-        q.set_user_limits(user, weight=weight, max_in_flight=max_in_flight or None)
-    cap = f"at most {max_in_flight} in flight" if max_in_flight else "no in-flight cap"
-    stdout.print(f"{user}: weight {weight}, {cap}")
+        q.set_user_limits(user, weight=weight, max_in_flight=max_in_flight, max_queued=max_queued)
+    said = []
+    if weight is not None:
+        said.append(f"weight {weight}")
+    if max_in_flight is not None:
+        said.append(f"at most {max_in_flight} in flight" if max_in_flight else "no in-flight cap")
+    if max_queued is not None:
+        said.append(
+            f"at most {max_queued} queued" if max_queued else "the queue's default backlog quota"
+        )
+    stdout.print(f"{user}: {', '.join(said)}")
 
 
 def queues(

@@ -83,11 +83,29 @@ class AdminMethods:
         return self._run(self.ops.workers())
 
     def set_user_limits(
-        self, user_id: str, *, weight: int = 1, max_in_flight: int | None = None
+        self,
+        user_id: str,
+        *,
+        weight: int | None = None,
+        max_in_flight: int | None = None,
+        max_queued: int | None = None,
     ) -> None:
-        """Give ``user_id`` ``weight`` times the share of a user of weight 1 (of worker time,
-        or of turns in count mode) and at most ``max_in_flight`` leases."""
-        self._run(self.ops.set_user_limits(user_id, weight, max_in_flight))
+        """Set the limits of ``user_id`` that are given; a limit left None stays as it is.
+
+        Args:
+            user_id: the tenant.
+            weight: its share of worker time (time mode) or of turns (count mode), as a
+                multiple of a user of weight 1; 1 resets it.
+            max_in_flight: at most this many of its tasks leased at once, counted from
+                unexpired leases; 0 removes the cap.
+            max_queued: its backlog quota: a push that would take its tasks in QUEUED,
+                SCHEDULED or DEFERRED past this raises ``QuotaExceeded``; 0 removes its
+                own quota (the queue's ``max_queued_per_user`` applies again).
+
+        Raises:
+            ValidationError: a limit is out of range or not an integer.
+        """
+        self._run(self.ops.set_user_limits(user_id, weight, max_in_flight, max_queued))
 
     def set_fairness(self, mode: Fairness) -> Fairness:
         """Make the queue fair by worker time (``"time"``) or by turns (``"count"``).
@@ -202,10 +220,15 @@ class AsyncAdminMethods:
         return await self._run(self.ops.workers())
 
     async def set_user_limits(
-        self, user_id: str, *, weight: int = 1, max_in_flight: int | None = None
+        self,
+        user_id: str,
+        *,
+        weight: int | None = None,
+        max_in_flight: int | None = None,
+        max_queued: int | None = None,
     ) -> None:
         """See ``AdminMethods.set_user_limits``."""
-        await self._run(self.ops.set_user_limits(user_id, weight, max_in_flight))
+        await self._run(self.ops.set_user_limits(user_id, weight, max_in_flight, max_queued))
 
     async def set_fairness(self, mode: Fairness) -> Fairness:
         """See ``AdminMethods.set_fairness``."""

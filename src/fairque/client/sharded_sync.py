@@ -187,9 +187,15 @@ class ShardedMethods(ShardedFlows):
         return self._drive(self._purge_all_flow(batch))
 
     def set_user_limits(
-        self, user_id: str, *, weight: int = 1, max_in_flight: int | None = None
+        self,
+        user_id: str,
+        *,
+        weight: int | None = None,
+        max_in_flight: int | None = None,
+        max_queued: int | None = None,
     ) -> None:
-        self._run(self._part(user_id).ops.set_user_limits(user_id, weight, max_in_flight))
+        part = self._part(user_id)
+        self._run(part.ops.set_user_limits(user_id, weight, max_in_flight, max_queued))
 
     def set_fairness(self, mode: Fairness) -> Fairness:
         was: list[Fairness] = self._drive(self._each(lambda p: p.ops.set_fairness(mode)))

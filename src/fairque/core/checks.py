@@ -50,6 +50,8 @@ MAX_SCAN = 1_000_000
 MAX_WEIGHT = 1_000
 #: Largest per-user in-flight cap.
 MAX_IN_FLIGHT = 1_000_000
+#: the largest backlog quota ``set_user_limits(max_queued=)`` takes
+MAX_QUEUED = 1_000_000_000
 
 # control characters and lone surrogates (which cannot be encoded as UTF-8)
 _BAD_CHAR = re.compile(r"[\x00-\x1f\x7f\ud800-\udfff]")
@@ -201,19 +203,31 @@ def check_pop(count: object, worker_id: object, lease_seconds: object) -> int:
     return lease_ms
 
 
-def check_user_limits(user_id: object, weight: object, max_in_flight: object) -> int:
-    """``set_user_limits``' arguments; returns the cap (0: none)."""
+def check_user_limits(
+    user_id: object, weight: object, max_in_flight: object, max_queued: object = None
+) -> tuple[str, str, str]:
+    """``set_user_limits``' arguments, as the script takes them: each limit as text, or
+    ``""`` for one not given (left as it is)."""
     if not isinstance(user_id, str) or not user_id:
         raise ValidationError("user_id must be a non-empty string")
     check_identifier(user_id, "user_id", MAX_USER_ID)
-    check_int(weight, "weight", 1, MAX_WEIGHT)
-    if max_in_flight is None:
-        return 0
-    if isinstance(max_in_flight, bool) or not isinstance(max_in_flight, int):
-        raise ValidationError(
-            f"max_in_flight must be a positive integer or None, got {max_in_flight!r}"
-        )
-    return check_int(max_in_flight, "max_in_flight", 0, MAX_IN_FLIGHT)
+    out = []
+    for name, value, low, high in (
+        ("weight", weight, 1, MAX_WEIGHT),
+        ("max_in_flight", max_in_flight, 0, MAX_IN_FLIGHT),
+        ("max_queued", max_queued, 0, MAX_QUEUED),
+    ):
+        if value is None:
+            out.append("")
+            continue
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValidationError(
+                f"{name} must be an integer from {low} to {high}, or None to leave it"
+                f" as it is; got {value!r}",
+                field=name,
+            )
+        out.append(str(check_int(value, name, low, high)))
+    return out[0], out[1], out[2]
 
 
 def check_task_list(tasks: object) -> list[Any]:

@@ -155,6 +155,18 @@ class QueueKeys:
         return self._k("intake")
 
     @property
+    def backlog(self) -> str:
+        """Hash user -> its tasks waiting to run (QUEUED, SCHEDULED or DEFERRED), kept by
+        the scripts that move tasks in and out of those states; a push checks it
+        against the user's quota. A user with none has no field."""
+        return self._k("backlog")
+
+    @property
+    def quotas(self) -> str:
+        """Hash user -> its backlog quota (``max_queued``), over the queue's default."""
+        return self._k("quotas")
+
+    @property
     def wake(self) -> str:
         """List of wake-up tokens: push adds some, idle workers block on it."""
         return self._k("wake")

@@ -16,6 +16,7 @@ MAX_PAYLOAD_BYTES = 512 * 1024 * 1024
 _NUMBERS = (
     "aging_horizon_seconds", "lease_seconds", "retry_base_seconds", "max_retries",
     "max_payload_bytes", "result_ttl_seconds", "failed_ttl_seconds", "maintenance_batch",
+    "max_queued_per_user",
 )  # fmt: skip
 
 
@@ -38,6 +39,10 @@ class QueueOptions(BaseModel):
             handled by each pop.
         on_duplicate: pushing an existing ``task_id`` returns the existing task
             (``"return"``) or raises ``DuplicateTask`` (``"error"``).
+        max_queued_per_user: the backlog quota of a user without one of its own
+            (``set_user_limits(max_queued=)``): a push that would take the user's tasks
+            in QUEUED, SCHEDULED or DEFERRED past it raises ``QuotaExceeded``. None:
+            no default quota.
 
     Every duration is a finite number of seconds of at most 10 years
     (``fairque.core.checks.MAX_SECONDS``); ``max_payload_bytes`` is at most 512 MiB.
@@ -60,6 +65,7 @@ class QueueOptions(BaseModel):
     )
     maintenance_batch: int = Field(default=100, ge=1, le=10_000)
     on_duplicate: Literal["return", "error"] = "return"
+    max_queued_per_user: int | None = Field(default=None, ge=1, le=1_000_000_000)
 
     @field_validator(*_NUMBERS, mode="before")
     @classmethod

@@ -23,7 +23,9 @@ from fairque.errors import (
     InvalidTransition,
     LeaseLost,
     PayloadTooLarge,
+    QuotaExceeded,
     SerializationError,
+    ServerFull,
     TaskNotFound,
     ValidationError,
 )
@@ -210,6 +212,13 @@ def failure_from_error(
     )  # fmt: skip
 
 
+#: seconds a producer refused by its tenant's quota is told to wait (workers drain the
+#: backlog meanwhile)
+QUOTA_RETRY_AFTER = 5
+#: seconds a producer refused by a full server is told to wait
+FULL_RETRY_AFTER = 10
+
+
 @contextlib.contextmanager
 def engine_errors() -> Iterator[None]:
     """Turn the engine's and the server's errors into problems."""
@@ -229,6 +238,16 @@ def engine_errors() -> Iterator[None]:
         raise ProblemError(409, "invalid-transition", "Conflict", str(exc)) from None
     except ValidationError as exc:
         raise wire_problems(exc) from None
+    except QuotaExceeded as exc:
+        raise ProblemError(
+            429, "quota-exceeded", "Too Many Requests", str(exc),
+            headers={"Retry-After": str(QUOTA_RETRY_AFTER)},
+        ) from None  # fmt: skip
+    except ServerFull as exc:
+        raise ProblemError(
+            503, "server-full", "Service Unavailable", str(exc),
+            headers={"Retry-After": str(FULL_RETRY_AFTER)},
+        ) from None  # fmt: skip
     except (RedisConnectionError, RedisTimeoutError, RedisClusterException, ResponseError) as exc:
         raise ProblemError(
             503, "unavailable", "Service Unavailable", f"the queue server is unavailable: {exc}",

@@ -296,8 +296,14 @@ async def set_limits(ctx: Ctx) -> Reply:
     """PUT /users/{user_id}/limits."""
     body: LimitsIn = ctx.body
     user_id = ctx.path["user_id"]
-    await ctx.q.set_user_limits(user_id, weight=body.weight, max_in_flight=body.max_in_flight)
-    return Reply(200, LimitsOut(user_id, body.weight, body.max_in_flight))
+    # a PUT replaces every limit: one left out or null is removed
+    await ctx.q.set_user_limits(
+        user_id,
+        weight=body.weight,
+        max_in_flight=body.max_in_flight or 0,
+        max_queued=body.max_queued or 0,
+    )
+    return Reply(200, LimitsOut(user_id, body.weight, body.max_in_flight, body.max_queued))
 
 
 async def list_workers(ctx: Ctx) -> Reply:

@@ -75,9 +75,19 @@ PROBLEM_TYPES: dict[str, tuple[int, str]] = {
     "payload-too-large": (413, "a payload is over the queue's max_payload_bytes"),
     "unsupported-media-type": (415, "Content-Type is not JSON or MessagePack"),
     "validation": (422, "a field or query parameter is invalid (errors lists each)"),
+    "quota-exceeded": (
+        429,
+        "the push would take its tenant past its backlog quota; nothing was pushed"
+        " (retry after Retry-After)",
+    ),
     "http-error": (400, "another HTTP error (the status says which)"),
     "internal": (500, "a bug: the server logged it"),
     "unavailable": (503, "the queue server does not answer (retry after Retry-After)"),
+    "server-full": (
+        503,
+        "the queue server is at its memory limit and takes no new work; nothing was pushed"
+        " (retry after Retry-After)",
+    ),
 }
 
 

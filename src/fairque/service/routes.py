@@ -94,7 +94,7 @@ NULL = type(None)
 ROUTES: tuple[Route, ...] = (
     Route("POST", Q + "/tasks", h.push, PRODUCERS, "Enqueue one task or a batch (all or nothing)",
           body=TaskIn | TaskBatchIn, responses=((201, TaskOut | TaskBatchOut), (200, TaskOut)),
-          errors=(404, 409, 413, 415, 422)),
+          errors=(404, 409, 413, 415, 422, 429)),
     Route("GET", Q + "/tasks", h.list_tasks, READERS,
           "One page of tasks, newest first; follow next_cursor",
           responses=((200, TaskPage),),

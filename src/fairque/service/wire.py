@@ -376,10 +376,12 @@ class UsersOut(Struct):
 
 
 class LimitsIn(Struct, forbid_unknown_fields=True, kw_only=True):
-    """A user's weight (its share against weight 1) and in-flight cap (null: no cap)."""
+    """A user's weight (its share against weight 1), in-flight cap (null: no cap) and
+    backlog quota (its tasks queued, scheduled or deferred; null: the queue's default)."""
 
     weight: Annotated[int, Meta(ge=1, le=1000)] = 1
     max_in_flight: Annotated[int, Meta(ge=1, le=1_000_000)] | None = None
+    max_queued: Annotated[int, Meta(ge=1, le=1_000_000_000)] | None = None
 
 
 class LimitsOut(Struct):
@@ -388,6 +390,7 @@ class LimitsOut(Struct):
     user_id: str
     weight: int
     max_in_flight: int | None
+    max_queued: int | None
 
 
 class WorkerOut(Struct, kw_only=True):

@@ -22,6 +22,7 @@ KEYS[14] ends     ended tasks to unindex at expiry: '<user>\n<name>\n<id>' -> ex
 KEYS[15] constraint_due  constraint buckets with parked tasks -> when their limit frees
 KEYS[16] active  users by their last lease (ms); time mode saves the tag of users found here
 KEYS[17] intake  plain tasks pushed one at a time, not yet placed
+KEYS[18] backlog  user -> its tasks in QUEUED, SCHEDULED or DEFERRED
 
 ARGV[1] id
 ARGV[2] ttl_ms      how long the canceled task stays readable
@@ -41,11 +42,12 @@ Errors: 'FQERR -2' (TaskNotFound) when no such task exists.
 -- @include cascade_failure
 -- @include replayed
 -- @include last_op
+-- @include backlog_add
 
 local K = {prefix = KEYS[1], ring = KEYS[2], delayed = KEYS[3], leases = KEYS[4],
   queued = KEYS[5], deferred = KEYS[6], canceled = KEYS[7], meta = KEYS[8], stats = KEYS[9],
   caps = KEYS[10], turns = KEYS[11], capped = KEYS[12], wake = KEYS[13], ends = KEYS[14],
-  constraint_due = KEYS[15], active = KEYS[16], intake = KEYS[17]}
+  constraint_due = KEYS[15], active = KEYS[16], intake = KEYS[17], backlog = KEYS[18]}
 local id, req = ARGV[1], ARGV[3]
 local f = redis.call('HMGET', task_key(K, id), 'state', 'user', 'prio', 'op', 'lease', 'parked',
   'started', 'fair', 'created', 'name')
@@ -81,6 +83,7 @@ elseif state == 'STARTED' then
   redis.call('HSET', task_key(K, id), 'cut_lease', f[5])
   end_attempt(K, id, user, ms, nil, {ms - (f[7] or ms), f[8], nil, us})
 end
+if state ~= 'STARTED' then backlog_add(K, user, -1) end
 finalize(K, id, 'CANCELED', K.canceled, ms, tonumber(ARGV[2]), 'canceled', req .. ' 1')
 cascade_failure(K, id, ms, tonumber(ARGV[2]))
 return 1

@@ -11,6 +11,7 @@ KEYS[2] deferred  DEFERRED registry: task id -> push time
 KEYS[3] canceled  CANCELED registry: task id -> expiry time
 KEYS[4] stats     throughput counters
 KEYS[5] ends      ended tasks to unindex at expiry: '<user>\n<name>\n<id>' -> expiry
+KEYS[6] backlog  user -> its tasks in QUEUED, SCHEDULED or DEFERRED
 
 ARGV[1] offset      position in the DEFERRED registry to start at
 ARGV[2] limit       tasks to examine
@@ -23,9 +24,10 @@ Reply: {tasks examined, tasks canceled (cascades included), next offset (0 when 
 -- @include detach_waiting
 -- @include finalize
 -- @include cascade_failure
+-- @include backlog_add
 
 local K = {prefix = KEYS[1], deferred = KEYS[2], canceled = KEYS[3], stats = KEYS[4],
-  ends = KEYS[5]}
+  ends = KEYS[5], backlog = KEYS[6]}
 local offset, limit, ttl_ms = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local ms = now()
 local ids = redis.call('ZRANGE', K.deferred, offset, offset + limit - 1)
@@ -46,6 +48,7 @@ for _, id in ipairs(ids) do
   elseif gone then
     detach_waiting(K, id)
     redis.call('ZREM', K.deferred, id)
+    backlog_add(K, redis.call('HGET', tk, 'user'), -1)
     redis.call('HSET', tk, 'error', 'dependency ' .. gone .. ' expired before finishing')
     finalize(K, id, 'CANCELED', K.canceled, ms, ttl_ms, 'canceled')
     canceled = canceled + cascade_failure(K, id, ms, ttl_ms)

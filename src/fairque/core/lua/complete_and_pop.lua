@@ -27,6 +27,7 @@ KEYS[18] constraint_due  constraint buckets with parked tasks -> when their limi
 KEYS[19] constraints  constraint id -> definition (JSON; fairque.constraints)
 KEYS[20] active  users by their last lease (ms) (a lease writes it)
 KEYS[21] intake  plain tasks pushed one at a time, not yet placed (placed first)
+KEYS[22] backlog  user -> its tasks in QUEUED, SCHEDULED or DEFERRED
 
 ARGV[1] count       tasks to lease (0: only complete)
 ARGV[2] worker_id   recorded on the lease (the task hash's 'worker')
@@ -62,7 +63,8 @@ local K = {prefix = KEYS[1], ring = KEYS[2], delayed = KEYS[3], leases = KEYS[4]
   queued = KEYS[5], deferred = KEYS[6], finished = KEYS[7], failed = KEYS[8],
   canceled = KEYS[9], meta = KEYS[10], stats = KEYS[11], weights = KEYS[12],
   caps = KEYS[13], turns = KEYS[14], capped = KEYS[15], wake = KEYS[16], ends = KEYS[17],
-  constraint_due = KEYS[18], constraints = KEYS[19], active = KEYS[20], intake = KEYS[21]}
+  constraint_due = KEYS[18], constraints = KEYS[19], active = KEYS[20], intake = KEYS[21],
+  backlog = KEYS[22]}
 local req = ARGV[9]
 local ms, us = now()
 -- numeric ARGV read as ARGV[i] + 0: Lua's string coercion costs a third of a tonumber call

@@ -16,6 +16,7 @@ KEYS[11] capped   users held out of the ring by their in-flight cap
 KEYS[12] wake     wake-up list (a scheduled retry shortens idle waits)
 KEYS[13] ends     ended tasks to unindex at expiry: '<user>\n<name>\n<id>' -> expiry
 KEYS[14] constraint_due  constraint buckets with parked tasks -> when their limit frees
+KEYS[15] backlog  user -> its tasks in QUEUED, SCHEDULED or DEFERRED
 
 ARGV[1] id
 ARGV[2] token
@@ -41,7 +42,8 @@ Errors: 'FQERR -1' (LeaseLost) when the token does not hold the lease.
 
 local K = {prefix = KEYS[1], ring = KEYS[2], delayed = KEYS[3], leases = KEYS[4],
   deferred = KEYS[5], failed = KEYS[6], canceled = KEYS[7], meta = KEYS[8], stats = KEYS[9],
-  caps = KEYS[10], capped = KEYS[11], wake = KEYS[12], ends = KEYS[13], constraint_due = KEYS[14]}
+  caps = KEYS[10], capped = KEYS[11], wake = KEYS[12], ends = KEYS[13],
+  constraint_due = KEYS[14], backlog = KEYS[15]}
 local id = ARGV[1]
 local req = 'L' .. ARGV[2]
 local held, f = lease_fence(K, id, ARGV[2], 'op')

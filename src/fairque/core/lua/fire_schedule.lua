@@ -13,6 +13,7 @@ KEYS[7] stats           throughput counters
 KEYS[8] capped          users held out of the ring by their in-flight cap
 KEYS[9] wake            wake-up list idle workers block on
 KEYS[10] constraints    constraint id -> definition; '~version': the constraints version
+KEYS[11] backlog  user -> its tasks in QUEUED, SCHEDULED or DEFERRED
 
 ARGV[1] req         request id (unique per call; the same when a call is resent)
 ARGV[2] token       the caller's scheduler lock token (the fence)
@@ -55,11 +56,12 @@ Errors: 'FQERR -23' (NotLeader) when the token does not hold the scheduler lock;
 -- @include replayed
 -- @include mono_us
 -- @include enqueue_ready
+-- @include backlog_add
 -- @include signal_wake
 
 local K = {prefix = KEYS[1], schedules = KEYS[2], scheduler_lock = KEYS[3], ring = KEYS[4],
   queued = KEYS[5], meta = KEYS[6], stats = KEYS[7], capped = KEYS[8], wake = KEYS[9],
-  constraints = KEYS[10]}
+  constraints = KEYS[10], backlog = KEYS[11]}
 local req, id = ARGV[1], ARGV[3]
 local sk = schedule_key(K, id)
 local stored = redis.call('HMGET', sk, 'op', 'rev', 'cursor', 'enabled', 'payload')
@@ -108,6 +110,7 @@ redis.call('ZADD', K.schedules, next_ms >= 0 and next_ms or '+inf', id)
 if created > 0 then
   redis.call('HINCRBY', K.stats, 'pushed', created)
   redis.call('HINCRBY', K.stats, 'schedule_fired', created)
+  backlog_add(K, user, created)
   signal_wake(K, created)
 end
 return {1, created}

@@ -27,6 +27,7 @@ KEYS[17] constraint_due  constraint buckets with parked tasks -> when their limi
 KEYS[18] constraints  constraint id -> definition (JSON; fairque.constraints)
 KEYS[19] active  users by their last lease (ms) (a lease writes it)
 KEYS[20] intake  plain tasks pushed one at a time, not yet placed (placed first)
+KEYS[21] backlog  user -> its tasks in QUEUED, SCHEDULED or DEFERRED
 
 ARGV[1] count       tasks to lease (>= 1)
 ARGV[2] worker_id   recorded on the lease (the task hash's 'worker')
@@ -52,7 +53,7 @@ local K = {prefix = KEYS[1], ring = KEYS[2], delayed = KEYS[3], leases = KEYS[4]
   queued = KEYS[5], deferred = KEYS[6], failed = KEYS[7], canceled = KEYS[8],
   meta = KEYS[9], stats = KEYS[10], weights = KEYS[11], caps = KEYS[12], turns = KEYS[13],
   capped = KEYS[14], wake = KEYS[15], ends = KEYS[16], constraint_due = KEYS[17],
-  constraints = KEYS[18], active = KEYS[19], intake = KEYS[20]}
+  constraints = KEYS[18], active = KEYS[19], intake = KEYS[20], backlog = KEYS[21]}
 local req = ARGV[9]
 -- one EXISTS answers the usual call: not a resend, on a queue without constraints,
 -- weights or caps (past the resend check, a key found is one of those three)

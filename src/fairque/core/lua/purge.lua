@@ -27,6 +27,8 @@ KEYS[18] constraints     constraint id -> definition; '~version': the constraint
 KEYS[19] constraint_due  constraint buckets with parked tasks -> when their limit frees
 KEYS[20] active   users by their last lease (ms): their tenant hashes go too
 KEYS[21] intake   plain tasks pushed one at a time, not yet placed
+KEYS[22] backlog  user -> its tasks in QUEUED, SCHEDULED or DEFERRED
+KEYS[23] quotas  user -> its backlog quota
 
 ARGV[1] limit       tasks to delete in this call
 
@@ -38,7 +40,8 @@ local K = {prefix = KEYS[1], ring = KEYS[2], delayed = KEYS[3], leases = KEYS[4]
   queued = KEYS[5], deferred = KEYS[6], finished = KEYS[7], failed = KEYS[8], canceled = KEYS[9],
   meta = KEYS[10], stats = KEYS[11], weights = KEYS[12], caps = KEYS[13], turns = KEYS[14],
   capped = KEYS[15], wake = KEYS[16], ends = KEYS[17], constraints = KEYS[18],
-  constraint_due = KEYS[19], active = KEYS[20], intake = KEYS[21]}
+  constraint_due = KEYS[19], active = KEYS[20], intake = KEYS[21], backlog = KEYS[22],
+  quotas = KEYS[23]}
 local registries = {K.delayed, K.deferred, K.queued, K.leases, K.finished, K.failed,
   K.canceled}
 local budget = tonumber(ARGV[1])
@@ -100,7 +103,7 @@ if remaining == 0 then
     redis.call('DEL', tenant_key(K, u))
   end
   redis.call('DEL', K.ring, K.capped, K.meta, K.stats, K.turns, K.weights, K.caps, K.wake,
-    K.active)
+    K.active, K.backlog, K.quotas)
   -- a deleted task's lease would hold its buckets' slots until it expired (HGETALL:
   -- the commands the documented ACL rule allows)
   local defined = redis.call('HGETALL', K.constraints)

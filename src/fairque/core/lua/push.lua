@@ -25,6 +25,8 @@ KEYS[10] wake     wake-up list idle workers block on
 KEYS[11] ends     ended tasks to unindex at expiry: '<user>\n<name>\n<id>' -> expiry
 KEYS[12] constraints  constraint id -> definition; '~version': the constraints version
 KEYS[13] intake   plain tasks not yet placed: '<push ms>\n<prio>\n<user>\n<name>\n<id>'
+KEYS[14] backlog  user -> its tasks in QUEUED, SCHEDULED or DEFERRED
+KEYS[15] quotas  user -> its backlog quota (over ARGV[8], the queue's default)
 
 Every id is looked up first: a push of an id that exists (or ended within the last
 minute: its tombstone, see finalize) is a no-op that returns the stored task, so a
@@ -44,7 +46,8 @@ ARGV[6] req         request id (unique per call; the same when a call is resent)
                     kept in the task's 'pushed' field, so a resend of the push that
                     created a task still answers "created" (0 or 1 in {1, ...} below)
 ARGV[7] cver        the constraints version the client matched the tasks against
-  (the per-task values start at ARGV[8])
+ARGV[8] max_queued  the queue's default backlog quota per user ('0': none)
+  (the per-task values start at ARGV[9])
 
 Reply: one entry per task: {0, state, created_ms} for a new task,
        {1, <HGETALL of the existing task>, mine} for an id that already exists (mine:
@@ -52,7 +55,9 @@ Reply: one entry per task: {0, state, created_ms} for a new task,
        {2, state} for an id whose task ended and expired within the last minute.
 Errors: 'FQERR -32' (StaleConstraints) when the queue's constraints changed since the
         client read them (it reloads them and pushes again); 'FQERR -3 <id>' (DuplicateTask) when on_dup is 'error'; 'FQERR -5'
-        (DependencyNotFound) for an unknown upstream id. Nothing is written then.
+        (DependencyNotFound) for an unknown upstream id; 'FQERR -34 <quota> <backlog> <user>'
+        (QuotaExceeded) when the batch's new tasks would take a user's backlog past its
+        quota. Nothing is written then.
 ]]
 -- @include now
 -- @include keys
@@ -63,15 +68,17 @@ Errors: 'FQERR -32' (StaleConstraints) when the queue's constraints changed sinc
 -- @include sadd_all
 -- @include add_all
 -- @include stored_entry
+-- @include backlog_add
 
 local K = {prefix = KEYS[1], ring = KEYS[2], delayed = KEYS[3], queued = KEYS[4],
   deferred = KEYS[5], canceled = KEYS[6], meta = KEYS[7], stats = KEYS[8], capped = KEYS[9],
-  wake = KEYS[10], ends = KEYS[11], constraints = KEYS[12], intake = KEYS[13]}
+  wake = KEYS[10], ends = KEYS[11], constraints = KEYS[12], intake = KEYS[13],
+  backlog = KEYS[14], quotas = KEYS[15]}
 
 -- numbers are read with Lua's string coercion (x + 0), cheaper than tonumber
 local ordering, horizon_us, on_dup = ARGV[1], ARGV[2] + 0, ARGV[3]
 local n, failed_ttl_ms, req = ARGV[4] + 0, ARGV[5] + 0, ARGV[6]
-local W, B = 14, 8
+local W, B = 14, 9
 if (redis.call('HGET', K.constraints, '~version') or '0') ~= ARGV[7] then
   return redis.error_reply('FQERR -32 constraints changed')
 end
@@ -81,12 +88,19 @@ for i = 0, n - 1 do in_batch[ARGV[B + i * W]] = true end
 
 -- validate everything before the first write
 local existing = {}
+-- the new tasks per user, for the quotas (a resent task is not new)
+local adding, adders = {}, {}
 for i = 0, n - 1 do
   local b = B + i * W
   local id = ARGV[b]
   local tk = task_key(K, id)
   local exists = redis.call('EXISTS', tk, gone_key(K, id)) > 0
   existing[id] = exists
+  if not exists then
+    local user = ARGV[b + 1]
+    if not adding[user] then adding[user] = 0; adders[#adders + 1] = user end
+    adding[user] = adding[user] + 1
+  end
   if exists and on_dup == 'error' and redis.call('HGET', tk, 'pushed') ~= req then
     return redis.error_reply('FQERR -3 task ' .. id .. ' already exists')
   end
@@ -95,6 +109,18 @@ for i = 0, n - 1 do
       if not in_batch[up] and redis.call('EXISTS', task_key(K, up)) == 0 then
         return redis.error_reply('FQERR -5 task ' .. id .. ' depends on unknown task ' .. up)
       end
+    end
+  end
+end
+
+-- one HGET per user when some user has a quota of its own, none when nobody has a quota
+local own = redis.call('EXISTS', K.quotas) == 1
+for _, user in ipairs(adders) do
+  local quota = own and redis.call('HGET', K.quotas, user) or ARGV[8]
+  if quota ~= '0' then
+    local queued = redis.call('HGET', K.backlog, user) or '0'
+    if queued + adding[user] > quota + 0 then
+      return redis.error_reply('FQERR -34 ' .. quota .. ' ' .. queued .. ' ' .. user)
     end
   end
 end
@@ -229,6 +255,7 @@ for i = 0, n - 1 do
       ready = ready + 1
     end
     created = created + 1
+    if state == 'CANCELED' then adding[user] = adding[user] - 1 end
     reply[#reply + 1] = {0, state, ms}
   end
 end
@@ -236,6 +263,9 @@ for _, entry in ipairs(add_order) do add_all(entry[1], entry[2], adds[entry[2]])
 if clock then redis.call('HSET', K.meta, 'mono', clock) end
 for _, user in ipairs(ring_users) do ring_join(K, user) end
 if created > 0 then redis.call('HINCRBY', K.stats, 'pushed', created) end
+for _, user in ipairs(adders) do
+  if adding[user] > 0 then backlog_add(K, user, adding[user]) end
+end
 -- one token per ready (or newly scheduled) task, bounded, wakes as many idle workers
 if ready > 0 then signal_wake(K, ready) end
 return reply

@@ -17,6 +17,8 @@ KEYS[2] intake    plain tasks not yet placed: '<push ms>\n<prio>\n<user>\n<name>
 KEYS[3] wake      wake-up list idle workers block on
 KEYS[4] constraints  constraint id -> definition; '~version': the constraints version
 KEYS[5] stats     throughput counters
+KEYS[6] backlog  user -> its tasks in QUEUED, SCHEDULED or DEFERRED
+KEYS[7] quotas  user -> its backlog quota (over ARGV[12], the queue's default)
 
 ARGV[1] on_dup      'return' (existing task is a no-op) | 'error' (DuplicateTask, except
                     for a resend of the push that created it)
@@ -25,27 +27,31 @@ ARGV[2] req         request id (unique per call; the same when a call is resent)
 ARGV[3] cver        the constraints version the client matched the task against
 ARGV[4] id, ARGV[5] user, ARGV[6] name, ARGV[7] payload, ARGV[8] prio (1..6),
 ARGV[9] max_retries, ARGV[10] keep_result (0|1), ARGV[11] result_ttl_ms
+ARGV[12] max_queued  the queue's default backlog quota per user ('0': none)
 
 Reply: one entry, as push.lua's: {0, 'QUEUED', created_ms} for a new task, {1, <HGETALL
        of the existing task>, mine} for an id that exists, {2, state} for a tombstone.
 Errors: 'FQERR -32' (StaleConstraints) when the queue's constraints changed since the
-        client read them; 'FQERR -3 <id>' (DuplicateTask) when on_dup is 'error'.
-        Nothing is written then.
+        client read them; 'FQERR -3 <id>' (DuplicateTask) when on_dup is 'error';
+        'FQERR -34 <quota> <backlog> <user>' (QuotaExceeded) when the user's backlog is
+        at its quota. Nothing is written then.
 ]]
 -- @include now
 -- @include keys
 -- @include signal_wake
 -- @include stored_entry
+-- @include backlog_add
 
 local K = {prefix = KEYS[1], intake = KEYS[2], wake = KEYS[3], constraints = KEYS[4],
-  stats = KEYS[5]}
+  stats = KEYS[5], backlog = KEYS[6], quotas = KEYS[7]}
 local req, id, user, name, prio = ARGV[2], ARGV[4], ARGV[5], ARGV[6], ARGV[8]
 local tk = task_key(K, id)
 
--- A queue that never had a constraint (the client's version '0') has no constraints
--- hash: one EXISTS then answers both "is the id new" and "is the version still 0".
+-- A queue that never had a constraint (the client's version '0') and has no quota per
+-- user has neither hash: one EXISTS then answers "is the id new", "is the version still
+-- 0" and "is the quota the queue's default".
 local fresh = ARGV[3] == '0'
-  and redis.call('EXISTS', tk, gone_key(K, id), K.constraints) == 0
+  and redis.call('EXISTS', tk, gone_key(K, id), K.constraints, K.quotas) == 0
 if not fresh then
   if (redis.call('HGET', K.constraints, '~version') or '0') ~= ARGV[3] then
     return redis.error_reply('FQERR -32 constraints changed')
@@ -58,6 +64,14 @@ if not fresh then
   end
 end
 
+local quota = ARGV[12]
+if not fresh then quota = redis.call('HGET', K.quotas, user) or quota end
+if quota ~= '0' then
+  local queued = redis.call('HGET', K.backlog, user) or '0'
+  if queued + 0 >= quota + 0 then
+    return redis.error_reply('FQERR -34 ' .. quota .. ' ' .. queued .. ' ' .. user)
+  end
+end
 local ms = now()
 redis.call('HSET', tk, 'id', id, 'user', user, 'name', name, 'payload', ARGV[7],
   'prio', prio, 'retries', 0, 'max_retries', ARGV[9], 'created', ms,
@@ -65,5 +79,6 @@ redis.call('HSET', tk, 'id', id, 'user', user, 'name', name, 'payload', ARGV[7],
 -- its indexes, the QUEUED registry, its lane and the ring when the intake is placed
 redis.call('RPUSH', K.intake, ms .. '\n' .. prio .. '\n' .. user .. '\n' .. name .. '\n' .. id)
 redis.call('HINCRBY', K.stats, 'pushed', 1)
+backlog_add(K, user, 1)
 signal_wake(K, 1)
 return {0, 'QUEUED', ms}

@@ -17,6 +17,7 @@ KEYS[11] capped   users held out of the ring by their in-flight cap
 KEYS[12] wake     wake-up list (reclaimed leases scheduled for retry)
 KEYS[13] ends     ended tasks to unindex at expiry: '<user>\n<name>\n<id>' -> expiry
 KEYS[14] constraint_due  constraint buckets with parked tasks -> when their limit frees
+KEYS[15] backlog  user -> its tasks in QUEUED, SCHEDULED or DEFERRED
 
 ARGV[1] limit       at most this many leases
 ARGV[2] base_ms     retry backoff base
@@ -29,5 +30,6 @@ Reply: the number of leases reclaimed.
 
 local K = {prefix = KEYS[1], ring = KEYS[2], delayed = KEYS[3], leases = KEYS[4],
   deferred = KEYS[5], failed = KEYS[6], canceled = KEYS[7], meta = KEYS[8], stats = KEYS[9],
-  caps = KEYS[10], capped = KEYS[11], wake = KEYS[12], ends = KEYS[13], constraint_due = KEYS[14]}
+  caps = KEYS[10], capped = KEYS[11], wake = KEYS[12], ends = KEYS[13],
+  constraint_due = KEYS[14], backlog = KEYS[15]}
 return reclaim_expired(K, now(), tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]))

@@ -13,6 +13,7 @@ KEYS[8] caps     user -> in-flight cap
 KEYS[9] capped   users held out of the ring by their in-flight cap
 KEYS[10] wake    wake-up list idle workers block on
 KEYS[11] constraint_due  constraint buckets with parked tasks -> when their limit frees
+KEYS[12] backlog  user -> its tasks in QUEUED, SCHEDULED or DEFERRED
 
 ARGV[1] id
 ARGV[2] token
@@ -32,10 +33,11 @@ Errors: 'FQERR -1' (LeaseLost) when the token does not hold the lease.
 -- @include enqueue_ready
 -- @include signal_wake
 -- @include replayed
+-- @include backlog_add
 
 local K = {prefix = KEYS[1], ring = KEYS[2], delayed = KEYS[3], leases = KEYS[4],
   queued = KEYS[5], meta = KEYS[6], stats = KEYS[7], caps = KEYS[8], capped = KEYS[9],
-  wake = KEYS[10], constraint_due = KEYS[11]}
+  wake = KEYS[10], constraint_due = KEYS[11], backlog = KEYS[12]}
 local id = ARGV[1]
 local req = 'R' .. ARGV[2]
 local held, f = lease_fence(K, id, ARGV[2], 'user', 'prio', 'op', 'started', 'fair')
@@ -47,6 +49,7 @@ end
 local ms, us = now()
 end_attempt(K, id, f[3], ms, nil, {ms - (f[6] or ms), f[7], nil, us})
 redis.call('HINCRBY', K.stats, 'requeued', 1)
+backlog_add(K, f[3], 1)
 signal_wake(K, 1)
 local tk = task_key(K, id)
 local delay_ms = tonumber(ARGV[3])

@@ -13,6 +13,7 @@ KEYS[6] meta      queue counters: ring clock, lease sequence, push clock
 KEYS[7] capped    users held out of the ring by their in-flight cap
 KEYS[8] wake      wake-up list idle workers block on
 KEYS[9] ends      ended tasks to unindex at expiry: '<user>\n<name>\n<id>' -> expiry
+KEYS[10] backlog  user -> its tasks in QUEUED, SCHEDULED or DEFERRED
 
 ARGV[1] id
 ARGV[2] ordering    'aging' | 'strict'
@@ -30,9 +31,11 @@ task is not FAILED or CANCELED.
 -- @include signal_wake
 -- @include replayed
 -- @include last_op
+-- @include backlog_add
 
 local K = {prefix = KEYS[1], ring = KEYS[2], queued = KEYS[3], failed = KEYS[4],
-  canceled = KEYS[5], meta = KEYS[6], capped = KEYS[7], wake = KEYS[8], ends = KEYS[9]}
+  canceled = KEYS[5], meta = KEYS[6], capped = KEYS[7], wake = KEYS[8], ends = KEYS[9],
+  backlog = KEYS[10]}
 local id, req = ARGV[1], ARGV[4]
 local tk = task_key(K, id)
 local f = redis.call('HMGET', tk, 'state', 'user', 'prio', 'op', 'name')
@@ -51,5 +54,6 @@ redis.call('HSET', tk, 'retries', 0, 'op', req .. ' QUEUED')
 redis.call('HDEL', tk, 'error', 'ended', 'result', 'run_at', 'traceback', 'reason', 'details',
   'consumed', 'cut_lease')
 enqueue_ready(K, id, f[2], tonumber(f[3]), mono_us(K, us), ms, ARGV[2], tonumber(ARGV[3]))
+backlog_add(K, f[2], 1)
 signal_wake(K, 1)
 return 'QUEUED'

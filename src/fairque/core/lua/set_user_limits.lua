@@ -1,8 +1,8 @@
 #!lua flags=allow-oom
 --[[
-set_user_limits: set a user's round-robin weight and in-flight cap, and re-evaluate its
-place in the ring at once (waking an idle worker when the user comes back with work).
-Setting the same values again changes nothing.
+set_user_limits: set a user's round-robin weight, in-flight cap and backlog quota (each
+only when given), and re-evaluate its place in the ring at once (waking an idle worker
+when the user comes back with work). Setting the same values again changes nothing.
 
 KEYS[1] prefix   fq:{<queue>}:  per-task and per-user keys derive from it (includes/keys.lua)
 KEYS[2] ring     users with ready work, by last-served virtual time
@@ -13,10 +13,14 @@ KEYS[6] turns    user -> turns used in the current round
 KEYS[7] capped   users held out of the ring by their in-flight cap
 KEYS[8] wake     wake-up list idle workers block on
 KEYS[9] active  users by their last lease (ms); time mode saves the tag of users found here
+KEYS[10] quotas  user -> its backlog quota
 
 ARGV[1] user
-ARGV[2] weight      turns per round (1 = default; stored only when > 1)
-ARGV[3] cap         maximum tasks in flight (0 = unlimited), counted from unexpired leases
+ARGV[2] weight      turns per round (1 = default; stored only when > 1); '' unchanged
+ARGV[3] cap         maximum tasks in flight (0 = unlimited), counted from unexpired
+                    leases; '' unchanged
+ARGV[4] max_queued  backlog quota: at most this many of its tasks in QUEUED, SCHEDULED or
+                    DEFERRED (0 = the queue's default); '' unchanged
 
 Reply: 1.
 ]]
@@ -28,20 +32,34 @@ Reply: 1.
 -- @include signal_wake
 
 local K = {prefix = KEYS[1], ring = KEYS[2], meta = KEYS[3], weights = KEYS[4], caps = KEYS[5],
-  turns = KEYS[6], capped = KEYS[7], wake = KEYS[8], active = KEYS[9]}
+  turns = KEYS[6], capped = KEYS[7], wake = KEYS[8], active = KEYS[9], quotas = KEYS[10]}
 local user = ARGV[1]
-local weight, cap = tonumber(ARGV[2]), tonumber(ARGV[3])
-if weight > 1 then
-  redis.call('HSET', K.weights, user, weight)
+if ARGV[2] ~= '' then
+  if tonumber(ARGV[2]) > 1 then
+    redis.call('HSET', K.weights, user, ARGV[2])
+  else
+    redis.call('HDEL', K.weights, user)
+  end
+end
+if ARGV[4] ~= '' then
+  if tonumber(ARGV[4]) > 0 then
+    redis.call('HSET', K.quotas, user, ARGV[4])
+  else
+    redis.call('HDEL', K.quotas, user)
+  end
+end
+local cap
+if ARGV[3] == '' then
+  cap = tonumber(redis.call('HGET', K.caps, user) or '0')
 else
-  redis.call('HDEL', K.weights, user)
+  cap = tonumber(ARGV[3])
+  if cap > 0 then
+    redis.call('HSET', K.caps, user, cap)
+  else
+    redis.call('HDEL', K.caps, user)
+  end
 end
 local inflight = redis.call('ZCOUNT', held_key(K, user), '(' .. now(), '+inf')
-if cap > 0 then
-  redis.call('HSET', K.caps, user, cap)
-else
-  redis.call('HDEL', K.caps, user)
-end
 -- either way the user starts a new round: its turns are forgotten
 if cap > 0 and inflight >= cap then
   leave_ring(K, user)

@@ -39,6 +39,8 @@ class OperationsBase:
             name: tuple(getattr(self.keys, key) for key in script.key_names)
             for name, script in self.scripts.items()
         }
+        #: the default backlog quota per user a push holds tenants to (0: none)
+        self._max_queued = options.max_queued_per_user or 0
         # push_one's argument before the request id
         self._one_head = (options.on_duplicate,)
 

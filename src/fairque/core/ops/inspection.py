@@ -258,6 +258,8 @@ class InspectionOperations(OperationsBase):
             Call(None, (keys.caps,), ("HGET", user_id), _number),
             Call(None, (keys.ring,), ("ZRANK", user_id), _number),
             Call(None, (keys.capped,), ("SISMEMBER", user_id), bool),
+            Call(None, (keys.backlog,), ("HGET", user_id), _number),
+            Call(None, (keys.quotas,), ("HGET", user_id), _number),
             Call(None, (keys.critical(user_id),), ("LRANGE", 0, 0), _texts),
             # ordered by virtual arrival, at most the aging horizon from push time
             Call(None, (keys.normal(user_id),), ("ZRANGE", 0, 4), _texts),
@@ -266,10 +268,10 @@ class InspectionOperations(OperationsBase):
     @staticmethod
     def load_from(user_id: str, answers: Sequence[Any], oldest_ms: int | None) -> UserLoad:
         """The ``UserLoad`` of ``user_load``'s answers."""
-        critical, normal, in_flight, weight, cap, rank, capped = answers[:7]
+        critical, normal, in_flight, weight, cap, rank, capped, queued, quota = answers[:9]
         return UserLoad(
             user_id, critical, normal, in_flight, weight or 1, cap or None, rank, capped,
-            oldest_ms,
+            oldest_ms, queued or 0, quota or None,
         )  # fmt: skip
 
     def created_ms(self, task_id: str) -> Call[int | None]:

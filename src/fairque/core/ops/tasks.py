@@ -57,6 +57,7 @@ class TaskOperations(OperationsBase):
             self._failed_ttl_ms,
             request_id(),
             self.codec.constraints.version,
+            self._max_queued,
         ]
 
     def push_many(
@@ -133,6 +134,7 @@ class TaskOperations(OperationsBase):
         args = (
             *self._one_head, req, self.codec.constraints.version, record[0], record[1],
             record[2], record[3], record[4], record[5], record[9], record[10],
+            self._max_queued,
         )  # fmt: skip
         return self._call("push_one", args, parse)
 
@@ -274,7 +276,13 @@ class TaskOperations(OperationsBase):
             )
         return self._call("set_fairness", [mode, request_id()], lambda r: cast(Fairness, text(r)))
 
-    def set_user_limits(self, user_id: str, weight: int, max_in_flight: int | None) -> Call[None]:
-        """Set a user's weight and in-flight cap."""
-        cap = check_user_limits(user_id, weight, max_in_flight)
-        return self._call("set_user_limits", [user_id, weight, cap], lambda r: None)
+    def set_user_limits(
+        self,
+        user_id: str,
+        weight: int | None,
+        max_in_flight: int | None,
+        max_queued: int | None = None,
+    ) -> Call[None]:
+        """Set a user's weight, in-flight cap and backlog quota; None leaves one as it is."""
+        limits = check_user_limits(user_id, weight, max_in_flight, max_queued)
+        return self._call("set_user_limits", [user_id, *limits], lambda r: None)

@@ -277,6 +277,7 @@ class Ui:
         return self.render(
             request, "user.html", queue=q.queue, page="tenants", load=load,
             oldest_age=views.ago(now, load.oldest_ms),
+            default_quota=q.options.max_queued_per_user,
         )  # fmt: skip
 
     # actions ----------------------------------------------------------------------
@@ -330,13 +331,22 @@ class Ui:
         user_id = form.get("user", "")
         back = f"/ui/q/{q.queue}/user?" + urlencode({"id": user_id})
         cap_text = form.get("cap", "").strip()
+        quota_text = form.get("quota", "").strip()
         try:
             weight = int(form.get("weight", "1"))
             cap = int(cap_text) if cap_text else None
-            await q.set_user_limits(user_id, weight=weight, max_in_flight=cap)
+            quota = int(quota_text) if quota_text else None
+            # the form shows every limit: an empty field removes that limit
+            await q.set_user_limits(
+                user_id, weight=weight, max_in_flight=cap or 0, max_queued=quota or 0
+            )
         except (ValueError, FairqueError) as exc:
             return _redirect(back, msg=f"not changed: {exc}")
-        return _redirect(back, msg=f"weight {weight}, cap {cap if cap is not None else 'none'}")
+        shown = quota if quota is not None else "the queue's default"
+        return _redirect(
+            back,
+            msg=f"weight {weight}, cap {cap if cap is not None else 'none'}, backlog quota {shown}",
+        )
 
     # wiring -------------------------------------------------------------------------
     def guard(self, handler: Handler, act: bool, open_: bool = False) -> Handler:

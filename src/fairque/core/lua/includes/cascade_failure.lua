@@ -1,6 +1,7 @@
 -- @include keys
 -- @include detach_waiting
 -- @include finalize
+-- @include backlog_add
 -- cascade_failure(K, root, ms, ttl_ms): `root` ended without finishing (FAILED or
 -- CANCELED). Its DEFERRED dependents are CANCELED with a reason naming the upstream,
 -- transitively, unless they chose on_dep_fail='wait': those keep waiting so that a
@@ -14,10 +15,11 @@ local function cascade_failure(K, root, ms, ttl_ms)
     local up_state = redis.call('HGET', task_key(K, up), 'state') or 'EXPIRED'
     for _, down in ipairs(redis.call('SMEMBERS', bk)) do
       local dk = task_key(K, down)
-      local f = redis.call('HMGET', dk, 'state', 'on_dep_fail')
+      local f = redis.call('HMGET', dk, 'state', 'on_dep_fail', 'user')
       if f[1] == 'DEFERRED' and f[2] ~= 'wait' then
         detach_waiting(K, down)
         redis.call('ZREM', K.deferred, down)
+        backlog_add(K, f[3], -1)
         redis.call('HSET', dk, 'error', 'dependency ' .. up .. ' is ' .. up_state)
         finalize(K, down, 'CANCELED', K.canceled, ms, ttl_ms, 'canceled')
         canceled = canceled + 1

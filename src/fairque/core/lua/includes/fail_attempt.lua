@@ -4,6 +4,7 @@
 -- @include finalize
 -- @include cascade_failure
 -- @include observe
+-- @include backlog_add
 -- fail_attempt(K, id, error, retry, ms, base_ms, failed_ttl_ms, delay_ms, req,
 -- max_retries, extra, us): a STARTED attempt failed (`us`: now in microseconds, or
 -- nil). `extra` (or nil) holds the failure's further fields as flat pairs ('traceback',
@@ -43,6 +44,7 @@ local function fail_attempt(K, id, err, retry, ms, base_ms, failed_ttl_ms, delay
       redis.call('HSET', tk, 'error', err, 'retries', n, 'state', 'SCHEDULED', 'run_at', due)
     end
     redis.call('ZADD', K.delayed, due, id)
+    backlog_add(K, f[1], 1)
     redis.call('HINCRBY', K.stats, 'retried', 1)
     signal_wake(K, 1)
     return 'SCHEDULED'

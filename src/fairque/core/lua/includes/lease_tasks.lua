@@ -8,6 +8,7 @@
 -- @include constraint_lib
 -- @include fair_timed
 -- @include write_tags
+-- @include backlog_add
 -- lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any, limits, us): lease up to
 -- `count` ready tasks, choosing users round robin (see pick_user). A served user moves
 -- to the ring's tail (after `weight` consecutive turns for a weighted user); a user
@@ -318,6 +319,13 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any,
     redis.call('ZADD', K.leases, deadline, picked[1])
   end
   redis.call('HINCRBY', K.stats, 'popped', n)
+  -- the leased tasks leave their users' backlogs
+  local taken = {}
+  for i = 1, n do
+    local user = owners[i]
+    taken[user] = (taken[user] or 0) + 1
+  end
+  for user, c in pairs(taken) do backlog_add(K, user, -c) end
   observe(K, 'wait_ms', waits)
   local seen = {}
   for user, values in pairs(by_user) do

@@ -11,10 +11,11 @@ import subprocess
 import sys
 import threading
 import uuid
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Iterator
 from typing import Any
 
 import redis
+from servers import ServerInfo
 from typer.testing import CliRunner
 
 from fairque import AsyncFairQueue
@@ -181,3 +182,70 @@ class Schedulers:
         for runner in self.runners:
             runner.stop()
         await asyncio.gather(*self.tasks, return_exceptions=True)
+
+
+#: bytes of room left above the memory in use when ``memory_limit`` sets the limit
+HEADROOM = 1_500_000
+
+
+def server_nodes(server: ServerInfo) -> list[redis.Redis]:
+    """A client of each node of ``server`` (one for a standalone server)."""
+    if not server.cluster:
+        return [redis.Redis.from_url(server.url)]
+    cluster = redis.RedisCluster.from_url(server.url)
+    try:
+        return [redis.Redis(host=n.host, port=n.port) for n in cluster.get_primaries()]  # type: ignore[no-untyped-call]
+    finally:
+        cluster.close()
+
+
+class MemoryLimit:
+    """The ``maxmemory`` of every node of a server, set by ``memory_limit``."""
+
+    def __init__(self, nodes: list[redis.Redis], limits: list[int]) -> None:
+        self.nodes = nodes
+        self.limits = limits
+
+    def full(self) -> None:
+        """Make every node full now (``maxmemory 1``): a push is refused whatever the
+        size of its command or what other keys expire meanwhile."""
+        for node in self.nodes:
+            node.config_set("maxmemory", "1")
+
+    def reset(self) -> None:
+        """Give every node back the limit ``memory_limit`` set."""
+        for node, limit in zip(self.nodes, self.limits, strict=True):
+            node.config_set("maxmemory", str(limit))
+
+
+@contextlib.contextmanager
+def memory_limit(server: ServerInfo, headroom: int = HEADROOM) -> Iterator[MemoryLimit]:
+    """Set every node's ``maxmemory`` to what it uses now plus ``headroom`` (noeviction),
+    and lift the limit again afterwards."""
+    nodes = server_nodes(server)
+    limit = MemoryLimit(nodes, [])
+    try:
+        for node in nodes:
+            used = int(node.info("memory")["used_memory"])
+            node.config_set("maxmemory-policy", "noeviction")
+            limit.limits.append(used + headroom)
+        limit.reset()
+        yield limit
+    finally:
+        for node in nodes:
+            node.config_set("maxmemory", "0")
+            node.close()
+
+
+@contextlib.contextmanager
+def eviction_policy(server: ServerInfo, policy: str) -> Iterator[None]:
+    """Give every node of ``server`` ``maxmemory-policy policy`` for a while."""
+    nodes = server_nodes(server)
+    try:
+        for node in nodes:
+            node.config_set("maxmemory-policy", policy)
+        yield
+    finally:
+        for node in nodes:
+            node.config_set("maxmemory-policy", "noeviction")
+            node.close()

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 from servers import ServerInfo
-from support import run_here, unique_queue
+from support import eviction_policy, run_here, unique_queue
 from typer.testing import CliRunner
 
 from fairque import FairQueue, Task
@@ -114,11 +114,26 @@ def test_users_and_limits(cli_queue: tuple[list[str], FairQueue]) -> None:
     assert "cap" in table.stdout
     leased = [t.user_id for t in q.pop_batch(10, worker_id="w")]
     assert sorted(leased) == ["[big]", "small"]  # the cap holds [big] to one lease
-    uncapped = run_here(*base, "limits", "[big]")
+    quota = run_here(*base, "limits", "[big]", "--max-queued", "1")
+    assert quota.stdout.strip() == "[big]: at most 1 queued"
+    load = q.user_loads(["[big]"])[0]  # only the limit given changed
+    assert (load.weight, load.cap, load.max_queued) == (2, 1, 1)
+    uncapped = run_here(*base, "limits", "[big]", "--weight", "1", "--max-in-flight", "0")
     assert uncapped.stdout.strip() == "[big]: weight 1, no in-flight cap"
     assert len(q.pop_batch(10, worker_id="w")) == 2
+    q.enqueue("job", None, user_id="[big]")  # its backlog is at its quota of 1
+    refused = run_here(*base, "enqueue", "job", "--user", "[big]")
+    assert (refused.returncode, refused.stdout) == (1, "")
+    assert refused.stderr.count("\n") == 1
+    assert "QuotaExceeded" in refused.stderr
+    assert "'[big]'" in refused.stderr
+    default = run_here(*base, "limits", "[big]", "--max-queued", "0")
+    assert default.stdout.strip() == "[big]: the queue's default backlog quota"
     bad = run_here(*base, "limits", "x", "--weight", "0")
     assert bad.returncode == 2
+    nothing = run_here(*base, "limits", "x")
+    assert nothing.returncode == 2
+    assert "--max-queued" in nothing.stderr
 
 
 def test_status_watch_refreshes_until_interrupted(cli_queue: tuple[list[str], FairQueue]) -> None:
@@ -243,3 +258,21 @@ def test_show_and_resize_the_shards(cli_queue: tuple[list[str], FairQueue]) -> N
     assert "cannot be split over 5 shards" in refused.stderr
     after = json.loads(run_here(*base, "queue", "shards", "--json").stdout)
     assert after == {"queue": q.queue, "shards": 3, "retired": 1}  # nothing changed
+
+
+def test_status_names_a_server_that_would_lose_tasks(
+    cli_queue: tuple[list[str], FairQueue], server: ServerInfo
+) -> None:
+    base, q = cli_queue
+    q.enqueue("job", None, user_id="u")
+    plain = run_here(*base, "status")
+    assert "maxmemory-policy noeviction" in plain.stdout
+    assert "warning" not in plain.stdout
+    with eviction_policy(server, "volatile-lru"):
+        shown = run_here(*base, "status")
+        assert shown.returncode == 0, shown.stderr
+        assert "warning:" in shown.stdout
+        assert "volatile-lru" in shown.stdout
+        doc = json.loads(run_here(*base, "status", "--json").stdout)
+        assert doc["server"]["evicting"] is True
+        assert "noeviction" in doc["server"]["warnings"][0]

@@ -5,50 +5,19 @@ drain the queue and memory comes back (every server kind, both clients)."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import logging
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import redis
 from servers import ServerInfo
-from support import unique_queue
+from support import eviction_policy, memory_limit, unique_queue
 from worker_handlers import Harness, eventually
 
 from fairque import AsyncFairQueue, FairQueue, Registry, ServerError, ServerFull, Task, TaskState
 
-#: bytes of room left above the memory in use when the limit is set
-HEADROOM = 1_500_000
 PAYLOAD = {"blob": "x" * 300}
-
-
-def _nodes(server: ServerInfo) -> list[redis.Redis]:
-    """A client of each node of ``server`` (one for a standalone server)."""
-    if not server.cluster:
-        return [redis.Redis.from_url(server.url)]
-    cluster = redis.RedisCluster.from_url(server.url)
-    try:
-        return [redis.Redis(host=n.host, port=n.port) for n in cluster.get_primaries()]  # type: ignore[no-untyped-call]
-    finally:
-        cluster.close()
-
-
-@contextlib.contextmanager
-def memory_limit(server: ServerInfo, headroom: int = HEADROOM) -> Iterator[None]:
-    """Set every node's ``maxmemory`` to what it uses now plus ``headroom`` (noeviction),
-    and lift the limit again afterwards."""
-    nodes = _nodes(server)
-    try:
-        for node in nodes:
-            used = int(node.info("memory")["used_memory"])
-            node.config_set("maxmemory-policy", "noeviction")
-            node.config_set("maxmemory", str(used + headroom))
-        yield
-    finally:
-        for node in nodes:
-            node.config_set("maxmemory", "0")
-            node.close()
 
 
 def fill(q: FairQueue, tenants: int = 5, batch: int = 50) -> int:
@@ -82,9 +51,10 @@ def test_a_push_at_the_limit_is_refused_with_its_own_error_and_writes_nothing(
     sync_queue: FairQueue, server: ServerInfo
 ) -> None:
     q = sync_queue
-    with memory_limit(server):
+    with memory_limit(server) as limit:
         accepted = fill(q)
         assert accepted > 0
+        limit.full()  # a smaller command than the refused batch would find room
         before = q.stats().counts
         with pytest.raises(ServerFull, match=r"memory limit \(maxmemory\)") as caught:
             q.push_many([Task(user_id="late", name="work", payload=PAYLOAD) for _ in range(10)])
@@ -121,7 +91,7 @@ async def test_a_worker_drains_a_full_server_and_pushes_come_back(
         runs[payload["id"]] += 1
 
     try:
-        with memory_limit(server):
+        with memory_limit(server) as limit:
             accepted = 0
             for _ in range(10_000):
                 tasks = [
@@ -139,10 +109,12 @@ async def test_a_worker_drains_a_full_server_and_pushes_come_back(
                 accepted += 50
             assert accepted > 0
             q: AsyncFairQueue = h.queue(name, result_ttl_seconds=1)
+            limit.full()  # the drain runs with the server over its limit all along
             with pytest.raises(ServerFull):
                 await q.enqueue("work", {"id": "late", **PAYLOAD}, user_id="late")
             h.start(q, registry, max_concurrent_tasks=8)
             await eventually(lambda: len(runs) == accepted, timeout=120)
+            limit.reset()
             assert set(runs.values()) == {1}
             assert (await q.stats()).counts[TaskState.FINISHED] <= accepted
 
@@ -162,3 +134,18 @@ async def test_a_worker_drains_a_full_server_and_pushes_come_back(
     finally:
         sync.purge()
         sync.close()
+
+
+async def test_a_worker_warns_of_a_server_that_would_lose_tasks(
+    h: Harness, server: ServerInfo, caplog: pytest.LogCaptureFixture
+) -> None:
+    q = h.queue()
+    registry = Registry()
+    caplog.set_level(logging.INFO, logger="fairque")
+    with eviction_policy(server, "allkeys-lru"):
+        worker = h.start(q, registry)
+        await eventually(lambda: "maxmemory-policy allkeys-lru" in caplog.text)
+        await h.stop(worker)
+    warned = [r for r in caplog.records if r.levelno == logging.WARNING and "evicts" in r.message]
+    assert warned, caplog.text
+    assert "noeviction" in warned[0].message

@@ -349,6 +349,7 @@ def show_status(
 ) -> None:
     """Print the queues' status once (``--json``: a document, on one line if asked)."""
     taken = snapshot(queues)
+    report = queues[0].memory_report()
     if as_json:
         docs = [
             {
@@ -358,6 +359,8 @@ def show_status(
             for stats, workers, _ in taken
         ]
         doc: dict[str, Any] = docs[0] if len(docs) == 1 else {"queues": docs}
+        if report is not None:
+            doc["server"] = out.memory_doc(report)
         if one_line:
             stdout.out(json.dumps(doc), highlight=False)
         else:
@@ -365,6 +368,8 @@ def show_status(
         return
     for stats, workers, serves in taken:
         out.print_status(stdout, stats, workers, users, serves)
+    if report is not None:
+        out.print_memory(stdout, report)
     empty = [stats.queue for stats, workers, _ in taken if stats.total == 0 and not workers]
     if empty:
         known = queues[0].queues()

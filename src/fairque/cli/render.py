@@ -20,13 +20,14 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console, Group, RenderableType
+from rich.markup import escape
 from rich.table import Table
 
 from fairque.client.base import PushCheck
 from fairque.core.checks import MAX_BATCH
 from fairque.core.taskspec import check_fields, normalized, outward, task_of
 from fairque.errors import DependencyCycleError, FairqueError, ValidationError
-from fairque.models import QueueStats, Task, TaskState, WorkerInfo
+from fairque.models import MemoryReport, QueueStats, Task, TaskState, WorkerInfo
 
 #: Most tasks one ``enqueue --file`` pushes. The file is pushed in one script, so
 #: all-or-nothing holds; the server runs nothing else meanwhile (about 20 us per
@@ -346,3 +347,24 @@ def print_task(console: Console, task: Task) -> None:
         shown = json.dumps(value) if isinstance(value, (dict, list)) else str(value)
         table.add_row(key, shown)
     console.print(table)
+
+
+def memory_doc(report: MemoryReport) -> dict[str, Any]:
+    """The server's memory as ``status --json`` gives it."""
+    return {
+        "share": report.share,
+        "evicting": report.evicting,
+        "warnings": report.warnings(),
+        "nodes": [
+            {"node": n.node, "used_bytes": n.used_bytes, "max_bytes": n.max_bytes,
+             "policy": n.policy}
+            for n in report.nodes
+        ],
+    }  # fmt: skip
+
+
+def print_memory(console: Console, report: MemoryReport) -> None:
+    """The server's memory on one line, then a warning for a policy that loses tasks."""
+    console.print(report.summary(), highlight=False)
+    for warning in report.warnings():
+        console.print(f"[bold yellow]warning:[/] {escape(warning)}", highlight=False)

@@ -11,7 +11,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from fairque.models import BucketUse, Priority, StartedTask, Task, UserLoad, WaitPlace
+from fairque.models import (
+    BucketUse,
+    MemoryReport,
+    Priority,
+    StartedTask,
+    Task,
+    UserLoad,
+    WaitPlace,
+)
 
 if TYPE_CHECKING:
     from fairque.client.base import Flow
@@ -54,6 +62,13 @@ class InspectionFlows:
         except Exception:  # a server without INFO, or a proxy that forbids it
             return None
         return memory
+
+    def _memory_report_flow(self) -> Flow[MemoryReport | None]:
+        try:
+            report: MemoryReport = yield self.ops.memory_report()
+        except Exception:  # a server without INFO, or a proxy that forbids it
+            return None
+        return report
 
     def _recent_starts_flow(self, sample: int) -> Flow[list[StartedTask]]:
         heads = yield from self._reads(self.ops.recent_heads(sample))
@@ -162,6 +177,12 @@ class InspectionMethods(InspectionFlows):
         """The server's used memory as it reports it (e.g. ``12.5M``), or None."""
         return self._drive(self._server_memory_flow())
 
+    def memory_report(self) -> MemoryReport | None:
+        """The server's memory in use, its limit and its eviction policy, per node
+        (None: the server does not tell). ``warnings()`` names a policy that would
+        drop tasks at the limit."""
+        return self._drive(self._memory_report_flow())
+
     def recent_starts(self, sample: int = SAMPLE) -> list[StartedTask]:
         """The tasks started most recently, newest first: the ``sample`` newest FINISHED
         entries and a quarter as many FAILED and running ones, with their times."""
@@ -218,6 +239,9 @@ class AsyncInspectionMethods(InspectionFlows):
 
     async def server_memory(self) -> str | None:
         return await self._drive(self._server_memory_flow())
+
+    async def memory_report(self) -> MemoryReport | None:
+        return await self._drive(self._memory_report_flow())
 
     async def recent_starts(self, sample: int = SAMPLE) -> list[StartedTask]:
         return await self._drive(self._recent_starts_flow(sample))

@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fnmatch
+import json
 import logging
 import time
 from collections.abc import AsyncIterator, Sequence
@@ -123,8 +124,13 @@ class Service:
         """Connect now if the queue server answers; else on the first request (a
         server away at start-up is a 503 per request, not a failed start)."""
         with contextlib.suppress(RedisError, ProblemError):
-            await self.connect()
+            q = await self.connect()
             await self.listed()
+            report = await q.memory_report()
+            if report is not None:
+                log.info("%s", report.summary())
+                for warning in report.warnings():
+                    log.warning("%s", warning)
 
     async def connect(self) -> AsyncFairQueue:
         """The first queue client, whose connections every other one shares (the
@@ -418,10 +424,15 @@ def create_app(service: Service) -> Litestar:
     async def readyz(request: Request[Any, Any, Any]) -> Response[bytes]:
         try:
             with engine_errors():
-                await (await service.connect()).server_time_ms()
+                q = await service.connect()
+                await q.server_time_ms()
+                report = await q.memory_report()
         except ProblemError as exc:
             return problem_response(exc, None)
-        return Response(b'{"status":"ready"}', media_type="application/json")
+        # a server that would drop tasks is named, but the instance stays in rotation
+        warnings = report.warnings() if report is not None else []
+        body = {"status": "ready", **({"warnings": warnings} if warnings else {})}
+        return Response(json.dumps(body).encode(), media_type="application/json")
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:

@@ -32,6 +32,7 @@ from fairque.client.aio import AsyncFairQueue
 from fairque.models import (
     HISTOGRAM_BOUNDS_SECONDS,
     Histogram,
+    MemoryReport,
     QueueMetrics,
     TaskState,
     TenantReport,
@@ -253,6 +254,38 @@ def families(
             *tenant_families(figures, tenant_shown)]  # fmt: skip
 
 
+def server_families(report: MemoryReport | None) -> list[Metric]:
+    """The queue server's memory per node (``node=""``: a standalone server): in use,
+    the limit, their ratio (an alert can fire before the limit), and whether its
+    eviction policy would drop tasks at the limit."""
+    labels = ["node"]
+    used = GaugeMetricFamily(
+        "fairque_server_memory_used_bytes", "Memory the queue server uses.", labels=labels
+    )
+    limit = GaugeMetricFamily(
+        "fairque_server_memory_max_bytes",
+        "The queue server's maxmemory (0: no limit).",
+        labels=labels,
+    )
+    ratio = GaugeMetricFamily(
+        "fairque_server_memory_used_ratio",
+        "Memory in use over maxmemory (nodes with a limit); pushes are refused at 1.",
+        labels=labels,
+    )
+    evicting = GaugeMetricFamily(
+        "fairque_server_evicting",
+        "1 when the server's maxmemory-policy drops keys at the limit (tasks would be lost).",
+        labels=[*labels, "policy"],
+    )
+    for node in report.nodes if report is not None else ():
+        used.add_metric([node.node], node.used_bytes)
+        limit.add_metric([node.node], node.max_bytes)
+        if node.share is not None:
+            ratio.add_metric([node.node], node.share)
+        evicting.add_metric([node.node, node.policy], 1.0 if node.evicting else 0.0)
+    return [used, limit, ratio, evicting]
+
+
 def media_type(accept: str | None) -> str:
     """The exposition format a scraper asked for: OpenMetrics when its ``Accept`` names
     it (Prometheus does), else the text format 0.0.4."""
@@ -279,8 +312,17 @@ async def scrape(
             return await _queue_figures(queues[name], top, tenants)
 
     found = await asyncio.gather(*(figures(n) for n in names))
+    # one server behind every queue: its memory once per scrape
+    report = await queues[names[0]].memory_report() if names else None
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(_Families(families(dict(zip(names, found, strict=True)), buckets)))
+    registry.register(
+        _Families(
+            [
+                *families(dict(zip(names, found, strict=True)), buckets),
+                *server_families(report),
+            ]
+        )
+    )
     if media == OPENMETRICS_TYPE:
         data: bytes = openmetrics.generate_latest(registry)  # type: ignore[no-untyped-call]
         return data

@@ -174,7 +174,10 @@ def _probes() -> dict[str, Any]:
     """``/healthz`` (liveness) and ``/readyz`` (readiness): no token needed."""
     status = {
         "type": "object", "required": ["status"],
-        "properties": {"status": {"type": "string"}},
+        "properties": {
+            "status": {"type": "string"},
+            "warnings": {"type": "array", "items": {"type": "string"}},
+        },
     }  # fmt: skip
     problem = {"$ref": REF.format(name="Problem")}
 
@@ -203,8 +206,10 @@ def _probes() -> dict[str, Any]:
         "/readyz": probe(
             "ready",
             "Readiness: the queue server answers",
-            '200 {"status": "ready"} when the queue server answers a command now; '
-            "503 with a problem when it does not (take the instance out of rotation).",
+            '200 {"status": "ready"} when the queue server answers a command now, with '
+            '"warnings" when it would lose tasks at its memory limit (an evicting '
+            "maxmemory-policy; the instance stays ready); 503 with a problem when it "
+            "does not answer (take the instance out of rotation).",
             "The queue server answers",
         ),
     }

@@ -264,6 +264,11 @@ class Worker:
             await call_hooks(self.hooks, "on_startup", self)
             names = ", ".join(repr(lane.name) for lane in self._lanes)
             log.info("worker %s serving queue%s %s", self.id, "s"[: len(self._lanes) - 1], names)
+            report = await self._lanes[0].queue.memory_report()
+            if report is not None:
+                log.info("worker %s: %s", self.id, report.summary())
+                for warning in report.warnings():
+                    log.warning("worker %s: %s", self.id, warning)
             try:
                 await self._serve()
             finally:

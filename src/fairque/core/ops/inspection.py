@@ -20,6 +20,8 @@ from fairque.core.records import Call
 from fairque.core.taskhash import ms_to_dt, raw, text
 from fairque.errors import ValidationError
 from fairque.models import (
+    MemoryReport,
+    NodeMemory,
     Priority,
     QueueStats,
     StartedTask,
@@ -188,6 +190,10 @@ class InspectionOperations(OperationsBase):
     def server_memory(self) -> Call[str | None]:
         """The server's used memory as it reports it (``12.5M``; a cluster: per node)."""
         return Call(None, (), ("INFO", "memory"), _memory)
+
+    def memory_report(self) -> Call[MemoryReport]:
+        """The server's memory, limit and eviction policy (each node of a cluster)."""
+        return Call(None, (), ("INFO", "memory"), _memory_report)
 
     def recent_heads(self, sample: int) -> tuple[Call[list[str]], ...]:
         """The newest ``sample`` FINISHED entries, and a quarter as many FAILED and
@@ -391,6 +397,24 @@ def _time_ms(reply: Any) -> int:
         reply = next(iter(reply.values()))
     seconds, micros = reply
     return int(seconds) * 1000 + int(micros) // 1000
+
+
+def _memory_report(info: Any) -> MemoryReport:
+    if info and all(isinstance(v, dict) for v in info.values()):  # a cluster: per node
+        nodes = [(text(k), v) for k, v in info.items()]
+    else:
+        nodes = [("", info or {})]
+    return MemoryReport(
+        tuple(
+            NodeMemory(
+                node=name,
+                used_bytes=int(fields.get("used_memory", 0)),
+                max_bytes=int(fields.get("maxmemory", 0)),
+                policy=str(fields.get("maxmemory_policy", "noeviction")),
+            )
+            for name, fields in nodes
+        )
+    )
 
 
 def _memory(info: Any) -> str | None:

@@ -1,0 +1,89 @@
+"""The HTTP API at a tenant's backlog quota (429) and at the server's memory limit
+(503), and the service naming a server that would lose tasks (``/readyz``,
+``/metrics``), against real servers."""
+
+from __future__ import annotations
+
+import pytest
+from servers import ServerInfo
+from support import eviction_policy, memory_limit
+
+from fairque import FairQueue, ServerFull, Task
+from service.harness import Api, LiveServer
+
+
+def test_a_push_past_the_quota_is_429_and_writes_nothing(api: Api) -> None:
+    limits = api.ok("PUT", "/users/noisy/limits", {"max_queued": 3})
+    assert limits == {"user_id": "noisy", "weight": 1, "max_in_flight": None, "max_queued": 3}
+    for _ in range(3):
+        api.push(user_id="noisy")
+    refused = api.call("POST", "/tasks", {"name": "job", "user_id": "noisy"})
+    assert refused.status_code == 429, refused.text
+    assert refused.headers["Retry-After"] == "5"
+    problem = refused.json()
+    assert problem["type"] == "urn:fairque:problem:quota-exceeded"
+    assert "'noisy'" in problem["detail"]
+    batch = {"tasks": [{"name": "job", "user_id": "other"}, {"name": "job", "user_id": "noisy"}]}
+    assert api.call("POST", "/tasks", batch).status_code == 429
+    stats = api.ok("GET", "/stats")
+    assert stats["counts"]["QUEUED"] == 3
+    api.push(user_id="other")
+    # a PUT sets every limit: the quota left out is removed
+    assert api.ok("PUT", "/users/noisy/limits", {"weight": 2})["max_queued"] is None
+    api.push(user_id="noisy")
+
+
+def fill(q: FairQueue) -> None:
+    """Push batches until the server refuses one."""
+    for _ in range(10_000):
+        q.push_many([Task(user_id=f"u{i % 5}", name="job", payload={"x": "x" * 300})
+                     for i in range(50)])  # fmt: skip
+
+
+def test_a_push_to_a_full_server_is_503_server_full(
+    live: LiveServer, api: Api, server: ServerInfo
+) -> None:
+    q = FairQueue.from_url(server.url, api.queue)
+    try:
+        with memory_limit(server) as limit:
+            with pytest.raises(ServerFull):
+                fill(q)
+            limit.full()
+            refused = api.call("POST", "/tasks", {"name": "job", "user_id": "late"})
+            assert refused.status_code == 503, refused.text
+            assert refused.headers["Retry-After"] == "10"
+            problem = refused.json()
+            assert problem["type"] == "urn:fairque:problem:server-full"
+            assert "maxmemory" in problem["detail"]
+            # a worker's calls still run
+            leased = api.lease(5)
+            assert len(leased) == 5
+            assert api.call("GET", "/readyz").status_code == 200
+    finally:
+        q.purge()
+        q.close()
+
+
+def test_an_evicting_server_is_named_but_stays_ready(api: Api, server: ServerInfo) -> None:
+    ready = api.call("GET", "/readyz")
+    assert ready.json() == {"status": "ready"}
+    metrics = api.http.get("/metrics").text
+    assert 'fairque_server_evicting{node="' in metrics
+    assert "fairque_server_memory_used_bytes" in metrics
+    with eviction_policy(server, "allkeys-lru"):
+        ready = api.call("GET", "/readyz")
+        assert ready.status_code == 200
+        body = ready.json()
+        assert body["status"] == "ready"
+        assert any("allkeys-lru" in w and "noeviction" in w for w in body["warnings"])
+        metrics = api.http.get("/metrics").text
+        assert 'policy="allkeys-lru"} 1.0' in metrics
+    with memory_limit(server):
+        metrics = api.http.get("/metrics").text
+        ratios = [
+            float(line.rsplit(" ", 1)[1])
+            for line in metrics.splitlines()
+            if line.startswith("fairque_server_memory_used_ratio{")
+        ]
+        assert ratios
+        assert all(0 < r <= 1.2 for r in ratios)

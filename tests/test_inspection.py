@@ -65,7 +65,7 @@ def test_loads_backlogs_weights_and_the_ring(make_queue: MakeQueue) -> None:
     ann, bob, nobody = q.user_loads(["ann", "bob", "nobody", "ann"])
     assert ann == UserLoad(
         user_id="ann", critical=0, normal=1, in_flight=1, weight=3, cap=1, ring_rank=None,
-        capped=True, oldest_ms=round(first.created_at.timestamp() * 1000),
+        capped=True, oldest_ms=round(first.created_at.timestamp() * 1000), queued=1,
     )  # fmt: skip
     assert (bob.ready, bob.in_flight, bob.weight, bob.cap, bob.ring_rank) == (2, 0, 1, None, 0)
     assert bob.oldest_ms is not None

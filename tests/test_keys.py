@@ -22,7 +22,7 @@ def known_key_pattern(keys: QueueKeys) -> re.Pattern[str]:
         keys.ring, keys.delayed, keys.leases, keys.queued, keys.deferred, keys.finished,
         keys.failed, keys.canceled, keys.meta, keys.stats, keys.weights,
         keys.caps, keys.turns, keys.capped, keys.wake, keys.workers, keys.workers_seen,
-        keys.ends, keys.active,
+        keys.ends, keys.active, keys.backlog, keys.quotas,
     ]  # fmt: skip
     derived = [
         keys.task("X"), keys.critical("X"), keys.normal("X"), keys.deps_waiting("X"),

@@ -168,3 +168,19 @@ def test_a_quota_lives_in_its_tenants_shard(make_queue: MakeQueue) -> None:
             q.enqueue("work", {}, user_id=u)
         assert caught.value.user_id == u
         assert backlog(q, u) == (3 if u == users[0] else 2)
+
+
+def test_a_batch_of_many_users_is_counted_and_held_to_their_quotas(
+    make_queue: MakeQueue,
+) -> None:
+    q = make_queue(max_queued_per_user=2)
+    users = [f"u{i}" for i in range(5000)]
+    q.set_user_limits("u4999", max_queued=1)
+    q.push_many([Task(user_id=u, name="work", payload={}) for u in users])
+    loads = q.user_loads(["u0", "u2500", "u4999"])
+    assert [load.queued for load in loads] == [1, 1, 1]
+    with pytest.raises(QuotaExceeded) as caught:
+        q.push_many([Task(user_id=u, name="work", payload={}) for u in users])
+    assert caught.value.user_id == "u4999"
+    q.push_many([Task(user_id=u, name="work", payload={}) for u in users[:4999]])
+    assert q.user_loads(["u4998"])[0].queued == 2

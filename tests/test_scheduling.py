@@ -226,7 +226,7 @@ def test_in_flight_cap_skips_user_until_a_slot_frees(make_queue: MakeQueue) -> N
     assert nxt.user_id == "capped"
     assert q.pop("w") is None
     # lifting the cap lets the user back at once
-    q.set_user_limits("capped", max_in_flight=None)
+    q.set_user_limits("capped", max_in_flight=0)
     assert len(q.pop_batch(10)) == 3
 
 

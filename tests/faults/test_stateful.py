@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -61,7 +62,7 @@ REGISTRY = {
 }
 FIXED_KEYS = frozenset(
     [*REGISTRY.values(), "ring", "meta", "stats", "weights", "caps", "turns", "capped", "wake",
-     "workers", "workers:seen", "ends", "active", "intake"]
+     "workers", "workers:seen", "ends", "active", "intake", "backlog", "quotas"]
     # the in-flight counter hash, until in-flight work is counted from held leases
     + ([] if hasattr(QueueKeys, "held") else ["inflight"])
 )  # fmt: skip
@@ -604,7 +605,7 @@ class QueueMachine(RuleBasedStateMachine):
     @rule(user=st.sampled_from(USERS), cap=st.sampled_from([None, 1, 2]), twice=st.booleans())
     def set_user_limits(self, user: str, cap: int | None, twice: bool) -> None:
         step = Step(self._now())
-        self._send(self.q.ops.set_user_limits(user, 1, cap), twice)
+        self._send(self.q.ops.set_user_limits(user, 1, 0 if cap is None else cap), twice)
         if cap is None:
             self.caps.pop(user, None)
         else:
@@ -735,6 +736,12 @@ class QueueMachine(RuleBasedStateMachine):
         # ... nor in any user's service counts (a resent completion charges nothing)
         done = sum(int(self.client.hget(self.k.tenant(u), "done") or 0) for u in USERS)
         assert done == finished, f"users' completions {done}, {finished} won"
+
+        # each user's backlog is its tasks waiting to run, whatever was resent
+        waiting_states = (S.QUEUED, S.SCHEDULED, S.DEFERRED)
+        want = Counter(m.user for m in self.tasks.values() if m.state in waiting_states)
+        kept = {k.decode(): int(v) for k, v in self.client.hgetall(self.k.backlog).items()}
+        assert kept == dict(want), f"backlog {kept}, the model's {dict(want)}"
 
         # no orphan keys: each key is a fixed one or belongs to a task or user
         for key in self._keys():

@@ -68,7 +68,6 @@ Errors: 'FQERR -32' (StaleConstraints) when the queue's constraints changed sinc
 -- @include sadd_all
 -- @include add_all
 -- @include stored_entry
--- @include backlog_add
 
 local K = {prefix = KEYS[1], ring = KEYS[2], delayed = KEYS[3], queued = KEYS[4],
   deferred = KEYS[5], canceled = KEYS[6], meta = KEYS[7], stats = KEYS[8], capped = KEYS[9],
@@ -113,15 +112,24 @@ for i = 0, n - 1 do
   end
 end
 
--- one HGET per user when some user has a quota of its own, none when nobody has a quota
-local own = redis.call('EXISTS', K.quotas) == 1
-for _, user in ipairs(adders) do
-  local quota = own and redis.call('HGET', K.quotas, user) or ARGV[8]
-  if quota ~= '0' then
-    local queued = redis.call('HGET', K.backlog, user) or '0'
-    if queued + adding[user] > quota + 0 then
-      return redis.error_reply('FQERR -34 ' .. quota .. ' ' .. queued .. ' ' .. user)
-    end
+-- the users' backlogs, read once (and written once, after the loop); their own quotas
+-- in one more read when some user has one
+local queued, own = {}, {}
+local has_own = #adders > 0 and redis.call('EXISTS', K.quotas) == 1
+for at = 1, #adders, 2000 do  -- in pieces Lua's unpack() takes
+  local last = math.min(#adders, at + 1999)
+  local got = redis.call('HMGET', K.backlog, unpack(adders, at, last))
+  for i = 1, #got do queued[at + i - 1] = got[i] end
+  if has_own then
+    got = redis.call('HMGET', K.quotas, unpack(adders, at, last))
+    for i = 1, #got do own[at + i - 1] = got[i] end
+  end
+end
+for i, user in ipairs(adders) do
+  local quota = own[i] or ARGV[8]
+  queued[i] = queued[i] or '0'
+  if quota ~= '0' and queued[i] + adding[user] > quota + 0 then
+    return redis.error_reply('FQERR -34 ' .. quota .. ' ' .. queued[i] .. ' ' .. user)
   end
 end
 
@@ -263,9 +271,14 @@ for _, entry in ipairs(add_order) do add_all(entry[1], entry[2], adds[entry[2]])
 if clock then redis.call('HSET', K.meta, 'mono', clock) end
 for _, user in ipairs(ring_users) do ring_join(K, user) end
 if created > 0 then redis.call('HINCRBY', K.stats, 'pushed', created) end
-for _, user in ipairs(adders) do
-  if adding[user] > 0 then backlog_add(K, user, adding[user]) end
+local counts = {}
+for i, user in ipairs(adders) do
+  if adding[user] > 0 then
+    counts[#counts + 1] = user
+    counts[#counts + 1] = queued[i] + adding[user]
+  end
 end
+add_all('HSET', K.backlog, counts)
 -- one token per ready (or newly scheduled) task, bounded, wakes as many idle workers
 if ready > 0 then signal_wake(K, ready) end
 return reply

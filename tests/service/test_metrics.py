@@ -164,7 +164,8 @@ def test_two_queues_give_one_block_per_family(live: LiveServer) -> None:
         assert response.headers.get_list("content-type") == [metrics.CONTENT_TYPE]
         types = _strict_text_format(response.text)
         assert types["fairque_task_wait_seconds"] == "histogram"
-        per_user = ("fairque_user_", "fairque_tenant_weight")  # samples of named users only
+        # samples of named users only, or of the server's nodes (one server, all queues)
+        per_user = ("fairque_user_", "fairque_tenant_weight", "fairque_server_")
         for name in [n for n in types if not n.startswith(per_user)]:  # per queue
             queues = {
                 s.labels.get("queue") for f in text_string_to_metric_families(response.text)

@@ -740,7 +740,8 @@ class QueueMachine(RuleBasedStateMachine):
         # each user's backlog is its tasks waiting to run, whatever was resent
         waiting_states = (S.QUEUED, S.SCHEDULED, S.DEFERRED)
         want = Counter(m.user for m in self.tasks.values() if m.state in waiting_states)
-        kept = {k.decode(): int(v) for k, v in self.client.hgetall(self.k.backlog).items()}
+        raw: dict[bytes, bytes] = self.client.hgetall(self.k.backlog)  # type: ignore[assignment]
+        kept = {k.decode(): int(v) for k, v in raw.items()}
         assert kept == dict(want), f"backlog {kept}, the model's {dict(want)}"
 
         # no orphan keys: each key is a fixed one or belongs to a task or user

@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from servers import ServerInfo
 from support import eviction_policy, memory_limit
@@ -12,16 +14,22 @@ from fairque import FairQueue, ServerFull, Task
 from service.harness import Api, LiveServer
 
 
+def refused_push(api: Api, user: str, status: int, kind: str, wait: str) -> dict[str, Any]:
+    """Push one task of ``user``; check it is refused so; the problem document."""
+    refused = api.call("POST", "/tasks", {"name": "job", "user_id": user})
+    assert refused.status_code == status, refused.text
+    assert refused.headers["Retry-After"] == wait
+    problem: dict[str, Any] = refused.json()
+    assert problem["type"] == f"urn:fairque:problem:{kind}"
+    return problem
+
+
 def test_a_push_past_the_quota_is_429_and_writes_nothing(api: Api) -> None:
     limits = api.ok("PUT", "/users/noisy/limits", {"max_queued": 3})
     assert limits == {"user_id": "noisy", "weight": 1, "max_in_flight": None, "max_queued": 3}
     for _ in range(3):
         api.push(user_id="noisy")
-    refused = api.call("POST", "/tasks", {"name": "job", "user_id": "noisy"})
-    assert refused.status_code == 429, refused.text
-    assert refused.headers["Retry-After"] == "5"
-    problem = refused.json()
-    assert problem["type"] == "urn:fairque:problem:quota-exceeded"
+    problem = refused_push(api, "noisy", 429, "quota-exceeded", "5")
     assert "'noisy'" in problem["detail"]
     batch = {"tasks": [{"name": "job", "user_id": "other"}, {"name": "job", "user_id": "noisy"}]}
     assert api.call("POST", "/tasks", batch).status_code == 429
@@ -49,11 +57,7 @@ def test_a_push_to_a_full_server_is_503_server_full(
             with pytest.raises(ServerFull):
                 fill(q)
             limit.full()
-            refused = api.call("POST", "/tasks", {"name": "job", "user_id": "late"})
-            assert refused.status_code == 503, refused.text
-            assert refused.headers["Retry-After"] == "10"
-            problem = refused.json()
-            assert problem["type"] == "urn:fairque:problem:server-full"
+            problem = refused_push(api, "late", 503, "server-full", "10")
             assert "maxmemory" in problem["detail"]
             # a worker's calls still run
             leased = api.lease(5)

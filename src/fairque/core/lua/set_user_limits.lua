@@ -34,31 +34,19 @@ Reply: 1.
 local K = {prefix = KEYS[1], ring = KEYS[2], meta = KEYS[3], weights = KEYS[4], caps = KEYS[5],
   turns = KEYS[6], capped = KEYS[7], wake = KEYS[8], active = KEYS[9], quotas = KEYS[10]}
 local user = ARGV[1]
-if ARGV[2] ~= '' then
-  if tonumber(ARGV[2]) > 1 then
-    redis.call('HSET', K.weights, user, ARGV[2])
+-- a limit given ('' leaves it as it is) is stored when above `none`, else removed
+local function set_limit(key, value, none)
+  if value == '' then return end
+  if tonumber(value) > none then
+    redis.call('HSET', key, user, value)
   else
-    redis.call('HDEL', K.weights, user)
+    redis.call('HDEL', key, user)
   end
 end
-if ARGV[4] ~= '' then
-  if tonumber(ARGV[4]) > 0 then
-    redis.call('HSET', K.quotas, user, ARGV[4])
-  else
-    redis.call('HDEL', K.quotas, user)
-  end
-end
-local cap
-if ARGV[3] == '' then
-  cap = tonumber(redis.call('HGET', K.caps, user) or '0')
-else
-  cap = tonumber(ARGV[3])
-  if cap > 0 then
-    redis.call('HSET', K.caps, user, cap)
-  else
-    redis.call('HDEL', K.caps, user)
-  end
-end
+set_limit(K.weights, ARGV[2], 1)
+set_limit(K.caps, ARGV[3], 0)
+set_limit(K.quotas, ARGV[4], 0)
+local cap = tonumber(ARGV[3] ~= '' and ARGV[3] or redis.call('HGET', K.caps, user) or '0')
 local inflight = redis.call('ZCOUNT', held_key(K, user), '(' .. now(), '+inf')
 -- either way the user starts a new round: its turns are forgotten
 if cap > 0 and inflight >= cap then

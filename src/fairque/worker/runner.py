@@ -266,9 +266,9 @@ class Worker:
             log.info("worker %s serving queue%s %s", self.id, "s"[: len(self._lanes) - 1], names)
             report = await self._lanes[0].queue.memory_report()
             if report is not None:
-                log.info("worker %s: %s", self.id, report.summary())
+                log.info("%s (worker %s)", report.summary(), self.id)
                 for warning in report.warnings():
-                    log.warning("worker %s: %s", self.id, warning)
+                    log.warning("%s (worker %s)", warning, self.id)
             try:
                 await self._serve()
             finally:

@@ -329,7 +329,8 @@ def test_every_method_is_shard_aware_or_kept_in_shard_0() -> None:
     """No method of the plain client answers from shard 0 alone by accident."""
     shard_0 = {
         "close", "encode_result", "fairness", "from_url", "open", "options", "queue",
-        "queues", "register_worker", "server_memory", "server_time_ms", "unregister_worker",
+        "queues", "register_worker", "server_memory", "memory_report", "server_time_ms",
+        "unregister_worker",
         "wake", "workers", "xcom_pull", "xcom_push",
         # the scheduler's hand-over lives in shard 0 (the last lock a leader releases)
         "scheduler_holder", "wait_for_handover",

@@ -25,9 +25,10 @@ from rich.table import Table
 
 from fairque.client.base import PushCheck
 from fairque.core.checks import MAX_BATCH
+from fairque.core.memory import MemoryReport
 from fairque.core.taskspec import check_fields, normalized, outward, task_of
 from fairque.errors import DependencyCycleError, FairqueError, ValidationError
-from fairque.models import MemoryReport, QueueStats, Task, TaskState, WorkerInfo
+from fairque.models import QueueStats, Task, TaskState, WorkerInfo
 
 #: Most tasks one ``enqueue --file`` pushes. The file is pushed in one script, so
 #: all-or-nothing holds; the server runs nothing else meanwhile (about 20 us per

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from fairque.core.memory import MemoryReport
 from fairque.models import (
     BucketUse,
-    MemoryReport,
     Priority,
     StartedTask,
     Task,

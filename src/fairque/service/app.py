@@ -128,9 +128,7 @@ class Service:
             await self.listed()
             report = await q.memory_report()
             if report is not None:
-                log.info("%s", report.summary())
-                for warning in report.warnings():
-                    log.warning("%s", warning)
+                report.log_to(log)
 
     async def connect(self) -> AsyncFairQueue:
         """The first queue client, whose connections every other one shares (the

@@ -258,17 +258,16 @@ class Worker:
         try:
             if not await self._connect():
                 return
+            # before anything starts: a cancellation here leaves nothing running
+            report = await self._lanes[0].queue.memory_report()
+            if report is not None:
+                report.log_to(log, f" (worker {self.id})")
             for lane in self._lanes:
                 lane.upkeep.start()
             self._summary.start()
             await call_hooks(self.hooks, "on_startup", self)
             names = ", ".join(repr(lane.name) for lane in self._lanes)
             log.info("worker %s serving queue%s %s", self.id, "s"[: len(self._lanes) - 1], names)
-            report = await self._lanes[0].queue.memory_report()
-            if report is not None:
-                log.info("%s (worker %s)", report.summary(), self.id)
-                for warning in report.warnings():
-                    log.warning("%s (worker %s)", warning, self.id)
             try:
                 await self._serve()
             finally:

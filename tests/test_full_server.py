@@ -61,6 +61,9 @@ def test_a_push_at_the_limit_is_refused_with_its_own_error_and_writes_nothing(
         assert isinstance(caught.value, ServerError)
         with pytest.raises(ServerFull):
             q.enqueue("work", PAYLOAD, user_id="late")
+        with pytest.raises(ServerFull):  # a schedule adds work too
+            q.add_schedule(schedule_id="tick", name="work", user_id="late", interval_seconds=60)
+        assert q.schedules() == []
         assert q.stats().counts == before
         assert q.stats().counts[TaskState.QUEUED] == accepted
         # reads and every transition that moves a task along still run

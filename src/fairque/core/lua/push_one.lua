@@ -64,13 +64,14 @@ if not fresh then
   end
 end
 
+-- the task joins its user's backlog first: the count answers the quota check, and a
+-- push past the quota takes it back, so the refusal leaves nothing written
 local quota = ARGV[12]
 if not fresh then quota = redis.call('HGET', K.quotas, user) or quota end
-if quota ~= '0' then
-  local queued = redis.call('HGET', K.backlog, user) or '0'
-  if queued + 0 >= quota + 0 then
-    return redis.error_reply('FQERR -34 ' .. quota .. ' ' .. queued .. ' ' .. user)
-  end
+local queued = redis.call('HINCRBY', K.backlog, user, 1)
+if quota ~= '0' and queued > quota + 0 then
+  backlog_add(K, user, -1)
+  return redis.error_reply('FQERR -34 ' .. quota .. ' ' .. (queued - 1) .. ' ' .. user)
 end
 local ms = now()
 redis.call('HSET', tk, 'id', id, 'user', user, 'name', name, 'payload', ARGV[7],
@@ -79,6 +80,5 @@ redis.call('HSET', tk, 'id', id, 'user', user, 'name', name, 'payload', ARGV[7],
 -- its indexes, the QUEUED registry, its lane and the ring when the intake is placed
 redis.call('RPUSH', K.intake, ms .. '\n' .. prio .. '\n' .. user .. '\n' .. name .. '\n' .. id)
 redis.call('HINCRBY', K.stats, 'pushed', 1)
-backlog_add(K, user, 1)
 signal_wake(K, 1)
 return {0, 'QUEUED', ms}

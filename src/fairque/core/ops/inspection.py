@@ -398,11 +398,16 @@ def _time_ms(reply: Any) -> int:
     return int(seconds) * 1000 + int(micros) // 1000
 
 
+def _per_node(info: Any) -> list[tuple[str, dict[str, Any]]]:
+    """An ``INFO memory`` reply as (node, fields) pairs: a cluster answers per node, a
+    standalone server once (node ``""``)."""
+    if info and all(isinstance(v, dict) for v in info.values()):
+        return [(text(k), v) for k, v in info.items()]
+    return [("", info or {})]
+
+
 def _memory_report(info: Any) -> MemoryReport:
-    if info and all(isinstance(v, dict) for v in info.values()):  # a cluster: per node
-        nodes = [(text(k), v) for k, v in info.items()]
-    else:
-        nodes = [("", info or {})]
+    nodes = _per_node(info)
     return MemoryReport(
         tuple(
             NodeMemory(
@@ -417,11 +422,8 @@ def _memory_report(info: Any) -> MemoryReport:
 
 
 def _memory(info: Any) -> str | None:
-    if info and all(isinstance(v, dict) for v in info.values()):  # a cluster: per node
-        parts = [v.get("used_memory_human") for v in info.values()]
-        return " + ".join(str(p) for p in parts if p) or None
-    value = info.get("used_memory_human") if info else None
-    return None if value is None else str(value)
+    parts = [fields.get("used_memory_human") for _, fields in _per_node(info)]
+    return " + ".join(str(p) for p in parts if p) or None
 
 
 def _int_fields(flat: Any) -> dict[str, int]:

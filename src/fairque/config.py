@@ -23,7 +23,7 @@ from urllib.parse import quote
 
 import pydantic
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     EnvSettingsSource,
@@ -103,6 +103,12 @@ class WorkerConfig(BaseModel):
     poll_interval_seconds: float = Field(default=1.0, gt=0, le=300)
     task_timeout_seconds: float = Field(default=300.0, gt=0)
     max_concurrent_tasks: int = Field(default=10, ge=1, le=10_000)
+    #: tasks the worker may hold leased ahead of a free slot, so that a slot's next
+    #: task is at hand when its handler ends (at most one per slot; None: one per
+    #: slot; 0: none). A task leased ahead waits for this worker even while another
+    #: is idle: with long tasks and several workers, a small value (or 0) spreads
+    #: them better.
+    lease_ahead: int | None = Field(default=None, ge=0, le=10_000)
     batch_size: int = Field(default=50, ge=1, le=1000)
     lease_seconds: float | None = Field(default=None, gt=0)
     heartbeat_interval_seconds: float | None = Field(default=None, gt=0)
@@ -125,6 +131,20 @@ class WorkerConfig(BaseModel):
     #: exit (gracefully) once a lease request finds nothing ready while nothing runs
     #: and no outcome waits to be reported; scheduled tasks not yet due are left
     burst: bool = False
+
+    @model_validator(mode="after")
+    def _ahead(self) -> WorkerConfig:
+        if self.lease_ahead is not None and self.lease_ahead > self.max_concurrent_tasks:
+            raise ValueError(
+                f"lease_ahead ({self.lease_ahead}) must be at most max_concurrent_tasks "
+                f"({self.max_concurrent_tasks}): one task ahead per slot"
+            )
+        return self
+
+    @property
+    def ahead(self) -> int:
+        """Tasks leased ahead at most (``lease_ahead``; one per slot when None)."""
+        return self.max_concurrent_tasks if self.lease_ahead is None else self.lease_ahead
 
     @field_validator("queues")
     @classmethod

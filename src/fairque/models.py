@@ -8,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Literal
 
 import pydantic
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
 from fairque.core.checks import (
     MAX_DEPENDENCIES,
@@ -16,11 +16,14 @@ from fairque.core.checks import (
     MAX_TASK_ID,
     MAX_USER_ID,
     identifier_problem,
+    run_us_text,
 )
+from fairque.core.histogram import HISTOGRAM_BOUNDS_SECONDS, HISTOGRAM_STEPS_PER_DOUBLING
 from fairque.errors import ValidationError, pydantic_message
 
 __all__ = [
     "HISTOGRAM_BOUNDS_SECONDS",
+    "HISTOGRAM_STEPS_PER_DOUBLING",
     "BucketUse",
     "Histogram",
     "Priority",
@@ -134,6 +137,18 @@ class Task(BaseModel):
     #: the last failed attempt's traceback and kind (e.g. ``"timeout"``), when given
     traceback: str | None = None
     failure_reason: str | None = None
+    _run_us: str = PrivateAttr(default="")  # run_seconds as a script takes it
+
+    @property
+    def run_seconds(self) -> float | None:
+        """The current attempt's handler run in seconds, as its worker measured it (None:
+        not reported). ``complete``, ``fail``, ``requeue`` and ``extend`` send it; a
+        time-fair queue charges it, never more than the lease's span on its own clock."""
+        return int(self._run_us) / 1e6 if self._run_us else None
+
+    @run_seconds.setter
+    def run_seconds(self, seconds: float | None) -> None:
+        self._run_us = run_us_text(seconds)
 
     def __init__(self, **data: Any) -> None:
         try:
@@ -174,8 +189,7 @@ class Task(BaseModel):
     def _aware(cls, value: datetime | None) -> datetime | None:
         if value is None:
             return None
-        if value.tzinfo is None:
-            value = value.replace(tzinfo=timezone.utc)
+        value = value if value.tzinfo else value.replace(tzinfo=timezone.utc)
         try:
             late = value - datetime.now(timezone.utc) > timedelta(seconds=MAX_SECONDS)
             value.timestamp()
@@ -279,18 +293,6 @@ class QueueStats(BaseModel):
     def total(self) -> int:
         """Tasks in any registry."""
         return sum(self.counts.values())
-
-
-#: Buckets per doubling of the wait-time and run-time histograms: each bound is
-#: 2^(1/4) (about 1.19) times the one before, so a percentile read from the buckets
-#: is within 19 % of the true one at any scale the bounds cover.
-HISTOGRAM_STEPS_PER_DOUBLING = 4
-#: Upper bounds (seconds) of the histograms' buckets, 1 ms to 2^22 ms (70 minutes); a
-#: last bucket (+Inf) takes the rest. The scripts find a value's bucket from the same
-#: formula (``lua/includes/observe.lua``).
-HISTOGRAM_BOUNDS_SECONDS: tuple[float, ...] = tuple(
-    2 ** (i / HISTOGRAM_STEPS_PER_DOUBLING) / 1000 for i in range(89)
-)
 
 
 class Histogram(BaseModel):

@@ -183,5 +183,5 @@ def stored_task(values: dict[str, Any]) -> Task:
     _set_dict(task, "__dict__", values)
     _set_dict(task, "__pydantic_fields_set__", set(_ALL_FIELDS_SET))
     _set_dict(task, "__pydantic_extra__", None)
-    _set_dict(task, "__pydantic_private__", None)
+    _set_dict(task, "__pydantic_private__", {"_run_us": ""})  # Task.run_seconds: none yet
     return task

@@ -130,6 +130,19 @@ def seconds_ms(seconds: object, what: str) -> int:
     return round(seconds * 1000)
 
 
+def run_us_text(seconds: object) -> str:
+    """A handler's measured run (seconds, or None: not reported) as the whole
+    microseconds a script takes ('' for None).
+
+    Raises:
+        ValidationError: not None nor a finite number of seconds from 0 to 10 years.
+    """
+    if seconds is None:
+        return ""
+    seconds_ms(seconds, "run_seconds")
+    return str(round(float(seconds) * 1_000_000))  # type: ignore[arg-type]
+
+
 def check_timeout(timeout: object) -> None:
     """Reject a ``result()`` timeout that is not a number of seconds from 0 to 10 years."""
     if isinstance(timeout, timedelta):

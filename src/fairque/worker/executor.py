@@ -1,6 +1,7 @@
 """Running tasks: one execution per leased task, from its lease to its settled outcome.
 
-An execution calls the ``before_task`` hooks, runs the task's handler (async ones on
+An execution waits for one of the worker's slots (a task leased ahead waits for a
+handler to end: ``slots``), calls the ``before_task`` hooks, runs the task's handler (async ones on
 the event loop, sync ones in a pool thread) under its execution timeout, and turns
 however the handler ended into a report for the acknowledger:
 
@@ -19,9 +20,13 @@ settled (task id, name, user, attempt, the handler's duration); a failure's line
 carries its traceback, cut to ``TRACEBACK_CHARS``. The traceback of a raising
 handler is also kept with the task (``Task.traceback``, ``STORED_FRAMES`` frames).
 
-The task's slot is free as soon as the handler has ended; the execution then waits
-for the queue's answer and calls the ``after_task`` hooks with the outcome. A task
-leased while the worker is stopping is given back without running.
+The handler's run is measured (a monotonic clock, from its start to its end) and
+sent with the outcome as ``Task.run_seconds``, and with each heartbeat the run so far
+(0 for a task that has not started): a time-fair queue charges the tenant that run,
+not the trips to and from the server. The task's slot is free as soon as the handler
+has ended; the execution then waits for the queue's answer and calls the
+``after_task`` hooks with the outcome. A task leased while the worker is stopping is
+given back without running.
 
 What a task costs the worker is kept small, since a no-op task is all overhead: one
 asyncio task runs the hooks and the handler and ends once the report is filed; the
@@ -56,6 +61,7 @@ from fairque.worker.acker import (
 from fairque.worker.context import Context, Fail, Retry, task_logger
 from fairque.worker.hooks import Hooks, Outcome, call_hooks
 from fairque.worker.registry import Handler, Registry
+from fairque.worker.slots import Slots
 from fairque.worker.tasklog import log_end, log_line, stored_traceback
 from fairque.worker.threads import ExecutionTimeout, HandlerThreads
 
@@ -67,9 +73,10 @@ class UnknownTaskError(Exception):
 
 
 class Stage(enum.Enum):
-    """Where an execution is; the first two hold one of the worker's slots."""
+    """Where an execution is; the first three hold a place, the next two a slot."""
 
-    STARTING = "starting"  # leased; the before_task hooks run
+    WAITING = "waiting"  # leased (ahead), waiting for a slot
+    STARTING = "starting"  # the before_task hooks run
     HANDLING = "handling"  # inside its handler: a stop or a lost lease cancels it
     REPORTING = "reporting"  # the handler ended; the outcome waits for the queue's answer
 
@@ -79,7 +86,7 @@ class Execution:
 
     __slots__ = (
         "acker", "begun", "ctx", "error", "executor", "job", "queue", "report", "result",
-        "stage", "stopped", "task", "timed_out", "took",
+        "run_from", "stage", "stopped", "task", "timed_out", "took",
     )  # fmt: skip
 
     def __init__(
@@ -89,7 +96,9 @@ class Execution:
         self.task = task
         self.queue = queue
         self.acker = acker
-        self.stage = Stage.STARTING
+        self.stage = Stage.WAITING
+        #: when its handler started (monotonic; None: not yet)
+        self.run_from: float | None = None
         #: the asyncio task that runs it (then the one that runs its after_task hooks)
         self.job: asyncio.Task[None] | None = None
         #: its asyncio task has begun to run (a task cancelled before that never runs)
@@ -105,6 +114,14 @@ class Execution:
         self.result: Any = None
         self.error: BaseException | None = None
         self.took = 0.0
+
+    def stamp_run(self) -> None:
+        """Set the task's ``run_seconds`` to its handler's run so far (0 before it
+        starts; a filed report carries its final run already)."""
+        if self.stage is Stage.REPORTING:
+            return
+        start = self.run_from
+        self.task.run_seconds = 0.0 if start is None else time.monotonic() - start
 
     def answered(self, answer: Answer) -> None:
         """The acknowledger's answer to the report (see ``Executor._answered``)."""
@@ -181,6 +198,7 @@ class Executor:
         worker_id: the worker's id.
         hooks: the worker's hook objects (read at each call: they may be added later).
         threads: the pool that runs sync handlers.
+        slots: the worker's places and slots (a handler starts in a free slot).
         stopping: True once the worker stops.
         on_end: called when an execution has ended.
     """
@@ -192,6 +210,7 @@ class Executor:
         worker_id: str,
         hooks: Sequence[Hooks],
         threads: HandlerThreads,
+        slots: Slots,
         stopping: Callable[[], bool],
         on_end: Callable[[], None],
     ) -> None:
@@ -200,6 +219,7 @@ class Executor:
         self.worker_id = worker_id
         self.hooks = hooks
         self.threads = threads
+        self.slots = slots
         self._stopping = stopping
         self._on_end = on_end
         # every execution not settled yet, in start order (a dict as an ordered set)
@@ -207,8 +227,7 @@ class Executor:
         self._watchdog = Watchdog()
         self._all_settled: asyncio.Future[None] | None = None  # end_all waits on it
         self._unknown_names: set[str] = set()  # warned about once each
-        #: executions holding a slot: not started yet, or inside their handler
-        self.slots_taken = 0
+        self._typical: dict[str, float] = {}  # a handler's run by task name (moving average)
         #: tasks the queues accepted as finished / failed attempts they recorded, by queue
         self.processed_in: Counter[str] = Counter()
         self.failed_in: Counter[str] = Counter()
@@ -238,6 +257,18 @@ class Executor:
         """True while any handler runs."""
         return any(e.stage is Stage.HANDLING for e in self._executions)
 
+    def ending_within(self, horizon: float) -> int:
+        """Running handlers expected to end within ``horizon`` seconds, judged by the
+        runs of their task names seen so far (a name never seen: not expected)."""
+        now, typical, n = time.monotonic(), self._typical, 0
+        for e in self._executions:
+            start = e.run_from
+            if start is not None and e.stage is Stage.HANDLING:
+                took = typical.get(e.task.name)
+                if took is not None and start + took - now <= horizon:
+                    n += 1
+        return n
+
     def held(self, queue: AsyncFairQueue | None = None) -> list[Execution]:
         """Every execution (each task whose lease this worker holds) of ``queue`` (None:
         of every queue)."""
@@ -248,18 +279,33 @@ class Executor:
         reported to ``acker``."""
         execution = Execution(self, task, queue, acker)
         self._executions[execution] = None
-        self.slots_taken += 1
+        self.slots.take()
         # the loop's own create_task (any task factory applies), without asyncio's wrapper
         execution.job = asyncio.get_running_loop().create_task(self._execute(execution))
 
     def lease_lost(self, execution: Execution) -> None:
-        """The heartbeat found the lease of ``execution``'s task lost: stop its handler."""
-        if execution.stage is not Stage.HANDLING or execution not in self._executions:
-            return  # its handler ended: the queue will answer its report with the loss
+        """The heartbeat found the lease of ``execution``'s task lost: stop its handler,
+        or forget it while it waits for a slot."""
+        if execution not in self._executions:
+            return
         task = execution.task
+        if execution.stage is Stage.WAITING:
+            log.warning("task %s: lease lost before it started; dropping it", task.task_id)
+            task.lease_token = None
+            self._cancel(execution)
+            if not execution.begun:  # its task will never run: nothing to wait for
+                self._settle(execution)
+            return
+        if execution.stage is not Stage.HANDLING:
+            return  # its handler ended: the queue will answer its report with the loss
         log.warning("task %s: lease lost (canceled or reclaimed); stopping it", task.task_id)
         task.lease_token = None
         self._cancel(execution)
+
+    def give_back_waiting(self) -> int:
+        """The worker stops: the tasks leased ahead are given back without running
+        (no attempt counted). Returns how many."""
+        return self.slots.release_waiting()
 
     def interrupt(self) -> None:
         """Cancel every running handler: its task is given back without a failure."""
@@ -292,9 +338,10 @@ class Executor:
             execution.job.cancel()
 
     def _free_slot(self, execution: Execution) -> None:
-        if execution.stage is not Stage.REPORTING:
+        stage = execution.stage
+        if stage is not Stage.REPORTING:
             execution.stage = Stage.REPORTING
-            self.slots_taken -= 1
+            self.slots.give(ran=stage is not Stage.WAITING)
 
     def _file(
         self,
@@ -356,6 +403,7 @@ class Executor:
         execution.begun = True
         try:
             task = execution.task
+            task.run_seconds = 0.0  # until its handler starts
             if self._stopping():  # leased as the worker began to stop
                 self._file(execution, GivenBack(task))
                 return
@@ -365,6 +413,11 @@ class Executor:
                 delay = self.config.unknown_task_delay_seconds
                 # the wave that gives it back may fill the slot
                 self._file(execution, GivenBack(task, delay=delay, unknown=True))
+                return
+            if await self.slots.enter():
+                execution.stage = Stage.STARTING  # it holds a slot
+            if execution.stage is Stage.WAITING or self._stopping():  # a stop while it waited
+                self._file(execution, GivenBack(task))
                 return
             ctx = Context(
                 task, execution.queue, self.worker_id, task_logger(log, task, self.worker_id)
@@ -376,13 +429,17 @@ class Executor:
                 ctx.logger, logging.DEBUG, "task %s started: %s for user %s, attempt %d",
                 task.task_id, task.name, task.user_id, task.retry_count + 1,
             )  # fmt: skip
-            began = time.monotonic()
+            began = execution.run_from = time.monotonic()
             try:
                 report, result, error = await self._handle(execution, ctx, handler)
             except asyncio.CancelledError:
-                self._file(execution, GivenBack(task), took=time.monotonic() - began)
+                task.run_seconds = took = time.monotonic() - began
+                self._file(execution, GivenBack(task), took=took)
                 raise
-            self._file(execution, report, result, error, time.monotonic() - began)
+            task.run_seconds = took = time.monotonic() - began
+            seen = self._typical.get(task.name)
+            self._typical[task.name] = took if seen is None else seen * 0.8 + took * 0.2
+            self._file(execution, report, result, error, took)
         except Exception as exc:  # pragma: no cover - a bug
             log.error("worker %s: an execution failed", self.worker_id, exc_info=exc)
         finally:

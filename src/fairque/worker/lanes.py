@@ -63,6 +63,13 @@ class Lane:
         #: its waves at the server, and the tasks they asked for (slots held meanwhile)
         self.waves: set[asyncio.Task[None]] = set()
         self.asked = 0
+        #: a wave's round trip (seconds, a moving average; 0: none yet)
+        self.round_trip = 0.0
+
+    def timed(self, seconds: float) -> None:
+        """A wave came back after ``seconds``."""
+        trip = self.round_trip
+        self.round_trip = seconds if not trip else trip * 0.8 + seconds * 0.2
 
     @property
     def name(self) -> str:

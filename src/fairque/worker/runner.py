@@ -8,26 +8,24 @@ one *lane* per queue and shares its free slots among them, round robin: ``lanes`
    and enters its loop, ``_serve``.
 2. A turn of the loop that has outcomes to report sends them in one wave
    (``acker``), asking in the same round trip for as many tasks as the worker has
-   free slots, and starts what came back (``executor``): a busy worker's usual turn
-   is a single ``complete_and_pop``. While the queue fills every request, the next
-   turn asks again. A queue may have two waves at the server at once
-   (``WAVES_IN_FLIGHT``), each in its own asyncio task: while one is there, the
-   worker runs what the other brought. The slots a wave asks for are held until it
-   is back, so the worker never asks for more tasks than it has slots.
+   room for (free slots, and places to lease ahead: ``slots``), and starts what came
+   back (``executor``): a busy worker's usual turn is a single ``complete_and_pop``.
+   While the queue fills every request, the next turn asks again. A queue may have
+   two waves at the server at once (``WAVES_IN_FLIGHT``), each in its own asyncio
+   task. The room a wave asks for is held until it is back.
 3. Once the queue has fewer tasks than asked for (and no wave is out), the free
-   slots *park*
-   (``park``): the worker blocks on the queue's wake-up list until pushed work or
-   a due time ends the wait, and leases in the same round trip. An idle worker's
-   only calls are these waits (each until the next due time, at most its lease
-   length) and its heartbeat.
+   slots *park* (``park``; an idle worker leases nothing ahead): the worker blocks
+   on the queue's wake-up list until pushed work or a due time ends the wait, and
+   leases in the same round trip. An idle worker's only calls are these waits (each
+   until the next due time, at most its lease length) and its heartbeat.
 4. Between turns the loop sleeps until something changes: a report is filed, a park
    ends, an execution ends, a stuck handler thread returns, a stop is requested.
 5. A burst worker (``burst``) never parks: once nothing runs, no outcome waits to be
    reported and one more request to each queue brings nothing, it stops as if asked to.
-6. A stop ends fetching, lets running handlers finish within the grace period,
-   gives the rest back, and reports every outcome before the worker leaves, or gives
-   up on them once its patience is spent (a wave at the server is waited for: its
-   call returns or fails by itself).
+6. A stop ends fetching, gives back the tasks leased ahead at once, lets running
+   handlers finish within the grace period, gives the rest back, and reports every
+   outcome before the worker leaves, or gives up on them once its patience is spent
+   (a wave at the server is waited for: its call returns or fails by itself).
 """
 
 from __future__ import annotations
@@ -54,6 +52,7 @@ from fairque.worker.leasing import Leasing
 from fairque.worker.link import CONNECTION_ERRORS, ErrorLog, Link, describe
 from fairque.worker.park import WAKE_AGAIN_AFTER, Park
 from fairque.worker.registry import Registry, default_registry
+from fairque.worker.slots import Slots
 from fairque.worker.stopping import OUTCOME_PATIENCE, Stop, wait_event
 from fairque.worker.summary import Summary
 from fairque.worker.threads import HandlerThreads
@@ -136,8 +135,9 @@ class Worker:
         self._changed = asyncio.Event()
         self._stop = Stop()
         self._threads = HandlerThreads(cfg.max_concurrent_tasks, self._thread_returned)
+        self._slots = Slots(cfg.max_concurrent_tasks, cfg.ahead, lambda: self._threads.stuck)
         self._executor = Executor(
-            self.registry, cfg, self.id, self.hooks, self._threads,
+            self.registry, cfg, self.id, self.hooks, self._threads, self._slots,
             stopping=lambda: self._stop.requested, on_end=self._changed.set,
         )  # fmt: skip
         self._summary = Summary(
@@ -164,7 +164,7 @@ class Worker:
         park = Park(
             queue, leasing, link, errors, self._stop.pause,
             stopping=lambda: self._stop.requested, on_end=self._changed.set,
-            room=lambda: self._free_slots() > 0,
+            room=lambda: self._free_slots(ahead=False) > 0,
             deliver=functools.partial(self._start, queue, acker),
         )  # fmt: skip
         upkeep = Upkeep(
@@ -229,6 +229,7 @@ class Worker:
         """First call: stop fetching and drain gracefully. Second call: stop at once."""
         self._stop.request()
         self._changed.set()
+        self._executor.give_back_waiting()
         if self._stop.requests >= 2:
             log.warning("worker %s: second stop request, giving back in-flight tasks", self.id)
             self._executor.interrupt()
@@ -277,7 +278,8 @@ class Worker:
                     await lane.park.close()
                     await lane.upkeep.stop()
                 await call_hooks(self.hooks, "on_shutdown", self)
-                await self._unregister()
+                for lane in self._lanes:
+                    await lane.upkeep.unregister()
                 log.info(
                     "worker %s stopped (%d processed, %d failed)",
                     self.id, self.processed, self.failed,
@@ -322,7 +324,7 @@ class Worker:
                 await self._wait_for_change()
                 continue
             if not self.config.burst:
-                self._open_parks(free)
+                self._open_parks(self._free_slots(ahead=False))
             elif free and self._idle():
                 if self._burst_asked:  # every queue was asked once more: nothing came
                     log.info("worker %s: no task is ready (burst); stopping", self.id)
@@ -351,10 +353,12 @@ class Worker:
         """One wave of a lane: its reports, and a request for ``n`` tasks (its share of
         the free slots). A lane whose wave was held (its server is away) rests for its
         link's backoff, then sends again; the other lanes carry on."""
+        sent = time.monotonic()
         leased = await lane.acker.send(n)
         if leased is None:
             lane.resting_until = time.monotonic() + lane.link.delay()
             return
+        lane.timed(time.monotonic() - sent)
         if self._left:  # the worker was cancelled while this wave was at the server
             if leased:
                 log.warning(
@@ -387,16 +391,17 @@ class Worker:
             or any(lane.acker.pending or lane.waves for lane in self._lanes)
         )
 
-    def _free_slots(self) -> int:
-        """Tasks the worker can start now and has not asked for yet (never negative).
-
-        A slot is taken by a task not yet through its handler, by a handler thread
-        the worker gave up on, and by an open park.
-        """
-        cfg = self.config
+    def _free_slots(self, ahead: bool = True) -> int:
+        """Tasks the worker has room for and has not asked for yet (never negative):
+        free slots, and (``ahead``) free places to lease ahead (``slots``); an open
+        park's and a wave's tasks count as taken."""
+        slots = self._slots
+        room = slots.to_run()
+        if ahead and slots.ahead:  # for handlers that end within about two round trips
+            trip = max(lane.round_trip for lane in self._lanes)
+            room = slots.to_lease(self._executor.ending_within(2 * trip))
         parked = sum(lane.park.slots + lane.asked for lane in self._lanes)
-        taken = self._executor.slots_taken + self._threads.stuck + parked
-        return max(0, min(cfg.max_concurrent_tasks - taken, cfg.batch_size))
+        return max(0, min(room - parked, self.config.batch_size))
 
     def _start(self, queue: AsyncFairQueue, acker: Acknowledger, leased: list[Task]) -> None:
         """The one door of leased tasks: a wave's, a collected park's, and a park's the
@@ -477,15 +482,6 @@ class Worker:
         for queue in self.queues:
             await queue.refresh_layout()
 
-    async def _unregister(self) -> None:
-        for queue in self.queues:
-            try:
-                await queue.unregister_worker(self.id)
-            except CONNECTION_ERRORS as exc:
-                log.warning("worker %s: could not unregister (%s)", self.id, describe(exc))
-            except Exception as exc:  # pragma: no cover - a dying connection
-                log.error("worker %s: could not unregister (%s)", self.id, describe(exc))
-
     def _check_supervisor(self) -> None:
         if self.parent_pid is not None and os.getppid() != self.parent_pid:
             log.warning("worker %s: its supervisor is gone; stopping", self.id)
@@ -495,5 +491,6 @@ class Worker:
     def _thread_returned(self) -> None:
         """A handler thread the worker had given up on returned: its slot is free again."""
         stuck = self.threads_stuck
+        self._slots.pass_on()
         log.info("worker %s: a stuck handler thread returned (%d still stuck)", self.id, stuck)
         self._changed.set()

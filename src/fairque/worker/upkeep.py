@@ -20,7 +20,7 @@ from fairque.config import WorkerConfig
 from fairque.core.pauses import pass_on_cancellation
 from fairque.models import WorkerInfo
 from fairque.worker.executor import Executor
-from fairque.worker.link import CONNECTION_ERRORS, ErrorLog, Link
+from fairque.worker.link import CONNECTION_ERRORS, ErrorLog, Link, describe
 
 log = logging.getLogger("fairque.worker")
 
@@ -128,6 +128,15 @@ class Upkeep:
             )  # fmt: skip
         return canceled + trimmed
 
+    async def unregister(self) -> None:
+        """Take the worker out of the queue's registry (an outage is logged)."""
+        try:
+            await self.queue.unregister_worker(self.worker_id)
+        except CONNECTION_ERRORS as exc:
+            log.warning("worker %s: could not unregister (%s)", self.worker_id, describe(exc))
+        except Exception as exc:  # pragma: no cover - a dying connection
+            log.error("worker %s: could not unregister (%s)", self.worker_id, describe(exc))
+
     async def _heartbeat_loop(self) -> None:
         while not self._closing:
             await asyncio.sleep(self.heartbeat_seconds)
@@ -142,6 +151,8 @@ class Upkeep:
         held = self.executor.held(self.queue)
         if not held:
             return
+        for execution in held:  # each sends its handler's run so far (0: not started)
+            execution.stamp_run()
         tasks = [execution.task for execution in held]
         extended = await self.queue.extend_many(tasks, self.lease_seconds)
         for execution, ok in zip(held, extended, strict=True):

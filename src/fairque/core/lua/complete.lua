@@ -24,6 +24,7 @@ ARGV[3] has_result  0 | 1
 ARGV[4] result      serialized result (ignored unless has_result and keep_result)
 ARGV[5] ordering    'aging' | 'strict' (for released dependents)
 ARGV[6] horizon_us
+ARGV[7] run_us      the handler's run as the worker measured it ('': not reported)
 
 Reply: 1 when this call finished the task, or when it is a resend of a completion
 that did (nothing changes then); 0 when the lease was lost (expired, reclaimed,
@@ -40,7 +41,7 @@ local K = {prefix = KEYS[1], ring = KEYS[2], delayed = KEYS[3], leases = KEYS[4]
 local ms, us = now()
 local acc = {runs = {}, done = 0}
 local ok, ready = complete_task(K, ARGV[1], ARGV[2], ARGV[3] == '1', ARGV[4], ms, us,
-  ARGV[5], ARGV[6] + 0, acc)  -- (+ 0: Lua's string coercion, a third of a tonumber call)
+  ARGV[5], ARGV[6] + 0, acc, ARGV[7])  -- (+ 0: Lua's string coercion, a third of a tonumber call)
 count_completions(K, acc)
 if ready > 0 then
   signal_wake(K, 1)

@@ -40,9 +40,10 @@ ARGV[8] horizon_us
 ARGV[9] req         request id (unique per call; the same when a call is resent)
 ARGV[10] A          number of assigned_users, then their A user ids, then the number S of
                     steal_targets and their S user ids (ARGV[1..11+A+S] is pop.lua's ARGV)
-ARGV[12+A+S] C      number of completions, then 4 values each:
-                    id, token, has_result (0|1), result
-ARGV[13+A+S+4C]     '1': add this shard's state after the lease to the reply (the
+ARGV[12+A+S] C      number of completions, then 5 values each:
+                    id, token, has_result (0|1), result, run_us (the handler's run as
+                    the worker measured it; '': not reported)
+ARGV[13+A+S+5C]     '1': add this shard's state after the lease to the reply (the
                     sharded client weighs it for its next lease); absent otherwise
 
 Reply: {array of 1/0 per completion (0: lease lost), array of leased tasks (flat HGETALL)},
@@ -75,9 +76,9 @@ local acks, ready = {}, 0
 local acc = {runs = {}, done = 0}
 if nc > 1 then acc.later = {leases = {}, ends = {}, registry = {}} end
 for i = 0, nc - 1 do
-  local b = at + 1 + i * 4
+  local b = at + 1 + i * 5
   local ok, made_ready = complete_task(K, ARGV[b], ARGV[b + 1], ARGV[b + 2] == '1',
-    ARGV[b + 3], ms, us, ordering, horizon_us, acc)
+    ARGV[b + 3], ms, us, ordering, horizon_us, acc, ARGV[b + 4])
   acks[#acks + 1] = ok
   ready = ready + made_ready
 end
@@ -99,7 +100,7 @@ end
 if ready > #leased then
   signal_wake(K, 1)
 end
-if ARGV[at + 1 + nc * 4] == '1' then
+if ARGV[at + 1 + nc * 5] == '1' then
   return {acks, leased, shard_state(K, ms)}
 end
 return {acks, leased}

@@ -10,6 +10,7 @@ KEYS[4] ring    users with ready work, by start tag (time mode: a heartbeat char
 ARGV[1] id
 ARGV[2] token
 ARGV[3] ms          new lease length from now
+ARGV[4] run_us      the handler's run so far as the worker measured it ('': not reported)
 
 Reply: the new deadline (ms since the epoch, server time). A resend moves it again,
        to now + ms: the same answer as a second heartbeat.
@@ -38,7 +39,7 @@ if not held or tonumber(f[4]) <= ms then
   return redis.error_reply('FQERR -1 lease lost for task ' .. id)
 end
 local deadline = ms + tonumber(ARGV[3])
-local fair = fair_heartbeat(K, f[3], ms - (f[7] or ms), f[8])
+local fair = fair_heartbeat(K, f[3], ms - (f[7] or ms), f[8], ARGV[4])
 if fair then
   redis.call('HSET', task_key(K, id), 'deadline', deadline, 'fair', fair)
 else

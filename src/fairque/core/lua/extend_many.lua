@@ -10,7 +10,8 @@ KEYS[3] stats   throughput counters and histograms (lease_lost counted here)
 KEYS[4] ring    users with ready work, by start tag (time mode: a heartbeat charges)
 
 ARGV[1] ms          new lease length from now
-ARGV[2..]           pairs: id, token
+ARGV[2..]           triples: id, token, run_us (the handler's run so far as the worker
+                    measured it; '': not reported)
 
 Reply: one entry per pair: the new deadline (ms since the epoch), or -1 when that
 lease was lost.
@@ -25,12 +26,12 @@ local K = {prefix = KEYS[1], leases = KEYS[2], stats = KEYS[3], ring = KEYS[4]}
 local ms = now()
 local deadline = ms + tonumber(ARGV[1])
 local out, moved, lost = {}, {}, 0
-for i = 2, #ARGV, 2 do
+for i = 2, #ARGV, 3 do
   local id = ARGV[i]
   local held, f = lease_fence(K, id, ARGV[i + 1], 'user', 'deadline', 'cons', 'started',
     'fair')
   if held and tonumber(f[4]) > ms then
-    local fair = fair_heartbeat(K, f[3], ms - (f[6] or ms), f[7])
+    local fair = fair_heartbeat(K, f[3], ms - (f[6] or ms), f[7], ARGV[i + 2])
     if fair then
       redis.call('HSET', task_key(K, id), 'deadline', deadline, 'fair', fair)
     else

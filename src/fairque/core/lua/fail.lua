@@ -29,6 +29,7 @@ ARGV[8] max_retries retry budget for this decision, or -1 for the task's own
 ARGV[9] traceback   the failure's traceback ('' none)
 ARGV[10] reason     the failure's kind, e.g. 'timeout' ('' none)
 ARGV[11] details    the failure's data, serialized ('' none)
+ARGV[12] run_us     the handler's run as the worker measured it ('': not reported)
 
 Reply: 'SCHEDULED' (will retry) or 'FAILED'; a resend of a call that succeeded
        returns the same answer and changes nothing.
@@ -62,4 +63,4 @@ for i, field in ipairs({'traceback', 'reason', 'details'}) do
   end
 end
 return fail_attempt(K, id, ARGV[3], ARGV[4] == '1', ms, tonumber(ARGV[5]),
-  tonumber(ARGV[6]), tonumber(ARGV[7]), req, tonumber(ARGV[8]), extra, us)
+  tonumber(ARGV[6]), tonumber(ARGV[7]), req, tonumber(ARGV[8]), extra, us, ARGV[12])

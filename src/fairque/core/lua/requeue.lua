@@ -20,6 +20,8 @@ ARGV[2] token
 ARGV[3] delay_ms    0: ready again now; > 0: SCHEDULED after the delay
 ARGV[4] ordering    'aging' | 'strict'
 ARGV[5] horizon_us
+ARGV[6] run_us      the handler's run as the worker measured it ('': not reported; a
+                    task given back before it ran reports 0 and is charged no run)
 
 Reply: 'QUEUED' or 'SCHEDULED'; a resend of a call that succeeded returns the same
        answer and changes nothing.
@@ -47,7 +49,7 @@ if not held then
   return redis.error_reply('FQERR -1 lease lost for task ' .. id)
 end
 local ms, us = now()
-end_attempt(K, id, f[3], ms, nil, {ms - (f[6] or ms), f[7], nil, us})
+end_attempt(K, id, f[3], ms, nil, {ms - (f[6] or ms), f[7], nil, us, ARGV[6]})
 redis.call('HINCRBY', K.stats, 'requeued', 1)
 backlog_add(K, f[3], 1)
 signal_wake(K, 1)

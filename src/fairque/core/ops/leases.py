@@ -168,20 +168,22 @@ class LeaseOperations(OperationsBase):
             raise LeaseLost(f"task {task.task_id} holds no lease (it was not popped)")
         return task.task_id, task.lease_token
 
-    def _completion(self, task: Task, result: Any) -> tuple[str, str, int, bytes]:
-        """One completion's four values: task id, lease token, has result (0|1), result.
+    def _completion(self, task: Task, result: Any) -> tuple[str, str, int, bytes, str]:
+        """One completion's five values: task id, lease token, has result (0|1), result,
+        the handler's run (``Task.run_seconds`` in us; '': not reported).
 
         A ``None`` result is sent (and kept) like any other, so a task that returned
         None reads differently from one whose result was consumed or has expired.
         """
         task_id, token = self._lease_of(task)
         if result is None:
-            return task_id, token, 1, self._none
-        return task_id, token, 1, self.encode_result(result)
+            return task_id, token, 1, self._none, task._run_us
+        return task_id, token, 1, self.encode_result(result), task._run_us
 
     def complete(self, task: Task, result: Any) -> Call[bool]:
         """Finish a leased task (False when the lease was lost)."""
-        args = [*self._completion(task, result), self.options.ordering, self._horizon_us]
+        *values, run_us = self._completion(task, result)
+        args = [*values, self.options.ordering, self._horizon_us, run_us]
         return self._call("complete", args, lambda r: int(r) == 1)
 
     def fail(
@@ -210,7 +212,9 @@ class LeaseOperations(OperationsBase):
             _optional_text(reason, "reason", MAX_REASON),
             b"" if details is None else dump_value(self.serializer, details, "details"),
         )
-        return self._fail_call(task_id, token, error_text(error), retry, delay_ms, budget, extra)
+        return self._fail_call(
+            task_id, token, error_text(error), retry, delay_ms, budget, extra, task._run_us
+        )
 
     def _fail_call(
         self,
@@ -221,10 +225,11 @@ class LeaseOperations(OperationsBase):
         delay_ms: int,
         budget: int,
         extra: tuple[str, str, bytes] = ("", "", b""),
+        run_us: str = "",
     ) -> Call[TaskState]:
         args = [
             task_id, token, error, 1 if retry else 0, self._base_ms, self._failed_ttl_ms,
-            delay_ms, budget, *extra,
+            delay_ms, budget, *extra, run_us,
         ]  # fmt: skip
         return self._call("fail", args, lambda r: TaskState(text(r)))
 
@@ -248,7 +253,7 @@ class LeaseOperations(OperationsBase):
             task.lease_deadline = deadline
             return deadline
 
-        return self._call("extend", [task_id, token, ms], parse)
+        return self._call("extend", [task_id, token, ms, task._run_us], parse)
 
     def extend_many(self, tasks: Sequence[Task], seconds: float | None) -> Call[list[bool]]:
         """Extend several held leases in one call; False for each lease that was lost."""
@@ -258,6 +263,7 @@ class LeaseOperations(OperationsBase):
         args: list[Any] = [ms]
         for task in tasks:
             args.extend(self._lease_of(task))
+            args.append(task._run_us)
 
         def parse(reply: list[Any]) -> list[bool]:
             out = []
@@ -273,7 +279,7 @@ class LeaseOperations(OperationsBase):
         """Give a leased task back without counting a failed attempt."""
         task_id, token = self._lease_of(task)
         delay_ms = _seconds_ms(delay, "delay")
-        args = [task_id, token, delay_ms, self.options.ordering, self._horizon_us]
+        args = [task_id, token, delay_ms, self.options.ordering, self._horizon_us, task._run_us]
         return self._call("requeue", args, lambda r: TaskState(text(r)))
 
     def reclaim(self, limit: int) -> Call[int]:

@@ -3,9 +3,12 @@
 -- @include end_attempt
 -- @include constraint_free
 -- @include finalize
--- complete_task(K, id, token, has_result, result, ms, us, ordering, horizon_us, acc):
--- finish a leased task if `token` still holds its lease, store its result (when the
--- task keeps results) and release the dependents waiting only for it. A resend of a
+-- @include handler_ms
+-- complete_task(K, id, token, has_result, result, ms, us, ordering, horizon_us, acc,
+-- run_us): finish a leased task if `token` still holds its lease, store its result
+-- (when the task keeps results) and release the dependents waiting only for it.
+-- `run_us`: the handler's run as the worker measured it ('': not reported; see
+-- handler_ms), what the attempt is charged and counted as. A resend of a
 -- completion that succeeded succeeds again and changes nothing. Returns
 -- 1 or 0 (lease lost), and the number of dependents made ready.
 -- `acc` ({runs = {}, done = 0}, one per call) gathers the counters of the call's
@@ -20,7 +23,7 @@
 -- are made only when the path is taken (a script makes every function it defines on
 -- each run).
 local function complete_task(K, id, token, has_result, result, ms, us, ordering, horizon_us,
-                             acc)
+                             acc, run_us)
   local req = 'L' .. token
   local held, f = lease_fence(K, id, token, 'user', 'keep_result', 'result_ttl', 'op',
     'started', 'cons', 'name', 'fair')
@@ -32,7 +35,7 @@ local function complete_task(K, id, token, has_result, result, ms, us, ordering,
     return 0, 0
   end
   local ran = ms - (f[7] or ms)  -- (numeric strings coerce)
-  acc.runs[#acc.runs + 1] = ran
+  acc.runs[#acc.runs + 1] = handler_ms(ran, run_us)
   acc.done = acc.done + 1
   -- one EXISTS for the usual case: no user is held out by its cap (the capped set is
   -- empty: release_slot has nothing to look up) and nobody waits for the task, as a
@@ -41,7 +44,7 @@ local function complete_task(K, id, token, has_result, result, ms, us, ordering,
   local found = redis.call('EXISTS', K.capped, blocked, watch)
   local waited = found > 0 and redis.call('EXISTS', blocked, watch) or 0
   if found > waited then
-    end_attempt(K, id, f[3], ms, f[8], {ran, f[10], 'done', us}, 'error',
+    end_attempt(K, id, f[3], ms, f[8], {ran, f[10], 'done', us, run_us}, 'error',
       'traceback', 'reason', 'details')
   else
     -- end_attempt with its release_slot down to the ZREM: nobody is capped
@@ -55,7 +58,7 @@ local function complete_task(K, id, token, has_result, result, ms, us, ordering,
     redis.call('HDEL', task_key(K, id), 'lease', 'worker', 'deadline', 'fair', 'error',
       'traceback', 'reason', 'details')
     redis.call('ZREM', held_key(K, f[3]), id)
-    fair_settle(K, f[3], {ran, f[10], 'done', us})
+    fair_settle(K, f[3], {ran, f[10], 'done', us, run_us})
   end
   local trimmed = acc.trimmed or token % 16 ~= 0  -- token: the held lease's, numeric
   local known = {user = f[3], name = f[9], unwatched = false, counted = true,

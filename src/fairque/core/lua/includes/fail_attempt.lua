@@ -5,8 +5,10 @@
 -- @include cascade_failure
 -- @include observe
 -- @include backlog_add
+-- @include handler_ms
 -- fail_attempt(K, id, error, retry, ms, base_ms, failed_ttl_ms, delay_ms, req,
--- max_retries, extra, us): a STARTED attempt failed (`us`: now in microseconds, or
+-- max_retries, extra, us, run_us): a STARTED attempt failed (`us`: now in
+-- microseconds, or nil; `run_us`: the handler's run as the worker measured it, or
 -- nil). `extra` (or nil) holds the failure's further fields as flat pairs ('traceback',
 -- 'reason', 'details'); they replace the previous attempt's. With retry and retries left (the task's own
 -- budget, or `max_retries` when >= 0), schedule the next attempt after delay_ms (or
@@ -16,7 +18,7 @@
 -- A failed attempt's run time (leased -> failed) goes to the 'run' histogram, except a
 -- reclaimed lease's (it ran until its lease expired, not until it failed).
 local function fail_attempt(K, id, err, retry, ms, base_ms, failed_ttl_ms, delay_ms, req,
-                            max_retries, extra, us)
+                            max_retries, extra, us, run_us)
   local tk = task_key(K, id)
   local f = redis.call('HMGET', tk, 'user', 'retries', 'max_retries', 'started', 'cons',
     'deadline', 'fair')
@@ -26,10 +28,10 @@ local function fail_attempt(K, id, err, retry, ms, base_ms, failed_ttl_ms, delay
   end
   -- a reclaimed lease (no `req`) held its worker's slot until its deadline
   local ran = (req and ms or tonumber(f[6] or ms)) - tonumber(f[4] or ms)
-  end_attempt(K, id, f[1], ms, f[5], {ran, f[7], 'failed', req and us or false},
+  end_attempt(K, id, f[1], ms, f[5], {ran, f[7], 'failed', req and us or false, run_us},
     'traceback', 'reason', 'details')
   if extra and #extra > 0 then redis.call('HSET', tk, unpack(extra)) end
-  if req then observe(K, 'run_ms', {ran}) end
+  if req then observe(K, 'run_ms', {handler_ms(ran, run_us)}) end
   local n = tonumber(f[2])
   local limit = tonumber(f[3])
   if max_retries and max_retries >= 0 then limit = max_retries end

@@ -1,16 +1,19 @@
 -- @include keys
 -- @include fair_charge
 -- @include now
+-- @include handler_ms
 -- fair_settle(K, user, run): an attempt of `user`'s ended; `run` = {ran, fair, outcome,
--- us}: `ran` its lease's span in ms (start to end, or to the deadline of a reclaimed
--- lease), `fair` the task's 'fair' field (false: the lease was not charged), `outcome`
--- 'done' or 'failed' (nil: a give-back or a cancel), `us` now in microseconds (nil: read
--- here; false: `ran` is exact, a reclaimed lease's span). Counts the attempt for the
--- user (worker time 'busy_us', the outcome) and the queue ('busy_us',
--- 'failed_attempts'); when the lease was charged, moves the tag to what the lease held
--- over the weight, and, for a run that ended by itself, moves the user's estimate
--- towards it, only when the run was more than a quarter off it (the corrections keep
--- the tags exact: the estimate only has to be close).
+-- us, reported}: `ran` its lease's span in ms (start to end, or to the deadline of a
+-- reclaimed lease), `fair` the task's 'fair' field (false: the lease was not charged),
+-- `outcome` 'done' or 'failed' (nil: a give-back or a cancel), `us` now in microseconds
+-- (nil: read here; false: `ran` is exact, a reclaimed lease's span), `reported` the
+-- handler's run as the worker measured it (us, a string; '' or nil: none), which lowers
+-- `ran` (handler_ms). Counts the attempt for the user (worker time 'busy_us', the
+-- outcome) and the queue ('busy_us', 'failed_attempts'); when the lease was charged,
+-- moves the tag to what the run took over the weight, and, for a run that ended by
+-- itself, moves the user's estimate towards it, only when the run was more than a
+-- quarter off it (the corrections keep the tags exact: the estimate only has to be
+-- close); the queue's estimate (meta 'est', a new user's first charge) moves with it.
 local function fair_settle(K, user, run)
   local ran, fair, outcome, us = run[1], run[2], run[3], run[4]
   local charged, w, est, fstart
@@ -19,6 +22,7 @@ local function fair_settle(K, user, run)
     if us ~= false then ran = ((us or select(2, now())) - fstart) / 1000 end
   end
   if ran < 0 then ran = 0 end
+  ran = handler_ms(ran, run[5])
   local tk = tenant_key(K, user)
   local busy = math.floor(ran * 1000 + 0.5)
   redis.call('HINCRBY', tk, 'busy_us', busy)
@@ -31,10 +35,17 @@ local function fair_settle(K, user, run)
   fair_charge(K, user, math.floor(math.max(busy, FAIR_MIN) / w + 0.5) - charged)
   if outcome and us ~= false then
     est = tonumber(est)
+    local moved
     if not est then
-      redis.call('HSET', tk, 'est', ran)
+      moved = ran
     elseif math.abs(ran - est) > est / 4 then
-      redis.call('HSET', tk, 'est', est * (1 - FAIR_ALPHA) + ran * FAIR_ALPHA)
+      moved = est * (1 - FAIR_ALPHA) + ran * FAIR_ALPHA
+    end
+    if moved then
+      redis.call('HSET', tk, 'est', moved)
+      local qe = tonumber(redis.call('HGET', K.meta, 'est'))
+      redis.call('HSET', K.meta, 'est', qe and qe * (1 - FAIR_ALPHA) + moved * FAIR_ALPHA
+        or moved)
     end
   end
 end

@@ -3,8 +3,9 @@
 -- ring's score is a user's start tag in virtual microseconds, an integer (so the ring
 -- stays a compact sorted set whose scores compare without parsing): a lease moves it on
 -- by the user's run-time estimate over its weight (lease_tasks), the end of the attempt
--- corrects that to the time the lease was held, measured on the server's clock
--- (fair_settle), a heartbeat charges the time run so far (fair_heartbeat). The task's
+-- corrects that to the handler's run as its worker reported it, never more than the
+-- time the lease was held on the server's clock (the charge without a report:
+-- fair_settle, handler_ms), a heartbeat charges the time run so far (fair_heartbeat). The task's
 -- 'fair' field holds, space-separated: what its lease moved the tag by so far (virtual
 -- us: the watermark), the weight it was charged at, the user's estimate at the lease
 -- (ms; '-': none yet) and the lease's start (us); so a resent end or heartbeat charges
@@ -12,7 +13,8 @@
 -- from the ring's head, never lower than before: a user that joins the ring starts at
 -- max(its saved tag, floor), at most FAIR_DEBT ahead of it.
 local FAIR_DEFAULT = 'time'   -- the mode of a queue whose meta has no 'fair'
-local FAIR_FIRST_EST = 10     -- ms charged per lease while a user has no measured run
+local FAIR_FIRST_EST = 10     -- ms charged per lease while neither the user nor the
+                              -- queue has a measured run (meta 'est': the queue's)
 local FAIR_DEBT = 60000000    -- virtual us a returning user may owe at most (a minute)
 local FAIR_ALPHA = 0.2        -- weight of the newest run in the moving estimate
 local FAIR_MIN = 10           -- us an attempt costs at least (no lease is free)

@@ -64,8 +64,10 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any,
     constraint_due(K, ms, now_us, 64)
   end
   -- the queue's counters in one read and (below) one write: the mode, the floor, the
-  -- lease sequence and the ring clock (nothing else moves them meanwhile)
-  local fm = redis.call('HMGET', K.meta, 'fair', 'floor', 'lease', 'clock')
+  -- lease sequence and the ring clock (nothing else moves them meanwhile); and the
+  -- queue's run estimate, a new user's first charge (fair_settle keeps it)
+  local fm = redis.call('HMGET', K.meta, 'fair', 'floor', 'lease', 'clock', 'est')
+  local first_est = tonumber(fm[5] or FAIR_FIRST_EST)
   local timed = fair_timed(fm[1])
   local floor = tonumber(fm[2] or '0')
   local first_floor = floor
@@ -176,7 +178,7 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any,
         known = redis.call('HGET', tenant_key(K, user), 'est')
         ests[user] = known
       end
-      local est = tonumber(known or FAIR_FIRST_EST)
+      local est = known and tonumber(known) or first_est
       if est > lease_ms then est = lease_ms end  -- a heartbeat charges the rest
       local charge = math.max(math.floor(est * 1000 / w + 0.5), 1)
       local tag = score + charge

@@ -1,6 +1,7 @@
 -- observe(K, hist, values, into): add durations `values` (ms) to histogram `hist`
 -- ('wait_ms' or 'run_ms') in the stats hash (or the hash `into`): field '<hist>:<i>'
--- counts the values in bucket i (not cumulative) and '<hist>:sum' their sum. The bounds
+-- counts the values in bucket i (not cumulative) and '<hist>:sum' their sum (whole ms,
+-- rounded: a measured run may hold fractions). The bounds
 -- grow by a factor 2^(1/4): bucket 1 holds values up to 1 ms, bucket i (2..NB) those
 -- above 2^((i-2)/4) ms and up to 2^((i-1)/4) ms, bucket NB + 1 the rest (above 2^22 ms,
 -- 70 minutes). A bucket is found by one logarithm, not a scan.
@@ -25,7 +26,7 @@ local function observe(K, hist, values, into)
     end
     if n == 1 then  -- the usual single task: no tally table
       redis.call('HINCRBY', into, hist .. ':' .. b, 1)
-      redis.call('HINCRBY', into, hist .. ':sum', v)
+      redis.call('HINCRBY', into, hist .. ':sum', math.floor(v + 0.5))
       return
     end
     counts = counts or {}
@@ -33,5 +34,5 @@ local function observe(K, hist, values, into)
     sum = sum + v
   end
   for b, c in pairs(counts) do redis.call('HINCRBY', into, hist .. ':' .. b, c) end
-  redis.call('HINCRBY', into, hist .. ':sum', sum)
+  redis.call('HINCRBY', into, hist .. ':sum', math.floor(sum + 0.5))
 end

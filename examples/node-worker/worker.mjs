@@ -2,7 +2,9 @@
 //
 // It leases tasks (a long poll: the server answers as soon as work is ready),
 // runs each with the handler registered for its name, and sends the result
-// messages back in one batch. A lease that was lost (409) is skipped: another
+// messages back in one batch, each with the handler's measured run
+// (`run_seconds`: a time-fair queue charges the tenant that run, not the trips
+// to and from the server). A lease that was lost (409) is skipped: another
 // worker owns the task now.
 //
 // Settings (environment):
@@ -56,17 +58,19 @@ function run(task) {
       error: null, message: `no handler for ${task.name}`,
     };
   }
+  const began = process.hrtime.bigint();
+  const ran = () => Number(process.hrtime.bigint() - began) / 1e9;
   try {
     const result = handler(task.payload);
     return {
       type: "success", task_id: task.task_id, lease_token: task.lease_token,
-      finished_at: finishedAt(), result,
+      finished_at: finishedAt(), run_seconds: ran(), result,
     };
   } catch (error) {
     return {
       type: "failure", task_id: task.task_id, lease_token: task.lease_token,
       reason: "other", should_retry: task.attempt <= 2, finished_at: finishedAt(),
-      error: { name: error.name }, message: String(error.message),
+      run_seconds: ran(), error: { name: error.name }, message: String(error.message),
     };
   }
 }

@@ -211,3 +211,34 @@ def test_lease_request_carries_the_previous_outcomes(api: Api) -> None:
     assert last == {"tasks": [], "results": [{"task_id": "c2", "status": 200,
                                               "state": "FINISHED"}]}  # fmt: skip
     assert api.ok("GET", "/stats")["counts"]["FINISHED"] == 2
+
+
+def _busy(api: Api, user: str) -> float:
+    tenants = api.ok("GET", "/tenants")["tenants"]
+    return float(next(t["busy_seconds"] for t in tenants if t["user_id"] == user))
+
+
+def test_a_reported_run_is_what_the_tenant_is_charged(api: Api) -> None:
+    """An outcome's and a heartbeat's ``run_seconds`` is charged (never more than the
+    lease's span); a bad one answers 422 and charges nothing."""
+    for user in ("a", "b"):
+        api.push(task_id=f"r-{user}", user_id=user)
+    leased = {t["task_id"]: t for t in api.lease(2)}
+    time.sleep(0.05)  # the span the server sees: more than the reports below
+    token = leased["r-a"]["lease_token"]
+    for bad in (-0.5, "fast"):
+        problem = api.call("POST", "/tasks/r-a/extend", {"lease_token": token, "run_seconds": bad})
+        assert problem.status_code == 422, problem.text
+        assert "run_seconds" in problem.text
+    assert api.ok("POST", "/tasks/r-a/extend", {"lease_token": token, "run_seconds": 0})
+    success = {"type": "success", "lease_token": token, "run_seconds": 0.002}
+    bad = api.call("POST", "/tasks/r-a/outcome", {**success, "run_seconds": -1})
+    assert bad.status_code == 422
+    assert api.ok("POST", "/tasks/r-a/outcome", success) == {"state": "FINISHED"}
+    assert api.ok("POST", "/tasks/r-a/outcome", success) == {"state": "FINISHED"}  # resent
+    assert _busy(api, "a") == 0.002
+    failure = {"type": "failure", "task_id": "r-b", "should_retry": False,
+               "lease_token": leased["r-b"]["lease_token"], "run_seconds": 0.003}  # fmt: skip
+    answer = api.ok("POST", "/leases", {"worker_id": "w1", "outcomes": [failure]}, msgpack=True)
+    assert answer["results"][0]["state"] == "FAILED"
+    assert _busy(api, "b") == 0.003

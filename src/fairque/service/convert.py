@@ -141,12 +141,15 @@ def leased_out(task: Task, queue: str) -> LeasedTask:
     )
 
 
-def lease_handle(task_id: str, lease_token: str) -> Task:
-    """A Task naming only an id and a lease token: what complete/fail/extend read."""
+def lease_handle(task_id: str, lease_token: str, run_seconds: float | None = None) -> Task:
+    """A Task naming only an id, a lease token and the handler's run as the worker
+    reported it: what complete/fail/extend/requeue read."""
     try:
-        return Task(user_id="-", name="-", task_id=task_id, lease_token=lease_token)
+        task = Task(user_id="-", name="-", task_id=task_id, lease_token=lease_token)
     except ValidationError as exc:
         raise invalid("task_id", str(exc)) from None
+    task.run_seconds = run_seconds  # checked by the body's schema
+    return task
 
 
 #: marks a stored error written from a worker's failure message, so it reads back whole

@@ -353,7 +353,8 @@ async def lease(ctx: Ctx) -> Reply:
     done_at: list[int] = []
     for i, item in enumerate(body.outcomes):
         if isinstance(item, SuccessItem):
-            done.append((lease_handle(item.task_id, item.lease_token), item.result))
+            handle = lease_handle(item.task_id, item.lease_token, item.run_seconds)
+            done.append((handle, item.result))
             done_at.append(i)
         else:
             results[i] = await _answer(ctx, item)
@@ -406,7 +407,7 @@ async def lease(ctx: Ctx) -> Reply:
 
 async def _apply(ctx: Ctx, task_id: str, outcome: SuccessIn | FailureIn) -> str:
     q = ctx.q
-    handle = lease_handle(task_id, outcome.lease_token)
+    handle = lease_handle(task_id, outcome.lease_token, outcome.run_seconds)
     try:
         if isinstance(outcome, SuccessIn):
             if not await q.complete(handle, outcome.result):
@@ -456,7 +457,7 @@ async def extend(ctx: Ctx) -> Reply:
     """POST /tasks/{id}/extend: a heartbeat that moves the lease's deadline."""
     body: ExtendIn = ctx.body
     task_id = ctx.path["task_id"]
-    handle = lease_handle(task_id, body.lease_token)
+    handle = lease_handle(task_id, body.lease_token, body.run_seconds)
     try:
         deadline = await ctx.q.extend(handle, body.seconds)
         if ctx.pullers is not None:

@@ -37,6 +37,20 @@ WorkerId = Annotated[str, Meta(min_length=1, max_length=256)]
 Seconds = Annotated[float, Meta(ge=0.001, le=315_360_000)]
 Priority = Annotated[int, Meta(ge=1, le=5)] | Literal["critical"]
 Timestamp = Annotated[str, Meta(description="ISO 8601, UTC")]
+#: a handler's run as its worker measured it
+RunSeconds = Annotated[
+    float,
+    Meta(
+        ge=0,
+        le=315_360_000,
+        description=(
+            "How long the handler ran for this attempt (so far, in a heartbeat), in "
+            "seconds, by the worker's own clock. A time-fair queue charges the tenant "
+            "this run, never more than the lease's span on the server's clock; "
+            "without it, the span (trips to and from the worker included)."
+        ),
+    ),
+]
 
 
 def spec_type(spec: SpecField) -> Any:
@@ -183,12 +197,14 @@ class SuccessIn(WorkerSuccess, tag="success", forbid_unknown_fields=True, kw_onl
     """A success result message with the lease it answers for."""
 
     lease_token: Annotated[str, Meta(min_length=1, max_length=128)]
+    run_seconds: RunSeconds | None = None
 
 
 class FailureIn(WorkerFailure, tag="failure", forbid_unknown_fields=True, kw_only=True):
     """A failure result message with the lease it answers for."""
 
     lease_token: Annotated[str, Meta(min_length=1, max_length=128)]
+    run_seconds: RunSeconds | None = None
 
 
 OutcomeIn = SuccessIn | FailureIn
@@ -256,6 +272,7 @@ class ExtendIn(Struct, forbid_unknown_fields=True, kw_only=True):
 
     lease_token: Annotated[str, Meta(min_length=1, max_length=128)]
     seconds: Seconds | None = None
+    run_seconds: RunSeconds | None = None
 
 
 class ExtendOut(Struct):

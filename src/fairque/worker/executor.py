@@ -200,7 +200,10 @@ class Executor:
         threads: the pool that runs sync handlers.
         slots: the worker's places and slots (a handler starts in a free slot).
         stopping: True once the worker stops.
-        on_end: called when an execution has ended.
+        on_end: called when an execution has ended, and when a running handler is
+            about to end (``horizon`` seconds before it is expected to: the worker
+            may lease its slot's next task ahead).
+        horizon: how long before its expected end a handler counts as ending soon.
     """
 
     def __init__(
@@ -213,6 +216,7 @@ class Executor:
         slots: Slots,
         stopping: Callable[[], bool],
         on_end: Callable[[], None],
+        horizon: Callable[[], float] = lambda: 0.0,
     ) -> None:
         self.registry = registry
         self.config = config
@@ -222,6 +226,7 @@ class Executor:
         self.slots = slots
         self._stopping = stopping
         self._on_end = on_end
+        self.horizon = horizon
         # every execution not settled yet, in start order (a dict as an ordered set)
         self._executions: dict[Execution, None] = {}
         self._watchdog = Watchdog()
@@ -430,6 +435,7 @@ class Executor:
                 task.task_id, task.name, task.user_id, task.retry_count + 1,
             )  # fmt: skip
             began = execution.run_from = time.monotonic()
+            self._expect_end(task.name)
             try:
                 report, result, error = await self._handle(execution, ctx, handler)
             except asyncio.CancelledError:
@@ -445,6 +451,18 @@ class Executor:
         finally:
             if execution.report is None:  # ended before it filed a report: nothing to wait for
                 self._settle(execution)
+
+    def _expect_end(self, name: str) -> None:
+        """A handler of ``name`` started: tell the worker when it is about to end
+        (now, for a short one), so it can lease that slot's next task ahead."""
+        took = self._typical.get(name)
+        if took is None or not self.slots.ahead:
+            return
+        soon = took - self.horizon()
+        if soon <= 0:
+            self._on_end()
+        else:
+            asyncio.get_running_loop().call_later(soon, self._on_end)
 
     def _warn_unknown(self, name: str) -> None:
         if name in self._unknown_names:

@@ -138,7 +138,7 @@ class Worker:
         self._slots = Slots(cfg.max_concurrent_tasks, cfg.ahead, lambda: self._threads.stuck)
         self._executor = Executor(
             self.registry, cfg, self.id, self.hooks, self._threads, self._slots,
-            stopping=lambda: self._stop.requested, on_end=self._changed.set,
+            stopping=lambda: self._stop.requested, on_end=self._changed.set, horizon=self._horizon,
         )  # fmt: skip
         self._summary = Summary(
             self.id, cfg.summary_interval_seconds,
@@ -397,11 +397,14 @@ class Worker:
         park's and a wave's tasks count as taken."""
         slots = self._slots
         room = slots.to_run()
-        if ahead and slots.ahead:  # for handlers that end within about two round trips
-            trip = max(lane.round_trip for lane in self._lanes)
-            room = slots.to_lease(self._executor.ending_within(2 * trip))
+        if ahead and slots.ahead:
+            room = slots.to_lease(self._executor.ending_within(self._horizon()))
         parked = sum(lane.park.slots + lane.asked for lane in self._lanes)
         return max(0, min(room - parked, self.config.batch_size))
+
+    def _horizon(self) -> float:
+        """A handler that ends within about two round trips gets its next task ahead."""
+        return 2 * max(lane.round_trip for lane in self._lanes)
 
     def _start(self, queue: AsyncFairQueue, acker: Acknowledger, leased: list[Task]) -> None:
         """The one door of leased tasks: a wave's, a collected park's, and a park's the

@@ -1,12 +1,17 @@
-"""Fairness benchmark: worker-time shares in time mode against count mode, same run.
+"""Fairness benchmark: shares of handler run time in time mode against count mode.
 
-Workers here are real lease loops: ``concurrency`` slots per worker process, each slot
-leases one task, sleeps the task's duration (``payload["ms"]``), completes it, and
-records when it got the lease and when the completion was acknowledged (the time the
-slot was held: what a tenant takes from the others). "4 workers" are four processes
-racing on the same queue. Every share is measured on the workers' side, inside a
-window that leaves out the first and last second, over tenants that stay backlogged
-(the queue is loaded with more work than the run can drain).
+Workers here are real ``fairque`` workers (``Worker``, ``concurrency`` slots per worker
+process, lease-ahead at its default); the handler sleeps the task's duration
+(``payload["ms"]``) and records its own start and end: a tenant's share is the time
+its handlers ran, what users see, not the time the server charged. ``slot_use`` is
+the handlers' time over the slots' time (1.0: no slot ever waited for a task). "4
+workers" are four processes racing on the same queue. Every share is measured inside
+a window that leaves out the first and last second, over tenants that stay
+backlogged (the queue is loaded with more work than the run can drain).
+
+Each scenario runs with the workers on loopback and, with ``--delays 0,1``, behind a
+delay proxy that adds 1 ms each way (``delay_proxy.py``): one network hop, as in
+production. Producers talk to the server directly.
 
 Scenarios, each run in time mode and in count mode on fresh queues:
 
@@ -33,8 +38,9 @@ three-master cluster instead. Prints one JSON document; progress goes to stderr.
 
 Usage::
 
-    uv run python benchmarks/fairness.py [--seconds 8] [--workers 1,4] [--cluster]
-        [--shards 6] [--only skew_2,flood] [--out results.json] [--markdown table.md]
+    uv run python benchmarks/fairness.py [--seconds 8] [--workers 1,4] [--delays 0,1]
+        [--cluster] [--shards 6] [--only skew_2,flood] [--out results.json]
+        [--markdown table.md]
 
 With ``--shards N`` every queue has N shards, so each scenario's tenants are spread over
 shards by the hash and the shares are measured across shards.
@@ -60,13 +66,20 @@ from typing import Any
 
 import redis
 
-from fairque import AsyncFairQueue, FairQueue, Task
+from fairque import AsyncFairQueue, Context, FairQueue, Registry, Task, Worker, WorkerConfig
 from fairque.cli.embedded import EmbeddedServer, find_valkey_server
 from fairque.service.ui.fairness import jain, jain_norm
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from delay_proxy import DelayProxy  # noqa: E402
+
 CONCURRENCY = 4
 LEASE_SECONDS = 60.0
+
+
+#: the server's URL -> the URL the workers use (the delay proxy's, while one runs)
+WORKER_URL: dict[str, str] = {}
 
 
 def log(message: str) -> None:
@@ -78,7 +91,8 @@ def log(message: str) -> None:
 
 @dataclass(frozen=True)
 class Held:
-    """One task's lease as a worker saw it (wall clock, seconds)."""
+    """One handler's run as it recorded it (wall clock, seconds): ``leased`` its start,
+    ``done`` its end, ``pushed`` when its task was pushed (0: not recorded)."""
 
     user: str
     leased: float
@@ -89,20 +103,24 @@ class Held:
 async def _slots(url: str, queue: str, concurrency: int, until: float, wid: str) -> list[Held]:
     q = AsyncFairQueue.from_url(url, queue, lease_seconds=LEASE_SECONDS)
     out: list[Held] = []
+    registry = Registry()
 
-    async def slot(n: int) -> None:
-        while time.time() < until:
-            task = await q.pop(f"{wid}-{n}")
-            if task is None:
-                await q.wait_for_work(0.05)
-                continue
-            leased = time.time()
-            await asyncio.sleep(task.payload["ms"] / 1000)
-            await q.complete(task)
-            out.append(Held(task.user_id, leased, time.time(), task.payload.get("at", 0.0)))
+    @registry.task(name="job")
+    async def job(ctx: Context, payload: dict[str, Any]) -> None:
+        began = time.time()
+        await asyncio.sleep(payload["ms"] / 1000)
+        out.append(Held(ctx.task.user_id, began, time.time(), payload.get("at", 0.0)))
 
+    config = WorkerConfig(
+        id=wid, max_concurrent_tasks=concurrency, summary_interval_seconds=0,
+        maintenance_interval_seconds=0, shutdown_grace_seconds=1.0,
+    )  # fmt: skip
+    worker = Worker(q, registry, config)
+    running = asyncio.create_task(worker.run_async())
     try:
-        await asyncio.gather(*(slot(n) for n in range(concurrency)))
+        await asyncio.sleep(max(until - time.time(), 0))
+        worker.request_stop()
+        await running
     finally:
         await q.close()
     return out
@@ -120,6 +138,7 @@ def start_workers(
     (the processes are up by then): their futures, and the run's start and end."""
     start = time.time() + 0.5
     until = start + seconds
+    url = WORKER_URL.get(url, url)  # through the delay proxy, when there is one
     futures = [
         pool.submit(worker_process, url, queue, CONCURRENCY, until, f"w{i}") for i in range(workers)
     ]
@@ -439,22 +458,24 @@ def start_servers(cluster: bool, workdir: Path) -> tuple[str, list[Any], Callabl
 
 def markdown(doc: dict[str, Any]) -> str:
     """The table of ``docs/benchmarks/fairness.md``: each scenario's shares per mode."""
-    lines = ["| scenario | workers | mode | worker-time shares | J | J_norm | target |",
-             "|---|---|---|---|---|---|---|"]  # fmt: skip
+    lines = ["| scenario | workers | delay each way | mode | shares of handler run time "
+             "| slot use | J | J_norm | target |",
+             "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for key, entry in doc["saturated"].items():
-        name, workers = key.rsplit("@", 1)
+        name, workers, delay = key.split("@")
         for mode in ("time", "count"):
             r = entry[mode]
             got = ", ".join(f"{u} {s:.1%}" for u, s in r["shares"].items())
             norm = "-" if r["jain_norm"] is None else f"{r['jain_norm']:.3f}"
-            lines.append(f"| {name} | {workers} | {mode} | {got} | {r['jain']:.3f} | "
-                         f"{norm} | {entry['tolerance']} |")  # fmt: skip
-    lines += ["", "| scenario | workers | mode | figures |", "|---|---|---|---|"]
+            lines.append(f"| {name} | {workers} | {delay} | {mode} | {got} | {r['slot_use']:.2f} "
+                         f"| {r['jain']:.3f} | {norm} | {entry['tolerance']} |")  # fmt: skip
+    lines += ["", "| scenario | workers | delay each way | mode | figures |",
+              "|---|---|---|---|---|"]  # fmt: skip
     for key, entry in doc["other"].items():
-        name, workers = key.rsplit("@", 1)
+        name, workers, delay = key.split("@")
         for mode in ("time", "count"):
             figures = ", ".join(f"{k} {v}" for k, v in entry[mode].items() if k != "shares")
-            lines.append(f"| {name} | {workers} | {mode} | {figures} |")
+            lines.append(f"| {name} | {workers} | {delay} | {mode} | {figures} |")
     if doc.get("cost"):
         lines += ["", "| tenants | pop us (time / count) | complete us (time / count) |",
                   "|---|---|---|"]  # fmt: skip
@@ -466,6 +487,46 @@ def markdown(doc: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def run_at_delay(
+    env: Env, doc: dict[str, Any], only: set[str], delay_ms: float, worker_counts: list[int]
+) -> None:
+    """Every scenario with the workers ``delay_ms`` away from the server, each way."""
+    port = int(env.url.rsplit(":", 1)[1].split("/")[0])
+    proxy = DelayProxy(port, delay_ms / 1000) if delay_ms and not env.cluster else None
+    if proxy is not None:
+        WORKER_URL[env.url] = proxy.url
+    at = f"{delay_ms:g}ms"
+    try:
+        for workers in worker_counts:
+            for scenario in saturated_scenarios(env.seconds, workers):
+                if only and scenario.name not in only:
+                    continue
+                entry: dict[str, Any] = {"tolerance": scenario.tolerance}
+                for mode in ("time", "count"):
+                    log(f"{scenario.name} x{workers} {at} {mode} ...")
+                    entry[mode] = run_saturated(env, scenario, mode, workers)
+                    log(f"  {entry[mode]['shares']} slot use {entry[mode]['slot_use']}")
+                doc["saturated"][f"{scenario.name}@{workers}@{at}"] = entry
+            others: dict[str, Callable[[Env, str, int], dict[str, Any]]] = {
+                "flood": run_flood,
+                "returning": run_returning,
+                "trickle": run_trickle,
+            }
+            for name, fn in others.items():
+                if only and name not in only:
+                    continue
+                entry = {}
+                for mode in ("time", "count"):
+                    log(f"{name} x{workers} {at} {mode} ...")
+                    entry[mode] = fn(env, mode, workers)
+                    log(f"  {entry[mode]}")
+                doc["other"][f"{name}@{workers}@{at}"] = entry
+    finally:
+        WORKER_URL.pop(env.url, None)
+        if proxy is not None:
+            proxy.close()
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--url", help="an existing server (default: a private Valkey)")
@@ -473,6 +534,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--seconds", type=float, default=8.0, help="length of each run")
     parser.add_argument("--workers", default="1,4", help="worker processes, comma-separated")
     parser.add_argument("--only", default="", help="scenarios to run, comma-separated")
+    parser.add_argument("--delays", default="0,1",
+                        help="ms each way, workers to server (comma-separated)")  # fmt: skip
     parser.add_argument("--shards", type=int, default=1,
                         help="shards of each queue (tenants spread by the hash)")  # fmt: skip
     parser.add_argument("--cost-tenants", default="10,1000,100000",
@@ -493,30 +556,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                                "seconds": args.seconds, "concurrency": CONCURRENCY,
                                "saturated": {}, "other": {}}  # fmt: skip
         try:
-            for workers in (int(w) for w in args.workers.split(",")):
-                for scenario in saturated_scenarios(args.seconds, workers):
-                    if only and scenario.name not in only:
-                        continue
-                    entry: dict[str, Any] = {"tolerance": scenario.tolerance}
-                    for mode in ("time", "count"):
-                        log(f"{scenario.name} x{workers} {mode} ...")
-                        entry[mode] = run_saturated(env, scenario, mode, workers)
-                        log(f"  {entry[mode]['shares']}")
-                    doc["saturated"][f"{scenario.name}@{workers}"] = entry
-                others: dict[str, Callable[[Env, str, int], dict[str, Any]]] = {
-                    "flood": run_flood,
-                    "returning": run_returning,
-                    "trickle": run_trickle,
-                }
-                for name, fn in others.items():
-                    if only and name not in only:
-                        continue
-                    entry = {}
-                    for mode in ("time", "count"):
-                        log(f"{name} x{workers} {mode} ...")
-                        entry[mode] = fn(env, mode, workers)
-                        log(f"  {entry[mode]}")
-                    doc["other"][f"{name}@{workers}"] = entry
+            for delay in (float(d) for d in args.delays.split(",") if d):
+                run_at_delay(env, doc, only, delay, [int(w) for w in args.workers.split(",")])
             counts = [int(n) for n in args.cost_tenants.split(",") if n]
             if counts and (not only or "cost" in only):
                 doc["cost"] = run_cost(env, counts, args.cost_pops)

@@ -68,6 +68,10 @@ from fairque.worker.threads import ExecutionTimeout, HandlerThreads
 log = logging.getLogger("fairque.worker")
 
 
+#: (user, task name) pairs whose typical run an executor keeps at most
+TYPICAL_KEPT = 10_000
+
+
 class UnknownTaskError(Exception):
     """No handler is registered for the task's name."""
 
@@ -232,7 +236,9 @@ class Executor:
         self._watchdog = Watchdog()
         self._all_settled: asyncio.Future[None] | None = None  # end_all waits on it
         self._unknown_names: set[str] = set()  # warned about once each
-        self._typical: dict[str, float] = {}  # a handler's run by task name (moving average)
+        #: a handler's run by (user, task name), a moving average (a tenant's tasks of one
+        #: name tend to run alike; another tenant's may not); at most TYPICAL_KEPT kept
+        self._typical: dict[tuple[str, str], float] = {}
         #: tasks the queues accepted as finished / failed attempts they recorded, by queue
         self.processed_in: Counter[str] = Counter()
         self.failed_in: Counter[str] = Counter()
@@ -263,15 +269,19 @@ class Executor:
         return any(e.stage is Stage.HANDLING for e in self._executions)
 
     def ending_within(self, horizon: float) -> int:
-        """Running handlers expected to end within ``horizon`` seconds, judged by the
-        runs of their task names seen so far (a name never seen: not expected)."""
+        """How many handler ends the running handlers are expected to reach within
+        ``horizon`` seconds, judged by the runs of their user's tasks of that name seen
+        so far (none seen: no end expected); a short handler's slot may end several
+        times (it runs the tasks after it too)."""
         now, typical, n = time.monotonic(), self._typical, 0
         for e in self._executions:
             start = e.run_from
             if start is not None and e.stage is Stage.HANDLING:
-                took = typical.get(e.task.name)
-                if took is not None and start + took - now <= horizon:
-                    n += 1
+                took = typical.get((e.task.user_id, e.task.name))
+                if took is not None:
+                    left = horizon - max(start + took - now, 0.0)
+                    if left >= 0:
+                        n += 1 + int(left / max(took, 1e-4))
         return n
 
     def held(self, queue: AsyncFairQueue | None = None) -> list[Execution]:
@@ -435,7 +445,7 @@ class Executor:
                 task.task_id, task.name, task.user_id, task.retry_count + 1,
             )  # fmt: skip
             began = execution.run_from = time.monotonic()
-            self._expect_end(task.name)
+            self._expect_end((task.user_id, task.name))
             try:
                 report, result, error = await self._handle(execution, ctx, handler)
             except asyncio.CancelledError:
@@ -443,8 +453,7 @@ class Executor:
                 self._file(execution, GivenBack(task), took=took)
                 raise
             task.run_seconds = took = time.monotonic() - began
-            seen = self._typical.get(task.name)
-            self._typical[task.name] = took if seen is None else seen * 0.8 + took * 0.2
+            self._learn((task.user_id, task.name), took)
             self._file(execution, report, result, error, took)
         except Exception as exc:  # pragma: no cover - a bug
             log.error("worker %s: an execution failed", self.worker_id, exc_info=exc)
@@ -452,10 +461,19 @@ class Executor:
             if execution.report is None:  # ended before it filed a report: nothing to wait for
                 self._settle(execution)
 
-    def _expect_end(self, name: str) -> None:
-        """A handler of ``name`` started: tell the worker when it is about to end
-        (now, for a short one), so it can lease that slot's next task ahead."""
-        took = self._typical.get(name)
+    def _learn(self, kind: tuple[str, str], took: float) -> None:
+        """A handler of ``kind`` (user, task name) ran ``took`` seconds."""
+        typical = self._typical
+        seen = typical.get(kind)
+        if seen is None and len(typical) >= TYPICAL_KEPT:
+            typical.clear()  # many tenants: start learning again rather than grow
+        typical[kind] = took if seen is None else seen * 0.8 + took * 0.2
+
+    def _expect_end(self, kind: tuple[str, str]) -> None:
+        """A handler of ``kind`` (user, task name) started: tell the worker when it is
+        about to end (now, for a short one), so it can lease that slot's next task
+        ahead."""
+        took = self._typical.get(kind)
         if took is None or not self.slots.ahead:
             return
         soon = took - self.horizon()

@@ -403,8 +403,9 @@ class Worker:
         return max(0, min(room - parked, self.config.batch_size))
 
     def _horizon(self) -> float:
-        """A handler that ends within about two round trips gets its next task ahead."""
-        return 2 * max(lane.round_trip for lane in self._lanes)
+        """A handler that ends within two round trips (and a millisecond for the
+        loop's turn) gets its next task ahead."""
+        return 2 * max(lane.round_trip for lane in self._lanes) + 0.001
 
     def _start(self, queue: AsyncFairQueue, acker: Acknowledger, leased: list[Task]) -> None:
         """The one door of leased tasks: a wave's, a collected park's, and a park's the

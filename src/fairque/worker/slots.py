@@ -4,9 +4,10 @@ A worker runs at most ``max_concurrent_tasks`` handlers at once (its *slots*), a
 hold up to ``lease_ahead`` more tasks, leased but not started (at most one per slot),
 so that a slot's next task is at hand the moment its handler ends instead of one
 round trip to the server later. A task is leased ahead only for a slot whose handler
-is expected to end within about two round trips (from the runs of that task name
-this worker has seen, ``Executor.ending_within``): a slot busy with a long task, or
-with one of a name never seen, takes nothing ahead, so a leased task never waits on
+is expected to end within about two round trips (from the runs of that user's tasks
+of that name this worker has seen, ``Executor.ending_within``; a slot of tasks
+shorter than that may take several): a slot busy with a long task, or with one of a
+kind never seen, takes nothing ahead, so a leased task never waits on
 a busy worker while an idle one could run it. Every leased task takes a *place* from
 its lease until its handler ends (or it is given back); a handler starts only once a
 slot is free, in the order the tasks were leased. A handler thread the worker gave up on
@@ -51,8 +52,7 @@ class Slots:
 
     def to_lease(self, ending: int) -> int:
         """How many more tasks the worker may hold: free slots, and a place ahead for
-        each of the ``ending`` running handlers expected to end soon (at most
-        ``ahead``)."""
+        each of the ``ending`` handler ends expected soon (at most ``ahead``)."""
         return max(0, self.size + min(self.ahead, ending) - self.held - self._stuck())
 
     def to_run(self) -> int:

@@ -232,8 +232,8 @@ def test_a_reported_run_is_what_the_tenant_is_charged(api: Api) -> None:
         assert "run_seconds" in problem.text
     assert api.ok("POST", "/tasks/r-a/extend", {"lease_token": token, "run_seconds": 0})
     success = {"type": "success", "lease_token": token, "run_seconds": 0.002}
-    bad = api.call("POST", "/tasks/r-a/outcome", {**success, "run_seconds": -1})
-    assert bad.status_code == 422
+    refused = api.call("POST", "/tasks/r-a/outcome", {**success, "run_seconds": -1})
+    assert refused.status_code == 422
     assert api.ok("POST", "/tasks/r-a/outcome", success) == {"state": "FINISHED"}
     assert api.ok("POST", "/tasks/r-a/outcome", success) == {"state": "FINISHED"}  # resent
     assert _busy(api, "a") == 0.002

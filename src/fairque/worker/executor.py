@@ -38,9 +38,7 @@ handler; the two log lines skip logging's walk up the stack.
 from __future__ import annotations
 
 import asyncio
-import enum
 import logging
-import math
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -59,6 +57,7 @@ from fairque.worker.acker import (
     Report,
 )
 from fairque.worker.context import Context, Fail, Retry, task_logger
+from fairque.worker.execution import Execution, Stage, Watchdog
 from fairque.worker.hooks import Hooks, Outcome, call_hooks
 from fairque.worker.registry import Handler, Registry
 from fairque.worker.slots import Slots
@@ -74,116 +73,6 @@ TYPICAL_KEPT = 10_000
 
 class UnknownTaskError(Exception):
     """No handler is registered for the task's name."""
-
-
-class Stage(enum.Enum):
-    """Where an execution is; the first three hold a place, the next two a slot."""
-
-    WAITING = "waiting"  # leased (ahead), waiting for a slot
-    STARTING = "starting"  # the before_task hooks run
-    HANDLING = "handling"  # inside its handler: a stop or a lost lease cancels it
-    REPORTING = "reporting"  # the handler ended; the outcome waits for the queue's answer
-
-
-class Execution:
-    """One leased task on this worker, the queue it came from and where its outcome goes."""
-
-    __slots__ = (
-        "acker", "begun", "ctx", "error", "executor", "job", "queue", "report", "result",
-        "run_from", "stage", "stopped", "task", "timed_out", "took",
-    )  # fmt: skip
-
-    def __init__(
-        self, executor: Executor, task: Task, queue: AsyncFairQueue, acker: Acknowledger
-    ) -> None:
-        self.executor = executor
-        self.task = task
-        self.queue = queue
-        self.acker = acker
-        self.stage = Stage.WAITING
-        #: when its handler started (monotonic; None: not yet)
-        self.run_from: float | None = None
-        #: the asyncio task that runs it (then the one that runs its after_task hooks)
-        self.job: asyncio.Task[None] | None = None
-        #: its asyncio task has begun to run (a task cancelled before that never runs)
-        self.begun = False
-        #: the handler's context; None for a task given back without running
-        self.ctx: Context | None = None
-        #: cancelled by the worker (a stop, a lost lease): the task is given back
-        self.stopped = False
-        #: cancelled by the watchdog: the handler ran past its execution timeout
-        self.timed_out = False
-        #: what was filed with the acknowledger, and how long the handler took
-        self.report: Report | None = None
-        self.result: Any = None
-        self.error: BaseException | None = None
-        self.took = 0.0
-
-    def stamp_run(self) -> None:
-        """Set the task's ``run_seconds`` to its handler's run so far (0 before it
-        starts; a filed report carries its final run already)."""
-        if self.stage is Stage.REPORTING:
-            return
-        start = self.run_from
-        self.task.run_seconds = 0.0 if start is None else time.monotonic() - start
-
-    def answered(self, answer: Answer) -> None:
-        """The acknowledger's answer to the report (see ``Executor._answered``)."""
-        self.executor._answered(self, answer)
-
-
-class Watchdog:
-    """The execution timeouts of the running async handlers, kept by one timer.
-
-    A timer per handler (``asyncio.timeout``) costs a timer and its cancellation per
-    task; here a handler costs a dict entry, and the one timer is set for the nearest
-    deadline. When it fires, it cancels every handler past its deadline (marking the
-    execution ``timed_out``) and is set again for the nearest one left.
-    """
-
-    def __init__(self) -> None:
-        self._due: dict[Execution, float] = {}
-        self._timer: asyncio.TimerHandle | None = None
-        self._at = math.inf
-
-    def watch(self, execution: Execution, deadline: float) -> None:
-        """Cancel ``execution``'s handler at loop time ``deadline`` unless forgotten."""
-        self._due[execution] = deadline
-        if deadline < self._at:
-            self._set(deadline)
-
-    def forget(self, execution: Execution) -> None:
-        """``execution``'s handler ended."""
-        self._due.pop(execution, None)
-
-    def close(self) -> None:
-        """Stop the timer."""
-        if self._timer is not None:
-            self._timer.cancel()
-        self._timer, self._at = None, math.inf
-
-    def _set(self, at: float) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-        self._at = at
-        self._timer = asyncio.get_running_loop().call_at(at, self._fire)
-
-    def _fire(self) -> None:
-        self._timer, self._at = None, math.inf
-        # a timer may fire up to the clock's resolution early
-        now = asyncio.get_running_loop().time() + 1e-6
-        nearest = math.inf
-        for execution, deadline in list(self._due.items()):
-            if deadline <= now:
-                del self._due[execution]
-                job = execution.job
-                if job is not None and execution.stage is Stage.HANDLING:
-                    execution.timed_out = True
-                    job.cancel()
-            elif deadline < nearest:
-                nearest = deadline
-        if nearest < math.inf:
-            self._set(nearest)
 
 
 class Executor:

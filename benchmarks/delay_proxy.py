@@ -20,9 +20,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import socket
 import threading
 import time
+from collections.abc import Coroutine
 from types import TracebackType
+from typing import Any
 
 _CHUNK = 65536
 
@@ -93,8 +96,8 @@ class DelayProxy:
                 self._loop.run_until_complete(asyncio.sleep(0))
             self._loop.close()
 
-    def _spawn(self, coro: object) -> None:
-        task = self._loop.create_task(coro)  # type: ignore[arg-type]
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = self._loop.create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -107,7 +110,8 @@ class DelayProxy:
         for sock in (writer, up_writer):
             raw = sock.get_extra_info("socket")
             if raw is not None:
-                raw.setsockopt(6, 1, 1)  # TCP_NODELAY: the delay is ours, not Nagle's
+                # the delay is ours, not Nagle's
+                raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._spawn(self._pipe(reader, up_writer))
         self._spawn(self._pipe(up_reader, writer))
 

@@ -201,7 +201,7 @@ def test_tenants_table_and_json(cli_queue: tuple[list[str], FairQueue]) -> None:
     empty = run_here(*base, "tenants", "--json")
     assert json.loads(empty.stdout)["tenants"] == [
         {"user_id": "", "weight": 1, "started": 0, "finished": 0, "failed": 0,
-         "busy_seconds": 0.0, "share": 0.0, "fair_share": 0.0}
+         "busy_seconds": 0.0, "share": 0.0, "backlog": 0, "fair_share": None}
     ]  # fmt: skip
     q.set_user_limits("a", weight=3)
     q.push_many([Task(user_id=u, name="n") for u in ("a", "b", "b")])
@@ -216,8 +216,17 @@ def test_tenants_table_and_json(cli_queue: tuple[list[str], FairQueue]) -> None:
     rows = {r["user_id"]: r for r in doc["tenants"]}
     assert rows["a"]["started"] == 1
     assert rows["b"]["finished"] == 2
-    assert rows["a"]["fair_share"] == pytest.approx(0.75)
+    # both got all they asked for: each is at its fair share, whatever the weights
+    for user in ("a", "b"):
+        assert rows[user]["fair_share"] == pytest.approx(rows[user]["share"])
     assert sum(r["share"] for r in doc["tenants"]) == pytest.approx(1.0)
+    # both waiting: the time is shared by weight (3 to 1)
+    q.push_many([Task(user_id=u, name="n") for u in ("a", "b")])
+    rows = {r["user_id"]: r for r in json.loads(run_here(*base, "tenants", "--json").stdout)[
+        "tenants"]}  # fmt: skip
+    assert rows["a"]["backlog"] == rows["b"]["backlog"] == 1
+    assert rows["a"]["fair_share"] == pytest.approx(0.75)
+    assert rows["b"]["fair_share"] == pytest.approx(0.25)
     table = run_here(*base, "tenants", "--limit", "1")
     assert table.returncode == 0, table.stderr
     assert "(the rest)" in table.stdout

@@ -5,7 +5,10 @@
 // messages back in one batch, each with the handler's measured run
 // (`run_seconds`: a time-fair queue charges the tenant that run, not the trips
 // to and from the server). A lease that was lost (409) is skipped: another
-// worker owns the task now.
+// worker owns the task now. Each lease names the tasks this worker handles, so
+// the server never hands it another name (those wait for a worker that runs
+// them). SIGTERM or SIGINT drains: no new lease, the tasks in hand are run and
+// reported, then it exits.
 //
 // Settings (environment):
 //   FAIRQUE_API        the server, default http://127.0.0.1:8000
@@ -75,12 +78,20 @@ function run(task) {
   }
 }
 
+let stopping = false;
+for (const signal of ["SIGTERM", "SIGINT"]) {
+  process.on(signal, () => {
+    stopping = true;
+  });
+}
+
 async function main() {
   let idle = 0;
   let done = 0;
-  for (;;) {
+  const names = Object.keys(handlers);
+  while (!stopping) {
     const { tasks } = await call("/leases", {
-      worker_id: workerId, max_tasks: maxTasks, wait_seconds: 2,
+      worker_id: workerId, max_tasks: maxTasks, wait_seconds: 2, names,
     });
     if (tasks.length === 0) {
       idle += 1;

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+import math
 from datetime import datetime, timedelta, timezone
 from typing import Any, Literal
 
@@ -18,8 +18,10 @@ from fairque.core.checks import (
     identifier_problem,
     run_us_text,
 )
+from fairque.core.fairshare import weighted_shares
 from fairque.core.histogram import HISTOGRAM_BOUNDS_SECONDS, HISTOGRAM_STEPS_PER_DOUBLING
 from fairque.errors import ValidationError, pydantic_message
+from fairque.reads import BucketUse, StartedTask, UserLoad, WaitPlace
 
 __all__ = [
     "HISTOGRAM_BOUNDS_SECONDS",
@@ -339,6 +341,9 @@ class TenantService(BaseModel):
     failed: int = 0
     busy_seconds: float = 0.0
     wait_time: Histogram
+    #: its tasks waiting now (QUEUED, SCHEDULED or DEFERRED): 0 means it was given all it
+    #: asked for (0 for the sum of the others, whose backlog is not read)
+    backlog: int = 0
 
 
 class TenantReport(BaseModel):
@@ -356,6 +361,24 @@ class TenantReport(BaseModel):
     def share(self, user: TenantService) -> float:
         """``user``'s part of the queue's worker time (0.0 when none was used)."""
         return user.busy_seconds / self.busy_seconds if self.busy_seconds > 0 else 0.0
+
+    def fair_shares(self) -> list[float]:
+        """Each named user's fair part of the queue's worker time, by its demand.
+
+        Weighted max-min: a user with no backlog asked for what it got and is satisfied
+        by it (its fair share is its own share); the users still waiting share the rest
+        by weight; the others (``others``) count as satisfied. So a tenant that got all
+        it asked for is never below its fair share, and a backlogged tenant's fair share
+        is what an equal split by weight of the time left over would give it.
+        """
+        if self.busy_seconds <= 0:
+            return [0.0] * len(self.tenants)
+        used = [t.busy_seconds for t in self.tenants]
+        demands = [
+            u if t.backlog == 0 else math.inf for u, t in zip(used, self.tenants, strict=True)
+        ]
+        shares = weighted_shares(sum(used), demands, [float(t.weight) for t in self.tenants])
+        return [s / self.busy_seconds for s in shares]
 
 
 class QueueMetrics(BaseModel):
@@ -413,86 +436,6 @@ class WorkerInfo(BaseModel):
     #: "process": a worker process (``fairque worker``, ``Worker``); "http": a pull
     #: worker registered by ``fairque serve`` from its lease calls (pid 0, host its address)
     kind: Literal["process", "http"] = "process"
+    #: the task names it leases (empty: any name)
+    names: list[str] = Field(default_factory=list)
     last_seen_seconds: float | None = None
-
-
-# ------------------------------------------------------------------ bounded reads
-# What the inspection reads answer (``FairQueue.recent_starts``, ``user_loads``,
-# ``wait_place``...): plain records for the dashboard, /metrics and the CLI.
-
-
-@dataclass(frozen=True)
-class StartedTask:
-    """A task that started recently: who, what, when (server ms), how it ended."""
-
-    task_id: str
-    user_id: str
-    name: str
-    state: str
-    #: its push (or its due time when it was delayed)
-    waiting_since: int
-    started: int
-    ended: int | None
-
-    @property
-    def wait_seconds(self) -> float:
-        """From waiting to its latest start."""
-        return max(0, self.started - self.waiting_since) / 1000
-
-    @property
-    def run_seconds(self) -> float | None:
-        """From its latest start to its end (None: still running)."""
-        return None if self.ended is None else max(0, self.ended - self.started) / 1000
-
-
-@dataclass(frozen=True)
-class UserLoad:
-    """One user's load now: lanes, leases in flight, limits, place in the ring."""
-
-    user_id: str
-    critical: int = 0
-    normal: int = 0
-    in_flight: int = 0
-    weight: int = 1
-    cap: int | None = None
-    #: place in the ring (0: served next); None: not in the ring
-    ring_rank: int | None = None
-    #: held out of the ring by its cap
-    capped: bool = False
-    #: push time (ms) of its oldest waiting task, among the heads of its lanes
-    oldest_ms: int | None = None
-    #: its backlog: tasks in QUEUED, SCHEDULED or DEFERRED (what its quota counts)
-    queued: int = 0
-    #: its own backlog quota (None: the queue's default applies)
-    max_queued: int | None = None
-
-    @property
-    def ready(self) -> int:
-        """Tasks waiting in its lanes."""
-        return self.critical + self.normal
-
-
-@dataclass(frozen=True)
-class BucketUse:
-    """A constraint bucket a task counts in, as the task sees it now."""
-
-    bucket: str
-    #: unexpired leases in the bucket
-    in_use: int
-    #: seconds until the bucket's limit frees (None: not at its limit)
-    frees_in: float | None
-    #: the task is parked in this bucket (passed over while it is at its limit)
-    parked: bool
-
-
-@dataclass(frozen=True)
-class WaitPlace:
-    """Where a QUEUED task waits: tasks ahead of it in its user's lanes, its user's
-    place in the ring, and the constraint buckets it counts in."""
-
-    lane: Literal["critical", "normal"]
-    #: tasks before it in its user's lanes (None: not found in its lane)
-    ahead: int | None
-    ring_rank: int | None
-    ring_size: int
-    buckets: list[BucketUse]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -18,6 +19,7 @@ import pytest
 from servers import ServerInfo
 from support import unique_queue
 
+from fairque import FairQueue
 from service.harness import Api
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "node-worker"
@@ -90,13 +92,19 @@ def test_serve_logs_requests_when_asked(server: ServerInfo, key_audit: list[Serv
     assert f"dashboard {base}/ui, metrics {base}/metrics" in output
 
 
-@pytest.mark.parametrize("server", ["valkey"], indirect=True)
-def test_node_worker_runs_every_task(served: tuple[str, str]) -> None:
+def node_binary() -> str:
+    """The ``node`` binary, with the example's one dependency installed."""
     node = shutil.which("node")
     if node is None:
         _missing("node is not installed")
     if not (EXAMPLE / "node_modules" / "@msgpack" / "msgpack").is_dir():
         _missing("@msgpack/msgpack is not installed in examples/node-worker")
+    return str(node)
+
+
+@pytest.mark.parametrize("server", ["valkey"], indirect=True)
+def test_node_worker_runs_every_task(served: tuple[str, str]) -> None:
+    node = node_binary()
     base, queue = served
     api = Api(base, queue)
     tasks: list[dict[str, Any]] = []
@@ -113,7 +121,7 @@ def test_node_worker_runs_every_task(served: tuple[str, str]) -> None:
     env = {**os.environ, "FAIRQUE_API": base, "FAIRQUE_QUEUE": queue, "EXIT_WHEN_IDLE": "2",
            "WORKER_ID": "node-test"}  # fmt: skip
     result = subprocess.run(
-        [str(node), "worker.mjs"], cwd=EXAMPLE, env=env, capture_output=True, text=True,
+        [node, "worker.mjs"], cwd=EXAMPLE, env=env, capture_output=True, text=True,
         timeout=90,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
@@ -134,3 +142,73 @@ def test_node_worker_runs_every_task(served: tuple[str, str]) -> None:
     stats = api.ok("GET", "/stats")
     assert stats["counts"]["FINISHED"] == 190
     assert stats["counts"]["FAILED"] == 10
+
+
+PY_SQUARE = """
+from fairque import task
+
+@task(name="square")
+def square(payload):
+    return {"value": payload["n"] ** 2}
+"""
+
+
+@pytest.mark.parametrize("server", ["valkey"], indirect=True)
+def test_a_mixed_fleet_runs_each_task_on_a_worker_that_handles_it(
+    served: tuple[str, str], server: ServerInfo, tmp_path: Path
+) -> None:
+    """A Python worker that handles ``square`` only and the Node worker on one queue:
+    the Python worker, idle first, never leases ``concat`` or ``explode``; the Node
+    worker runs them in its next lease; ``resize``, which no worker handles, waits and
+    says why."""
+    node = node_binary()
+    base, queue = served
+    api = Api(base, queue)
+    (tmp_path / "pysquare.py").write_text(PY_SQUARE)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get(
+        "PYTHONPATH", "")])}  # fmt: skip
+    python = subprocess.Popen(
+        [sys.executable, "-m", "fairque", "--url", server.url, "--queue", queue, "worker",
+         "--import", "pysquare"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    node_env = {**os.environ, "FAIRQUE_API": base, "FAIRQUE_QUEUE": queue,
+                "WORKER_ID": "node-mixed", "MAX_TASKS": "1"}  # fmt: skip
+    js = subprocess.Popen([node, "worker.mjs"], cwd=EXAMPLE, env=node_env, text=True,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while len(api.ok("GET", "/workers")["workers"]) < 2:
+            assert time.monotonic() < deadline, "the workers did not register"
+            time.sleep(0.1)
+        tasks: list[dict[str, Any]] = [
+            {"name": "concat", "user_id": "a", "payload": {"parts": ["x", "y"]}},
+            {"name": "explode", "user_id": "a", "payload": {}, "max_retries": 0},
+            {"name": "resize", "user_id": "a", "payload": {}},
+            {"name": "square", "user_id": "b", "payload": {"n": 3}},
+        ]
+        pushed = api.ok("POST", "/tasks", {"tasks": tasks}, status=201)["tasks"]
+        ids = {t["name"]: p["task_id"] for t, p in zip(tasks, pushed, strict=True)}
+        wait = {"wait_seconds": "20"}
+        assert api.ok("GET", f"/tasks/{ids['concat']}/result", params=wait)["result"] == "xy"
+        assert api.ok("GET", f"/tasks/{ids['explode']}/result", params=wait)["type"] == "failure"
+        square = api.ok("GET", f"/tasks/{ids['square']}/result", params=wait)
+        assert square["result"] == {"value": 9}
+        resize = api.ok("GET", f"/tasks/{ids['resize']}")
+        assert resize["state"] == "QUEUED"
+        with FairQueue.from_url(server.url, queue) as q:
+            # nothing was leased by a worker that could not run it and given back
+            assert q.metrics().requeued == 0
+            place = q.wait_place(q.get(ids["resize"]))  # type: ignore[arg-type]
+            assert place.set_aside == "resize"
+        page = httpx.get(f"{base}/ui/q/{queue}/task", params={"id": ids["resize"]}).text
+        assert "no worker handles" in page
+        assert "resize" in page
+    finally:
+        js.send_signal(signal.SIGTERM)
+        python.send_signal(signal.SIGTERM)
+        drained = js.communicate(timeout=15)
+        python.communicate(timeout=30)
+    # SIGTERM drains the Node worker: it exits on its own, reporting what it ran
+    assert js.returncode == 0, drained[1]
+    assert '"worker_id":"node-mixed"' in drained[0]

@@ -25,7 +25,7 @@ def test_fairness_figures() -> None:
     assert percentile([], 50) is None
     assert percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.5
     assert jain([]) is None
-    assert jain([0.0, 0.0]) == 1.0
+    assert jain([0.0, 0.0]) is None  # nothing served: no figure
     assert jain([1.0, 1.0, 1.0]) == 1.0
     assert jain([1.0, 0.0]) == 0.5
     # a small user that wants 2 gets 2; the rest is split by weight (1:3)

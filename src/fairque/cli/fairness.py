@@ -55,13 +55,15 @@ def tenants(
     """What each user was served, by worker time, next to its fair share.
 
     Leases, outcomes, worker time and its share of the queue's, for the most recently
-    leased users (the rest summed); a fair share is a weight over the named users'.
+    leased users (the rest summed), since each user's first lease; the fair share is
+    demand-aware (max-min): a user with nothing waiting got all it asked for, and the
+    users still waiting share the rest by weight.
     """
     with open_queue(ctx) as q:
         report = q.tenants(limit)
-    weights = sum(t.weight for t in report.tenants)
+    fair = dict(zip((t.user_id for t in report.tenants), report.fair_shares(), strict=True))
     if as_json:
-        rows = [_row_json(report, t, weights) for t in [*report.tenants, report.others]]
+        rows = [_row_json(report, t, fair.get(t.user_id)) for t in [*report.tenants, report.others]]
         doc = {"queue": report.queue, "fairness": report.fairness,
                "busy_seconds": report.busy_seconds, "tenants": rows}  # fmt: skip
         stdout.out(json.dumps(doc), highlight=False)
@@ -77,14 +79,14 @@ def tenants(
     for t in [*report.tenants, report.others]:
         if not t.user_id and not t.started:
             continue  # nobody else
-        fair = f"{t.weight / weights:.1%}" if t.user_id and weights else "-"
+        due = fair.get(t.user_id) if t.user_id else None
         table.add_row(t.user_id or "(the rest)", str(t.weight) if t.user_id else "-",
                       str(t.started), str(t.finished), str(t.failed), f"{t.busy_seconds:.3f}",
-                      f"{report.share(t):.1%}", fair)  # fmt: skip
+                      f"{report.share(t):.1%}", "-" if due is None else f"{due:.1%}")  # fmt: skip
     stdout.print(table)
 
 
-def _row_json(report: TenantReport, t: TenantService, weights: int) -> dict[str, object]:
+def _row_json(report: TenantReport, t: TenantService, fair: float | None) -> dict[str, object]:
     return {
         "user_id": t.user_id,
         "weight": t.weight,
@@ -93,7 +95,8 @@ def _row_json(report: TenantReport, t: TenantService, weights: int) -> dict[str,
         "failed": t.failed,
         "busy_seconds": t.busy_seconds,
         "share": report.share(t),
-        "fair_share": t.weight / weights if t.user_id and weights else 0.0,
+        "backlog": t.backlog,
+        "fair_share": fair,
     }
 
 

@@ -183,9 +183,12 @@ class AsyncFairQueue(
         *,
         assigned_users: Sequence[str] | None = None,
         steal_targets: Sequence[str] | None = None,
+        names: Sequence[str] | None = None,
     ) -> Task | None:
         """See ``FairQueue.pop``."""
-        request = LeaseRequest(1, worker_id, lease_seconds, assigned_users, steal_targets)
+        request = LeaseRequest(
+            1, worker_id, lease_seconds, assigned_users, steal_targets, None, names
+        )
         tasks = await self._settle(await self._run(self.ops.pop(request)))
         return tasks[0] if tasks else None
 
@@ -198,10 +201,11 @@ class AsyncFairQueue(
         assigned_users: Sequence[str] | None = None,
         steal_targets: Sequence[str] | None = None,
         request_id: str | None = None,
+        names: Sequence[str] | None = None,
     ) -> list[Task]:
         """See ``FairQueue.pop_batch``."""
         request = LeaseRequest(
-            count, worker_id, lease_seconds, assigned_users, steal_targets, request_id
+            count, worker_id, lease_seconds, assigned_users, steal_targets, request_id, names
         )
         return await self._settle(await self._run(self.ops.pop(request)))
 
@@ -219,10 +223,11 @@ class AsyncFairQueue(
         assigned_users: Sequence[str] | None = None,
         steal_targets: Sequence[str] | None = None,
         request_id: str | None = None,
+        names: Sequence[str] | None = None,
     ) -> tuple[list[bool], list[Task]]:
         """See ``FairQueue.complete_and_pop``."""
         request = LeaseRequest(
-            count, worker_id, lease_seconds, assigned_users, steal_targets, request_id
+            count, worker_id, lease_seconds, assigned_users, steal_targets, request_id, names
         )
         acks, leased = await self._run(self.ops.complete_and_pop(done, request))
         return acks, await self._settle(leased)
@@ -316,10 +321,11 @@ class AsyncFairQueue(
         assigned_users: Sequence[str] | None = None,
         steal_targets: Sequence[str] | None = None,
         request_id: str | None = None,
+        names: Sequence[str] | None = None,
     ) -> list[Task]:
         """See ``FairQueue.wait_and_pop``."""
         request = LeaseRequest(
-            count, worker_id, lease_seconds, assigned_users, steal_targets, request_id
+            count, worker_id, lease_seconds, assigned_users, steal_targets, request_id, names
         )
         return await self._drive(self._wait_and_pop_flow(timeout, request))
 

@@ -138,12 +138,13 @@ class InspectionFlows:
         yield from self._placed_flow()
         now: int = yield self.ops.server_time()
         place, critical_len, rank, size = yield from self._reads(lane)
-        buckets, parked = yield self.ops.task_buckets(task.task_id or "")
+        buckets, parked, aside = yield self.ops.task_buckets(task.task_id or "")
         uses = yield from self._reads([c for b in buckets for c in self.ops.bucket_use(b, now)])
         if place is not None and not critical:
             place += critical_len  # the critical lane always goes first
         dues = [uses[2 * i + 1] for i in range(len(buckets))]
         return WaitPlace(
+            set_aside=task.name if aside else None,
             lane="critical" if critical else "normal",
             ahead=place,
             ring_rank=rank,

@@ -209,15 +209,13 @@ class FairQueue(AdminMethods, ConstraintMethods, ScheduleMethods, InspectionMeth
             return self._drive(self._repush_flow(call))
 
     def pop(
-        self,
-        worker_id: str = "",
-        lease_seconds: float | None = None,
-        *,
+        self, worker_id: str = "", lease_seconds: float | None = None, *,
         assigned_users: Sequence[str] | None = None,
-        steal_targets: Sequence[str] | None = None,
-    ) -> Task | None:
+        steal_targets: Sequence[str] | None = None, names: Sequence[str] | None = None,
+    ) -> Task | None:  # fmt: skip
         """Lease the next task by the fairness rules, or None when nothing is ready."""
-        request = LeaseRequest(1, worker_id, lease_seconds, assigned_users, steal_targets)
+        request = LeaseRequest(1, worker_id, lease_seconds, assigned_users, steal_targets,
+                               None, names)  # fmt: skip
         tasks = self._settle(self._run(self.ops.pop(request)))
         return tasks[0] if tasks else None
 
@@ -230,15 +228,18 @@ class FairQueue(AdminMethods, ConstraintMethods, ScheduleMethods, InspectionMeth
         assigned_users: Sequence[str] | None = None,
         steal_targets: Sequence[str] | None = None,
         request_id: str | None = None,
+        names: Sequence[str] | None = None,
     ) -> list[Task]:
         """Lease up to ``count`` tasks in one round trip, round robin across users.
 
         ``request_id`` (optional, any short string unique per request): sending the
         same request again, e.g. after a connection error, returns the tasks the first
-        send leased instead of leasing more.
+        send leased instead of leasing more. ``names`` (None: any): the task names the
+        caller handles; a task with another name is set aside until a caller that
+        handles it leases, and holds up no other task meanwhile.
         """
         request = LeaseRequest(
-            count, worker_id, lease_seconds, assigned_users, steal_targets, request_id
+            count, worker_id, lease_seconds, assigned_users, steal_targets, request_id, names
         )
         return self._settle(self._run(self.ops.pop(request)))
 
@@ -247,16 +248,12 @@ class FairQueue(AdminMethods, ConstraintMethods, ScheduleMethods, InspectionMeth
         return self._run(self.ops.complete(task, result))
 
     def complete_and_pop(
-        self,
-        done: Sequence[tuple[Task, Any]],
-        count: int = 1,
-        worker_id: str = "",
-        lease_seconds: float | None = None,
-        *,
+        self, done: Sequence[tuple[Task, Any]], count: int = 1, worker_id: str = "",
+        lease_seconds: float | None = None, *,
         assigned_users: Sequence[str] | None = None,
-        steal_targets: Sequence[str] | None = None,
-        request_id: str | None = None,
-    ) -> tuple[list[bool], list[Task]]:
+        steal_targets: Sequence[str] | None = None, request_id: str | None = None,
+        names: Sequence[str] | None = None,
+    ) -> tuple[list[bool], list[Task]]:  # fmt: skip
         """Finish several tasks and lease up to ``count`` more in one round trip.
 
         Args:
@@ -268,7 +265,7 @@ class FairQueue(AdminMethods, ConstraintMethods, ScheduleMethods, InspectionMeth
             One bool per finished task (False: its lease was lost), and the leased tasks.
         """
         request = LeaseRequest(
-            count, worker_id, lease_seconds, assigned_users, steal_targets, request_id
+            count, worker_id, lease_seconds, assigned_users, steal_targets, request_id, names
         )
         acks, leased = self._run(self.ops.complete_and_pop(done, request))
         return acks, self._settle(leased)
@@ -460,6 +457,7 @@ class FairQueue(AdminMethods, ConstraintMethods, ScheduleMethods, InspectionMeth
         assigned_users: Sequence[str] | None = None,
         steal_targets: Sequence[str] | None = None,
         request_id: str | None = None,
+        names: Sequence[str] | None = None,
     ) -> list[Task]:
         """Wait like ``wait_for_work``, then lease up to ``count`` tasks, in one round trip.
 
@@ -471,7 +469,7 @@ class FairQueue(AdminMethods, ConstraintMethods, ScheduleMethods, InspectionMeth
             The leased tasks (empty when nothing was ready).
         """
         request = LeaseRequest(
-            count, worker_id, lease_seconds, assigned_users, steal_targets, request_id
+            count, worker_id, lease_seconds, assigned_users, steal_targets, request_id, names
         )
         return self._drive(self._wait_and_pop_flow(timeout, request))
 

@@ -16,10 +16,12 @@ TURN_SECONDS = 0.05
 def lease_request(
     count: int, worker_id: str, lease_seconds: float | None,
     assigned_users: Sequence[str] | None, steal_targets: Sequence[str] | None,
-    request_id: str | None,
+    request_id: str | None, names: Sequence[str] | None = None,
 ) -> LeaseRequest:  # fmt: skip
     """A ``LeaseRequest`` from a lease method's arguments."""
-    return LeaseRequest(count, worker_id, lease_seconds, assigned_users, steal_targets, request_id)
+    return LeaseRequest(
+        count, worker_id, lease_seconds, assigned_users, steal_targets, request_id, names
+    )
 
 
 def placed_count(call: Call[tuple[int, int]]) -> Call[int]:

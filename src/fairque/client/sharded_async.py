@@ -93,9 +93,10 @@ class AsyncShardedMethods(ShardedFlows):
     async def pop(
         self, worker_id: str = "", lease_seconds: float | None = None, *,
         assigned_users: Sequence[str] | None = None,
-        steal_targets: Sequence[str] | None = None,
+        steal_targets: Sequence[str] | None = None, names: Sequence[str] | None = None,
     ) -> Task | None:  # fmt: skip
-        request = lease_request(1, worker_id, lease_seconds, assigned_users, steal_targets, None)
+        request = lease_request(1, worker_id, lease_seconds, assigned_users, steal_targets, None,
+                                names)  # fmt: skip
         _, leased = await self._drive(self._lease_flow(request))
         return leased[0] if leased else None
 
@@ -103,9 +104,10 @@ class AsyncShardedMethods(ShardedFlows):
         self, count: int, worker_id: str = "", lease_seconds: float | None = None, *,
         assigned_users: Sequence[str] | None = None,
         steal_targets: Sequence[str] | None = None, request_id: str | None = None,
+        names: Sequence[str] | None = None,
     ) -> list[Task]:  # fmt: skip
         request = lease_request(count, worker_id, lease_seconds, assigned_users, steal_targets,
-                           request_id)  # fmt: skip
+                                request_id, names)  # fmt: skip
         return (await self._drive(self._lease_flow(request)))[1]
 
     async def complete_and_pop(
@@ -113,9 +115,10 @@ class AsyncShardedMethods(ShardedFlows):
         lease_seconds: float | None = None, *,
         assigned_users: Sequence[str] | None = None,
         steal_targets: Sequence[str] | None = None, request_id: str | None = None,
+        names: Sequence[str] | None = None,
     ) -> tuple[list[bool], list[Task]]:  # fmt: skip
         request = lease_request(count, worker_id, lease_seconds, assigned_users, steal_targets,
-                           request_id)  # fmt: skip
+                                request_id, names)  # fmt: skip
         acks, leased = await self._drive(self._lease_flow(request, done))
         return acks, leased
 
@@ -233,11 +236,12 @@ class AsyncShardedMethods(ShardedFlows):
         lease_seconds: float | None = None, *,
         assigned_users: Sequence[str] | None = None,
         steal_targets: Sequence[str] | None = None, request_id: str | None = None,
+        names: Sequence[str] | None = None,
     ) -> list[Task]:  # fmt: skip
         await self.wait_for_work(timeout)
         return await self.pop_batch(
             count, worker_id, lease_seconds, assigned_users=assigned_users,
-            steal_targets=steal_targets, request_id=request_id,
+            steal_targets=steal_targets, request_id=request_id, names=names,
         )  # fmt: skip
 
     async def metrics(self) -> QueueMetrics:

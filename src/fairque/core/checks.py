@@ -185,6 +185,24 @@ def check_user_list(users: object, what: str) -> list[str]:
     return out
 
 
+def check_name_list(names: object) -> list[str]:
+    """The task names a worker handles (None: any name) as a list of distinct names."""
+    if names is None:
+        return []
+    if isinstance(names, (str, bytes)) or not isinstance(names, Iterable):
+        raise ValidationError(f"names must be a list of task names, not {type(names).__name__}")
+    out = list(dict.fromkeys(names))
+    if not out:
+        raise ValidationError("names must name at least one task (None: any name)")
+    for n in out:
+        if not isinstance(n, str) or not n:
+            raise ValidationError(f"names must contain non-empty task names, got {n!r}")
+        problem = identifier_problem(n, "names entry", MAX_TASK_ID)
+        if problem is not None:
+            raise ValidationError(problem)
+    return out
+
+
 def check_task_id(task_id: object) -> str:
     """A task id argument (``get``, ``cancel``, ``result``...)."""
     if not isinstance(task_id, str) or not task_id:

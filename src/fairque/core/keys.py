@@ -155,6 +155,12 @@ class QueueKeys:
         return self._k("intake")
 
     @property
+    def aside(self) -> str:
+        """Set of task names with tasks set aside by a worker that does not handle them
+        (``aside_users`` holds, per name, the users those tasks belong to)."""
+        return self._k("aside")
+
+    @property
     def backlog(self) -> str:
         """Hash user -> its tasks waiting to run (QUEUED, SCHEDULED or DEFERRED), kept by
         the scripts that move tasks in and out of those states; a push checks it
@@ -323,6 +329,11 @@ class QueueKeys:
     def constraint_parked(self, bucket: str) -> str:
         """Tasks passed over because the bucket was at its limit: id -> lane score."""
         return self._k(f"cpark:{bucket}")
+
+    def aside_users(self, name: str) -> str:
+        """Set of the users with tasks named ``name`` set aside (each user's tasks wait in
+        the parked set of the bucket ``'~<user>:<name>'``)."""
+        return self._k(f"asu:{name}")
 
     def constraint_buckets(self, constraint_id: str) -> str:
         """Set of the buckets a constraint has used (its per-user buckets)."""

@@ -42,6 +42,8 @@ class LeaseRequest(NamedTuple):
     default), served from ``assigned_users`` first and ``steal_targets`` when those are
     idle (both None: the whole ring). ``request_id`` names the request: a resend with
     the same id returns the tasks the first send leased (None: a new id per call).
+    ``names``: the task names the worker handles (None: any name); a task with another
+    name is set aside until a worker that handles it leases.
     """
 
     # a NamedTuple (cheap to build on the hot path) whose ``count`` hides tuple.count
@@ -51,6 +53,7 @@ class LeaseRequest(NamedTuple):
     assigned_users: Sequence[str] | None = None
     steal_targets: Sequence[str] | None = None
     request_id: str | None = None
+    names: Sequence[str] | None = None
 
 
 @dataclass(frozen=True)

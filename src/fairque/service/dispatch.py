@@ -137,6 +137,9 @@ class EndpointRegistry(Registry):
     def get(self, name: str) -> Handler | None:
         return self.handler
 
+    def handled(self) -> list[str] | None:
+        return None
+
 
 def _describe(response: httpx.Response) -> str:
     return f"HTTP {response.status_code} from {response.request.url}: {response.text[:500]}"

@@ -346,7 +346,7 @@ async def lease(ctx: Ctx) -> Reply:
     deadline = time.monotonic() + body.wait_seconds
     common: dict[str, Any] = {
         "lease_seconds": body.lease_seconds, "assigned_users": body.assigned_users,
-        "steal_targets": body.steal_targets,
+        "steal_targets": body.steal_targets, "names": body.names,
     }  # fmt: skip
     results: list[OutcomeItemOut | None] = [None] * len(body.outcomes)
     done: list[tuple[Task, Any]] = []
@@ -399,7 +399,7 @@ async def lease(ctx: Ctx) -> Reply:
         lease_s = body.lease_seconds or q.options.lease_seconds
         await ctx.pullers.leased(
             q, body.worker_id, ctx.peer, body.max_tasks, body.assigned_users,
-            body.steal_targets, lease_s, body.wait_seconds, tasks,
+            body.steal_targets, lease_s, body.wait_seconds, tasks, names=body.names,
         )  # fmt: skip
     leased = [leased_out(t, q.queue) for t in tasks]
     return Reply(200, LeasesOut(leased, [r for r in results if r is not None]))

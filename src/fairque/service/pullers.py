@@ -41,6 +41,8 @@ class Puller:
     concurrency: int = 1
     assigned_users: list[str] = field(default_factory=list)
     steal_targets: list[str] = field(default_factory=list)
+    #: the task names it leases (empty: any)
+    names: list[str] = field(default_factory=list)
     #: task id -> lease deadline (monotonic seconds) of the tasks it holds
     held: dict[str, float] = field(default_factory=dict)
     processed: int = 0
@@ -55,6 +57,7 @@ class Puller:
             started_at=self.started_at, concurrency=self.concurrency,
             in_flight=len(self.held), processed=self.processed, failed=self.failed,
             assigned_users=self.assigned_users, steal_targets=self.steal_targets, kind="http",
+            names=self.names,
         )  # fmt: skip
 
 
@@ -78,8 +81,11 @@ class Pullers:
         lease_seconds: float,
         wait_seconds: float,
         tasks: list[Task],
+        *,
+        names: list[str] | None = None,
     ) -> None:
-        """A lease request of ``worker_id`` was answered with ``tasks``."""
+        """A lease request of ``worker_id`` (for ``names``: None, any) was answered with
+        ``tasks``."""
         now = time.monotonic()
         key = (q.queue, worker_id)
         p = self._workers.pop(key, None)
@@ -90,6 +96,7 @@ class Pullers:
         self._workers[key] = p  # the most recently seen last
         p.host, p.concurrency, p.seen = host, concurrency, now
         p.assigned_users, p.steal_targets = list(assigned_users or []), list(steal_targets or [])
+        p.names = list(names or [])
         # silent between calls for its wait, or for a task's run (extend keeps it alive)
         p.ttl = max(self.ttl, wait_seconds + lease_seconds + REFRESH_SECONDS)
         for task in tasks:

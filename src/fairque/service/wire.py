@@ -153,6 +153,9 @@ class LeaseIn(Struct, forbid_unknown_fields=True, kw_only=True):
     lease_seconds: Seconds | None = None
     assigned_users: list[Identifier] | None = None
     steal_targets: list[Identifier] | None = None
+    #: the task names this worker handles (null: any name); a task with another name is
+    #: never leased to it, it waits for a worker that handles it
+    names: Annotated[list[Identifier], Meta(min_length=1, max_length=1000)] | None = None
     #: the same id on a resent request returns the leases the first one got
     request_id: Annotated[str, Meta(min_length=1, max_length=128)] | None = None
     #: result messages of earlier tasks, recorded first (successes in the same

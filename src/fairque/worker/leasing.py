@@ -17,7 +17,7 @@ otherwise wait for their leases to expire).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from fairque.client.aio import AsyncFairQueue
@@ -29,6 +29,10 @@ from fairque.worker.link import CONNECTION_ERRORS
 T = TypeVar("T")
 
 
+def _any_name() -> None:
+    return None
+
+
 class Leasing:
     """The lease calls of one worker on one queue.
 
@@ -38,6 +42,9 @@ class Leasing:
         lease_seconds: the lease length.
         assigned_users: users served first (empty: the whole ring).
         steal_targets: users served when the assigned ones have nothing.
+        names: answers the task names the worker handles, asked at each lease (None:
+            any); a task with another name is not leased, it waits for a worker that
+            handles it.
 
     Raises:
         ValidationError: the worker id, the lease or a user list is invalid.
@@ -50,6 +57,7 @@ class Leasing:
         lease_seconds: float,
         assigned_users: Sequence[str],
         steal_targets: Sequence[str],
+        names: Callable[[], Sequence[str] | None] | None = None,
     ) -> None:
         check_pop(1, worker_id, lease_seconds)
         self.queue = queue
@@ -57,6 +65,7 @@ class Leasing:
         self.lease_seconds = lease_seconds
         self._assigned = check_user_list(list(assigned_users), "assigned_users") or None
         self._steal = check_user_list(list(steal_targets), "steal_targets") or None
+        self._names = names or _any_name
         self._unanswered: list[str] = []  # several requests may be in flight
 
     async def complete_and_lease(
@@ -68,6 +77,7 @@ class Leasing:
         return await self._sent(req, self.queue.complete_and_pop(
             done, count, self.worker_id, self.lease_seconds,
             assigned_users=self._assigned, steal_targets=self._steal, request_id=req,
+            names=self._names(),
         ))  # fmt: skip
 
     async def wait_and_lease(self, wait: float, count: int) -> list[Task]:
@@ -77,6 +87,7 @@ class Leasing:
         return await self._sent(req, self.queue.wait_and_pop(
             wait, count, self.worker_id, self.lease_seconds,
             assigned_users=self._assigned, steal_targets=self._steal, request_id=req,
+            names=self._names(),
         ))  # fmt: skip
 
     async def lease(self, count: int) -> list[Task]:
@@ -85,6 +96,7 @@ class Leasing:
         return await self._sent(req, self.queue.pop_batch(
             count, self.worker_id, self.lease_seconds,
             assigned_users=self._assigned, steal_targets=self._steal, request_id=req,
+            names=self._names(),
         ))  # fmt: skip
 
     async def _sent(self, req: str | None, call: Awaitable[T]) -> T:

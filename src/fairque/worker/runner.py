@@ -77,16 +77,15 @@ class Worker:
     maintains in each queue, under the same id, and waits on every queue's wake-up
     list when idle.
 
+    It leases only tasks whose names its registry handles (all, with
+    ``unknown_tasks: fail``); the others wait for a worker that handles them.
     Async handlers run on the worker's event loop; sync handlers in a thread pool
-    with the caller's context variables. Leases of in-flight tasks are extended
-    by a heartbeat; each task has an execution timeout, counted from the moment its
-    handler starts. ``SIGTERM``/``SIGINT`` stop fetching and let in-flight tasks
-    finish within ``shutdown_grace_seconds``; tasks still running then are given
-    back without counting a failure. A second signal gives everything back at once.
-
-    A sync handler over its timeout cannot be interrupted: its thread stays busy
-    until the function returns, and the worker leases that many fewer tasks
-    meanwhile (``threads_stuck``, also in the worker's registered info).
+    with the caller's context variables; each has an execution timeout from its
+    handler's start (a sync handler over it keeps its thread busy and the worker
+    leases that many fewer tasks meanwhile: ``threads_stuck``). Leases of in-flight
+    tasks are extended by a heartbeat. ``SIGTERM``/``SIGINT`` stop fetching and let
+    in-flight tasks finish within ``shutdown_grace_seconds``; tasks still running
+    then are given back without counting a failure; a second signal gives all back.
 
     An idle worker does not poll: it waits on the queue's wake-up list, which a
     push, a retry or a give-back signals, and wakes by itself when a scheduled task
@@ -159,7 +158,7 @@ class Worker:
         link = self.link
         if len(self.queues) > 1:
             link = Link(f"worker {self.id} on queue {queue.queue!r}", log)
-        leasing = Leasing(queue, self.id, lease, cfg.assigned_users, cfg.steal_targets)
+        leasing = Leasing(queue, self.id, lease, cfg.assigned_users, cfg.steal_targets, self._names)
         acker = Acknowledger(queue, leasing, link, errors, self._changed.set)
         park = Park(
             queue, leasing, link, errors, self._stop.pause,
@@ -200,8 +199,7 @@ class Worker:
         return self._threads.stuck
 
     def info(self, queue: str | None = None) -> WorkerInfo:
-        """What the worker registers about itself in ``queue`` (default: its first):
-        its tasks, finished and failed attempts counted for that queue alone."""
+        """What it registers in ``queue`` (default: its first); counts for that queue."""
         name = self.queue.queue if queue is None else queue
         executor = self._executor
         return WorkerInfo(
@@ -218,7 +216,12 @@ class Worker:
             assigned_users=list(self.config.assigned_users),
             steal_targets=list(self.config.steal_targets),
             queues=[lane.queue.queue for lane in self._lanes],
+            names=self._names() or [],
         )
+
+    def _names(self) -> list[str] | None:
+        """The task names it leases (None: any; ``unknown_tasks: fail`` takes all)."""
+        return self.registry.handled() if self.config.unknown_tasks == "give_back" else None
 
     async def maintain(self) -> int:
         """One round of maintenance of every queue served (see ``Upkeep.maintain``)."""
@@ -392,9 +395,8 @@ class Worker:
         )
 
     def _free_slots(self, ahead: bool = True) -> int:
-        """Tasks the worker has room for and has not asked for yet (never negative):
-        free slots, and (``ahead``) free places to lease ahead (``slots``); an open
-        park's and a wave's tasks count as taken."""
+        """Tasks it has room for and has not asked for (free slots, and with ``ahead``
+        places to lease ahead); an open park's and a wave's tasks count as taken."""
         slots = self._slots
         room = slots.to_run()
         if ahead and slots.ahead:
@@ -403,13 +405,11 @@ class Worker:
         return max(0, min(room - parked, self.config.batch_size))
 
     def _horizon(self) -> float:
-        """A handler that ends within two round trips (and a millisecond for the
-        loop's turn) gets its next task ahead."""
+        """A handler ending within two round trips (+1 ms) gets its next task ahead."""
         return 2 * max(lane.round_trip for lane in self._lanes) + 0.001
 
     def _start(self, queue: AsyncFairQueue, acker: Acknowledger, leased: list[Task]) -> None:
-        """The one door of leased tasks: a wave's, a collected park's, and a park's the
-        moment its reply is read."""
+        """The one door of leased tasks: a wave's, a collected park's, a park's reply."""
         start = self._executor.start
         for task in leased:
             start(task, queue, acker)

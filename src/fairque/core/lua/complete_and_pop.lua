@@ -28,6 +28,7 @@ KEYS[19] constraints  constraint id -> definition (JSON; fairque.constraints)
 KEYS[20] active  users by their last lease (ms) (a lease writes it)
 KEYS[21] intake  plain tasks pushed one at a time, not yet placed (placed first)
 KEYS[22] backlog  user -> its tasks in QUEUED, SCHEDULED or DEFERRED
+KEYS[23] aside    names with tasks set aside by workers that do not handle them
 
 ARGV[1] count       tasks to lease (0: only complete)
 ARGV[2] worker_id   recorded on the lease (the task hash's 'worker')
@@ -39,11 +40,13 @@ ARGV[7] ordering    'aging' | 'strict'
 ARGV[8] horizon_us
 ARGV[9] req         request id (unique per call; the same when a call is resent)
 ARGV[10] A          number of assigned_users, then their A user ids, then the number S of
-                    steal_targets and their S user ids (ARGV[1..11+A+S] is pop.lua's ARGV)
-ARGV[12+A+S] C      number of completions, then 5 values each:
+                    steal_targets and their S user ids, then the number N of task names
+                    the worker handles (0: any) and the N names (ARGV[1..12+A+S+N] is
+                    pop.lua's ARGV)
+ARGV[13+A+S+N] C    number of completions, then 5 values each:
                     id, token, has_result (0|1), result, run_us (the handler's run as
                     the worker measured it; '': not reported)
-ARGV[13+A+S+5C]     '1': add this shard's state after the lease to the reply (the
+ARGV[14+A+S+N+5C]  '1': add this shard's state after the lease to the reply (the
                     sharded client weighs it for its next lease); absent otherwise
 
 Reply: {array of 1/0 per completion (0: lease lost), array of leased tasks (flat HGETALL)},
@@ -55,6 +58,7 @@ and with the state asked for, a third entry: shard_state.lua's reply.
 -- @include count_completions
 -- @include signal_wake
 -- @include read_users
+-- @include read_names
 -- @include leased_before
 -- @include lease_request
 -- @include maintenance
@@ -65,12 +69,14 @@ local K = {prefix = KEYS[1], ring = KEYS[2], delayed = KEYS[3], leases = KEYS[4]
   canceled = KEYS[9], meta = KEYS[10], stats = KEYS[11], weights = KEYS[12],
   caps = KEYS[13], turns = KEYS[14], capped = KEYS[15], wake = KEYS[16], ends = KEYS[17],
   constraint_due = KEYS[18], constraints = KEYS[19], active = KEYS[20], intake = KEYS[21],
-  backlog = KEYS[22]}
+  backlog = KEYS[22], aside = KEYS[23]}
 local req = ARGV[9]
 local ms, us = now()
 -- numeric ARGV read as ARGV[i] + 0: Lua's string coercion costs a third of a tonumber call
 local ordering, horizon_us = ARGV[7], ARGV[8] + 0
 local assigned, steal, any, at = read_users(ARGV, 10)
+local names
+names, at = read_names(ARGV, at)
 local nc = ARGV[at] + 0
 local acks, ready = {}, 0
 local acc = {runs = {}, done = 0}
@@ -87,14 +93,15 @@ local count = ARGV[1] + 0
 local leased = {}
 if count > 0 then
   -- one EXISTS answers the usual call: not a resend, on a queue without constraints,
-  -- weights or caps (past the resend check, a key found is one of those three)
-  local limits = redis.call('EXISTS', fetch_key(K, req), K.constraints, K.weights, K.caps) > 0
+  -- weights, caps or tasks set aside (past the resend check, a key found is one of those)
+  local limits = redis.call('EXISTS', fetch_key(K, req), K.constraints, K.weights, K.caps,
+    K.aside) > 0
   leased = limits and leased_before(K, req)
   if not leased then
     maintenance(K, ms, ARGV[6] + 0, ARGV[4] + 0, ARGV[5] + 0, ordering,
       horizon_us)
     leased = lease_request(K, req, count, ARGV[2], ARGV[3] + 0, ms, assigned, steal,
-      any, limits, us)
+      any, limits, us, names)
   end
 end
 if ready > #leased then

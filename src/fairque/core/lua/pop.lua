@@ -28,6 +28,7 @@ KEYS[18] constraints  constraint id -> definition (JSON; fairque.constraints)
 KEYS[19] active  users by their last lease (ms) (a lease writes it)
 KEYS[20] intake  plain tasks pushed one at a time, not yet placed (placed first)
 KEYS[21] backlog  user -> its tasks in QUEUED, SCHEDULED or DEFERRED
+KEYS[22] aside    names with tasks set aside by workers that do not handle them
 
 ARGV[1] count       tasks to lease (>= 1)
 ARGV[2] worker_id   recorded on the lease (the task hash's 'worker')
@@ -40,12 +41,14 @@ ARGV[8] horizon_us
 ARGV[9] req         request id (unique per call; the same when a call is resent)
 ARGV[10] A          number of assigned_users, then their A user ids
 ARGV[11+A] S        number of steal_targets, then their S user ids ('*' = any user)
+ARGV[12+A+S] N      number of task names the worker handles (0: any), then the N names
 
 Reply: array of leased tasks, each the flat HGETALL of its hash.
 ]]
 -- @include now
 -- @include keys
 -- @include read_users
+-- @include read_names
 -- @include lease_request
 -- @include maintenance
 
@@ -53,11 +56,13 @@ local K = {prefix = KEYS[1], ring = KEYS[2], delayed = KEYS[3], leases = KEYS[4]
   queued = KEYS[5], deferred = KEYS[6], failed = KEYS[7], canceled = KEYS[8],
   meta = KEYS[9], stats = KEYS[10], weights = KEYS[11], caps = KEYS[12], turns = KEYS[13],
   capped = KEYS[14], wake = KEYS[15], ends = KEYS[16], constraint_due = KEYS[17],
-  constraints = KEYS[18], active = KEYS[19], intake = KEYS[20], backlog = KEYS[21]}
+  constraints = KEYS[18], active = KEYS[19], intake = KEYS[20], backlog = KEYS[21],
+  aside = KEYS[22]}
 local req = ARGV[9]
 -- one EXISTS answers the usual call: not a resend, on a queue without constraints,
--- weights or caps (past the resend check, a key found is one of those three)
-local limits = redis.call('EXISTS', fetch_key(K, req), K.constraints, K.weights, K.caps) > 0
+-- weights, caps or tasks set aside (past the resend check, a key found is one of those)
+local limits = redis.call('EXISTS', fetch_key(K, req), K.constraints, K.weights, K.caps,
+  K.aside) > 0
 if limits then
 -- @include leased_before
   local again = leased_before(K, req)
@@ -66,6 +71,7 @@ end
 local ms, us = now()
 -- numeric ARGV read as ARGV[i] + 0: Lua's string coercion costs a third of a tonumber call
 maintenance(K, ms, ARGV[6] + 0, ARGV[4] + 0, ARGV[5] + 0, ARGV[7], ARGV[8] + 0)
-local assigned, steal, any = read_users(ARGV, 10)
+local assigned, steal, any, at = read_users(ARGV, 10)
+local names = read_names(ARGV, at)
 return lease_request(K, req, ARGV[1] + 0, ARGV[2], ARGV[3] + 0, ms, assigned,
-  steal, any, limits, us)
+  steal, any, limits, us, names)

@@ -29,6 +29,7 @@ KEYS[20] active   users by their last lease (ms): their tenant hashes go too
 KEYS[21] intake   plain tasks pushed one at a time, not yet placed
 KEYS[22] backlog  user -> its tasks in QUEUED, SCHEDULED or DEFERRED
 KEYS[23] quotas  user -> its backlog quota
+KEYS[24] aside   names with tasks set aside by workers that do not handle them
 
 ARGV[1] limit       tasks to delete in this call
 
@@ -41,7 +42,7 @@ local K = {prefix = KEYS[1], ring = KEYS[2], delayed = KEYS[3], leases = KEYS[4]
   meta = KEYS[10], stats = KEYS[11], weights = KEYS[12], caps = KEYS[13], turns = KEYS[14],
   capped = KEYS[15], wake = KEYS[16], ends = KEYS[17], constraints = KEYS[18],
   constraint_due = KEYS[19], active = KEYS[20], intake = KEYS[21], backlog = KEYS[22],
-  quotas = KEYS[23]}
+  quotas = KEYS[23], aside = KEYS[24]}
 local registries = {K.delayed, K.deferred, K.queued, K.leases, K.finished, K.failed,
   K.canceled}
 local budget = tonumber(ARGV[1])
@@ -113,5 +114,14 @@ if remaining == 0 then
     end
   end
   redis.call('DEL', K.constraint_due)
+  -- the tasks set aside for want of a worker that handles their names
+  for _, name in ipairs(redis.call('SMEMBERS', K.aside)) do
+    local uk = aside_users_key(K, name)
+    for _, u in ipairs(redis.call('SMEMBERS', uk)) do
+      redis.call('DEL', constraint_parked_key(K, '~' .. u .. ':' .. name))
+    end
+    redis.call('DEL', uk)
+  end
+  redis.call('DEL', K.aside)
 end
 return {deleted, remaining}

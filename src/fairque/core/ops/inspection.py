@@ -127,8 +127,10 @@ class InspectionOperations(OperationsBase):
         def parse(reply: list[Any]) -> TenantReport:
             mode, known, totals = reply[0], reply[1], _int_fields(reply[2])
             named = [
-                _tenant(text(reply[i]), int(reply[i + 1]), reply[i + 2], _int_fields(reply[i + 3]))
-                for i in range(3, len(reply), 4)
+                _tenant(
+                    text(reply[i]), int(reply[i + 1]), reply[i + 2], _int_fields(reply[i + 3])
+                ).model_copy(update={"backlog": int(reply[i + 4])})
+                for i in range(3, len(reply), 5)
             ]
             whole = _tenant("", 1, None, {
                 "wait_ms:sum": totals.get("wait_ms:sum", 0),
@@ -343,16 +345,20 @@ class InspectionOperations(OperationsBase):
             self.ring_size(),
         )
 
-    def task_buckets(self, task_id: str) -> Call[tuple[list[str], str | None]]:
-        """The constraint buckets a task counts in, and the one it is parked in."""
+    def task_buckets(self, task_id: str) -> Call[tuple[list[str], str | None, bool]]:
+        """The constraint buckets a task counts in, the one it is parked in, and whether
+        it is set aside instead (the workers that leased it do not handle its name)."""
 
-        def parse(reply: Any) -> tuple[list[str], str | None]:
+        def parse(reply: Any) -> tuple[list[str], str | None, bool]:
             cons, parked = reply
             try:
                 buckets = [str(b) for b in json.loads(cons)] if cons else []
             except (ValueError, TypeError):
                 buckets = []
-            return buckets, text(parked) if parked else None
+            where = text(parked) if parked else None
+            if where is not None and where.startswith("~"):  # set_aside.lua's bucket
+                return buckets, None, True
+            return buckets, where, False
 
         return Call(None, (self.keys.task(task_id),), ("HMGET", "cons", "parked"), parse)
 

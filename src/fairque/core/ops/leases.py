@@ -13,6 +13,7 @@ from typing import Any, overload
 
 from fairque.core.checks import (
     MAX_SCAN,
+    check_name_list,
     check_pop,
     check_user_list,
     dump_value,
@@ -55,17 +56,20 @@ class LeaseOperations(OperationsBase):
     """Everything a worker sends about the tasks it leases."""
 
     def _lease_args(self, request: LeaseRequest) -> list[Any]:
-        """``pop.lua``'s ARGV for ``request``: nine values, then the two user lists
-        (``complete_and_pop.lua`` takes the same prefix, then its completions)."""
-        count, worker_id, lease_seconds, assigned_users, steal_targets, req = request
+        """``pop.lua``'s ARGV for ``request``: nine values, then the two user lists and
+        the handled names (``complete_and_pop.lua`` takes the same prefix, then its
+        completions)."""
+        count, worker_id, lease_seconds, assigned_users, steal_targets, req, names = request
         lease = self.options.lease_seconds if lease_seconds is None else lease_seconds
         lease_ms = check_pop(count, worker_id, lease)
         assigned = check_user_list(assigned_users, "assigned_users")
         steal = check_user_list(steal_targets, "steal_targets")
+        handled = check_name_list(names)
         return [
             count, worker_id, lease_ms, self._base_ms, self._failed_ttl_ms,
             self.options.maintenance_batch, self.options.ordering, self._horizon_us,
             req or request_id(), len(assigned), *assigned, len(steal), *steal,
+            len(handled), *handled,
         ]  # fmt: skip
 
     @overload
@@ -80,6 +84,7 @@ class LeaseOperations(OperationsBase):
         assigned_users: Sequence[str] | None,
         steal_targets: Sequence[str] | None,
         req: str | None = None,
+        names: Sequence[str] | None = None,
         /,
     ) -> Call[Leased]: ...
 
@@ -109,6 +114,7 @@ class LeaseOperations(OperationsBase):
         assigned_users: Sequence[str] | None,
         steal_targets: Sequence[str] | None,
         req: str | None = None,
+        names: Sequence[str] | None = None,
         /,
         *,
         with_state: bool = False,

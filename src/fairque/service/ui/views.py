@@ -28,6 +28,7 @@ from fairque.service.ui.fairness import (
     weighted_shares,
 )
 from fairque.service.ui.history import History
+from fairque.service.ui.served import served_in
 
 #: the windows the tenants page offers, seconds
 WINDOWS = (60, 300, 900, 3600)
@@ -137,19 +138,25 @@ async def tenants(
     Candidates are the users whose backlog the rolling scan knows (``ranking.ranking``:
     ``ranking.SCAN_USERS`` more ring users per call, kept ``ranking.MAX_AGE`` seconds), the
     capped users, the users holding leases and those served in the window; they are
-    ranked and only the page's rows are read in full. "Served" counts tasks started in
-    the window among the ``ranking.SAMPLE`` most recent starts; when the sample is shorter
-    than the window the page says so.
+    ranked and only the page's rows are read in full. "Served" counts the leases in the
+    window from the server's per-tenant counters (``served.served_in``: since each user's
+    first lease until the dashboard has watched a whole window); a user's fair share is
+    its weighted max-min share of those leases given its demand (leases plus backlog), so
+    a tenant that got all it asked for is at its share. Waits come from the
+    ``ranking.SAMPLE`` most recent starts; when that sample is shorter than the window
+    the page says so.
     """
     now = await q.server_time_ms()
-    capped, served, stats = await asyncio.gather(
-        q.capped_users(), q.recent_starts(), q.stats(user_limit=200)
+    capped, served, stats, window_served = await asyncio.gather(
+        q.capped_users(), q.recent_starts(), q.stats(user_limit=200), served_in(q, window)
     )
     since = now - window * 1000
     in_window = [s for s in served if s.started >= since]
     covered = ago(now, min(s.started for s in served)) if served else None
     truncated = len(served) >= ranking.SAMPLE and (covered or 0) < window
-    served_by: Counter[str] = Counter(s.user_id for s in in_window)
+    # leases per user from the server's counters (the wait figures from the sample of
+    # recent starts, which may cover less than the window: the page says so)
+    served_by: Counter[str] = Counter(window_served.leases)
     waits_by: dict[str, list[float]] = defaultdict(list)
     for s in in_window:
         waits_by[s.user_id].append(s.wait_seconds)
@@ -163,17 +170,21 @@ async def tenants(
     if user:
         candidates = [user]
     in_flight_hint = {u.user_id: u.in_flight for u in stats.users}
-    # plain dicts and comprehensions: this runs over every known user (100,000)
+    # plain dicts and comprehensions: this runs over every known user (100,000). A user
+    # the counters name has its backlog read now; the others', from the rolling scan
     backlog_of = {u: c + n for u, (c, n) in lanes.items()}
+    backlog_of.update(window_served.backlog)
     backlog, served_of, flying = backlog_of.get, served_by.get, in_flight_hint.get
 
-    # fairness over every user with demand in the window: served plus still pending
-    demand_users = [u for u in candidates if backlog(u, 0) or served_of(u, 0) or flying(u, 0)]
-    weights = [float(w) for w in await q.user_weights(demand_users)]
+    # fairness over every user with demand in the window: its leases there (in flight
+    # included) plus what still waits; max-min fair shares of the leases handed out
+    demand_users = [u for u in candidates if backlog(u, 0) or served_of(u, 0)]
+    known_weights = window_served.weights
+    unknown = [u for u in demand_users if u not in known_weights]
+    looked_up = dict(zip(unknown, await q.user_weights(unknown), strict=True))
+    weights = [float(known_weights.get(u) or looked_up.get(u, 1)) for u in demand_users]
     served_list = [float(served_of(u, 0)) for u in demand_users]
-    demands = [
-        s + backlog(u, 0) + flying(u, 0) for u, s in zip(demand_users, served_list, strict=True)
-    ]
+    demands = [s + backlog(u, 0) for u, s in zip(demand_users, served_list, strict=True)]
     capacity = float(sum(served_list))
     shares = weighted_shares(capacity, demands, weights)
     fair = dict(zip(demand_users, shares, strict=True))
@@ -222,6 +233,8 @@ async def tenants(
         "candidates": len(candidates),
         "served_total": int(capacity),
         "covered": covered,
+        "served_span": window_served.span,
+        "ranking_sample": ranking.SAMPLE,
         "truncated": truncated,
         "jain": jain(served_list) if len(served_list) >= 2 else None,
         "jain_norm": jain_norm(served_list, demands, weights, shares),
@@ -235,19 +248,17 @@ TENANT_ROWS = 20
 
 def worker_time(report: TenantReport) -> dict[str, Any]:
     """The tenants page's worker-time table: each named user's share of the worker time
-    the queue's leases held, next to its weighted fair share among the named users, from
+    the queue's leases held, next to its demand-aware fair share (``fair_shares``), from
     the counters the scripts keep (since each user's first lease)."""
-    weights = sum(t.weight for t in report.tenants)
     rows = []
-    for t in report.tenants:
+    for t, fair in zip(report.tenants, report.fair_shares(), strict=True):
         share = report.share(t)
-        fair = t.weight / weights if weights else None
         rows.append(
             {
                 "tenant": t,
                 "share": share if report.busy_seconds > 0 else None,
-                "fair_share": fair,
-                "ratio": share / fair if fair and report.busy_seconds > 0 else None,
+                "fair_share": fair if report.busy_seconds > 0 else None,
+                "ratio": share / fair if fair > 0 else None,
                 "mean_wait": t.wait_time.sum / t.wait_time.count if t.wait_time.count else None,
             }
         )
@@ -331,7 +342,9 @@ async def why(q: AsyncFairQueue, task: Task, waiting_for: list[str]) -> dict[str
         return {"kind": "upstream", "waiting_for": sorted(waiting_for)}
     if state is not TaskState.QUEUED:
         return None
-    place, (load,) = await asyncio.gather(q.wait_place(task), q.user_loads([task.user_id]))
+    place, (load,), found = await asyncio.gather(
+        q.wait_place(task), q.user_loads([task.user_id]), q.workers()
+    )
     constraints = [
         {"bucket": b.bucket, "in_use": b.in_use, "frees_in": b.frees_in, "parked": b.parked}
         for b in place.buckets
@@ -346,6 +359,9 @@ async def why(q: AsyncFairQueue, task: Task, waiting_for: list[str]) -> dict[str
         "ring_size": place.ring_size,
         "constraints": constraints,
         "parked": next((b.bucket for b in place.buckets if b.parked), None),
+        "set_aside": place.set_aside,
+        # the live workers that lease its name (a worker that names none takes any)
+        "handled_by": sorted(w.worker_id for w in found if not w.names or task.name in w.names),
     }
 
 

@@ -9,7 +9,8 @@
 -- @include fair_timed
 -- @include write_tags
 -- @include backlog_add
--- lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any, limits, us): lease up to
+-- lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any, limits, us, names):
+-- lease up to
 -- `count` ready tasks, choosing users round robin (see pick_user). A served user moves
 -- to the ring's tail (after `weight` consecutive turns for a weighted user); a user
 -- whose unexpired leases reach its in-flight cap leaves the ring until a slot frees.
@@ -39,14 +40,23 @@
 -- buckets first put parked tasks back into their lanes; a task whose buckets are over
 -- a limit is parked (constraint_park) and the same user's next task is tried, so a
 -- limited task blocks neither other users nor its user's unlimited tasks.
-local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any, limits, us)
+-- Names: `names` is the set of task names the worker handles (false: any). A task with
+-- another name is set aside (set_aside) as a limited task is parked, and the same user's
+-- next task is tried; tasks set aside under names the worker handles go back to their
+-- lanes first (take_aside), so they are served by the same rule as every other task.
+-- Setting aside wakes idle workers (one token per task), so one that handles the name
+-- looks at the queue. A queue with tasks set aside has its 'aside' set, one of the keys
+-- `limits` looks for.
+local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any, limits, us,
+                           names)
   local deadline = ms + lease_ms
   local out, tokens, waits, picked = {}, {}, {}, {}
-  local guard, parks = 0, 0
+  local guard, parks, asides = 0, 0, 0
   local limited, weighted, capping = false, false, false
   if limits == nil then
-    limits = redis.call('EXISTS', K.constraints, K.weights, K.caps) > 0
+    limits = redis.call('EXISTS', K.constraints, K.weights, K.caps, K.aside) > 0
   end
+  local now_us, constraint_check, constraint_take, constraint_park, set_aside
   if limits then
     -- the hash holds the constraints and their version ('~version')
     limited = redis.call('HLEN', K.constraints) > 1
@@ -55,13 +65,17 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any,
       weighted = redis.call('HLEN', K.weights) > 0
       capping = redis.call('HLEN', K.caps) > 0
     end
-  end
-  local now_us, constraint_check, constraint_take, constraint_park
-  if limited then
-    local constraint_due
-    constraint_check, constraint_take, constraint_park, constraint_due = constraint_lib()
-    now_us = select(2, now())  -- GCRA works in microseconds
-    constraint_due(K, ms, now_us, 64)
+    local aside = redis.call('EXISTS', K.aside) == 1
+    if limited or aside then
+      local constraint_due, take_aside
+      constraint_check, constraint_take, constraint_park, constraint_due, set_aside,
+        take_aside = constraint_lib()
+      if aside then take_aside(K, names, count) end
+      if limited then
+        now_us = select(2, now())  -- GCRA works in microseconds
+        constraint_due(K, ms, now_us, 64)
+      end
+    end
   end
   -- the queue's counters in one read and (below) one write: the mode, the floor, the
   -- lease sequence and the ring clock (nothing else moves them meanwhile); and the
@@ -150,17 +164,36 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any,
       -- its critical lane is empty: only the normal lane can hold more
       more = id and redis.call('ZCARD', normal) > 0
     end
-    local plan, blocked, free_at
-    if id and limited then
+    local plan, blocked, free_at, other
+    if id and names then
+      local f = redis.call('HMGET', task_key(K, id), 'name', 'cons')
+      if not names[f[1]] then
+        other = f[1]
+      elseif limited and f[2] then
+        plan, blocked, free_at = constraint_check(K, f[2], ms, now_us)
+      end
+    elseif id and limited then
       local cons = redis.call('HGET', task_key(K, id), 'cons')
       if cons then plan, blocked, free_at = constraint_check(K, cons, ms, now_us) end
     end
-    if tu and (not id or (blocked and not more)) then  -- the user leaves the ring
+    if tu and (not id or ((blocked or other) and not more)) then  -- the user leaves the ring
       th = th + 1
       moved_to[user] = nil
     end
     if not id then
       leave_ring(K, user, timed and score)
+    elseif other then
+      if not set_aside then set_aside = select(5, constraint_lib()) end
+      -- a critical task waits ahead of every normal-lane score, oldest first
+      set_aside(K, id, user, other, lane or (ms - 4e15))
+      if more then moved = false else leave_ring(K, user, timed and score) end
+      guard = guard - 1  -- the task left its lane: progress, bounded by `parks`
+      parks, asides = parks + 1, asides + 1
+      if parks >= 256 then
+        signal_wake(K, asides + 1)  -- another call goes on from here
+        asides = 0
+        break
+      end
     elseif blocked then
       -- a critical task parks ahead of every normal-lane score, oldest first
       constraint_park(K, id, blocked, lane or (ms - 4e15), free_at)
@@ -259,6 +292,7 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any,
     end
     if moved then at_head = at_head + 1 end
   end
+  if asides > 0 then signal_wake(K, asides) end
   write_tags(K, moved_to)
   if #rotations > 0 then redis.call('ZADD', K.ring, unpack(rotations)) end
   local n = #picked

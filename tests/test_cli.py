@@ -251,3 +251,11 @@ def test_a_bad_option_is_one_error_line(args: str) -> None:
     assert lines[0].startswith("error: ")
     assert lines[0].endswith("--help)")
     assert "Usage:" not in result.stderr + result.stdout
+
+
+def test_version_prints_the_package_version() -> None:
+    from fairque import __version__
+
+    shown = run_here("--version")
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.strip() == f"fairque {__version__}"

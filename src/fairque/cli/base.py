@@ -73,6 +73,23 @@ ConfigOption = Annotated[
 VerboseOption = Annotated[
     bool, typer.Option("--verbose", "-v", help="Debug logging.", rich_help_panel=SHARED_PANEL)
 ]
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from fairque import __version__
+
+        typer.echo(f"fairque {__version__}")
+        raise typer.Exit()
+
+
+VersionOption = Annotated[
+    bool,
+    typer.Option(
+        "--version", help="Print the version and exit.", is_eager=True,
+        callback=_print_version,
+    ),
+]  # fmt: skip
 #: the shared options: name -> (annotation, default)
 SHARED: dict[str, tuple[Any, Any]] = {
     "url": (UrlOption, None),

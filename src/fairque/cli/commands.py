@@ -26,6 +26,7 @@ from fairque.cli.base import (
     QueueOption,
     UrlOption,
     VerboseOption,
+    VersionOption,
     configure_logging,
     fail,
     guarded,
@@ -83,6 +84,7 @@ def options(
     queue: QueueOption = None,
     config: ConfigOption = None,
     verbose: VerboseOption = False,
+    version: VersionOption = False,
 ) -> None:
     """Shared options; precedence is CLI > environment > YAML > defaults."""
     urls.remember_secrets(url)

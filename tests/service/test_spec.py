@@ -209,3 +209,13 @@ def test_the_reference_page_lists_fields_and_problem_types() -> None:
     assert "| `state` | query |" in page  # a query parameter
     assert "## Problem types" in page
     assert "`urn:fairque:problem:lease-lost` | 409" in page
+
+
+def test_task_fields_are_described_and_attempts_is_marked_deprecated() -> None:
+    doc = json.loads(DOC.read_bytes())
+    fields = doc["components"]["schemas"]["TaskOut"]["properties"]
+    assert all(field.get("description") for field in fields.values()), [
+        name for name, field in fields.items() if not field.get("description")
+    ]
+    assert fields["attempts"]["deprecated"] is True
+    assert not fields["retry_count"].get("deprecated")

@@ -107,28 +107,54 @@ class TaskBatchIn(Struct, forbid_unknown_fields=True):
 class TaskOut(Struct, kw_only=True):
     """A stored task."""
 
-    task_id: str
-    queue: str
-    user_id: str
-    name: str
-    payload: Any
-    priority: int | Literal["critical"]
-    state: str
-    #: failed attempts so far, counted against ``max_retries`` (the Python API's name)
-    retry_count: int
+    task_id: Annotated[str, Meta(description="The task's id (given at push, or made then)")]
+    queue: Annotated[str, Meta(description="The queue that holds it")]
+    user_id: Annotated[str, Meta(description="Its tenant")]
+    name: Annotated[str, Meta(description="The task name a worker's handler is chosen by")]
+    payload: Annotated[Any, Meta(description="The argument given to the handler")]
+    priority: Annotated[
+        int | Literal["critical"],
+        Meta(description="1 (lowest) to 5, or 'critical' (the critical lane)"),
+    ]
+    state: Annotated[
+        str,
+        Meta(description="SCHEDULED, DEFERRED, QUEUED, STARTED, FINISHED, FAILED or CANCELED"),
+    ]
+    retry_count: Annotated[
+        int, Meta(description="Failed attempts so far, counted against max_retries")
+    ]
     #: deprecated: the same value as ``retry_count``; removed in the next release
-    attempts: int
-    max_retries: int | None
-    created_at: Timestamp | None
-    execute_after: Timestamp | None
-    started_at: Timestamp | None
-    ended_at: Timestamp | None
-    depends_on: list[str]
-    timeout_seconds: float | None
-    keep_result: bool
-    result_ttl_seconds: int | None
-    error: str | None
-    worker_id: str | None
+    attempts: Annotated[
+        int,
+        Meta(
+            description="Deprecated: the same value as retry_count (failed attempts, not "
+            "runs); removed in the next release",
+            extra_json_schema={"deprecated": True},
+        ),
+    ]
+    max_retries: Annotated[
+        int | None, Meta(description="Retries allowed (null: the queue's default)")
+    ]
+    created_at: Annotated[Timestamp | None, Meta(description="When it was pushed")]
+    execute_after: Annotated[
+        Timestamp | None, Meta(description="When it becomes ready (a delay or a retry's backoff)")
+    ]
+    started_at: Annotated[Timestamp | None, Meta(description="Its latest lease")]
+    ended_at: Annotated[
+        Timestamp | None, Meta(description="When it finished, failed or was canceled")
+    ]
+    depends_on: Annotated[list[str], Meta(description="Upstream task ids it waits for")]
+    timeout_seconds: Annotated[
+        float | None, Meta(description="Execution timeout (null: the worker's default)")
+    ]
+    keep_result: Annotated[bool, Meta(description="Whether its result is kept")]
+    result_ttl_seconds: Annotated[
+        int | None, Meta(description="How long a kept result lives (null: the queue's default)")
+    ]
+    error: Annotated[str | None, Meta(description="The last failure's message")]
+    worker_id: Annotated[
+        str | None, Meta(description="The worker holding its lease (null when none holds one)")
+    ]
 
 
 class TaskBatchOut(Struct):
@@ -166,9 +192,9 @@ class LeaseIn(Struct, forbid_unknown_fields=True, kw_only=True):
 class LeasedTask(TaskOut, kw_only=True):
     """A task handed to a worker, with its lease."""
 
-    lease_token: str
-    lease_expires_at: Timestamp
-    attempt: int
+    lease_token: Annotated[str, Meta(description="The lease's fencing token: send it back")]
+    lease_expires_at: Annotated[Timestamp, Meta(description="When the lease ends unless extended")]
+    attempt: Annotated[int, Meta(description="This run's number: 1 for the first run")]
 
 
 class LeasesOut(Struct, omit_defaults=True):

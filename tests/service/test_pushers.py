@@ -322,7 +322,8 @@ def test_errors_are_problem_details(api: Api) -> None:
     refused = check_problem(post("POST", "/tasks", huge), 413, "body-too-large")
     assert "server.max_body_bytes" in refused["detail"]
     check_problem(post("GET", "/v1/queues/unknown-queue/stats"), 404, "queue-not-found")
-    check_problem(post("GET", "/v1/nothing/here"), 404, "not-found")
+    lost = check_problem(post("GET", "/v1/nothing/here"), 404, "not-found")
+    assert "/v1/queues/{queue}/" in lost["detail"]  # where the routes are
     packed = post("GET", "/tasks/nope", msgpack=True)
     assert packed.headers["content-type"].startswith(MSGPACK)
     check_problem(packed, 404, "task-not-found")

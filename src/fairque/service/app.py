@@ -319,7 +319,14 @@ def _framework_error(request: Request[Any, Any, Any], exc: Exception) -> Respons
         kind = {404: "not-found", 405: "method-not-allowed"}.get(status, "http-error")
         title = {404: "Not Found", 405: "Method Not Allowed"}.get(status, "Error")
         headers = dict(exc.headers or {})
-        problem = ProblemError(status, kind, title, str(exc.detail), headers=headers)
+        detail = str(exc.detail)
+        if status == 404 and not request.url.path.startswith(("/v1/queues/", "/ui")):
+            detail = (
+                f"no route {request.url.path}: the API's routes live under "
+                "/v1/queues/{queue}/ (GET /v1/queues lists the queues; /openapi.json "
+                "describes every route)"
+            )
+        problem = ProblemError(status, kind, title, detail, headers=headers)
     elif isinstance(exc, RedisError):
         try:
             with engine_errors():

@@ -133,7 +133,10 @@ def test_dashboard_worker_time_and_mode_switch(live: LiveServer) -> None:
             assert "fair by worker time" in page.text
             for user in ("slow", "fast", "late"):
                 assert f'id={user}">{user}</a>' in page.text
-            assert "50.0 %" in page.text  # slow's fair share: weight 2 of 4
+            # every user got all it asked for: each is at its fair share, none is low
+            table = page.text.split('id="worker-time-table"')[1].split("</table>")[0]
+            assert table.count(">1.00<") == 3
+            assert 'class="low"' not in table
             csrf = http.cookies["fq_csrf"]
             switched = http.post(f"{base}/fairness", data={"mode": "count", "csrf": csrf})
             assert switched.status_code == 303

@@ -92,8 +92,9 @@ def test_a_resent_lease_sets_nothing_aside_twice(make_queue: MakeQueue) -> None:
 def test_bad_names_are_refused(make_queue: MakeQueue, bad: object) -> None:
     q = make_queue()
     q.enqueue("square", {}, user_id="a")
-    with pytest.raises(ValidationError):
+    with pytest.raises(ValidationError) as refused:
         q.pop_batch(1, "w", names=bad)  # type: ignore[arg-type]
+    assert refused.value.problems[0][0] == "names"
     assert q.stats().counts[TaskState.QUEUED] == 1
 
 
@@ -117,7 +118,7 @@ async def test_a_mixed_fleet_runs_each_task_on_a_worker_that_handles_it(h: Harne
     # the narrow worker starts first and is idle first: it would win every race
     h.start(q, narrow, max_concurrent_tasks=2, unknown_task_delay_seconds=60)
     await asyncio.sleep(0.2)
-    h.start(q, wide, max_concurrent_tasks=2)
+    wide_worker = h.start(q, wide, max_concurrent_tasks=2)
     ids: dict[str, str] = {}
     for name in ("concat", "explode", "resize", "square"):
         ids[name] = (await q.enqueue(name, 3, user_id="u")).task_id or ""
@@ -131,3 +132,7 @@ async def test_a_mixed_fleet_runs_each_task_on_a_worker_that_handles_it(h: Harne
     place = await q.wait_place(resize)
     assert place.set_aside == "resize"
     assert (await q.metrics()).requeued == 0  # nothing was leased and given back
+    # each worker registers the names it leases
+    found = {w.worker_id: w.names for w in await q.workers()}
+    assert found[wide_worker.id] == ["concat", "explode", "square"]
+    assert ["square"] in found.values()

@@ -163,3 +163,18 @@ def unused_port_url() -> str:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     return f"redis://127.0.0.1:{port}/0"
+
+
+def test_a_lease_names_the_tasks_its_worker_runs(live: LiveServer, api: Api) -> None:
+    api.push(task_id="other", user_id="u", name="resize")
+    api.push(task_id="mine", user_id="u", name="square")
+    for bad in ([], [""], ["x" * 300], "square", [1]):
+        refused = api.call("POST", "/leases", {"worker_id": "n", "names": bad})
+        assert refused.status_code in (400, 422), bad
+        assert "names" in refused.text
+    assert api.ok("GET", "/stats")["counts"]["QUEUED"] == 2  # nothing leased or moved
+    leased = api.lease(5, worker_id="node-2", names=["square"])
+    assert [t["task_id"] for t in leased] == ["mine"]
+    assert _workers(api)["node-2"]["names"] == ["square"]
+    taken = api.lease(5, worker_id="node-3", names=["resize", "square"])
+    assert [t["task_id"] for t in taken] == ["other"]

@@ -190,16 +190,20 @@ def check_name_list(names: object) -> list[str]:
     if names is None:
         return []
     if isinstance(names, (str, bytes)) or not isinstance(names, Iterable):
-        raise ValidationError(f"names must be a list of task names, not {type(names).__name__}")
+        raise ValidationError(
+            f"names must be a list of task names, not {type(names).__name__}", field="names"
+        )
     out = list(dict.fromkeys(names))
     if not out:
-        raise ValidationError("names must name at least one task (None: any name)")
+        raise ValidationError("names must name at least one task (None: any name)", field="names")
     for n in out:
         if not isinstance(n, str) or not n:
-            raise ValidationError(f"names must contain non-empty task names, got {n!r}")
+            raise ValidationError(
+                f"names must contain non-empty task names, got {n!r}", field="names"
+            )
         problem = identifier_problem(n, "names entry", MAX_TASK_ID)
         if problem is not None:
-            raise ValidationError(problem)
+            raise ValidationError(problem, field="names")
     return out
 
 

@@ -137,7 +137,7 @@ class EndpointRegistry(Registry):
     def get(self, name: str) -> Handler | None:
         return self.handler
 
-    def handled(self) -> list[str] | None:
+    def handled(self) -> tuple[str, ...] | None:
         return None
 
 

@@ -321,6 +321,7 @@ async def list_workers(ctx: Ctx) -> Reply:
             failed=w.failed,
             last_seen_seconds=w.last_seen_seconds,
             kind=w.kind,
+            names=w.names,
         )
         for w in await ctx.q.workers()
     ]

@@ -455,6 +455,8 @@ class WorkerOut(Struct, kw_only=True):
     #: "process" (a worker process, with its pid) or "http" (a pull worker: pid 0, host
     #: its address)
     kind: str = "process"
+    #: the task names it leases (empty: any name)
+    names: list[str] = []
 
 
 class WorkersOut(Struct):

@@ -83,7 +83,7 @@ class Registry:
 
     def __init__(self) -> None:
         self._handlers: dict[str, Handler] = {}
-        self._handled: list[str] | None = None  # handled()'s answer, kept
+        self._handled: tuple[str, ...] | None = None  # handled()'s answer, kept
 
     @overload
     def task(self, func: F, /) -> F: ...
@@ -165,11 +165,11 @@ class Registry:
         """The handler registered as ``name``, if any."""
         return self._handlers.get(name)
 
-    def handled(self) -> list[str] | None:
+    def handled(self) -> tuple[str, ...] | None:
         """The task names a worker with this registry leases (None: any name, which a
         registry whose ``get`` takes every name answers)."""
         if self._handled is None or len(self._handled) != len(self._handlers):
-            self._handled = sorted(self._handlers)
+            self._handled = tuple(sorted(self._handlers))
         return self._handled or None
 
     def __getitem__(self, name: str) -> Handler:

@@ -216,10 +216,10 @@ class Worker:
             assigned_users=list(self.config.assigned_users),
             steal_targets=list(self.config.steal_targets),
             queues=[lane.queue.queue for lane in self._lanes],
-            names=self._names() or [],
+            names=list(self._names() or ()),
         )
 
-    def _names(self) -> list[str] | None:
+    def _names(self) -> tuple[str, ...] | None:
         """The task names it leases (None: any; ``unknown_tasks: fail`` takes all)."""
         return self.registry.handled() if self.config.unknown_tasks == "give_back" else None
 

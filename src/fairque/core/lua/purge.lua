@@ -36,6 +36,7 @@ ARGV[1] limit       tasks to delete in this call
 Reply: {tasks deleted by this call, tasks remaining}.
 ]]
 -- @include keys
+-- @include aside_bucket
 
 local K = {prefix = KEYS[1], ring = KEYS[2], delayed = KEYS[3], leases = KEYS[4],
   queued = KEYS[5], deferred = KEYS[6], finished = KEYS[7], failed = KEYS[8], canceled = KEYS[9],
@@ -118,7 +119,7 @@ if remaining == 0 then
   for _, name in ipairs(redis.call('SMEMBERS', K.aside)) do
     local uk = aside_users_key(K, name)
     for _, u in ipairs(redis.call('SMEMBERS', uk)) do
-      redis.call('DEL', constraint_parked_key(K, '~' .. u .. ':' .. name))
+      redis.call('DEL', constraint_parked_key(K, aside_bucket(u, name)))
     end
     redis.call('DEL', uk)
   end

@@ -55,6 +55,9 @@ def _optional_text(value: str | None, what: str, limit: int) -> str:
 class LeaseOperations(OperationsBase):
     """Everything a worker sends about the tasks it leases."""
 
+    #: the last names list checked, and its checked copy (a worker's list is reused)
+    _names_seen: tuple[tuple[str, ...], list[str]] | None = None
+
     def _lease_args(self, request: LeaseRequest) -> list[Any]:
         """``pop.lua``'s ARGV for ``request``: nine values, then the two user lists and
         the handled names (``complete_and_pop.lua`` takes the same prefix, then its
@@ -64,7 +67,14 @@ class LeaseOperations(OperationsBase):
         lease_ms = check_pop(count, worker_id, lease)
         assigned = check_user_list(assigned_users, "assigned_users")
         steal = check_user_list(steal_targets, "steal_targets")
-        handled = check_name_list(names)
+        # a worker sends the same tuple (its registry's) with every lease: checked once
+        seen = self._names_seen
+        if seen is not None and names is seen[0]:
+            handled = seen[1]
+        else:
+            handled = check_name_list(names)
+            if isinstance(names, tuple):  # immutable: the check holds while it is reused
+                self._names_seen = (names, handled)
         return [
             count, worker_id, lease_ms, self._base_ms, self._failed_ttl_ms,
             self.options.maintenance_batch, self.options.ordering, self._horizon_us,

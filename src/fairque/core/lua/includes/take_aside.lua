@@ -1,5 +1,6 @@
 -- @include keys
 -- @include constraint_release
+-- @include aside_bucket
 -- take_aside(K, names, n): a worker that handles `names` (a set; false: any name) is
 -- about to lease `n` tasks: put the tasks set aside under those names (set_aside) back
 -- into their lanes, oldest first, up to `n` per user and max(n, 100) in all (at most 64
@@ -20,7 +21,7 @@ local function take_aside(K, names, n)
       end
       for _, user in ipairs(users) do
         if budget <= 0 then break end
-        local b = '~' .. user .. ':' .. name
+        local b = aside_bucket(user, name)
         local back = constraint_release(K, b, math.min(n, budget))
         moved, budget = moved + back, budget - back
         if redis.call('EXISTS', constraint_parked_key(K, b)) == 0 then

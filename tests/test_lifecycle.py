@@ -89,7 +89,11 @@ def test_expired_lease_is_reclaimed_with_a_retry_counted(make_queue: MakeQueue) 
     with pytest.raises(LeaseLost):
         q.requeue(first)
     assert q.complete(second, {"done": True})
-    assert q.get(first.task_id or "").state == TaskState.FINISHED  # type: ignore[union-attr]
+    done = q.get(first.task_id or "")
+    assert done is not None
+    assert done.state == TaskState.FINISHED
+    # who ran it is kept after the end; the lease itself is gone
+    assert (done.worker_id, done.lease_token, done.lease_deadline) == ("w2", None, None)
     counters = q.stats().counters
     assert counters["reclaimed"] == 1
     assert counters["completed"] == 1
@@ -188,6 +192,9 @@ def test_fail_without_retry_and_with_explicit_delay(make_queue: MakeQueue) -> No
     a = q.pop("w")
     assert a is not None
     assert q.fail(a, "no retry", retry=False) == TaskState.FAILED
+    failed = q.get(a.task_id or "")
+    assert failed is not None
+    assert (failed.worker_id, failed.lease_token) == ("w", None)
     b = q.pop("w")
     assert b is not None
     assert q.fail(b, "soon", delay=0.05) == TaskState.SCHEDULED

@@ -30,7 +30,7 @@ keep_result            keep_result   keep_result    '1' keep the result, '0' dro
 result_ttl             result_ttl    result_ttl_ms  how long a result is kept
 error                  error         -              the last error message
 lease_token            lease         -              fencing token of the current lease
-worker_id              worker        -              the worker holding the lease
+worker_id              worker        -              the worker holding the lease, or the last one
 lease_deadline         deadline      -              lease expiry
 started_at             started       -              start of the current attempt
 ended_at               ended         -              when the task ended

@@ -153,7 +153,11 @@ class TaskOut(Struct, kw_only=True):
     ]
     error: Annotated[str | None, Meta(description="The last failure's message")]
     worker_id: Annotated[
-        str | None, Meta(description="The worker holding its lease (null when none holds one)")
+        str | None,
+        Meta(
+            description="The worker holding its lease, or the last one that held it "
+            "(null: never leased)"
+        ),
     ]
 
 

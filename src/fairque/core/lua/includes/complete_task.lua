@@ -55,7 +55,7 @@ local function complete_task(K, id, token, has_result, result, ms, us, ordering,
       redis.call('ZREM', K.leases, id)
     end
     constraint_free(K, id, ms, f[8])
-    redis.call('HDEL', task_key(K, id), 'lease', 'worker', 'deadline', 'fair', 'error',
+    redis.call('HDEL', task_key(K, id), 'lease', 'deadline', 'fair', 'error',
       'traceback', 'reason', 'details')
     redis.call('ZREM', held_key(K, f[3]), id)
     fair_settle(K, f[3], {ran, f[10], 'done', us, run_us})

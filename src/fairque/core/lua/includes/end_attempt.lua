@@ -10,7 +10,7 @@
 local function end_attempt(K, id, user, ms, cons, run, ...)
   redis.call('ZREM', K.leases, id)
   constraint_free(K, id, ms, cons)
-  redis.call('HDEL', task_key(K, id), 'lease', 'worker', 'deadline', 'fair', ...)
+  redis.call('HDEL', task_key(K, id), 'lease', 'deadline', 'fair', ...)
   release_slot(K, user, id, ms)
   fair_settle(K, user, run)
 end

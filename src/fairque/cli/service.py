@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
 from typing import Annotated
 
 import typer
@@ -36,12 +37,14 @@ def serve(
     tokens, requests need 'Authorization: Bearer <token>'. With no Redis
     configured it starts an embedded Valkey and says so.
     """
-    import uvicorn
-
     from fairque.cli.commands import EXIT_USAGE, fail, server_url, settings
     from fairque.errors import ConfigError
-    from fairque.service.app import Service, create_app
-    from fairque.service.auth import bind_problem
+
+    with server_extra("serve"):
+        import uvicorn
+
+        from fairque.service.app import Service, create_app
+        from fairque.service.auth import bind_problem
 
     cfg = settings(ctx)
     server = cfg.server
@@ -109,13 +112,31 @@ def dispatch(ctx: typer.Context) -> None:
     import asyncio
 
     from fairque.cli.commands import EXIT_USAGE, fail, server_url, settings
-    from fairque.service.dispatch import run_dispatch
+
+    with server_extra("dispatch"):
+        from fairque.service.dispatch import run_dispatch
 
     cfg = settings(ctx)
     if not cfg.dispatch.endpoints:
         fail("no endpoints: add dispatch.endpoints to --config (queue, url, ...)", EXIT_USAGE)
     with server_url(cfg, embedded_ok=False) as url:
         asyncio.run(run_dispatch(url, cfg.dispatch, cfg.queue.options(), worker=cfg.worker))
+
+
+@contextlib.contextmanager
+def server_extra(command: str) -> Iterator[None]:
+    """Exit 2 with what to install when the ``server`` extra's packages are missing."""
+    try:
+        yield
+    except ImportError as exc:
+        from fairque.cli.commands import EXIT_USAGE, fail
+        from fairque.extras import install_hint
+
+        fail(
+            f"fairque {command} needs the server extra ({exc.name or exc}): "
+            f"{install_hint('server')}",
+            EXIT_USAGE,
+        )
 
 
 def register(app: typer.Typer) -> None:

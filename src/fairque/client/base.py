@@ -175,7 +175,7 @@ def connect(
     a cluster is detected unless ``cluster`` says otherwise.
     """
     QueueOptions.build(**options)
-    check_url(url)
+    url = check_url(url)
     with url_errors(url):
         if cluster is None:
             cluster = is_cluster_url(url)

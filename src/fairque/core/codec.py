@@ -62,8 +62,10 @@ class MsgpackSerializer:
         try:
             import msgpack
         except ImportError as exc:  # pragma: no cover - depends on the environment
+            from fairque.extras import install_hint
+
             raise ConfigError(
-                "serializer='msgpack' needs the msgpack package: pip install 'fairque[msgpack]'"
+                f"serializer='msgpack' needs the msgpack package: {install_hint('msgpack')}"
             ) from exc
         self._msgpack = msgpack
 

@@ -25,6 +25,8 @@ from redis.exceptions import RedisClusterException, ResponseError
 from fairque.errors import ConfigError, FairqueError
 
 SCHEMES = ("redis", "rediss", "unix")
+#: Valkey's own names for the same schemes (what ``valkey-server`` tools print)
+ALIASES = {"valkey": "redis", "valkeys": "rediss"}
 MASK = "***"
 #: A remembered secret shorter than this is only hidden inside URLs: replacing every
 #: occurrence of a one- or two-character string would garble the message instead.
@@ -122,8 +124,17 @@ def _known() -> list[str]:
     return _known_cache[1]
 
 
+def plain_scheme(url: str) -> str:
+    """``url`` with a ``valkey://`` or ``valkeys://`` scheme written as ``redis://`` or
+    ``rediss://`` (the same protocol); any other URL unchanged."""
+    scheme, sep, rest = url.partition("://")
+    plain = ALIASES.get(scheme.lower()) if sep else None
+    return f"{plain}://{rest}" if plain else url
+
+
 def check_url(url: str) -> str:
-    """Reject a malformed Redis URL before connecting; returns ``url`` unchanged.
+    """Reject a malformed Redis URL before connecting; returns it with a Valkey scheme
+    written as the Redis one (``valkey://`` is ``redis://``, see ``plain_scheme``).
 
     Checked without any I/O: the scheme, what redis-py can parse (port, query
     values), the database (a non-negative integer in the path or ``?db=``; redis-py
@@ -136,10 +147,14 @@ def check_url(url: str) -> str:
     """
     if not isinstance(url, str) or not url.strip():
         raise ConfigError("the Redis URL is empty")
+    url = plain_scheme(url)
     shown = redact_url(url)
     scheme = url.partition("://")[0] if "://" in url else ""
     if scheme not in SCHEMES:
-        raise ConfigError(f"Redis URL {shown} must start with redis://, rediss:// or unix://")
+        raise ConfigError(
+            f"Redis URL {shown} must start with redis://, rediss://, unix:// "
+            "(or valkey://, valkeys://)"
+        )
     try:
         parts = urlsplit(url)
         kwargs = redis.connection.parse_url(url)  # type: ignore[no-untyped-call]

@@ -96,8 +96,10 @@ def _croniter() -> Any:
     try:
         from croniter import croniter  # type: ignore[import-untyped]
     except ImportError:  # pragma: no cover - the scheduler extra is missing
+        from fairque.extras import install_hint
+
         raise ValidationError(
-            "cron schedules need croniter: pip install 'fairque[scheduler]'"
+            f"cron schedules need croniter: {install_hint('scheduler')}"
         ) from None
     return croniter
 

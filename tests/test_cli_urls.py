@@ -13,7 +13,7 @@ from servers import ServerInfo, SyncClient
 from support import run_here
 from test_cli import run_cli
 
-from fairque import AsyncFairQueue, FairQueue
+from fairque import AsyncFairQueue, FairQueue, TaskState
 from fairque.core.urls import (
     RedactingFormatter,
     check_url,
@@ -124,7 +124,7 @@ def test_valkey_schemes_are_the_redis_ones(server: ServerInfo) -> None:
     q.enqueue("job", user_id="u")
     pushed = run_cli("--url", url, "--queue", queue, "enqueue", "job", "--user", "v")
     assert pushed.returncode == 0, pushed.stderr
-    assert q.stats().counts["QUEUED"] == 2
+    assert q.stats().counts[TaskState.QUEUED] == 2
     configured = run_cli("--queue", queue, "status", env={"FAIRQUE_REDIS__URL": url})
     assert configured.returncode == 0, configured.stderr
 

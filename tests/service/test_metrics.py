@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 from datetime import datetime, timezone
 from pathlib import Path
@@ -12,8 +13,10 @@ from prometheus_client.openmetrics.parser import (
 )
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
+from support import unique_queue
 
 from fairque import FairQueue, Task
+from fairque.cli.embedded import EmbeddedServer
 from fairque.models import HISTOGRAM_BOUNDS_SECONDS, Priority, WorkerInfo
 from fairque.service import metrics
 from service.harness import LiveServer
@@ -245,3 +248,48 @@ def test_every_metric_and_label_is_documented(live: LiveServer) -> None:
         for name, (kind, labels) in exposed.items():
             assert documented[name][0] == kind, (doc.name, name)
             assert labels <= documented[name][1], (doc.name, name, labels)
+
+
+class Lines(logging.Handler):
+    """The messages of one logger, whatever the root's handlers are."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+def test_an_outage_of_the_queue_server_is_a_series_and_two_log_lines() -> None:
+    valkey = EmbeddedServer()
+    valkey.start()
+    live = LiveServer(valkey.url, [unique_queue("outage")])
+    lines = Lines()
+    service_log = logging.getLogger("fairque.service")
+    try:
+        # (the process's tracker may hold an outage of an earlier test's server: this
+        # scrape ends it before the lines are counted)
+        assert value(scrape(live)["fairque_server_up"]) == 1
+        service_log.addHandler(lines)
+        valkey.stop()
+        for _ in range(3):
+            down = scrape(live)  # still 200: the server's outage is a value
+            assert list(down) == ["fairque_server_up"]
+            assert value(down["fairque_server_up"]) == 0
+        gone = [m for m in lines.messages if "unavailable" in m]
+        assert len(gone) == 1, lines.messages  # once per outage, not once per request
+        again = EmbeddedServer(port=valkey.port)
+        again.start()
+        try:
+            assert value(scrape(live)["fairque_server_up"]) == 1
+            back = [m for m in lines.messages if "is back after" in m]
+            assert len(back) == 1, lines.messages
+            assert "(3 requests answered 503 meanwhile)" in back[0]
+            assert "fairque_tasks" in scrape(live)
+        finally:
+            again.stop()
+    finally:
+        service_log.removeHandler(lines)
+        live.stop()
+        valkey.stop()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import httpx
 import pytest
@@ -228,3 +229,23 @@ def test_a_tenant_held_by_its_cap_is_not_shown_as_starved(
     assert 'class="low"' not in row
     assert "at cap" in row
     assert 'class="card minor"><span class="n" id="jain">' in page  # plain J is secondary
+
+
+@VALKEY
+def test_the_overview_says_why_leases_pass_pushes(open_ui: tuple[LiveServer, FairQueue]) -> None:
+    live, q = open_ui
+    q.enqueue("n", user_id="u", task_id="once")
+    first = q.pop(worker_id="w")
+    assert first is not None
+    q.requeue(first, delay=0)  # a give-back: leased again without a failure
+    again = q.pop(worker_id="w")
+    assert again is not None
+    assert q.complete(again)
+    page = httpx.get(f"{live.base}/ui/q/{q.queue}", timeout=30)
+    assert page.status_code == 200
+    heads = re.findall(r"<th>([a-z ]+)</th>", page.text)
+    cells = re.search(r'<table class="counters">\s*<tr>.*?</tr>\s*<tr>(.*?)</tr>', page.text, re.S)
+    assert cells is not None
+    values = dict(zip(heads[-9:], re.findall(r"<td>([\d,]+)</td>", cells.group(1)), strict=True))
+    assert (values["pushed"], values["popped"], values["requeued"]) == ("1", "2", "1")
+    assert "counts leases, not tasks" in page.text

@@ -52,6 +52,7 @@ from fairque.service.media import (
     encode,
     negotiate,
     problem_media,
+    problem_type,
 )
 from fairque.service.pullers import Pullers
 from fairque.service.routes import ROUTES, Route
@@ -395,10 +396,10 @@ def _metrics_endpoint(service: Service) -> Any:
     from fairque.service import metrics
 
     async def metrics_text(request: Request[Any, Any, Any]) -> Response[bytes]:
+        media = metrics.media_type(request.headers.get("accept"))
         try:
             with engine_errors():
                 queues = await service.served()
-                media = metrics.media_type(request.headers.get("accept"))
                 body = await metrics.scrape(
                     queues,
                     buckets=service.settings.metrics_buckets,
@@ -406,7 +407,10 @@ def _metrics_endpoint(service: Service) -> Any:
                     tenants=service.settings.metrics_tenants,
                 )
         except ProblemError as exc:
-            return problem_response(exc, request.headers.get("accept"))
+            if exc.problem.type != problem_type("unavailable"):
+                return problem_response(exc, request.headers.get("accept"))
+            # the queue server is out: the scrape succeeds and says so
+            body = metrics.exposition([metrics.up_family(False)], media)
         return Response(body, headers={"Content-Type": media})
 
     return metrics_text

@@ -314,15 +314,31 @@ async def scrape(
     found = await asyncio.gather(*(figures(n) for n in names))
     # one server behind every queue: its memory once per scrape
     report = await queues[names[0]].memory_report() if names else None
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(
-        _Families(
-            [
-                *families(dict(zip(names, found, strict=True)), buckets),
-                *server_families(report),
-            ]
-        )
+    return exposition(
+        [
+            up_family(True),
+            *families(dict(zip(names, found, strict=True)), buckets),
+            *server_families(report),
+        ],
+        media,
     )
+
+
+def up_family(up: bool) -> Metric:
+    """``fairque_server_up``: 1 when the queue server answered the scrape. While it
+    does not, ``/metrics`` still answers (200) with this family alone at 0, so an alert
+    can tell a server outage from a service outage (the scrape itself failing)."""
+    return GaugeMetricFamily(
+        "fairque_server_up",
+        "1 when the queue server answered this scrape; 0 when it did not (no other family).",
+        value=1.0 if up else 0.0,
+    )
+
+
+def exposition(found: list[Metric], media: str = CONTENT_TYPE) -> bytes:
+    """``found`` in the exposition format ``media``."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Families(found))
     if media == OPENMETRICS_TYPE:
         data: bytes = openmetrics.generate_latest(registry)  # type: ignore[no-untyped-call]
         return data

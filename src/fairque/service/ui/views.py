@@ -36,7 +36,7 @@ WINDOWS = (60, 300, 900, 3600)
 PAGE = 50
 #: the engine's counters shown on the overview
 COUNTERS = ("pushed", "popped", "finished", "failed", "canceled", "retried", "reclaimed",
-            "lease_lost")  # fmt: skip
+            "requeued", "lease_lost")  # fmt: skip
 #: states whose latest start is an attempt not yet counted in retry_count
 _ATTEMPTED = frozenset({TaskState.STARTED, TaskState.FINISHED, TaskState.FAILED})
 #: the sort orders of the tenants page

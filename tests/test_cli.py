@@ -179,6 +179,9 @@ def test_demo_with_the_embedded_server() -> None:
     assert result.returncode == 0, result.stderr
     assert "started an embedded Valkey" in result.stderr
     assert "summary" in result.stdout
+    # without a terminal: no bar running into the next line
+    assert "flood drained: 400 of 400\n" in result.stdout
+    assert re.search(r"^summary: ", result.stdout, re.M)
     assert "tenant-04" in result.stdout
     assert "noisy-tenant" in result.stdout
 

@@ -110,8 +110,11 @@ class Demo:
                 _ms(_pct(waits, 0.5)) if waits else "-", _ms(waits[-1]) if waits else "-",
             )  # fmt: skip
         noisy = self.logs.get(NOISY, TenantLog())
+        drained = f"flood drained: {len(noisy.done):,} of {len(noisy.submitted):,}"
+        if not self.console.is_terminal:  # a file gets the count alone
+            return Group(table, drained)
         bar = ProgressBar(total=max(len(noisy.submitted), 1), completed=len(noisy.done))
-        return Group(table, "flood drained:", bar)
+        return Group(table, drained, bar)
 
     def _finished(self) -> bool:
         return len(self.logs) == self.plan.tenants + 1 and all(
@@ -169,6 +172,8 @@ class Demo:
                 while not self._finished():
                     await asyncio.sleep(0.125)
                     live.update(self._table())
+            if not self.console.is_terminal:  # Live leaves its last line open in a file
+                self.console.line()
             self._summary(time.monotonic() - self.started)
             if dashboard is not None:
                 await self._linger()

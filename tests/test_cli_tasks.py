@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -87,6 +88,26 @@ def test_tasks_lists_by_state_user_and_name(q: FairQueue, server: ServerInfo) ->
     assert "more: --cursor " in table.stdout
     whole = cli(q, server, "tasks", "--state", "FAILED", "--user", "bob")
     assert "more:" not in whole.stdout
+
+
+@pytest.mark.parametrize("server", ["valkey"], indirect=True)
+def test_a_listing_keeps_one_line_per_task_at_80_columns(
+    q: FairQueue, server: ServerInfo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    made = [q.enqueue("send_email", user_id="bob", delay=60 * i).task_id or "" for i in (0, 1)]
+    assert all(len(task_id) == 32 for task_id in made)  # generated ids
+    table = cli(q, server, "tasks", "--user", "bob")
+    assert table.exit_code == 0, table.output
+    lines = table.stdout.splitlines()
+    assert "tasks of" in lines[0]
+    assert "with user bob" in lines[0]
+    assert max(len(line) for line in lines) <= 80
+    for task_id in made:  # whole, on one line, with its state, name and time of day
+        row = next(line for line in lines if task_id in line)
+        assert "send_e" in row  # a long name may fold onto a second line
+        assert re.search(r"(QUEUED|SCHEDULED) .*\b\d\d:\d\d:\d\d\b", row), row
+    assert "error" not in lines[2]  # no task failed: no column of blanks
 
 
 def test_tasks_refuses_bad_input(q: FairQueue, server: ServerInfo) -> None:

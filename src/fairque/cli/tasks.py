@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
-from datetime import datetime
+from datetime import date, datetime, timezone
 from typing import Annotated, Any, NoReturn
 
 import typer
@@ -81,8 +81,15 @@ def walk(
             return
 
 
-def _when(value: datetime | None) -> str:
-    return "" if value is None else value.strftime("%Y-%m-%d %H:%M:%S")
+def _when(value: datetime | None, today: date | None = None) -> str:
+    """A time in UTC, short: the time of day when it is ``today`` (UTC), else the date
+    and the minute (a listing at 80 columns keeps one line per task)."""
+    if value is None:
+        return ""
+    value = value.astimezone(timezone.utc)
+    if value.date() == (today or datetime.now(timezone.utc).date()):
+        return value.strftime("%H:%M:%S")
+    return value.strftime("%Y-%m-%d %H:%M")
 
 
 def _short(text: str | None, width: int = 60) -> str:
@@ -132,14 +139,32 @@ def tasks(
         }
         stdout.out(json.dumps(doc), highlight=False)
         return
-    table = Table(title=f"tasks of {q.queue!r} ({len(found)})", title_justify="left")
-    for column in ("task id", "state", "user", "name", "pri", "retries", "created", "error"):
-        table.add_column(column, overflow="fold", no_wrap=column in ("pri", "retries"))
+    # one line per task at 80 columns where it can be: what was filtered on is in the
+    # title instead of a column, an error column only when a task has one, ids whole
+    kept = {"state": chosen is None, "user": user is None, "name": name is None}
+    given = [f"{k} {v}" for k, v in (("state", chosen and chosen.value), ("user", user),
+                                     ("name", name)) if v]  # fmt: skip
+    where = f" with {', '.join(given)}" if given else ""
+    table = Table(
+        title=f"tasks of {q.queue!r}{where} ({len(found)}; times in UTC)", title_justify="left"
+    )
+    errors = any(t.error for t in found)
+    whole = all(len(t.task_id or "") <= 36 for t in found)
+    table.add_column("task id", overflow="fold", no_wrap=whole)
+    for column in ("state", "user", "name"):
+        if kept[column]:
+            table.add_column(column, overflow="fold", no_wrap=column == "state")
+    for column in ("pri", "try", "created"):
+        table.add_column(column, no_wrap=True)
+    if errors:
+        table.add_column("error", overflow="fold")
+    today = datetime.now(timezone.utc).date()
     for t in found:
-        table.add_row(
-            t.task_id or "", t.state.value if t.state else "", t.user_id, t.name,
-            str(t.priority.value), str(t.retry_count), _when(t.created_at), _short(t.error),
-        )  # fmt: skip
+        shown = {"state": t.state.value if t.state else "", "user": t.user_id, "name": t.name}
+        row = [t.task_id or "", *(v for k, v in shown.items() if kept[k]),
+               str(t.priority.value), str(t.retry_count), _when(t.created_at, today),
+               *([_short(t.error)] if errors else [])]  # fmt: skip
+        table.add_row(*row)
     stdout.print(table)
     if following is not None:
         stdout.print(f"more: --cursor {following}", highlight=False)

@@ -332,6 +332,11 @@ def _fields_table(schema: dict[str, Any], components: dict[str, Any]) -> list[st
     return lines
 
 
+#: the head of every queue's endpoint, left out of the summary table so that it fits a
+#: page's width (the table was clipped with whole paths)
+QUEUE_PREFIX = "/v1/queues/{queue}"
+
+
 def http_markdown(spec_path: Path) -> str:
     """Markdown for every endpoint of an OpenAPI document: a summary table, then each
     endpoint's parameters, body fields and answers, then the problem types."""
@@ -342,6 +347,9 @@ def http_markdown(spec_path: Path) -> str:
         f"<!-- generated from {spec_path.name} at build time; do not edit -->",
         "",
         f"{_escape(info.get('title', 'API'))}, version {_escape(str(info.get('version', '')))}.",
+        "",
+        f"In the table, a path that starts with `…` starts with {_code(QUEUE_PREFIX)}: the "
+        "full paths head each endpoint's section below.",
         "",
         "| method | path | operation | roles | responses |",
         "| --- | --- | --- | --- | --- |",
@@ -361,8 +369,9 @@ def http_markdown(spec_path: Path) -> str:
                 roles = "none needed"
             codes = ", ".join(sorted(op.get("responses", {})))
             name = op.get("summary") or op.get("operationId", "")
+            short = "…" + path.removeprefix(QUEUE_PREFIX) if path.startswith(QUEUE_PREFIX) else path
             lines.append(
-                f"| {method.upper()} | {_code(path)} | {_escape(name)} | {_escape(roles)} "
+                f"| {method.upper()} | {_code(short)} | {_escape(name)} | {_escape(roles)} "
                 f"| {_escape(codes)} |"
             )
             detail += ["", f"### {method.upper()} {_code(path)}", "", _escape(name) + "."]

@@ -17,6 +17,7 @@ from support import unique_queue
 from worker_handlers import Harness, eventually, wait_registered, wait_state
 
 from fairque import AsyncFairQueue, Context, Registry, Task, TaskState, Worker, WorkerConfig
+from fairque.worker import upkeep
 from fairque.worker.lanes import Rotation
 
 #: slots per master of the suite's 3-node cluster (16384 / 3, rounded up)
@@ -353,3 +354,20 @@ def test_the_rotation_shares_slots_evenly_and_rotates_the_odd_one() -> None:
     for lane in lanes:
         lane.more_ready = False
     assert rotation.share(5, 3.0) == [0, 0, 0]
+
+
+async def test_registered_counts_follow_the_work_between_heartbeats(h: Harness) -> None:
+    (q,) = (h.queue(name) for name in apart(1))
+    ran: list[tuple[str, str]] = []
+    # a heartbeat far away: only the counts refresh can bring the figures up to date
+    worker = start(h, [q], recording(ran), heartbeat_interval_seconds=600)
+    await wait_registered(q, worker.id)
+    for i in range(30):
+        await q.enqueue("job", user_id=f"u{i % 3}")
+    await eventually(lambda: len(ran) == 30, timeout=30)
+    started = time.monotonic()
+    while (info := await wait_registered(q, worker.id)).processed < 30:
+        await asyncio.sleep(0.05)
+        # a few refresh periods, with room for a loaded machine; far below the heartbeat
+        assert time.monotonic() - started < 20 * upkeep.COUNTS_SECONDS, info
+    assert (info.processed, info.failed, info.in_flight) == (30, 0, 0)

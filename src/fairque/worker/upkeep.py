@@ -2,7 +2,9 @@
 
 The heartbeat, every ``heartbeat_seconds``, extends the leases of every task the
 worker holds (one ``extend_many``), stops a handler whose lease turns out lost, and
-refreshes the worker's registration. Maintenance, every
+refreshes the worker's registration. Between heartbeats the registration is refreshed
+every ``COUNTS_SECONDS`` when its counts changed, so the dashboard's and ``fairque
+status``'s figures lag the worker by seconds, not by a heartbeat. Maintenance, every
 ``maintenance_interval_seconds``, runs the bounded clean-ups nothing else runs.
 Neither ever raises: an outage or an error is logged and the next round tries again.
 """
@@ -26,6 +28,9 @@ log = logging.getLogger("fairque.worker")
 
 #: Maintenance bounds: DEFERRED tasks examined per script call, calls per round, and the
 #: batch of registry entries and worker records ``maintain`` looks at per call.
+#: Seconds between refreshes of a worker's registered counts (processed, failed, in
+#: flight) when they changed, between heartbeats; one small write per worker at most.
+COUNTS_SECONDS = 2.0
 CLEANUP_BATCH = 500
 CLEANUP_STEPS = 10
 MAINTAIN_BATCH = 1000
@@ -72,6 +77,7 @@ class Upkeep:
         self.before_beat = before_beat
         self._loops: list[asyncio.Task[None]] = []
         self._closing = False
+        self._registered: tuple[int, int, int] | None = None  # the counts last written
 
     def start(self) -> None:
         """Start the heartbeat and maintenance loops."""
@@ -108,7 +114,15 @@ class Upkeep:
     async def register(self) -> None:
         """Register the worker (or refresh its registration); raises on an outage."""
         ttl = max(self.heartbeat_seconds * 5, 10)
-        await self.queue.register_worker(self.info(), ttl_seconds=ttl)
+        info = self.info()
+        await self.queue.register_worker(info, ttl_seconds=ttl)
+        self._registered = (info.processed, info.failed, info.in_flight)
+
+    def _counts(self) -> tuple[int, int, int]:
+        """The counts the registration would show now (as ``register`` writes them)."""
+        name = self.queue.queue
+        executor = self.executor
+        return executor.processed_in[name], executor.failed_in[name], executor.in_flight_in(name)
 
     async def maintain(self) -> int:
         """One round of queue maintenance; returns how many items it repaired or trimmed.
@@ -138,10 +152,16 @@ class Upkeep:
             log.error("worker %s: could not unregister (%s)", self.worker_id, describe(exc))
 
     async def _heartbeat_loop(self) -> None:
+        clock = asyncio.get_running_loop().time
+        beat = clock() + self.heartbeat_seconds
         while not self._closing:
-            await asyncio.sleep(self.heartbeat_seconds)
-            self.before_beat()
-            await self._guarded("heartbeat", self._heartbeat)
+            await asyncio.sleep(max(min(COUNTS_SECONDS, beat - clock()), 0))
+            if clock() >= beat:
+                beat = clock() + self.heartbeat_seconds
+                self.before_beat()
+                await self._guarded("heartbeat", self._heartbeat)
+            elif self._registered is not None and self._counts() != self._registered:
+                await self._guarded("registration", self.register)
 
     async def _heartbeat(self) -> None:
         await self._extend_leases()

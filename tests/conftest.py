@@ -44,6 +44,19 @@ from worker_handlers import Harness
 from fairque import FairQueue
 from fairque.core.keys import QUEUE_REGISTRY
 
+# pytest-xdist's workers start with COLUMNS=80 and LINES=24 in their environment; rich
+# fixes a console's size for good when they are set as it is made, and the command
+# line's consoles were made when the imports above loaded it: the tests that give a
+# width of their own (``COLUMNS`` in a command's environment) would get 80. Both are
+# dropped, and the consoles measure the terminal (or those variables) again at each use.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    from fairque.cli import base as _cli_base
+
+    for _name in ("COLUMNS", "LINES"):
+        os.environ.pop(_name, None)
+    for _console in (_cli_base.stdout, _cli_base.stderr):
+        _console._width = _console._height = None
+
 
 def _server_kinds() -> tuple[str, ...]:
     """Return the server kinds selected by ``FAIRQUE_TEST_SERVERS``."""
@@ -54,7 +67,12 @@ def _server_kinds() -> tuple[str, ...]:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Deselect tests parametrized with a server kind not selected for this run."""
+    """Deselect tests parametrized with a server kind not selected for this run; under
+    pytest-xdist (``-n``, ``--dist loadgroup``) the fault scenarios, each a fleet of
+    processes, run one after the other on one worker."""
+    for item in items:
+        if item.get_closest_marker("faults") is not None:
+            item.add_marker(pytest.mark.xdist_group("faults"))
     kinds = _server_kinds()
     keep: list[pytest.Item] = []
     drop: list[pytest.Item] = []

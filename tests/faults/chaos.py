@@ -434,6 +434,23 @@ def until_all(count: Callable[[], int], target: int, what: str, floor: float = 3
             )
 
 
+def start_fleet(fleet: Fleet, n: int, count: Callable[[], int]) -> None:
+    """Spawn ``n`` workers of ``fleet`` and wait until ``count()`` says all registered.
+
+    One starts first, alone, and its start is timed: the others start together, and on
+    a busy machine (other tests beside, coverage in every process) the first of them may
+    register only after all of them have imported, so their wait allows three times
+    ``n`` such starts before it calls them stuck (``until_all`` then keeps waiting
+    while they keep coming)."""
+    began = time.monotonic()
+    fleet.spawn()
+    until_all(count, 1, "the first worker to register", floor=120.0)
+    one = time.monotonic() - began
+    for _ in range(n - 1):
+        fleet.spawn()
+    until_all(count, n, "the workers to register", floor=max(30.0, 3 * n * one))
+
+
 def until(check: Callable[[], bool], timeout: float, what: str) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

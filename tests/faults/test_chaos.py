@@ -31,9 +31,9 @@ from faults.chaos import (
     assert_recovered,
     assert_sound,
     resilient_client,
+    start_fleet,
     tally,
     until,
-    until_all,
     wait_drained,
     wait_recovered,
 )
@@ -72,9 +72,7 @@ def test_worker_sigkill_chaos(
     # slowly, so kills come slower): 12,000 at most
     producer = Producer(q, batch=150, limit=80, seed=1)
     try:
-        for _ in range(KILL_WORKERS):
-            fleet.spawn()
-        until_all(lambda: registered(q), KILL_WORKERS, "the workers to register")
+        start_fleet(fleet, KILL_WORKERS, lambda: registered(q))
         producer.start()
         rng = random.Random(7)
         kills = 0
@@ -124,9 +122,7 @@ def test_server_restart_with_aof(tmp_path: Path) -> None:
     producer = Producer(q, seed=2)
     try:
         assert q.client.config_get("appendfsync") == {"appendfsync": "always"}
-        for _ in range(WORKERS - 1):
-            fleet.spawn()
-        until_all(lambda: registered(q), WORKERS - 1, "the workers to register")
+        start_fleet(fleet, WORKERS - 1, lambda: registered(q))
         producer.start()
         until(fleet.all_busy, 30, "every worker to run tasks")
         time.sleep(1.0)
@@ -186,9 +182,7 @@ def test_connection_cuts_and_stalls(tmp_path: Path) -> None:
     try:
         for u in range(5):
             direct.set_user_limits(f"u{u}", max_in_flight=2)
-        for _ in range(WORKERS):
-            fleet.spawn()
-        until_all(lambda: registered(direct), WORKERS, "the workers to register")
+        start_fleet(fleet, WORKERS, lambda: registered(direct))
         producer.start()
         until(fleet.all_busy, 30, "every worker to run tasks")
         proxy.chaos((0.7, 1.2), stall_seconds=2.0, stall_every=3, seed=3)

@@ -27,8 +27,7 @@ from typing import Any, cast
 
 import pytest
 import redis
-from redis.crc import key_slot
-from servers import (
+from helpers.servers import (
     SERVER_KINDS,
     ServerInfo,
     ServerPool,
@@ -38,8 +37,9 @@ from servers import (
     selected_server_kinds,
     unavailable,
 )
-from support import BlockingAsyncQueue, LoopThread, unique_queue
-from worker_handlers import Harness
+from helpers.support import BlockingAsyncQueue, LoopThread, unique_queue
+from helpers.worker_handlers import Harness
+from redis.crc import key_slot
 
 from fairque import FairQueue
 from fairque.core.keys import QUEUE_REGISTRY

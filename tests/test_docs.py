@@ -31,7 +31,7 @@ from typing import Any
 
 import pytest
 import typer.main
-from servers import ServerInfo
+from helpers.servers import ServerInfo
 
 from fairque.cli import app
 

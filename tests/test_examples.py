@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from servers import ServerInfo
-from support import unique_queue
+from helpers.servers import ServerInfo
+from helpers.support import unique_queue
 
 from fairque import FairQueue, TaskState
 from fairque.config import load_settings

@@ -19,7 +19,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from servers import ServerInfo
+from helpers.servers import ServerInfo
 
 import fairque
 

@@ -19,8 +19,8 @@ import time
 from pathlib import Path
 
 import pytest
-from servers import ServerInfo
-from support import unique_queue
+from helpers.servers import ServerInfo
+from helpers.support import unique_queue
 
 from fairque import FairQueue
 from fairque.cli.embedded import EmbeddedServer, find_valkey_server, free_port

@@ -26,6 +26,8 @@ from datetime import datetime
 from typing import Any, ClassVar, Generic, TypeVar
 
 import pytest
+from helpers.servers import ServerInfo, SyncClient, connect
+from helpers.support import server_ms, unique_queue
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -36,8 +38,6 @@ from hypothesis.stateful import (
     rule,
     run_state_machine_as_test,
 )
-from servers import ServerInfo, SyncClient, connect
-from support import server_ms, unique_queue
 
 from fairque import FairQueue, LeaseLost, Priority, Task, TaskState
 from fairque.core.keys import QueueKeys

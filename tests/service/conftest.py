@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from servers import ServerInfo
-from support import unique_queue
+from helpers.servers import ServerInfo
+from helpers.support import unique_queue
 
 from service.harness import Api, LiveServer
 

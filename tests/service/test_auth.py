@@ -7,8 +7,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from servers import ServerInfo
-from support import unique_queue
+from helpers.servers import ServerInfo
+from helpers.support import unique_queue
 from typer.testing import CliRunner
 
 from fairque.cli import app

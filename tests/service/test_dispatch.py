@@ -13,8 +13,8 @@ from typing import Any
 
 import msgspec
 import pytest
-from servers import ServerInfo
-from support import unique_queue
+from helpers.servers import ServerInfo
+from helpers.support import unique_queue
 
 from fairque import FairQueue, TaskState
 from fairque.errors import TaskFailed

@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from servers import ServerInfo
-from support import eviction_policy, memory_limit
+from helpers.servers import ServerInfo
+from helpers.support import eviction_policy, memory_limit
 
 from fairque import FairQueue, ServerFull, Task
 from service.harness import Api, LiveServer

@@ -8,12 +8,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import httpx
+from helpers.support import unique_queue
 from prometheus_client.openmetrics.parser import (
     text_string_to_metric_families as openmetrics_families,
 )
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
-from support import unique_queue
 
 from fairque import FairQueue, Task
 from fairque.cli.embedded import EmbeddedServer

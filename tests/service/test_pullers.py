@@ -9,8 +9,8 @@ import time
 
 import httpx
 import pytest
-from servers import ServerInfo
-from support import run_here, unique_queue
+from helpers.servers import ServerInfo
+from helpers.support import run_here, unique_queue
 
 from fairque import FairQueue
 from fairque.service import pullers

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from servers import ServerInfo
-from support import unique_queue
+from helpers.servers import ServerInfo
+from helpers.support import unique_queue
 
 from fairque import FairQueue
 from service.harness import LiveServer

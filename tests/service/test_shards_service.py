@@ -4,9 +4,9 @@ each reads every shard through the client, so a queue of 3 shards is served as o
 from __future__ import annotations
 
 import httpx
+from helpers.servers import ServerInfo
+from helpers.support import run_here, unique_queue
 from prometheus_client.parser import text_string_to_metric_families
-from servers import ServerInfo
-from support import run_here, unique_queue
 
 from fairque import FairQueue, TaskState
 from service.harness import Api, LiveServer

@@ -13,9 +13,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from servers import ServerInfo, unavailable
+from helpers.servers import ServerInfo, unavailable
+from helpers.support import unique_queue
 from service.harness import LiveServer
-from support import unique_queue
 
 from fairque import FairQueue
 from fairque.service.settings import ServerSettings, TokenSettings

@@ -13,8 +13,8 @@ import time
 
 import httpx
 import pytest
+from helpers.servers import ServerInfo
 from rich.console import Console
-from servers import ServerInfo
 
 from fairque.cli.demo import Demo, DemoPlan
 

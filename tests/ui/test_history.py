@@ -8,9 +8,9 @@ import time
 
 import httpx
 import pytest
-from servers import ServerInfo
+from helpers.servers import ServerInfo
+from helpers.support import unique_queue
 from service.harness import LiveServer
-from support import unique_queue
 
 from fairque import FairQueue, Task
 from fairque.client.aio import AsyncFairQueue

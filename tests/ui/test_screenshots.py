@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from servers import ServerInfo
+from helpers.servers import ServerInfo
 from service.harness import LiveServer
 
 from fairque import FairQueue, Task

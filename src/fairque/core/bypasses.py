@@ -5,11 +5,11 @@ Two bypasses, each measured and each tested against the library it steps around:
 - ``QuickSender`` / ``AsyncQuickSender``: one script call sent on a connection of a plain
   redis-py client's own pool, without redis-py's command layers (redis-py 5.0 to 7.x:
   ``Connection.send_packed_command``/``read_response``, the pool's ``get_connection`` and
-  ``release``; hiredis's ``pack_command``). ``tests/test_quicksend.py``.
+  ``release``; hiredis's ``pack_command``). ``tests/core/test_quicksend.py``.
 - ``stored_task``: a ``Task`` from trusted, complete field values without pydantic's
   validation (pydantic 2.x: a model instance is its ``__dict__`` plus
   ``__pydantic_fields_set__``, ``__pydantic_extra__`` and ``__pydantic_private__``, as
-  ``BaseModel.model_construct`` sets them). ``tests/test_taskhash.py``.
+  ``BaseModel.model_construct`` sets them). ``tests/core/test_taskhash.py``.
 
 A lean way to send one script call on a plain ``redis.Redis`` (or asyncio) client.
 redis-py wraps every command in layers a push does not need on its common path: a retry

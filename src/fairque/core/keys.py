@@ -5,7 +5,7 @@ cluster slot and every script can touch all of its keys atomically.  A Lua scrip
 header names, by the attribute names of ``QueueKeys``, every fixed key it touches; the
 client passes those keys, after the tagged prefix (``fq:{<queue>}:``) in ``KEYS[1]``.
 Per-task and per-user keys are derived from the prefix in ``lua/includes/keys.lua``
-alone, with the same suffixes as this module (``tests/test_scripts.py`` compares them).
+alone, with the same suffixes as this module (``tests/core/test_scripts.py`` compares them).
 """
 
 from __future__ import annotations

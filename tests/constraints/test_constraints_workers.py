@@ -1,0 +1,154 @@
+"""Constraints under real workers on every server kind: limits hold under races,
+limited work blocks nothing else, idle workers wake when a limit frees."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import defaultdict
+from typing import Any
+
+from helpers.worker_handlers import Harness, eventually
+
+from fairque import Registry
+
+#: seconds the rate test runs: 10 on Valkey, 4 on the other kinds (keeps the suite short)
+RATE_SECONDS = {"valkey": 10.0}
+
+
+def _max_in_window(starts: list[float], window: float = 1.0) -> int:
+    """Most starts in any closed window of ``window`` seconds."""
+    starts = sorted(starts)
+    best, lo = 0, 0
+    for hi, t in enumerate(starts):
+        while t - starts[lo] > window:
+            lo += 1
+        best = max(best, hi - lo + 1)
+    return best
+
+
+async def test_rate_limit_over_three_workers(h: Harness) -> None:
+    q, reg = h.queue(), Registry()
+    starts: list[float] = []
+    seconds = RATE_SECONDS.get(h.server.kind, 4.0)
+
+    @reg.task(name="limited")
+    async def limited() -> None:
+        starts.append(time.monotonic())
+
+    # burst 1: the next slot is 50 ms away at most, nearer than the server's clock tick
+    # that ends a blocking wait (100 ms), so the worker waits for it on its own clock
+    await q.define_constraint(id="r", name="limited", rate=20, per=1.0, burst=1)
+    await q.push_many([_task("limited", f"u{i % 5}") for i in range(int(seconds * 20) + 60)])
+    began = time.monotonic()
+    for _ in range(3):
+        h.start(q, reg, max_concurrent_tasks=10, batch_size=10)
+    await asyncio.sleep(seconds)
+    done = [s for s in starts if s - began <= seconds]
+    assert _max_in_window(done) <= 21  # 20 per second plus the burst
+    assert len(done) >= int(seconds * 20 * 0.85)  # and it reaches the limit
+    assert _max_in_window(done) >= 19
+
+
+async def test_concurrency_limit_with_four_racing_workers(h: Harness) -> None:
+    q, reg = h.queue(), Registry()
+    running, peak, finished = 0, 0, 0
+
+    @reg.task(name="heavy")
+    async def heavy() -> None:
+        nonlocal running, peak, finished
+        running += 1
+        peak = max(peak, running)
+        await asyncio.sleep(0.03)
+        running -= 1
+        finished += 1
+
+    await q.define_constraint(id="c", name="heavy", concurrency=3)
+    await q.push_many([_task("heavy", f"u{i % 7}") for i in range(40)])
+    for _ in range(4):
+        h.start(q, reg, max_concurrent_tasks=5, batch_size=5)
+    await eventually(lambda: finished == 40, timeout=15)
+    assert peak == 3
+
+    async def settled() -> bool:  # the last acknowledgements follow the handlers
+        info = await q.constraint("c")
+        return (info.running, info.parked) == (0, 0)
+
+    deadline = time.monotonic() + 5
+    while not await settled():
+        assert time.monotonic() < deadline, "the slots were not freed"
+        await asyncio.sleep(0.02)
+
+
+async def test_unrelated_names_are_not_slowed(h: Harness) -> None:
+    q, reg = h.queue(), Registry()
+    done: dict[str, int] = defaultdict(int)
+
+    @reg.task(name="slow")
+    async def slow() -> None:
+        done["slow"] += 1
+
+    @reg.task(name="free")
+    async def free() -> None:
+        done["free"] += 1
+
+    await q.define_constraint(id="r", name="slow", rate=2, per=1.0)
+    await q.push_many([_task("slow", "a") for _ in range(100)])
+    await q.push_many([_task("free", u) for u in ("a", "b") for _ in range(50)])
+    began = time.monotonic()
+    h.start(q, reg, max_concurrent_tasks=10, batch_size=20)
+    await eventually(lambda: done["free"] == 100, timeout=10)
+    assert time.monotonic() - began < 2.0
+    assert done["slow"] <= 4
+
+
+async def test_per_user_buckets_keep_each_tenant_within_its_own(h: Harness) -> None:
+    q, reg = h.queue(), Registry()
+    running: dict[str, int] = defaultdict(int)
+    peaks: dict[str, int] = defaultdict(int)
+    finished = 0
+
+    @reg.task(name="job")
+    async def job(ctx: Any) -> None:
+        nonlocal finished
+        user = ctx.user_id
+        running[user] += 1
+        peaks[user] = max(peaks[user], running[user])
+        await asyncio.sleep(0.03)
+        running[user] -= 1
+        finished += 1
+
+    await q.define_constraint(id="p", concurrency=2, per_user=True)
+    await q.push_many([_task("job", u) for u in ("a", "b", "c") for _ in range(10)])
+    for _ in range(3):
+        h.start(q, reg, max_concurrent_tasks=10, batch_size=10)
+    await eventually(lambda: finished == 30, timeout=15)
+    assert dict(peaks) == {"a": 2, "b": 2, "c": 2}
+
+
+async def test_a_dead_workers_slot_frees_after_its_lease_and_wakes_a_worker(
+    h: Harness,
+) -> None:
+    q, reg = h.queue(lease_seconds=1.0), Registry()
+    ran: list[str] = []
+
+    @reg.task(name="job")
+    async def job(ctx: Any) -> None:
+        ran.append(ctx.task_id)
+
+    await q.define_constraint(id="c", concurrency=1)
+    await q.enqueue("job", user_id="u", task_id="lost")
+    await q.enqueue("job", user_id="u", task_id="next")
+    dead = await q.pop(worker_id="dead", lease_seconds=1.0)  # never acknowledged
+    assert dead is not None
+    assert dead.task_id == "lost"
+    began = time.monotonic()
+    h.start(q, reg, lease_seconds=5.0)
+    await eventually(lambda: "next" in ran, timeout=5)
+    assert 0.5 < time.monotonic() - began < 2.5  # once the lease expired, not by polling
+
+
+def _task(name: str, user: str) -> Any:
+    from fairque import Task
+
+    return Task(user_id=user, name=name)

@@ -1,0 +1,282 @@
+"""Helpers shared by the behavioural suite (no Redis mocks: everything is real)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import os
+import subprocess
+import sys
+import threading
+import uuid
+from collections.abc import Callable, Coroutine, Iterator
+from typing import Any
+
+import redis
+from redis.crc import key_slot
+from typer.testing import CliRunner
+
+from fairque import AsyncFairQueue, FairQueue
+from fairque.core.keys import QueueKeys
+from fairque.core.records import Call
+from helpers.servers import ServerInfo, SyncClient
+
+#: the ``make_queue`` fixture: a fresh queue of the test's server kind, with options
+MakeQueue = Callable[..., FairQueue]
+
+
+def unique_queue(prefix: str = "t") -> str:
+    """A queue name no other test uses."""
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+class LoopThread:
+    """An event loop running in a daemon thread, for driving async clients from sync tests."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self._thread.start()
+
+    def run(self, coro: Coroutine[Any, Any, Any]) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout=60)
+
+    def stop(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(timeout=5)
+        self.loop.close()
+
+
+class BlockingAsyncQueue:
+    """Presents an ``AsyncFairQueue`` with the blocking interface of ``FairQueue``.
+
+    Every coroutine method is run to completion on a private event loop, so one
+    behavioural suite exercises both clients against the same servers.
+    """
+
+    def __init__(self, runner: LoopThread, url: str, queue: str, **options: Any) -> None:
+        self._runner = runner
+
+        async def build() -> AsyncFairQueue:
+            return AsyncFairQueue.from_url(url, queue, **options)
+
+        self._queue: AsyncFairQueue = runner.run(build())
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._queue, name)
+        if not asyncio.iscoroutinefunction(attr):
+            return attr
+
+        @functools.wraps(attr)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            return self._runner.run(attr(*args, **kwargs))
+
+        return call
+
+
+def queue_snapshot(
+    client: redis.Redis | redis.RedisCluster, queue: str
+) -> dict[str, tuple[bytes, int]]:
+    """Every key of ``queue`` as (``DUMP`` bytes, absolute expiry in ms or -1).
+
+    Two equal snapshots prove the queue's keyspace is byte-for-byte unchanged,
+    expiry times included (``PEXPIRETIME`` is absolute, so time passing changes nothing).
+    """
+    out: dict[str, tuple[bytes, int]] = {}
+    pattern = QueueKeys(queue).prefix.replace("{", "\\{").replace("}", "\\}") + "*"
+    for key in client.scan_iter(match=pattern, count=1000):
+        dumped = client.dump(key)
+        if dumped is None:  # expired between SCAN and DUMP
+            continue
+        name = key.decode() if isinstance(key, bytes) else key
+        out[name] = (bytes(dumped), int(client.pexpiretime(key)))
+    return out
+
+
+def server_ms(client: redis.Redis | redis.RedisCluster) -> int:
+    """The server's clock in milliseconds."""
+    sec, usec = client.time()
+    return int(sec) * 1000 + int(usec) // 1000
+
+
+def make_due(client: redis.Redis | redis.RedisCluster, queue: str, task_id: str) -> None:
+    """Make a SCHEDULED task due now (tests move time instead of sleeping)."""
+    client.zadd(QueueKeys(queue).delayed, {task_id: 0})
+
+
+def expire_lease(client: redis.Redis | redis.RedisCluster, queue: str, task_id: str) -> None:
+    """Move a lease deadline into the past, as if the worker had died long ago."""
+    keys = QueueKeys(queue)
+    client.zadd(keys.leases, {task_id: 0})
+    client.hset(keys.task(task_id), "deadline", 0)
+    user: Any = client.hget(keys.task(task_id), "user")
+    if user is not None:
+        client.zadd(keys.held(user.decode()), {task_id: 0}, xx=True)
+
+
+def run_here(
+    *args: str, env: dict[str, str] | None = None, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run ``fairque *args`` in this process, through the installed command's entry point
+    (``fairque.cli.main``: the same app, options, error lines and exit codes), without
+    the second or so an interpreter start and the imports cost.
+
+    As in a fresh process: no ``FAIRQUE_*`` variable but those in ``env``, no secret
+    remembered for redaction from an earlier command, and the logging set-up put back
+    afterwards. Tests where the process boundary itself matters (signals, the worker's
+    handler registry, module shadowing on ``PYTHONPATH``) use ``test_cli.run_cli``.
+    """
+    from fairque.cli import main
+    from fairque.core import urls
+
+    clean: dict[str, str | None] = {k: None for k in os.environ if k.startswith("FAIRQUE_")}
+    clean.update(env or {})
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    secrets = set(urls._SECRETS)
+    urls._SECRETS.clear()
+    argv = sys.argv
+    code: int = 0
+    with CliRunner().isolation(input=stdin, env=clean) as (out, err, _):
+        sys.argv = ["fairque", *args]
+        try:
+            main()
+        except SystemExit as exc:
+            if exc.code is None or isinstance(exc.code, int):
+                code = exc.code or 0
+            else:  # sys.exit("message"): the interpreter prints it and exits with 1
+                sys.stderr.write(f"{exc.code}\n")
+                code = 1
+        finally:
+            sys.argv = argv
+            urls._SECRETS.clear()
+            urls._SECRETS.update(secrets)
+            root.handlers[:] = handlers
+            root.setLevel(level)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        stdout, stderr = out.getvalue().decode(), err.getvalue().decode()
+    return subprocess.CompletedProcess(["fairque", *args], code, stdout, stderr)
+
+
+class Schedulers:
+    """Two racing schedulers of a queue; ``crash_leader`` stops the leader as a crash
+    would (its locks are left to expire) and starts a fresh scheduler in its place."""
+
+    def __init__(self, fresh: Any) -> None:
+        self.fresh = fresh
+        self.runners = [fresh(), fresh()]
+        self.tasks = [asyncio.ensure_future(r.run()) for r in self.runners]
+        self.crashes = 0
+
+    async def crash_leader(self) -> None:
+        for i, runner in enumerate(self.runners):
+            if runner.leading:
+                runner.leading = False
+                self.tasks[i].cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await self.tasks[i]
+                self.runners[i] = self.fresh()
+                self.tasks[i] = asyncio.ensure_future(self.runners[i].run())
+                self.crashes += 1
+                return
+
+    async def stop(self) -> None:
+        for runner in self.runners:
+            runner.stop()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+
+
+#: bytes of room left above the memory in use when ``memory_limit`` sets the limit
+HEADROOM = 1_500_000
+
+
+def server_nodes(server: ServerInfo) -> list[redis.Redis]:
+    """A client of each node of ``server`` (one for a standalone server)."""
+    if not server.cluster:
+        return [redis.Redis.from_url(server.url)]
+    cluster = redis.RedisCluster.from_url(server.url)
+    try:
+        return [redis.Redis(host=n.host, port=n.port) for n in cluster.get_primaries()]  # type: ignore[no-untyped-call]
+    finally:
+        cluster.close()
+
+
+class MemoryLimit:
+    """The ``maxmemory`` of every node of a server, set by ``memory_limit``."""
+
+    def __init__(self, nodes: list[redis.Redis], limits: list[int]) -> None:
+        self.nodes = nodes
+        self.limits = limits
+
+    def full(self) -> None:
+        """Make every node full now (``maxmemory 1``): a push is refused whatever the
+        size of its command or what other keys expire meanwhile."""
+        for node in self.nodes:
+            node.config_set("maxmemory", "1")
+
+    def reset(self) -> None:
+        """Give every node back the limit ``memory_limit`` set."""
+        for node, limit in zip(self.nodes, self.limits, strict=True):
+            node.config_set("maxmemory", str(limit))
+
+
+@contextlib.contextmanager
+def memory_limit(server: ServerInfo, headroom: int = HEADROOM) -> Iterator[MemoryLimit]:
+    """Set every node's ``maxmemory`` to what it uses now plus ``headroom`` (noeviction),
+    and lift the limit again afterwards."""
+    nodes = server_nodes(server)
+    limit = MemoryLimit(nodes, [])
+    try:
+        for node in nodes:
+            used = int(node.info("memory")["used_memory"])
+            node.config_set("maxmemory-policy", "noeviction")
+            limit.limits.append(used + headroom)
+        limit.reset()
+        yield limit
+    finally:
+        for node in nodes:
+            node.config_set("maxmemory", "0")
+            node.close()
+
+
+@contextlib.contextmanager
+def eviction_policy(server: ServerInfo, policy: str) -> Iterator[None]:
+    """Give every node of ``server`` ``maxmemory-policy policy`` for a while."""
+    nodes = server_nodes(server)
+    try:
+        for node in nodes:
+            node.config_set("maxmemory-policy", policy)
+        yield
+    finally:
+        for node in nodes:
+            node.config_set("maxmemory-policy", "noeviction")
+            node.close()
+
+
+#: every cluster node's share of the 16,384 slots (three masters)
+SLOTS_PER_NODE = 5462
+
+
+def apart(n: int) -> list[str]:
+    """``n`` fresh queue names whose hash tags fall on different cluster nodes."""
+    names: list[str] = []
+    nodes: set[int] = set()
+    while len(names) < n:
+        name = unique_queue("mq")
+        node = key_slot(f"fq:{{{name}}}:x".encode()) // SLOTS_PER_NODE
+        if node not in nodes:
+            nodes.add(node)
+            names.append(name)
+    return names
+
+
+def resend(q: FairQueue, client: SyncClient, call: Call[Any]) -> tuple[Any, Any]:
+    """Run ``call``, then run it again; the keyspace must not change the second time."""
+    first = q._run(call)
+    before = queue_snapshot(client, q.queue)
+    second = q._run(call)
+    assert queue_snapshot(client, q.queue) == before, "the resend changed the keyspace"
+    return first, second

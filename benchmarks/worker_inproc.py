@@ -29,8 +29,8 @@ from fairque import FairQueue, Task
 from fairque.cli.base import LOG_FORMAT, configure_logging
 from fairque.cli.embedded import EmbeddedServer
 from fairque.client.aio import AsyncFairQueue
+from fairque.common.urls import RedactingFormatter
 from fairque.config import WorkerConfig
-from fairque.core.urls import RedactingFormatter
 from fairque.worker import Worker
 from fairque.worker.acker import Acknowledger
 from fairque.worker.registry import Registry

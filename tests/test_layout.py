@@ -125,3 +125,85 @@ def test_no_module_is_over_500_lines() -> None:
         for path in package.rglob("*.py")
     }
     assert {name: n for name, n in sizes.items() if n > 500} == {}
+
+
+#: What the floors above the clients (the command line, the HTTP service, the worker)
+#: may take from the engine: limits, option models and value types. Never a key, a hash
+#: field, a script or an operation: those they reach through the clients' methods. A new
+#: need is a choice to make here, in view, not an import that slips in.
+ENGINE_FOR_UPPER_FLOORS: dict[str, set[str]] = {
+    "fairque.core.options": {"QueueOptions"},
+    "fairque.core.checks": {"MAX_BATCH", "check_pop", "check_user_list"},
+    "fairque.core.shards": {"MAX_SHARDS"},
+    "fairque.core.keys": {"validate_queue_name"},
+    "fairque.core.records": {"EncodedResult", "request_id"},
+}
+UPPER_FLOORS = ("fairque.cli", "fairque.service", "fairque.worker")
+#: what a module of the engine may not import: it builds calls and parses replies, and
+#: the clients send them (``redis.crc``, the slot function, is plain arithmetic)
+IO_MODULES = ("redis", "asyncio", "socket", "subprocess", "threading", "httpx")
+
+
+def _imports_from(path: Path) -> list[tuple[str, set[str]]]:
+    """Every ``import``/``from ... import`` of ``path``: (module, names), at any depth."""
+    import ast
+
+    found: list[tuple[str, set[str]]] = []
+    for item in ast.walk(ast.parse(path.read_text())):
+        if isinstance(item, ast.Import):
+            found += [(a.name, set()) for a in item.names]
+        elif isinstance(item, ast.ImportFrom) and item.module and not item.level:
+            found.append((item.module, {a.name for a in item.names}))
+    return found
+
+
+def _modules(package: Path, prefix: str) -> dict[str, Path]:
+    out = {}
+    for path in package.rglob("*.py"):
+        parts = path.relative_to(package.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        if name == prefix or name.startswith(prefix + "."):
+            out[name] = path
+    return out
+
+
+def test_the_upper_floors_take_from_the_engine_only_what_the_table_allows() -> None:
+    package = Path(fairque.__file__).parent
+    wrong = []
+    for floor in UPPER_FLOORS:
+        for name, path in _modules(package, floor).items():
+            for module, names in _imports_from(path):
+                if not module.startswith("fairque.core"):
+                    continue
+                allowed = ENGINE_FOR_UPPER_FLOORS.get(module, set())
+                if not names or not names <= allowed:
+                    wrong.append(f"{name}: {module} {sorted(names - allowed) or '(module)'}")
+    assert wrong == []
+
+
+def test_the_engine_does_no_io() -> None:
+    package = Path(fairque.__file__).parent
+    wrong = [
+        f"{name}: {module}"
+        for name, path in _modules(package, "fairque.core").items()
+        for module, _ in _imports_from(path)
+        if module != "redis.crc"
+        and (
+            any(module == io or module.startswith(io + ".") for io in IO_MODULES)
+            or module.startswith(("fairque.client", "fairque.common"))
+        )
+    ]
+    assert wrong == []
+
+
+def test_the_table_of_allowed_imports_is_all_in_use() -> None:
+    """An entry nothing needs any more is taken out of ``ENGINE_FOR_UPPER_FLOORS``."""
+    package = Path(fairque.__file__).parent
+    used: dict[str, set[str]] = {}
+    for floor in UPPER_FLOORS:
+        for path in _modules(package, floor).values():
+            for module, names in _imports_from(path):
+                used.setdefault(module, set()).update(names)
+    assert {m: names - used.get(m, set()) for m, names in ENGINE_FOR_UPPER_FLOORS.items()} == {
+        m: set() for m in ENGINE_FOR_UPPER_FLOORS
+    }

@@ -33,10 +33,10 @@ from pydantic_settings import (
     SettingsError,
 )
 
+from fairque.common.urls import plain_scheme
 from fairque.constraints.model import Constraint, constraint_list
 from fairque.core.keys import validate_queue_name
 from fairque.core.options import QueueOptions
-from fairque.core.urls import plain_scheme
 from fairque.errors import ConfigError, ValidationError, pydantic_message
 from fairque.service.settings import DispatchSettings, ServerSettings
 

@@ -10,6 +10,7 @@ from typing import Any, Literal
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
+from fairque.common.fairshare import weighted_shares
 from fairque.core.checks import (
     MAX_DEPENDENCIES,
     MAX_SECONDS,
@@ -18,7 +19,6 @@ from fairque.core.checks import (
     identifier_problem,
     run_us_text,
 )
-from fairque.core.fairshare import weighted_shares
 from fairque.core.histogram import HISTOGRAM_BOUNDS_SECONDS, HISTOGRAM_STEPS_PER_DOUBLING
 from fairque.errors import ValidationError, pydantic_message
 from fairque.reads import BucketUse, StartedTask, UserLoad, WaitPlace

@@ -14,7 +14,7 @@ from helpers.support import run_here
 from test_cli import run_cli
 
 from fairque import AsyncFairQueue, FairQueue, TaskState
-from fairque.core.urls import (
+from fairque.common.urls import (
     RedactingFormatter,
     check_url,
     redact_text,

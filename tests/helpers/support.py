@@ -129,7 +129,7 @@ def run_here(
     handler registry, module shadowing on ``PYTHONPATH``) use ``test_cli.run_cli``.
     """
     from fairque.cli import main
-    from fairque.core import urls
+    from fairque.common import urls
 
     clean: dict[str, str | None] = {k: None for k in os.environ if k.startswith("FAIRQUE_")}
     clean.update(env or {})

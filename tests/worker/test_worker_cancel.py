@@ -3,7 +3,7 @@
 redis-py sends a command under ``asyncio.wait_for`` (its socket timeout); on Python
 3.11 a cancellation that lands while the command is being sent is swallowed: the
 command completes and the task goes on as if never cancelled. Such a cancellation is
-raised again before the next step (``fairque.core.pauses``). A cancellation one, two or
+raised again before the next step (``fairque.common.pauses``). A cancellation one, two or
 three turns of the event loop after a command starts is swallowed every time, so
 each test cancels after a growing number of turns, then at moments spread in time.
 """

@@ -20,8 +20,8 @@ from helpers.worker_handlers import Harness, eventually, wait_registered, wait_s
 
 from fairque import AsyncFairQueue, Context, Registry, Retry, Task, TaskState, Worker, WorkerConfig
 from fairque.cli.embedded import EmbeddedServer, free_port
+from fairque.common.urls import redact_text as redact
 from fairque.core.keys import QueueKeys
-from fairque.core.urls import redact_text as redact
 from fairque.worker import upkeep
 from fairque.worker.link import ErrorLog, Link, describe
 

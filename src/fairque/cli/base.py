@@ -27,8 +27,8 @@ from rich.console import Console
 from rich.text import Text
 
 from fairque.client.queue import FairQueue
+from fairque.common import urls
 from fairque.config import Settings, load_settings
-from fairque.core import urls
 from fairque.errors import ConfigError, FairqueError, ValidationError
 
 # no markup: task ids, user ids and messages are shown as they are ("[x]" stays "[x]");

@@ -43,7 +43,7 @@ from fairque.cli.base import (
 )
 from fairque.client.base import PushCheck
 from fairque.client.queue import FairQueue
-from fairque.core import urls
+from fairque.common import urls
 from fairque.core.options import QueueOptions
 from fairque.errors import ConfigError, FairqueError, ValidationError
 from fairque.models import QueueStats, WorkerInfo

@@ -24,10 +24,10 @@ from rich.markup import escape
 from rich.table import Table
 
 from fairque.client.base import PushCheck
+from fairque.common.taskspec import check_fields, normalized, outward, task_of
 from fairque.core.checks import MAX_BATCH
-from fairque.core.memory import MemoryReport
-from fairque.core.taskspec import check_fields, normalized, outward, task_of
 from fairque.errors import DependencyCycleError, FairqueError, ValidationError
+from fairque.memory import MemoryReport
 from fairque.models import QueueStats, Task, TaskState, WorkerInfo
 
 #: Most tasks one ``enqueue --file`` pushes. The file is pushed in one script, so
@@ -140,7 +140,7 @@ def check_item(
 ) -> tuple[Task, float | None, int] | list[Problem]:
     """Check one task given as JSON fields; returns (task, delay, size) or the problems.
 
-    The fields are the outward task's (``fairque.core.taskspec``, the HTTP API's body);
+    The fields are the outward task's (``fairque.common.taskspec``, the HTTP API's body);
     the checks are the ones a push makes, run without the server: JSON kinds (a number
     is never taken from a string, ``true`` is not an integer), the task model's rules,
     then the queue's encoding (serializer, ``max_payload_bytes``, delay). ``size`` is

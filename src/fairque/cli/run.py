@@ -24,8 +24,8 @@ from fairque.cli.base import (
 )
 from fairque.cli.render import served_users
 from fairque.client.base import is_cluster_url
+from fairque.common import urls
 from fairque.config import Settings, WorkerConfig
-from fairque.core import urls
 
 log = logging.getLogger("fairque.worker")
 

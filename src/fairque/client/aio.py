@@ -17,12 +17,12 @@ from redis.exceptions import NoScriptError, ResponseError
 from fairque.client.admin import AsyncAdminMethods
 from fairque.client.base import Flow, QueueBase, connect, replayable_tasks, run_flow_async
 from fairque.client.inspection import AsyncInspectionMethods
+from fairque.client.quicksend import FAILED, AsyncQuickSender
 from fairque.client.sharded_async import AsyncShardedMethods
 from fairque.client.shardlayout import layout_flow, probe_layout
+from fairque.common.urls import url_errors
 from fairque.constraints.api import AsyncConstraintMethods
-from fairque.core.bypasses import FAILED, AsyncQuickSender
 from fairque.core.records import Call, Leased, LeaseRequest, Pushed
-from fairque.core.urls import url_errors
 from fairque.errors import StaleConstraints
 from fairque.models import (
     Priority,

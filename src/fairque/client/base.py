@@ -21,12 +21,12 @@ from typing import Any, ClassVar, NoReturn, TypeAlias, TypeVar
 import redis
 from redis.exceptions import NoScriptError, ResponseError
 
+from fairque.common.urls import check_url, url_errors
 from fairque.core.checks import check_int, check_timeout, check_wait
 from fairque.core.ops import Operations
 from fairque.core.ops.shards import Layout
 from fairque.core.options import QueueOptions
 from fairque.core.records import Call, EncodedResult, Leased, LeaseRequest, request_id
-from fairque.core.urls import check_url, url_errors
 from fairque.errors import (
     FairqueError,
     ResultTimeout,

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from fairque.core.memory import MemoryReport
+from fairque.memory import MemoryReport
 from fairque.models import (
     BucketUse,
     Priority,

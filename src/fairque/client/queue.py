@@ -13,12 +13,12 @@ from redis.exceptions import NoScriptError, ResponseError
 from fairque.client.admin import AdminMethods
 from fairque.client.base import Flow, QueueBase, connect, replayable_tasks, run_flow
 from fairque.client.inspection import InspectionMethods
+from fairque.client.quicksend import FAILED, QuickSender
 from fairque.client.sharded_sync import ShardedMethods
 from fairque.client.shardlayout import layout_flow
+from fairque.common.urls import url_errors
 from fairque.constraints.api import ConstraintMethods
-from fairque.core.bypasses import FAILED, QuickSender
 from fairque.core.records import Call, Leased, LeaseRequest, Pushed
-from fairque.core.urls import url_errors
 from fairque.errors import StaleConstraints
 from fairque.models import Priority, Task, TaskOutcome, TaskPage, TaskState
 from fairque.schedules.api import ScheduleMethods

@@ -27,7 +27,7 @@ from typing import Any
 from redis.exceptions import RedisClusterException, RedisError, ResponseError
 
 from fairque.client.aio import AsyncFairQueue
-from fairque.core.pauses import pass_on_cancellation, pause_unless, pause_until_done
+from fairque.common.pauses import pass_on_cancellation, pause_unless, pause_until_done
 from fairque.errors import ConfigError, NotLeader, ServerError
 from fairque.schedules.codec import new_token
 

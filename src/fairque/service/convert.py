@@ -15,8 +15,8 @@ from redis.exceptions import RedisClusterException, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from fairque.client.aio import AsyncFairQueue
-from fairque.core import taskspec
-from fairque.core.taskspec import outward, task_of
+from fairque.common import taskspec
+from fairque.common.taskspec import outward, task_of
 from fairque.errors import (
     DuplicateTask,
     FairqueError,

@@ -29,7 +29,7 @@ from prometheus_client.openmetrics import exposition as openmetrics
 from prometheus_client.registry import Collector
 
 from fairque.client.aio import AsyncFairQueue
-from fairque.core.memory import MemoryReport
+from fairque.memory import MemoryReport
 from fairque.models import (
     HISTOGRAM_BOUNDS_SECONDS,
     Histogram,

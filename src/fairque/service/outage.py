@@ -13,7 +13,7 @@ import logging
 import threading
 import time
 
-from fairque.core.urls import redact_text
+from fairque.common.urls import redact_text
 
 log = logging.getLogger("fairque.service")
 

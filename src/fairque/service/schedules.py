@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta, Struct
 
-from fairque.core.taskspec import BY_NAME
+from fairque.common.taskspec import BY_NAME
 from fairque.errors import ScheduleExists, ScheduleNotFound
 from fairque.models import Priority as EnginePriority
 from fairque.schedules.model import Schedule

@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta, Struct
 
-from fairque.core.taskspec import FIELDS, SpecField
+from fairque.common.taskspec import FIELDS, SpecField
 
 #: no control character (the engine's rule for ids and names)
 NO_CONTROL = "^[^\\u0000-\\u001f\\u007f]+$"
@@ -54,7 +54,7 @@ RunSeconds = Annotated[
 
 
 def spec_type(spec: SpecField) -> Any:
-    """The msgspec type of one field of the outward task (``fairque.core.taskspec``)."""
+    """The msgspec type of one field of the outward task (``fairque.common.taskspec``)."""
     kind: Any
     if spec.kind == "id":
         kind = Identifier
@@ -85,7 +85,7 @@ def spec_default(spec: SpecField) -> Any:
     return spec.default
 
 
-#: One task to enqueue: the outward task of ``fairque.core.taskspec``, field for field.
+#: One task to enqueue: the outward task of ``fairque.common.taskspec``, field for field.
 TaskIn: Any = msgspec.defstruct(
     "TaskIn",
     [

@@ -24,7 +24,7 @@ from redis.exceptions import (
     TryAgainError,
 )
 
-from fairque.core.urls import redact_text
+from fairque.common.urls import redact_text
 
 T = TypeVar("T")
 

@@ -32,7 +32,7 @@ from collections.abc import Awaitable, Callable
 from typing import NamedTuple
 
 from fairque.client.aio import AsyncFairQueue
-from fairque.core.pauses import pass_on_cancellation
+from fairque.common.pauses import pass_on_cancellation
 from fairque.models import Task
 from fairque.worker.leasing import Leasing
 from fairque.worker.link import CONNECTION_ERRORS, ErrorLog, Link
@@ -178,7 +178,7 @@ class Park:
         direct = True  # a near due time may be leased without a blocking wait
         while not self._stopping():
             # a cancellation (``close``) that a call swallowed ends the park before its
-            # next call, not after a whole wait (see ``fairque.core.pauses``)
+            # next call, not after a whole wait (see ``fairque.common.pauses``)
             pass_on_cancellation()
             try:
                 due = await self.queue.next_wakeup()
@@ -253,7 +253,7 @@ class Park:
 
 def _cancel_swallowed() -> bool:
     """Whether the running task was asked to cancel and a call swallowed the request
-    (see ``fairque.core.pauses``)."""
+    (see ``fairque.common.pauses``)."""
     try:
         pass_on_cancellation()
     except asyncio.CancelledError:

@@ -41,8 +41,8 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 
 from fairque.client.aio import AsyncFairQueue
+from fairque.common.pauses import pass_on_cancellation
 from fairque.config import WorkerConfig
-from fairque.core.pauses import pass_on_cancellation
 from fairque.models import Task, WorkerInfo
 from fairque.worker.acker import Acknowledger
 from fairque.worker.executor import Executor, UnknownTaskError
@@ -299,7 +299,7 @@ class Worker:
         lanes = self._lanes
         while True:
             # a cancellation swallowed by a call (registering, waking a park) ends the
-            # loop here (see ``fairque.core.pauses``); the loop's own waits never swallow one
+            # loop here (see ``fairque.common.pauses``); the loop's own waits never swallow one
             pass_on_cancellation()
             self._changed.clear()
             for lane in lanes:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from fairque.core.pauses import pause_unless
+from fairque.common.pauses import pause_unless
 
 #: Seconds a stopping worker keeps resending held outcomes after its grace period.
 OUTCOME_PATIENCE = 10.0
@@ -62,7 +62,7 @@ class Stop:
 
     async def pause(self, seconds: float) -> None:
         """Sleep ``seconds``, or less when a stop is requested meanwhile (a cancellation
-        swallowed by a call before it is raised: see ``fairque.core.pauses``)."""
+        swallowed by a call before it is raised: see ``fairque.common.pauses``)."""
         await pause_unless(self._poke, seconds)
 
     def until_deadline(self, seconds: float) -> float:

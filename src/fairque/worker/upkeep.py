@@ -18,8 +18,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from fairque.client.aio import AsyncFairQueue
+from fairque.common.pauses import pass_on_cancellation
 from fairque.config import WorkerConfig
-from fairque.core.pauses import pass_on_cancellation
 from fairque.models import WorkerInfo
 from fairque.worker.executor import Executor
 from fairque.worker.link import CONNECTION_ERRORS, ErrorLog, Link, describe
@@ -92,7 +92,7 @@ class Upkeep:
 
         A cancel that lands while redis-py is sending a command can be swallowed on
         Python < 3.12. From 3.11 the loops raise it again after the call (see
-        ``fairque.core.pauses``); 3.10 counts no cancels, so they also watch ``_closing``, and
+        ``fairque.common.pauses``); 3.10 counts no cancels, so they also watch ``_closing``, and
         the cancel is repeated.
         """
         self._closing = True

@@ -14,12 +14,12 @@ from typing import Any
 
 from fairque.core.checks import MAX_SCAN, MAX_TASK_ID, MAX_USER_ID, check_identifier
 from fairque.core.checks import check_int as _check_int
-from fairque.core.memory import MemoryReport, NodeMemory
 from fairque.core.ops.base import OperationsBase
 from fairque.core.ops.plain import histogram_from
 from fairque.core.records import Call
 from fairque.core.taskhash import ms_to_dt, raw, text
 from fairque.errors import ValidationError
+from fairque.memory import MemoryReport, NodeMemory
 from fairque.models import (
     Priority,
     QueueStats,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from fairque.core.fairshare import jain, jain_norm, weighted_shares
+from fairque.common.fairshare import jain, jain_norm, weighted_shares
 
 __all__ = ["histogram_quantile", "jain", "jain_norm", "percentile", "weighted_shares"]
 

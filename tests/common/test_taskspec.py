@@ -1,12 +1,12 @@
 """One outward task shape: the HTTP API's body type and the command line's task files
-are both the table of ``fairque.core.taskspec``."""
+are both the table of ``fairque.common.taskspec``."""
 
 from __future__ import annotations
 
 import msgspec
 import pytest
 
-from fairque.core.taskspec import FIELDS, check_fields, normalized, task_of
+from fairque.common.taskspec import FIELDS, check_fields, normalized, task_of
 from fairque.errors import ValidationError
 from fairque.models import Priority
 

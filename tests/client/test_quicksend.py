@@ -13,7 +13,7 @@ from helpers.servers import ServerInfo
 from helpers.support import unique_queue
 
 from fairque import AsyncFairQueue, FairQueue, Task, TaskState
-from fairque.core.bypasses import AsyncQuickSender, QuickSender
+from fairque.client.quicksend import AsyncQuickSender, QuickSender
 
 pytestmark = pytest.mark.server_kinds("valkey", "redis")
 

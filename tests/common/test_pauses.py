@@ -11,7 +11,7 @@ import asyncio
 
 import pytest
 
-from fairque.core.pauses import pause_unless, pause_until_done
+from fairque.common.pauses import pause_unless, pause_until_done
 
 #: moments around the pause's own end (it lasts 10 ms) to cancel it at
 CANCEL_AT = [i / 2000 for i in range(40)]

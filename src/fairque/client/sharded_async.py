@@ -45,9 +45,40 @@ from fairque.schedules.model import Schedule
 T = TypeVar("T")
 
 
-class AsyncShardedMethods(ShardedFlows):
-    """The methods of ``AsyncShardedFairQueue`` that span shards (documented on
-    ``ShardedMethods``)."""
+class AsyncShardWaits(ShardedFlows):
+    """The one wait that differs by flavour: on a cluster, the asyncio client waits on
+    every shard at once (the blocking client takes them in turns)."""
+
+    if TYPE_CHECKING:
+
+        async def _run(self, call: Call[T]) -> T: ...
+
+    _cluster: bool
+
+    async def _wait_any(
+        self, every: Callable[[list[Operations], float], Call[bool]],
+        one: Callable[[Operations, float], Call[bool]], timeout: float,
+    ) -> bool:  # fmt: skip
+        """Block until ``every`` (one command over all shards) answers True, or on a
+        cluster until ``one`` does on some shard (all at once), or ``timeout`` passes."""
+        timeout = self._bounded(timeout)
+        if not self._cluster:
+            return await self._run(every([p.ops for p in self.parts], timeout))
+        waits = [asyncio.ensure_future(self._run(one(p.ops, timeout))) for p in self.parts]
+        try:
+            for next_done in asyncio.as_completed(waits):
+                if await next_done:
+                    return True
+            return False
+        finally:
+            for wait in waits:
+                wait.cancel()
+
+
+class AsyncShardedMethods(AsyncShardWaits):
+    """The methods of a sharded queue's asyncio client that span shards (see
+    ``FairQueue`` for each method's contract; docs/howto/shards.md for what stays exact
+    across shards)."""
 
     if TYPE_CHECKING:
 
@@ -207,25 +238,6 @@ class AsyncShardedMethods(ShardedFlows):
     async def stats(self, user_limit: int = 100) -> QueueStats:
         return await self._drive(self._stats_flow(user_limit))
 
-    async def _wait_any(
-        self, every: Callable[[list[Operations], float], Call[bool]],
-        one: Callable[[Operations, float], Call[bool]], timeout: float,
-    ) -> bool:  # fmt: skip
-        """Block until ``every`` (one command over all shards) answers True, or on a
-        cluster until ``one`` does on some shard (all at once), or ``timeout`` passes."""
-        timeout = self._bounded(timeout)
-        if not self._cluster:
-            return await self._run(every([p.ops for p in self.parts], timeout))
-        waits = [asyncio.ensure_future(self._run(one(p.ops, timeout))) for p in self.parts]
-        try:
-            for next_done in asyncio.as_completed(waits):
-                if await next_done:
-                    return True
-            return False
-        finally:
-            for wait in waits:
-                wait.cancel()
-
     async def wait_for_work(self, timeout: float) -> bool:
         return await self._wait_any(
             self.ops.wait_for_any, lambda ops, t: ops.wait_for_work(t), timeout
@@ -306,18 +318,21 @@ class AsyncShardedMethods(ShardedFlows):
     async def update_schedule(self, schedule: Schedule | None = None, **fields: Any) -> Schedule:
         found = schedule_from(schedule, fields)
         flow = self._on_schedule_flow(found.schedule_id, lambda p: p.ops.update_schedule(found))
-        return await self._drive(flow)
+        updated: Schedule = await self._drive(flow)
+        return updated
 
     async def remove_schedule(self, schedule_id: str) -> bool:
         return await self._drive(self._remove_schedule_flow(schedule_id))
 
     async def pause_schedule(self, schedule_id: str) -> Schedule:
         flow = self._on_schedule_flow(schedule_id, lambda p: p.ops.pause_schedule(schedule_id))
-        return await self._drive(flow)
+        paused: Schedule = await self._drive(flow)
+        return paused
 
     async def resume_schedule(self, schedule_id: str) -> Schedule:
         flow = self._on_schedule_flow(schedule_id, lambda p: p.ops.resume_schedule(schedule_id))
-        return await self._drive(flow)
+        resumed: Schedule = await self._drive(flow)
+        return resumed
 
     async def schedules(self, limit: int = 1000) -> list[Schedule]:
         return await self._drive(self._schedules_all_flow(limit))

@@ -30,6 +30,8 @@ TWINS: list[tuple[str, str, str]] = [
     ("src/fairque/schedules/api.py", "AsyncScheduleMethods", "src/fairque/schedules/api.py"),
     ("src/fairque/client/sharded_async.py", "AsyncShardedMethods",
      "src/fairque/client/sharded_sync.py"),
+    ("src/fairque/client/aio.py", "AsyncFairQueue", "src/fairque/client/queue.py"),
+    ("src/fairque/client/aio.py", "AsyncShardedFairQueue", "src/fairque/client/queue.py"),
 ]  # fmt: skip
 
 #: the asyncio flavour's names, and the blocking flavour's (whole words)
@@ -42,6 +44,12 @@ RENAMES: dict[str, str] = {
     "AsyncShardWaits": "ShardWaits",
     "AsyncShardedFairQueue": "ShardedFairQueue",
     "AsyncFairQueue": "FairQueue",
+    "AsyncQuickSender": "QuickSender",
+    "open_async": "open_blocking",
+    "aclose": "close",
+    "__aenter__": "__enter__",
+    "__aexit__": "__exit__",
+    "redis.asyncio": "redis",
     "run_flow_async": "run_flow",
     "aredis": "redis",
     "asyncio client": "blocking client",
@@ -66,6 +74,10 @@ def _unwrap(text: str) -> str:
     ``a.b(...)``, whose own parentheses close at the end)."""
     out, i = [], 0
     while (at := text.find("(await ", i)) >= 0:
+        if at and (text[at - 1].isalnum() or text[at - 1] in "_)]"):  # a call's own
+            out.append(text[i : at + 1])
+            i = at + 1
+            continue
         end = _closing(text, at)
         inner = text[at + len("(await ") : end]
         call = re.match(r"[\w.]+\(", inner)

@@ -36,7 +36,7 @@ def test_the_transformation() -> None:
         '    """On the asyncio client."""\n'
         "    async def f(self) -> int:\n"
         "        x = (await self._run(self.ops.g(1, (2, 3))))[0]\n"
-        "        y = (await a) + (await b.c(d)).e\n"
+        "        y = (await a) + (await b.c(d)).e + f(await g(h))\n"
         "        async with lock:\n"
         "            return await self._drive(run_flow_async(AsyncFairQueue))\n"
     )
@@ -45,7 +45,7 @@ def test_the_transformation() -> None:
         '    """On the blocking client."""\n'
         "    def f(self) -> int:\n"
         "        x = self._run(self.ops.g(1, (2, 3)))[0]\n"
-        "        y = (a) + b.c(d).e\n"
+        "        y = (a) + b.c(d).e + f(g(h))\n"
         "        with lock:\n"
         "            return self._drive(run_flow(FairQueue))\n"
     )

@@ -1,7 +1,9 @@
-"""AsyncFairQueue: the asyncio client; same methods as ``FairQueue``, as coroutines.
+"""AsyncFairQueue: the asyncio client, and the source of the blocking one.
 
-Docstrings live on ``FairQueue``; both clients execute the calls built by
-``fairque.core.ops``, so their behaviour is the same by construction.
+``FairQueue`` (``fairque.client.queue``) is generated from the classes here by
+``tools/unasync.py``: the same methods, documentation and calls, without ``await``.
+Both execute the calls built by ``fairque.core.ops``, so their behaviour is the same by
+construction.
 """
 
 from __future__ import annotations
@@ -43,7 +45,20 @@ class AsyncFairQueue(
     AsyncInspectionMethods,
     QueueBase,
 ):
-    """The asyncio twin of ``FairQueue`` (see it for every method's contract)."""
+    """A fair, multi-tenant task queue on one Redis-compatible server or cluster: the
+    asyncio client.
+
+    Args:
+        client: a ``redis.asyncio.Redis`` or ``redis.asyncio.RedisCluster``
+            (``decode_responses=False``).
+        queue: the queue name; all of its keys share the hash tag ``{queue}``.
+        **options: queue options (see ``QueueOptions``): ``ordering``,
+            ``aging_horizon_seconds``, ``lease_seconds``, ``retry_base_seconds``,
+            ``max_retries``, ``max_payload_bytes``, ``serializer``, ...
+
+    Raises:
+        ConfigError: an option or the queue name is invalid.
+    """
 
     def __init__(
         self, client: aredis.Redis | aredis.RedisCluster, queue: str = "default", **options: Any
@@ -57,8 +72,9 @@ class AsyncFairQueue(
         cls, url: str, queue: str = "default", *, cluster: bool | None = None,
         shards: int | None = None, **options: Any,
     ) -> AsyncFairQueue:  # fmt: skip
-        """Connect to ``url`` and open the queue (see ``FairQueue.from_url``); the
-        shard list is read here over a short-lived blocking connection."""
+        """Connect to ``url`` and ``open`` the queue; a cluster is detected unless
+        ``cluster`` says otherwise. With no ``shards``, a server that cannot be reached
+        yet gives a client of shard 0 (docs/howto/shards.md)."""
         client: aredis.Redis | aredis.RedisCluster = connect(
             url, cluster, options, aredis.Redis.from_url, aredis.RedisCluster.from_url
         )
@@ -69,7 +85,12 @@ class AsyncFairQueue(
         cls, client: aredis.Redis | aredis.RedisCluster, queue: str = "default", *,
         shards: int | None = None, **options: Any,
     ) -> AsyncFairQueue:  # fmt: skip
-        """See ``FairQueue.open``."""
+        """Open ``queue`` with the shards the server holds, or create it with ``shards``
+        (1..1024) when it is new; a ``ShardedFairQueue`` when it has more than one.
+
+        Raises:
+            ConfigError: ``shards`` is out of range or differs from the server's count.
+        """
         plain = cls(client, queue, **options)
         layout = await plain._drive(layout_flow(plain, shards))
         return AsyncShardedFairQueue(client, queue, layout, **options) if layout.tags else plain
@@ -77,7 +98,10 @@ class AsyncFairQueue(
     async def _run(self, call: Call[T]) -> T:
         try:
             if call.script is None:
-                raw = await self.client.execute_command(call.args[0], *call.keys, *call.args[1:])
+                # redis-py types the asyncio command, not the blocking one
+                raw = await self.client.execute_command(  # type: ignore[no-untyped-call,unused-ignore]
+                    call.args[0], *call.keys, *call.args[1:]
+                )
             else:
                 n, keys, args = len(call.keys), call.keys, call.args
                 try:
@@ -89,7 +113,7 @@ class AsyncFairQueue(
         return call.parse(raw)
 
     async def _list(self) -> None:
-        """See ``FairQueue._list``."""
+        """Name the queue in the server's registry when that is due."""
         await self._drive(self._upkeep_flow())
 
     async def _run_push(self, call: Call[T]) -> T:
@@ -100,7 +124,8 @@ class AsyncFairQueue(
         return out
 
     async def _send_push(self, call: Call[T]) -> T:
-        """See ``FairQueue._send_push``."""
+        """``_run`` for calls that are safe to send twice (pushes): the lean sender when
+        the client allows it, the ordinary path when it does not or when it failed."""
         quick = self._quick
         if quick is not None and call.script is not None:
             args = ("EVALSHA", call.script.sha, len(call.keys), *call.keys, *call.args)
@@ -115,22 +140,29 @@ class AsyncFairQueue(
         return await self._run(call)
 
     async def _send_pipeline(self, calls: Sequence[Call[Any]]) -> list[Any]:
-        """See ``FairQueue._send_pipeline``."""
+        """Send ``calls`` in one pipeline; their raw replies, errors included."""
         pipe = self.client.pipeline(transaction=False)
         for call in calls:
             pipe.execute_command(*self._command(call))
         return await pipe.execute(raise_on_error=False)
 
     async def _drive(self, flow: Flow[T]) -> T:
-        """See ``FairQueue._drive``."""
+        """Run one of the control flows ``QueueBase`` writes once for both clients."""
         return await run_flow_async(flow, self._run, self._send_pipeline)
 
     async def _settle(self, leased: Leased) -> Leased:
-        """See ``FairQueue._settle``."""
+        """Fail, on their own, the leased tasks that could not be decoded."""
         return await self._drive(self._settle_flow(leased)) if leased.undecodable else leased
 
     async def push(self, task: Task) -> Task:
-        """See ``FairQueue.push``."""
+        """Push one task; returns it with ``task_id``, ``state`` and ``created_at`` filled.
+
+        An existing ``task_id`` is a no-op that returns the stored task (or raises
+        ``DuplicateTask`` with ``on_duplicate="error"``).
+
+        Raises:
+            ValidationError: the payload does not serialize or is too large.
+        """
         try:  # the common case, without the flow's machinery
             return await self._run_push(self.ops.push(task))
         except StaleConstraints:
@@ -139,29 +171,30 @@ class AsyncFairQueue(
     async def push_many(
         self, tasks: Iterable[Task], *, delays: Sequence[float | None] | None = None
     ) -> Pushed:
-        """See ``FairQueue.push_many``."""
+        """Push a batch atomically: all tasks are written or none is.
+
+        Args:
+            tasks: the tasks.
+            delays: optional per-task delay in seconds (None: no delay), same length.
+
+        Returns:
+            The tasks as stored, in the order given; ``created[i]`` (a list beside
+            them) is False when task i's id already existed (nothing was written for
+            it). A resend of this same call after a lost reply answers as it did.
+        """
         batch = replayable_tasks(tasks)
         flow = self._push_flow(lambda: self.ops.push_many(batch, delays))
         return await run_flow_async(flow, self._run_push, self._send_pipeline)
 
     async def enqueue(
-        self,
-        name: str,
-        payload: Any = None,
-        *,
-        user_id: str,
-        priority: int = Priority.NORMAL,
-        delay: float | timedelta | None = None,
-        execute_after: datetime | None = None,
-        depends_on: Sequence[str] = (),
-        task_id: str | None = None,
-        max_retries: int | None = None,
-        timeout: float | None = None,
-        keep_result: bool = True,
-        result_ttl: int | None = None,
+        self, name: str, payload: Any = None, *, user_id: str,
+        priority: int = Priority.NORMAL, delay: float | timedelta | None = None,
+        execute_after: datetime | None = None, depends_on: Sequence[str] = (),
+        task_id: str | None = None, max_retries: int | None = None,
+        timeout: float | None = None, keep_result: bool = True, result_ttl: int | None = None,
         on_dependency_failure: Literal["cancel", "wait"] = "cancel",
-    ) -> Task:
-        """See ``FairQueue.enqueue``."""
+    ) -> Task:  # fmt: skip
+        """Build and push a task in one call (``delay`` in seconds or a timedelta)."""
 
         def call() -> Call[Task]:
             return self.ops.enqueue(
@@ -177,15 +210,11 @@ class AsyncFairQueue(
             return await self._drive(self._repush_flow(call))
 
     async def pop(
-        self,
-        worker_id: str = "",
-        lease_seconds: float | None = None,
-        *,
+        self, worker_id: str = "", lease_seconds: float | None = None, *,
         assigned_users: Sequence[str] | None = None,
-        steal_targets: Sequence[str] | None = None,
-        names: Sequence[str] | None = None,
-    ) -> Task | None:
-        """See ``FairQueue.pop``."""
+        steal_targets: Sequence[str] | None = None, names: Sequence[str] | None = None,
+    ) -> Task | None:  # fmt: skip
+        """Lease the next task by the fairness rules, or None when nothing is ready."""
         request = LeaseRequest(
             1, worker_id, lease_seconds, assigned_users, steal_targets, None, names
         )
@@ -193,39 +222,45 @@ class AsyncFairQueue(
         return tasks[0] if tasks else None
 
     async def pop_batch(
-        self,
-        count: int,
-        worker_id: str = "",
-        lease_seconds: float | None = None,
-        *,
+        self, count: int, worker_id: str = "", lease_seconds: float | None = None, *,
         assigned_users: Sequence[str] | None = None,
-        steal_targets: Sequence[str] | None = None,
-        request_id: str | None = None,
+        steal_targets: Sequence[str] | None = None, request_id: str | None = None,
         names: Sequence[str] | None = None,
-    ) -> list[Task]:
-        """See ``FairQueue.pop_batch``."""
+    ) -> list[Task]:  # fmt: skip
+        """Lease up to ``count`` tasks in one round trip, round robin across users.
+
+        ``request_id`` (optional, any short string unique per request): sending the
+        same request again, e.g. after a connection error, returns the tasks the first
+        send leased instead of leasing more. ``names`` (None: any): the task names the
+        caller handles; a task with another name is set aside until a caller that
+        handles it leases, and holds up no other task meanwhile.
+        """
         request = LeaseRequest(
             count, worker_id, lease_seconds, assigned_users, steal_targets, request_id, names
         )
         return await self._settle(await self._run(self.ops.pop(request)))
 
     async def complete(self, task: Task, result: Any = None) -> bool:
-        """See ``FairQueue.complete``."""
+        """Finish a leased task; False when its lease was lost (nothing changes then)."""
         return await self._run(self.ops.complete(task, result))
 
     async def complete_and_pop(
-        self,
-        done: Sequence[tuple[Task, Any]],
-        count: int = 1,
-        worker_id: str = "",
-        lease_seconds: float | None = None,
-        *,
+        self, done: Sequence[tuple[Task, Any]], count: int = 1, worker_id: str = "",
+        lease_seconds: float | None = None, *,
         assigned_users: Sequence[str] | None = None,
-        steal_targets: Sequence[str] | None = None,
-        request_id: str | None = None,
+        steal_targets: Sequence[str] | None = None, request_id: str | None = None,
         names: Sequence[str] | None = None,
-    ) -> tuple[list[bool], list[Task]]:
-        """See ``FairQueue.complete_and_pop``."""
+    ) -> tuple[list[bool], list[Task]]:  # fmt: skip
+        """Finish several tasks and lease up to ``count`` more in one round trip.
+
+        Args:
+            done: (task, result) pairs of leased tasks that succeeded.
+            count: tasks to lease afterwards (0: only finish).
+            request_id: see ``pop_batch``; completions are safe to resend anyway.
+
+        Returns:
+            One bool per finished task (False: its lease was lost), and the leased tasks.
+        """
         request = LeaseRequest(
             count, worker_id, lease_seconds, assigned_users, steal_targets, request_id, names
         )
@@ -233,104 +268,194 @@ class AsyncFairQueue(
         return acks, await self._settle(leased)
 
     async def fail(
-        self,
-        task: Task,
-        error: str | BaseException = "",
-        retry: bool = True,
-        delay: float | None = None,
-        *,
-        max_retries: int | None = None,
-        traceback: str | None = None,
-        reason: str | None = None,
-        details: Any = None,
-    ) -> TaskState:
-        """See ``FairQueue.fail``."""
+        self, task: Task, error: str | BaseException = "", retry: bool = True,
+        delay: float | None = None, *, max_retries: int | None = None,
+        traceback: str | None = None, reason: str | None = None, details: Any = None,
+    ) -> TaskState:  # fmt: skip
+        """Record a failed attempt: SCHEDULED for a retry, or FAILED when none is left.
+
+        Args:
+            task: the leased task.
+            error: the error kept on the task.
+            retry: False fails the task for good.
+            delay: seconds before the retry (None: exponential backoff).
+            max_retries: the retry budget to judge by instead of the task's own (a
+                handler's ``@task(max_retries=...)``).
+            traceback: the failure's traceback, kept as the task's ``traceback`` (at
+                most 64 KiB: a longer one keeps its end).
+            reason: the failure's kind (e.g. ``"timeout"``), kept as the task's
+                ``failure_reason``.
+            details: any value the serializer takes, describing the failure; read
+                back through ``outcome``.
+
+        Raises:
+            LeaseLost: the task's lease expired or was taken over.
+        """
         call = self.ops.fail(task, error, retry, delay, max_retries, traceback, reason, details)
         return await self._run(call)
 
     async def extend(self, task: Task, seconds: float | None = None) -> datetime:
-        """See ``FairQueue.extend``."""
+        """Extend the task's lease to now + ``seconds``; returns the new deadline.
+
+        Raises:
+            CancelRequested: the task was canceled while this lease held it (a
+                ``LeaseLost``): stop working on it.
+            LeaseLost: the task's lease expired or was taken over.
+        """
         return await self._run(self.ops.extend(task, seconds))
 
     async def extend_many(self, tasks: Sequence[Task], seconds: float | None = None) -> list[bool]:
-        """See ``FairQueue.extend_many``."""
+        """Extend several leases in one round trip (a worker's heartbeat).
+
+        Returns:
+            One bool per task: False when that task's lease was lost.
+        """
         if not tasks:
             return []
         return await self._run(self.ops.extend_many(tasks, seconds))
 
     async def requeue(self, task: Task, delay: float = 0) -> TaskState:
-        """See ``FairQueue.requeue``."""
+        """Give a leased task back without counting a failure (QUEUED or SCHEDULED).
+
+        Raises:
+            LeaseLost: the task's lease expired or was taken over.
+        """
         return await self._run(self.ops.requeue(task, delay))
 
     async def reclaim(self, limit: int = 1000) -> int:
-        """See ``FairQueue.reclaim``."""
+        """Reclaim up to ``limit`` expired leases now; returns how many."""
         return await self._run(self.ops.reclaim(limit))
 
     async def cancel(self, task_id: str) -> bool:
-        """See ``FairQueue.cancel``."""
+        """Cancel a task that has not ended; False when it had already ended.
+
+        Raises:
+            TaskNotFound: no such task.
+        """
         return await self._run(self.ops.cancel(task_id))
 
     async def get(self, task_id: str) -> Task | None:
-        """See ``FairQueue.get``."""
+        """The task with this id, or None when it does not exist (or expired)."""
         return await self._run(self.ops.get(task_id))
 
     async def retry(self, task_id: str) -> TaskState:
-        """See ``FairQueue.retry``."""
+        """Re-queue a FAILED or CANCELED task with a fresh retry budget.
+
+        Raises:
+            TaskNotFound: no such task.
+            InvalidTransition: the task is not FAILED or CANCELED.
+        """
         return await self._run(self.ops.retry(task_id))
 
     async def result(self, task_id: str, timeout: float = 0, *, consume: bool = False) -> Any:
-        """See ``FairQueue.result``."""
+        """The result of a task, waiting up to ``timeout`` seconds for it to end.
+
+        Waiting blocks on a per-task key that the ending script signals (no polling).
+
+        Args:
+            task_id: the task.
+            timeout: seconds to wait for a task that has not ended (0: do not wait).
+            consume: read the outcome once (a failure or cancellation too): later reads
+                get None.
+
+        Returns:
+            The handler's return value; None when it returned None, when the result
+            was not kept, consumed or expired, or when no such task exists (``outcome``
+            tells these apart).
+
+        Raises:
+            TaskFailed: the task FAILED (the message holds its error).
+            TaskCanceled: the task was CANCELED.
+            ResultTimeout: the task had not ended within ``timeout``.
+        """
         return await self._drive(self._result_flow(task_id, timeout, consume))
 
     async def list_tasks(
-        self,
-        state: TaskState | str | None = None,
-        user_id: str | None = None,
-        name: str | None = None,
-        limit: int = 50,
-        cursor: str | None = None,
-    ) -> TaskPage:
-        """See ``FairQueue.list_tasks``."""
+        self, state: TaskState | str | None = None, user_id: str | None = None,
+        name: str | None = None, limit: int = 50, cursor: str | None = None,
+    ) -> TaskPage:  # fmt: skip
+        """One page of tasks, newest first, and the cursor of the next page.
+
+        Stays fast on large queues: a state alone walks that state's registry (newest
+        by its time: due time, push time, ready time, lease deadline, or expiry for
+        ended tasks); a user and/or a name walks the smaller of their indexes (every
+        task by creation time, newest created first) and checks each entry, at most
+        1,000 entries a page, so a filtered page may be short or even empty while
+        ``next_cursor`` still leads on. Tasks that end or move between pages are
+        listed where they are when their page is read.
+
+        Args:
+            state: only tasks in this state (a ``TaskState`` or its name).
+            user_id: only this user's tasks.
+            name: only tasks of this name.
+            limit: tasks per page, 1..500.
+            cursor: ``next_cursor`` of the previous page (None: the first page).
+
+        Raises:
+            ValidationError: no state, user or name given; a bad limit or cursor.
+        """
         return await self._drive(self._list_tasks_flow(state, user_id, name, limit, cursor))
 
     async def outcome(
         self, task_id: str, timeout: float = 0, *, consume: bool = False
     ) -> TaskOutcome | None:
-        """See ``FairQueue.outcome``."""
+        """How a task ended (state, result or error, end time), in one call.
+
+        Waits up to ``timeout`` seconds for a task that has not ended, like ``result``
+        (no polling); raises nothing for a failure: the outcome describes it.
+
+        Args:
+            task_id: the task.
+            timeout: seconds to wait for the task to end (0: do not wait).
+            consume: read the outcome once (FINISHED, FAILED or CANCELED alike): later
+                reads get None. A resend of this call after a lost reply still gets it.
+
+        Returns:
+            The outcome; for a task still pending when the wait ends, an outcome with
+            only its ``state``; None when no such task exists, it expired, or its
+            outcome was consumed.
+        """
         return await self._drive(self._outcome_flow(task_id, timeout, consume))
 
     async def cleanup_dependencies(self, batch: int = 500, *, passes: int | None = None) -> int:
-        """See ``FairQueue.cleanup_dependencies``."""
+        """Cancel DEFERRED tasks whose upstream expired before finishing; returns how many.
+
+        Walks the DEFERRED registry ``batch`` tasks per call until it wraps around, or
+        for at most ``passes`` calls, resuming where this client's last call stopped.
+        """
         return await self._drive(self._cleanup_dependencies_flow(batch, passes))
 
     async def next_wakeup(self) -> float | None:
-        """See ``FairQueue.next_wakeup``."""
+        """Seconds until a scheduled task is due or a lease expires; None if neither."""
         return await self._run(self.ops.next_wakeup())
 
     async def wait_for_work(self, timeout: float) -> bool:
-        """See ``FairQueue.wait_for_work``."""
+        """Block until a push signals ready work (True) or ``timeout`` seconds pass."""
         return await self._run(self.ops.wait_for_work(self._bounded(timeout)))
 
     async def wait_and_pop(
-        self,
-        timeout: float,
-        count: int = 1,
-        worker_id: str = "",
-        lease_seconds: float | None = None,
-        *,
+        self, timeout: float, count: int = 1, worker_id: str = "",
+        lease_seconds: float | None = None, *,
         assigned_users: Sequence[str] | None = None,
-        steal_targets: Sequence[str] | None = None,
-        request_id: str | None = None,
+        steal_targets: Sequence[str] | None = None, request_id: str | None = None,
         names: Sequence[str] | None = None,
-    ) -> list[Task]:
-        """See ``FairQueue.wait_and_pop``."""
+    ) -> list[Task]:  # fmt: skip
+        """Wait like ``wait_for_work``, then lease up to ``count`` tasks, in one round trip.
+
+        The lease is pipelined behind the blocking wait, so the server runs it the
+        moment a push wakes this client (or the wait times out), with no second round
+        trip: this is how an idle worker picks up new work.
+
+        Returns:
+            The leased tasks (empty when nothing was ready).
+        """
         request = LeaseRequest(
             count, worker_id, lease_seconds, assigned_users, steal_targets, request_id, names
         )
         return await self._drive(self._wait_and_pop_flow(timeout, request))
 
     async def wake(self, n: int = 1) -> int:
-        """See ``FairQueue.wake``."""
+        """Wake up to ``n`` idle workers (1..64); returns the tokens now waiting."""
         return await self._run(self.ops.wake(n))
 
     async def close(self) -> None:

@@ -1,10 +1,22 @@
-"""The sync and async clients expose the same methods with the same signatures."""
+"""The sync and async clients expose the same methods with the same signatures: the
+plain pair and the sharded pair, and a sharded client the same methods as a plain one."""
 
 from __future__ import annotations
 
 import inspect
 
+import pytest
+
 from fairque import AsyncFairQueue, FairQueue
+from fairque.client.aio import AsyncShardedFairQueue
+from fairque.client.queue import ShardedFairQueue
+
+PAIRS = [
+    (FairQueue, AsyncFairQueue),
+    (ShardedFairQueue, AsyncShardedFairQueue),
+    (ShardedFairQueue, FairQueue),
+    (AsyncShardedFairQueue, AsyncFairQueue),
+]
 
 
 def public_methods(cls: type) -> dict[str, inspect.Signature]:
@@ -15,8 +27,9 @@ def public_methods(cls: type) -> dict[str, inspect.Signature]:
     }
 
 
-def test_same_methods_and_signatures() -> None:
-    sync, aio = public_methods(FairQueue), public_methods(AsyncFairQueue)
+@pytest.mark.parametrize(("one", "two"), PAIRS, ids=lambda c: c.__name__)
+def test_same_methods_and_signatures(one: type, two: type) -> None:
+    sync, aio = public_methods(one), public_methods(two)
     assert set(sync) == set(aio)
     for name, signature in sync.items():
         other = aio[name]
@@ -30,11 +43,10 @@ def test_same_methods_and_signatures() -> None:
 NO_IO = {"from_url", "encode_result", "shard_of"}
 
 
-def test_async_methods_are_coroutines() -> None:
-    for name in public_methods(AsyncFairQueue):
+@pytest.mark.parametrize(("sync", "aio"), PAIRS[:2], ids=lambda c: c.__name__)
+def test_async_methods_are_coroutines(sync: type, aio: type) -> None:
+    for name in public_methods(aio):
         if name in NO_IO:
             continue
-        assert inspect.iscoroutinefunction(getattr(AsyncFairQueue, name)), name
-    assert not any(
-        inspect.iscoroutinefunction(getattr(FairQueue, n)) for n in public_methods(FairQueue)
-    )
+        assert inspect.iscoroutinefunction(getattr(aio, name)), name
+    assert not any(inspect.iscoroutinefunction(getattr(sync, n)) for n in public_methods(sync))

@@ -15,7 +15,7 @@ from service.harness import LiveServer
 from fairque import FairQueue, Task
 from fairque.client.aio import AsyncFairQueue
 from fairque.models import HISTOGRAM_BOUNDS_SECONDS, Histogram, QueueMetrics
-from fairque.service.ui import history
+from fairque.service.ui import history, served
 from fairque.service.ui.history import History
 
 VALKEY = pytest.mark.parametrize("server", ["valkey"], indirect=True)
@@ -97,3 +97,26 @@ def test_overview_uses_the_history(server: ServerInfo, monkeypatch: pytest.Monke
         q.purge()
         q.close()
         live.stop()
+
+
+@VALKEY
+async def test_the_sampler_starts_the_tenants_window(server: ServerInfo) -> None:
+    """A window of the tenants page counts from when the service started watching, not
+    from the first read of the page: leases before the sampler's snapshot are not in it."""
+    q = AsyncFairQueue.from_url(server.url, unique_queue("served"))
+    try:
+        await q.push_many([Task(user_id=u, name="n") for u in ("early", "late", "late")])
+        first = await q.pop(worker_id="w", assigned_users=["early"])
+        assert first is not None
+        await q.complete(first)
+        await History().sample({q.queue: q})  # the service's sampler, before any page
+        for _ in range(2):
+            task = await q.pop(worker_id="w")
+            assert task is not None
+            await q.complete(task)
+        window = await served.served_in(q, 0.0)  # the newest snapshot is the sampler's
+        assert window.span is not None
+        assert window.leases == {"late": 2}
+    finally:
+        await q.purge()
+        await q.close()

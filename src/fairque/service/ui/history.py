@@ -25,6 +25,7 @@ from fairque.client.aio import AsyncFairQueue
 from fairque.errors import FairqueError
 from fairque.models import QueueMetrics
 from fairque.service.media import ProblemError
+from fairque.service.ui import served
 from fairque.service.ui.fairness import histogram_quantile
 
 log = logging.getLogger("fairque.service.ui")
@@ -63,10 +64,12 @@ class History:
         kept.append(Snapshot(time.monotonic() if at is None else at, metrics))
 
     async def sample(self, queues: Mapping[str, AsyncFairQueue]) -> None:
-        """One snapshot of every queue (a queue that fails to answer is skipped)."""
+        """One snapshot of every queue, and of what its tenants were served
+        (``served.watch``); a queue that fails to answer is skipped."""
         for name, q in queues.items():
             try:
                 self.add(name, await q.metrics())
+                await served.watch(q)
             except (RedisError, FairqueError) as exc:
                 log.debug("dashboard history: %s: %s", name, exc)
 

@@ -3,8 +3,9 @@
 The scripts count every lease in its user's tenant hash (``TenantService.started``, since
 the user's first lease), and keep each user's backlog (tasks QUEUED, SCHEDULED or
 DEFERRED) beside it. The dashboard keeps, per queue, snapshots of the most recently
-leased users' counters, taken when the tenants page is read (at most one per ``STEP``
-seconds, as far back as the longest window): the leases in a window are the difference
+leased users' counters, taken by its sampler while the service runs (``watch``, every
+15 s) and when the tenants page is read (at most one per ``STEP`` seconds, as far back
+as the longest window): the leases in a window are the difference
 between now and the newest snapshot at least that old (``span``: how old it is). Until
 the dashboard has watched that long, the counts run from each user's first lease
 (``span`` None); the page states which.
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 
 from fairque.client.aio import AsyncFairQueue
 
-__all__ = ["STEP", "USERS", "Served", "served_in"]
+__all__ = ["STEP", "USERS", "Served", "served_in", "watch"]
 
 #: seconds between two snapshots of one queue
 STEP = 5.0
@@ -71,3 +72,13 @@ async def served_in(q: AsyncFairQueue, window: float) -> Served:
         weights={t.user_id: t.weight for t in report.tenants},
         span=span,
     )
+
+
+async def watch(q: AsyncFairQueue) -> None:
+    """Take a snapshot of ``q``'s counters when one is due: the dashboard's sampler calls
+    this, so a window counts from when the service started watching the queue, not from
+    the first read of the tenants page."""
+    snaps = _SNAPSHOTS.get((id(q.client), q.queue))
+    if snaps and time.monotonic() - snaps[-1][0] < STEP:
+        return
+    await served_in(q, 0.0)

@@ -4,7 +4,7 @@ Every tenant is backlogged, of weight 1, and its tasks all cost one unit of work
 Tenants are placed on shards by the client's own hash (``fairque.core.shards.shard_of``).
 Within a shard the ring is exact (start-time fair queuing: the head's start tag moves
 one unit per round of the shard's tenants). Each of ``--workers`` workers leases in turn
-by the client's rule (``fairque.client.sharding``): of the pair (the shard it leased from
+by the client's rule (``fairque.client.shards.spread``): of the pair (the shard it leased from
 last, one other drawn at random) it takes the shard whose ring head stands lower.
 
 Reports, for each (shards, tenants) pair: the tenants per shard (fewest, most), and each

@@ -67,9 +67,10 @@ def _server_kinds() -> tuple[str, ...]:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Deselect tests parametrized with a server kind not selected for this run; under
-    pytest-xdist (``-n``, ``--dist loadgroup``) the fault scenarios, each a fleet of
-    processes, run one after the other on one worker."""
+    """Deselect tests parametrized with a server kind not selected for this run, and
+    ``make_queue``'s sharded queues but on ``SHARDED_KIND`` or where a test is marked
+    ``one_shard``; under pytest-xdist (``-n``, ``--dist loadgroup``) the fault
+    scenarios, each a fleet of processes, run one after the other on one worker."""
     for item in items:
         if item.get_closest_marker("faults") is not None:
             item.add_marker(pytest.mark.xdist_group("faults"))
@@ -82,6 +83,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         marker = item.get_closest_marker("server_kinds")
         allowed = kinds if marker is None else tuple(k for k in kinds if k in marker.args)
         (drop if kind is not None and kind not in allowed else keep).append(item)
+    items[:], keep = keep, []
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        sharded = callspec is not None and callspec.params.get("make_queue") == "sharded"
+        one_shard = item.get_closest_marker("one_shard") is not None
+        on_one_kind = sharded and callspec.params.get("server") != SHARDED_KIND
+        (drop if sharded and (one_shard or on_one_kind) else keep).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
@@ -169,6 +177,12 @@ def loop_thread() -> Iterator[LoopThread]:
     runner.stop()
 
 
+#: the shards of ``make_queue``'s sharded queues, and the one server kind they run on (the
+#: placement is the same code on every kind; tests/shards runs it on all of them)
+SHARDS = 3
+SHARDED_KIND = "valkey"
+
+
 @pytest.fixture(params=["sync", "async"])
 def make_queue(
     request: pytest.FixtureRequest,
@@ -176,7 +190,9 @@ def make_queue(
     loop_thread: LoopThread,
     key_audit: list[ServerInfo],
 ) -> Iterator[Callable[..., FairQueue]]:
-    """Build queues on ``server`` with the sync client or the async one (same suite).
+    """Build queues on ``server`` with the sync client, the async one, or the sync one
+    over ``SHARDS`` shards (the same suite: a test whose promise holds on one shard only
+    says so with ``@pytest.mark.one_shard(why)``).
 
     ``make_queue(queue=None, **options)``: a fresh queue name unless one is given.
     """
@@ -189,6 +205,8 @@ def make_queue(
         q: Any
         if request.param == "sync":
             q = FairQueue.from_url(server.url, name, **options)
+        elif request.param == "sharded":
+            q = FairQueue.from_url(server.url, name, **{"shards": SHARDS, **options})
         else:
             q = BlockingAsyncQueue(loop_thread, server.url, name, **options)
         created.append(q)

@@ -127,6 +127,19 @@ def test_no_module_is_over_500_lines() -> None:
     assert {name: n for name, n in sizes.items() if n > 500} == {}
 
 
+def test_no_object_changes_its_class_at_run_time() -> None:
+    """A client is one class whatever its queue's shards: a resize swaps the placement
+    it routes through (``fairque.client.shards.placement``), never its class."""
+    package = Path(fairque.__file__).parent
+    swaps = [
+        f"{path.relative_to(package)}:{n}"
+        for path in package.rglob("*.py")
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if ".__class__ =" in line
+    ]
+    assert swaps == []
+
+
 #: What the floors above the clients (the command line, the HTTP service, the worker)
 #: may take from the engine: limits, option models and value types. Never a key, a hash
 #: field, a script or an operation: those they reach through the clients' methods. A new

@@ -28,10 +28,7 @@ TWINS: list[tuple[str, str, str]] = [
      "src/fairque/client/inspection.py"),
     ("src/fairque/constraints/api.py", "AsyncConstraintMethods", "src/fairque/constraints/api.py"),
     ("src/fairque/schedules/api.py", "AsyncScheduleMethods", "src/fairque/schedules/api.py"),
-    ("src/fairque/client/sharded_async.py", "AsyncShardedMethods",
-     "src/fairque/client/sharded_sync.py"),
     ("src/fairque/client/aio.py", "AsyncFairQueue", "src/fairque/client/queue.py"),
-    ("src/fairque/client/aio.py", "AsyncShardedFairQueue", "src/fairque/client/queue.py"),
 ]  # fmt: skip
 
 #: the asyncio flavour's names, and the blocking flavour's (whole words)
@@ -40,9 +37,7 @@ RENAMES: dict[str, str] = {
     "AsyncInspectionMethods": "InspectionMethods",
     "AsyncConstraintMethods": "ConstraintMethods",
     "AsyncScheduleMethods": "ScheduleMethods",
-    "AsyncShardedMethods": "ShardedMethods",
-    "AsyncShardWaits": "ShardWaits",
-    "AsyncShardedFairQueue": "ShardedFairQueue",
+    "AsyncWaits": "Waits",
     "AsyncFairQueue": "FairQueue",
     "AsyncQuickSender": "QuickSender",
     "open_async": "open_blocking",

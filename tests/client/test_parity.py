@@ -1,5 +1,5 @@
-"""The sync and async clients expose the same methods with the same signatures: the
-plain pair and the sharded pair, and a sharded client the same methods as a plain one."""
+"""The sync and async clients expose the same methods with the same signatures, and
+both placements (one shard, several) implement the whole seam a client routes through."""
 
 from __future__ import annotations
 
@@ -8,15 +8,11 @@ import inspect
 import pytest
 
 from fairque import AsyncFairQueue, FairQueue
-from fairque.client.aio import AsyncShardedFairQueue
-from fairque.client.queue import ShardedFairQueue
+from fairque.client.shards.one import OnePlace
+from fairque.client.shards.placement import Placement
+from fairque.client.shards.spread import Shards
 
-PAIRS = [
-    (FairQueue, AsyncFairQueue),
-    (ShardedFairQueue, AsyncShardedFairQueue),
-    (ShardedFairQueue, FairQueue),
-    (AsyncShardedFairQueue, AsyncFairQueue),
-]
+PAIRS = [(FairQueue, AsyncFairQueue)]
 
 
 def public_methods(cls: type) -> dict[str, inspect.Signature]:
@@ -43,10 +39,20 @@ def test_same_methods_and_signatures(one: type, two: type) -> None:
 NO_IO = {"from_url", "encode_result", "shard_of"}
 
 
-@pytest.mark.parametrize(("sync", "aio"), PAIRS[:2], ids=lambda c: c.__name__)
+@pytest.mark.parametrize(("sync", "aio"), PAIRS, ids=lambda c: c.__name__)
 def test_async_methods_are_coroutines(sync: type, aio: type) -> None:
     for name in public_methods(aio):
         if name in NO_IO:
             continue
         assert inspect.iscoroutinefunction(getattr(aio, name)), name
     assert not any(inspect.iscoroutinefunction(getattr(sync, n)) for n in public_methods(sync))
+
+
+@pytest.mark.parametrize("placement", [OnePlace, Shards], ids=lambda c: c.__name__)
+def test_each_placement_implements_the_seam_with_its_signatures(placement: type) -> None:
+    assert not inspect.isabstract(placement), placement.__abstractmethods__
+    seam = public_methods(Placement)
+    mine = public_methods(placement)
+    assert set(seam) <= set(mine)
+    for name, signature in seam.items():
+        assert list(signature.parameters) == list(mine[name].parameters), name

@@ -11,6 +11,7 @@ split in shares, a schedule fires in its tenant's shard).
 
 from __future__ import annotations
 
+import inspect
 import threading
 import time
 from collections import Counter
@@ -22,6 +23,7 @@ from helpers.support import MakeQueue, queue_snapshot, unique_queue
 from helpers.worker_handlers import Harness, wait_state
 
 from fairque import (
+    AsyncFairQueue,
     ConfigError,
     Context,
     DependencyNotFound,
@@ -32,9 +34,7 @@ from fairque import (
     TaskState,
     ValidationError,
 )
-from fairque.client.aio import AsyncShardedFairQueue
-from fairque.client.queue import ShardedFairQueue
-from fairque.client.sharding import STATE_TTL
+from fairque.client.shards.spread import STATE_TTL, Shards
 from fairque.core.keys import QueueKeys
 from fairque.core.records import LeaseRequest
 from fairque.core.shards import choose_tags, jump_hash, shard_of
@@ -86,7 +86,7 @@ def test_a_queue_that_holds_tasks_stays_unsharded(make_queue: MakeQueue) -> None
 
 def test_each_tenant_lives_in_its_shard(make_queue: MakeQueue, redis_client: SyncClient) -> None:
     q: Any = make_queue(shards=4)
-    tags = [p.ops.keys.tag for p in q.parts]
+    tags = [p.ops.keys.tag for p in q._place.parts]
     assert tags[0] is None
     assert len(set(tags)) == 4
     for i in range(40):
@@ -164,11 +164,11 @@ def test_a_lease_answers_its_shards_state_and_a_resend_the_same_tasks(
     same tasks, and the state as it is then."""
     q = FairQueue.from_url(server.url, unique_queue(), shards=2)
     try:
-        assert isinstance(q, ShardedFairQueue)
+        assert isinstance(q._place, Shards)
         user = users_on(q, 1, 1)[0]
         for _ in range(3):
             q.enqueue("job", user_id=user)
-        ops = q.parts[1].ops
+        ops = q._place.parts[1].ops
         request = LeaseRequest(1, "w", None, None, None, "req-state")
         _, first = q._run(ops.complete_and_pop([], request, with_state=True))
         _, again = q._run(ops.complete_and_pop([], request, with_state=True))
@@ -336,12 +336,13 @@ def test_every_method_is_shard_aware_or_kept_in_shard_0() -> None:
         # the scheduler's hand-over lives in shard 0 (the last lock a leader releases)
         "scheduler_holder", "wait_for_handover",
     }  # fmt: skip
-    for cls in (ShardedFairQueue, AsyncShardedFairQueue):
+    for cls in (FairQueue, AsyncFairQueue):
         for name in dir(cls):
             if name.startswith("_") or name in shard_0 or name in SHARD_NAMES:
                 continue
-            mixin = cls.__mro__[1]  # the sharded methods, before the plain client's
-            assert name in vars(mixin), f"{cls.__name__}.{name}"
+            source = inspect.getsource(getattr(cls, name))
+            routed = "self._place." in source or "self._purge_all_flow(" in source
+            assert routed, f"{cls.__name__}.{name} names no placement"
 
 
 def test_housekeeping_spans_every_shard(make_queue: MakeQueue) -> None:
@@ -434,7 +435,7 @@ async def test_the_async_client_opens_with_the_servers_count(server: ServerInfo)
     )
     q: Any = await AsyncFairQueue.open(client, name)
     try:
-        assert isinstance(q, AsyncShardedFairQueue)
+        assert isinstance(q._place, Shards)
         assert q.shards == 2
         with pytest.raises(ConfigError, match="has 2 shards, not 5"):
             await AsyncFairQueue.open(client, name, shards=5)
@@ -452,7 +453,7 @@ async def test_a_worker_given_a_plain_client_serves_every_shard(
     name = unique_queue()
     opened: Any = h.queue(name, shards=3)
     plain = AsyncFairQueue(opened.client, name)
-    assert not isinstance(plain, AsyncShardedFairQueue)
+    assert not isinstance(plain._place, Shards)
     reg = Registry()
     reg.register(lambda: "ran", name="job")
     tasks = [
@@ -461,8 +462,9 @@ async def test_a_worker_given_a_plain_client_serves_every_shard(
     worker = h.start(plain, reg)
     for t in tasks:
         await wait_state(opened, t.task_id, TaskState.FINISHED)
-    assert worker.queue is plain  # it turned into a client of every shard, in place
-    assert isinstance(plain, AsyncShardedFairQueue)
+    assert worker.queue is plain  # it serves every shard now, through a new placement
+    assert type(plain) is AsyncFairQueue
+    assert isinstance(plain._place, Shards)
     assert await plain.refresh_layout() == 3
     other = AsyncFairQueue(opened.client, name)
     assert other.shards == 1
@@ -521,7 +523,7 @@ def test_a_shrink_retires_shards_that_workers_drain(make_queue: MakeQueue) -> No
     ids = [q.enqueue("job", user_id=u).task_id for u in last]
     assert q.resize(2) == 3
     assert q.shards == 2
-    assert len(q.parts) == 3  # the retired shard is still served
+    assert len(q._place.parts) == 3  # the retired shard is still served
     moved = [q.enqueue("job", user_id=u).task_id for u in last]
     for task_id in moved:  # new tasks of its tenants go to the remaining shards
         assert q.get(task_id).lease_token is None
@@ -529,7 +531,7 @@ def test_a_shrink_retires_shards_that_workers_drain(make_queue: MakeQueue) -> No
     assert set(seen) == set(ids + moved)
     assert set(seen.values()) == {1}
     assert q.resize(3) == 2  # grows back onto the retired shard's tag
-    assert len(q.parts) == 3
+    assert len(q._place.parts) == 3
 
 
 def test_another_client_follows_a_resize(
@@ -559,7 +561,7 @@ def test_a_resize_is_checked_and_safe_to_resend(
     for bad in (0, 1025, "3", True):
         with pytest.raises(ConfigError, match="shards must be"):
             q.resize(bad)
-    ops = q.parts[0].ops
+    ops = q._place.parts[0].ops
     layout = q.layout
     call = ops.resize(4, len(layout.tags), ["x{1.1", "x{2.2"][:0] or list(layout.tags[:0]))
     with pytest.raises(ValidationError, match="needs their tags"):
@@ -641,14 +643,14 @@ def test_a_shard_that_stood_still_gets_no_credit_for_it(make_queue: MakeQueue) -
         task = q.pop("w")
         time.sleep(0.35)
         assert q.complete(task)
-    floor = q._run(q.parts[0].ops.shard_state()).floor
+    floor = q._run(q._place.parts[0].ops.shard_state()).floor
     assert floor > 1_000_000
     for i in range(5):
         q.enqueue("job", i, user_id=late)
-    assert q._run(q.parts[1].ops.shard_state()).position < floor  # joined at its old floor
+    assert q._run(q._place.parts[1].ops.shard_state()).position < floor  # joined at its old floor
     time.sleep(STATE_TTL)  # the states the last lease read beside it are too old now
     task = q.pop("w")  # weighs both shards: lifts the one that stood still
     assert task.user_id == late  # it has used no worker time yet
-    assert q._run(q.parts[1].ops.shard_state()).floor >= floor
-    again = q._run(q.parts[1].ops.lift_floor(0))  # lower: nothing changes, same answer
+    assert q._run(q._place.parts[1].ops.shard_state()).floor >= floor
+    again = q._run(q._place.parts[1].ops.lift_floor(0))  # lower: nothing changes, same answer
     assert again >= floor

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from fairque.client.shardlayout import layout_flow, resize_flow
+from fairque.client.shards.layout import layout_flow, resize_flow
 from fairque.models import Fairness, QueueMetrics, QueueStats, TenantReport, WorkerInfo
 
 if TYPE_CHECKING:
     from fairque.client.base import Flow
+    from fairque.client.shards.placement import Placement
     from fairque.core.ops import Operations
     from fairque.core.ops.shards import Layout
     from fairque.core.records import Call
@@ -26,6 +27,7 @@ class AdminMethods:
     """Administration on the blocking client."""
 
     ops: Operations
+    _place: Placement
 
     if TYPE_CHECKING:
 
@@ -33,7 +35,7 @@ class AdminMethods:
 
         def _drive(self, flow: Flow[T]) -> T: ...
 
-        def _purge_flow(self, batch: int) -> Flow[int]: ...
+        def _purge_all_flow(self, batch: int) -> Flow[int]: ...
 
         def _list(self) -> None: ...
 
@@ -53,7 +55,7 @@ class AdminMethods:
         (up to 500), as a lease call does. Workers call this periodically; returns how
         many entries were removed.
         """
-        return self._run(self.ops.maintain(batch))
+        return self._drive(self._place.sum(lambda p: p.ops.maintain(batch)))
 
     def place(self) -> int:
         """Place the tasks pushed one at a time now, up to 500.
@@ -64,11 +66,12 @@ class AdminMethods:
         that need it (``list_tasks``, ``user_loads``, ``wait_place``...) place the whole
         intake themselves. Returns how many tasks were placed.
         """
-        return self._run(self.ops.place())[0]
+        placed = self._drive(self._place.each(lambda p: p.ops.place()))
+        return sum(n for n, _ in placed)
 
     def purge(self, batch: int = 1000) -> int:
         """Delete every task and all state of this queue; returns the tasks deleted."""
-        return self._drive(self._purge_flow(batch))
+        return self._drive(self._purge_all_flow(batch))
 
     def register_worker(self, info: WorkerInfo, ttl_seconds: float) -> int:
         """Register or refresh a worker; forgets workers silent for ``ttl_seconds``."""
@@ -106,7 +109,8 @@ class AdminMethods:
         Raises:
             ValidationError: a limit is out of range or not an integer.
         """
-        self._run(self.ops.set_user_limits(user_id, weight, max_in_flight, max_queued))
+        ops = self._place.for_user(user_id).ops
+        self._run(ops.set_user_limits(user_id, weight, max_in_flight, max_queued))
 
     def set_fairness(self, mode: Fairness) -> Fairness:
         """Make the queue fair by worker time (``"time"``) or by turns (``"count"``).
@@ -118,7 +122,8 @@ class AdminMethods:
         Raises:
             ValidationError: ``mode`` is neither ``"time"`` nor ``"count"``.
         """
-        return self._run(self.ops.set_fairness(mode))
+        was = self._drive(self._place.each(lambda p: p.ops.set_fairness(mode)))
+        return was[0]
 
     def fairness(self) -> Fairness:
         """What the queue is fair by: ``"time"`` (the default) or ``"count"``."""
@@ -127,11 +132,11 @@ class AdminMethods:
     def tenants(self, limit: int = 20) -> TenantReport:
         """What the ``limit`` most recently leased users were served (leases, outcomes,
         worker time, wait histogram), the rest summed, and the queue's worker time."""
-        return self._run(self.ops.tenants(limit))
+        return self._drive(self._place.tenants(limit))
 
     def stats(self, user_limit: int = 100) -> QueueStats:
         """Counts per state, counters and the load of up to ``user_limit`` ready users."""
-        return self._run(self.ops.stats(user_limit))
+        return self._drive(self._place.stats(user_limit))
 
     def metrics(self) -> QueueMetrics:
         """Counters and wait/run-time histograms, kept by the scripts in each transition.
@@ -139,7 +144,7 @@ class AdminMethods:
         One read of one hash; see ``QueueMetrics`` for what each figure counts and
         ``HISTOGRAM_BOUNDS_SECONDS`` for the buckets.
         """
-        return self._run(self.ops.metrics())
+        return self._drive(self._place.metrics())
 
     def xcom_push(self, key: str, value: Any, ttl: float = 86_400) -> None:
         """Share ``value`` under ``key`` for ``ttl`` seconds (tasks of a workflow)."""
@@ -178,6 +183,7 @@ class AsyncAdminMethods:
     """Administration on the asyncio client."""
 
     ops: Operations
+    _place: Placement
 
     if TYPE_CHECKING:
 
@@ -185,7 +191,7 @@ class AsyncAdminMethods:
 
         async def _drive(self, flow: Flow[T]) -> T: ...
 
-        def _purge_flow(self, batch: int) -> Flow[int]: ...
+        def _purge_all_flow(self, batch: int) -> Flow[int]: ...
 
         async def _list(self) -> None: ...
 
@@ -205,7 +211,7 @@ class AsyncAdminMethods:
         (up to 500), as a lease call does. Workers call this periodically; returns how
         many entries were removed.
         """
-        return await self._run(self.ops.maintain(batch))
+        return await self._drive(self._place.sum(lambda p: p.ops.maintain(batch)))
 
     async def place(self) -> int:
         """Place the tasks pushed one at a time now, up to 500.
@@ -216,11 +222,12 @@ class AsyncAdminMethods:
         that need it (``list_tasks``, ``user_loads``, ``wait_place``...) place the whole
         intake themselves. Returns how many tasks were placed.
         """
-        return (await self._run(self.ops.place()))[0]
+        placed = await self._drive(self._place.each(lambda p: p.ops.place()))
+        return sum(n for n, _ in placed)
 
     async def purge(self, batch: int = 1000) -> int:
         """Delete every task and all state of this queue; returns the tasks deleted."""
-        return await self._drive(self._purge_flow(batch))
+        return await self._drive(self._purge_all_flow(batch))
 
     async def register_worker(self, info: WorkerInfo, ttl_seconds: float) -> int:
         """Register or refresh a worker; forgets workers silent for ``ttl_seconds``."""
@@ -258,7 +265,8 @@ class AsyncAdminMethods:
         Raises:
             ValidationError: a limit is out of range or not an integer.
         """
-        await self._run(self.ops.set_user_limits(user_id, weight, max_in_flight, max_queued))
+        ops = self._place.for_user(user_id).ops
+        await self._run(ops.set_user_limits(user_id, weight, max_in_flight, max_queued))
 
     async def set_fairness(self, mode: Fairness) -> Fairness:
         """Make the queue fair by worker time (``"time"``) or by turns (``"count"``).
@@ -270,7 +278,8 @@ class AsyncAdminMethods:
         Raises:
             ValidationError: ``mode`` is neither ``"time"`` nor ``"count"``.
         """
-        return await self._run(self.ops.set_fairness(mode))
+        was = await self._drive(self._place.each(lambda p: p.ops.set_fairness(mode)))
+        return was[0]
 
     async def fairness(self) -> Fairness:
         """What the queue is fair by: ``"time"`` (the default) or ``"count"``."""
@@ -279,11 +288,11 @@ class AsyncAdminMethods:
     async def tenants(self, limit: int = 20) -> TenantReport:
         """What the ``limit`` most recently leased users were served (leases, outcomes,
         worker time, wait histogram), the rest summed, and the queue's worker time."""
-        return await self._run(self.ops.tenants(limit))
+        return await self._drive(self._place.tenants(limit))
 
     async def stats(self, user_limit: int = 100) -> QueueStats:
         """Counts per state, counters and the load of up to ``user_limit`` ready users."""
-        return await self._run(self.ops.stats(user_limit))
+        return await self._drive(self._place.stats(user_limit))
 
     async def metrics(self) -> QueueMetrics:
         """Counters and wait/run-time histograms, kept by the scripts in each transition.
@@ -291,7 +300,7 @@ class AsyncAdminMethods:
         One read of one hash; see ``QueueMetrics`` for what each figure counts and
         ``HISTOGRAM_BOUNDS_SECONDS`` for the buckets.
         """
-        return await self._run(self.ops.metrics())
+        return await self._drive(self._place.metrics())
 
     async def xcom_push(self, key: str, value: Any, ttl: float = 86_400) -> None:
         """Share ``value`` under ``key`` for ``ttl`` seconds (tasks of a workflow)."""

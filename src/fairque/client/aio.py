@@ -17,14 +17,14 @@ import redis.asyncio as aredis
 from redis.exceptions import NoScriptError, ResponseError
 
 from fairque.client.admin import AsyncAdminMethods
-from fairque.client.base import Flow, QueueBase, connect, replayable_tasks, run_flow_async
+from fairque.client.base import Flow, connect, replayable_tasks, run_flow_async
 from fairque.client.inspection import AsyncInspectionMethods
 from fairque.client.quicksend import FAILED, AsyncQuickSender
-from fairque.client.sharded_async import AsyncShardedMethods
-from fairque.client.shardlayout import layout_flow, probe_layout
+from fairque.client.shards.layout import layout_flow, probe_layout
+from fairque.client.waits import AsyncWaits
 from fairque.common.urls import url_errors
 from fairque.constraints.api import AsyncConstraintMethods
-from fairque.core.records import Call, Leased, LeaseRequest, Pushed
+from fairque.core.records import Call, LeaseRequest, Pushed
 from fairque.errors import StaleConstraints
 from fairque.models import (
     Priority,
@@ -43,7 +43,7 @@ class AsyncFairQueue(
     AsyncConstraintMethods,
     AsyncScheduleMethods,
     AsyncInspectionMethods,
-    QueueBase,
+    AsyncWaits,
 ):
     """A fair, multi-tenant task queue on one Redis-compatible server or cluster: the
     asyncio client.
@@ -64,7 +64,7 @@ class AsyncFairQueue(
         self, client: aredis.Redis | aredis.RedisCluster, queue: str = "default", **options: Any
     ) -> None:
         super().__init__(client, queue, **options)
-        self.client = client
+        self.client: aredis.Redis | aredis.RedisCluster = client
         self._quick = AsyncQuickSender.for_client(client)
 
     @classmethod
@@ -86,14 +86,14 @@ class AsyncFairQueue(
         shards: int | None = None, **options: Any,
     ) -> AsyncFairQueue:  # fmt: skip
         """Open ``queue`` with the shards the server holds, or create it with ``shards``
-        (1..1024) when it is new; a ``ShardedFairQueue`` when it has more than one.
+        (1..1024) when it is new.
 
         Raises:
             ConfigError: ``shards`` is out of range or differs from the server's count.
         """
-        plain = cls(client, queue, **options)
-        layout = await plain._drive(layout_flow(plain, shards))
-        return AsyncShardedFairQueue(client, queue, layout, **options) if layout.tags else plain
+        opened = cls(client, queue, **options)
+        opened._adopt_layout(await opened._drive(layout_flow(opened, shards)))
+        return opened
 
     async def _run(self, call: Call[T]) -> T:
         try:
@@ -150,10 +150,6 @@ class AsyncFairQueue(
         """Run one of the control flows ``QueueBase`` writes once for both clients."""
         return await run_flow_async(flow, self._run, self._send_pipeline)
 
-    async def _settle(self, leased: Leased) -> Leased:
-        """Fail, on their own, the leased tasks that could not be decoded."""
-        return await self._drive(self._settle_flow(leased)) if leased.undecodable else leased
-
     async def push(self, task: Task) -> Task:
         """Push one task; returns it with ``task_id``, ``state`` and ``created_at`` filled.
 
@@ -163,10 +159,11 @@ class AsyncFairQueue(
         Raises:
             ValidationError: the payload does not serialize or is too large.
         """
+        part = self._place.for_user(task.user_id)
         try:  # the common case, without the flow's machinery
-            return await self._run_push(self.ops.push(task))
+            return await self._run_push(part.ops.push(task))
         except StaleConstraints:
-            return await self._drive(self._repush_flow(lambda: self.ops.push(task)))
+            return await self._drive(part._repush_flow(lambda: part.ops.push(task)))
 
     async def push_many(
         self, tasks: Iterable[Task], *, delays: Sequence[float | None] | None = None
@@ -182,8 +179,7 @@ class AsyncFairQueue(
             them) is False when task i's id already existed (nothing was written for
             it). A resend of this same call after a lost reply answers as it did.
         """
-        batch = replayable_tasks(tasks)
-        flow = self._push_flow(lambda: self.ops.push_many(batch, delays))
+        flow = self._place.push_many(replayable_tasks(tasks), delays)
         return await run_flow_async(flow, self._run_push, self._send_pipeline)
 
     async def enqueue(
@@ -196,8 +192,10 @@ class AsyncFairQueue(
     ) -> Task:  # fmt: skip
         """Build and push a task in one call (``delay`` in seconds or a timedelta)."""
 
+        part = self._place.for_user(user_id)
+
         def call() -> Call[Task]:
-            return self.ops.enqueue(
+            return part.ops.enqueue(
                 name, payload, user_id=user_id, priority=priority, delay=delay,
                 execute_after=execute_after, depends_on=depends_on, task_id=task_id,
                 max_retries=max_retries, timeout=timeout, keep_result=keep_result,
@@ -207,7 +205,7 @@ class AsyncFairQueue(
         try:  # the common case, without the flow's machinery
             return await self._run_push(call())
         except StaleConstraints:
-            return await self._drive(self._repush_flow(call))
+            return await self._drive(part._repush_flow(call))
 
     async def pop(
         self, worker_id: str = "", lease_seconds: float | None = None, *,
@@ -218,7 +216,7 @@ class AsyncFairQueue(
         request = LeaseRequest(
             1, worker_id, lease_seconds, assigned_users, steal_targets, None, names
         )
-        tasks = await self._settle(await self._run(self.ops.pop(request)))
+        _, tasks = await self._drive(self._place.lease(request))
         return tasks[0] if tasks else None
 
     async def pop_batch(
@@ -238,11 +236,12 @@ class AsyncFairQueue(
         request = LeaseRequest(
             count, worker_id, lease_seconds, assigned_users, steal_targets, request_id, names
         )
-        return await self._settle(await self._run(self.ops.pop(request)))
+        return (await self._drive(self._place.lease(request)))[1]
 
     async def complete(self, task: Task, result: Any = None) -> bool:
         """Finish a leased task; False when its lease was lost (nothing changes then)."""
-        return await self._run(self.ops.complete(task, result))
+        part, task = self._place.for_task(task)
+        return await self._run(part.ops.complete(task, result))
 
     async def complete_and_pop(
         self, done: Sequence[tuple[Task, Any]], count: int = 1, worker_id: str = "",
@@ -264,8 +263,8 @@ class AsyncFairQueue(
         request = LeaseRequest(
             count, worker_id, lease_seconds, assigned_users, steal_targets, request_id, names
         )
-        acks, leased = await self._run(self.ops.complete_and_pop(done, request))
-        return acks, await self._settle(leased)
+        acks, leased = await self._drive(self._place.lease(request, done))
+        return acks, leased
 
     async def fail(
         self, task: Task, error: str | BaseException = "", retry: bool = True,
@@ -291,7 +290,8 @@ class AsyncFairQueue(
         Raises:
             LeaseLost: the task's lease expired or was taken over.
         """
-        call = self.ops.fail(task, error, retry, delay, max_retries, traceback, reason, details)
+        part, task = self._place.for_task(task)
+        call = part.ops.fail(task, error, retry, delay, max_retries, traceback, reason, details)
         return await self._run(call)
 
     async def extend(self, task: Task, seconds: float | None = None) -> datetime:
@@ -302,7 +302,8 @@ class AsyncFairQueue(
                 ``LeaseLost``): stop working on it.
             LeaseLost: the task's lease expired or was taken over.
         """
-        return await self._run(self.ops.extend(task, seconds))
+        part, task = self._place.for_task(task)
+        return await self._run(part.ops.extend(task, seconds))
 
     async def extend_many(self, tasks: Sequence[Task], seconds: float | None = None) -> list[bool]:
         """Extend several leases in one round trip (a worker's heartbeat).
@@ -312,7 +313,7 @@ class AsyncFairQueue(
         """
         if not tasks:
             return []
-        return await self._run(self.ops.extend_many(tasks, seconds))
+        return await self._drive(self._place.extend_many(tasks, seconds))
 
     async def requeue(self, task: Task, delay: float = 0) -> TaskState:
         """Give a leased task back without counting a failure (QUEUED or SCHEDULED).
@@ -320,11 +321,12 @@ class AsyncFairQueue(
         Raises:
             LeaseLost: the task's lease expired or was taken over.
         """
-        return await self._run(self.ops.requeue(task, delay))
+        part, task = self._place.for_task(task)
+        return await self._run(part.ops.requeue(task, delay))
 
     async def reclaim(self, limit: int = 1000) -> int:
         """Reclaim up to ``limit`` expired leases now; returns how many."""
-        return await self._run(self.ops.reclaim(limit))
+        return await self._drive(self._place.sum(lambda p: p.ops.reclaim(limit)))
 
     async def cancel(self, task_id: str) -> bool:
         """Cancel a task that has not ended; False when it had already ended.
@@ -332,11 +334,11 @@ class AsyncFairQueue(
         Raises:
             TaskNotFound: no such task.
         """
-        return await self._run(self.ops.cancel(task_id))
+        return await self._drive(self._place.by_id(task_id, lambda p: p.ops.cancel(task_id)))
 
     async def get(self, task_id: str) -> Task | None:
         """The task with this id, or None when it does not exist (or expired)."""
-        return await self._run(self.ops.get(task_id))
+        return await self._drive(self._place.get(task_id))
 
     async def retry(self, task_id: str) -> TaskState:
         """Re-queue a FAILED or CANCELED task with a fresh retry budget.
@@ -345,7 +347,7 @@ class AsyncFairQueue(
             TaskNotFound: no such task.
             InvalidTransition: the task is not FAILED or CANCELED.
         """
-        return await self._run(self.ops.retry(task_id))
+        return await self._drive(self._place.by_id(task_id, lambda p: p.ops.retry(task_id)))
 
     async def result(self, task_id: str, timeout: float = 0, *, consume: bool = False) -> Any:
         """The result of a task, waiting up to ``timeout`` seconds for it to end.
@@ -368,7 +370,7 @@ class AsyncFairQueue(
             TaskCanceled: the task was CANCELED.
             ResultTimeout: the task had not ended within ``timeout``.
         """
-        return await self._drive(self._result_flow(task_id, timeout, consume))
+        return await self._drive(self._place.result(task_id, timeout, consume))
 
     async def list_tasks(
         self, state: TaskState | str | None = None, user_id: str | None = None,
@@ -394,7 +396,7 @@ class AsyncFairQueue(
         Raises:
             ValidationError: no state, user or name given; a bad limit or cursor.
         """
-        return await self._drive(self._list_tasks_flow(state, user_id, name, limit, cursor))
+        return await self._drive(self._place.list_tasks(state, user_id, name, limit, cursor))
 
     async def outcome(
         self, task_id: str, timeout: float = 0, *, consume: bool = False
@@ -415,7 +417,7 @@ class AsyncFairQueue(
             only its ``state``; None when no such task exists, it expired, or its
             outcome was consumed.
         """
-        return await self._drive(self._outcome_flow(task_id, timeout, consume))
+        return await self._drive(self._place.outcome(task_id, timeout, consume))
 
     async def cleanup_dependencies(self, batch: int = 500, *, passes: int | None = None) -> int:
         """Cancel DEFERRED tasks whose upstream expired before finishing; returns how many.
@@ -423,15 +425,15 @@ class AsyncFairQueue(
         Walks the DEFERRED registry ``batch`` tasks per call until it wraps around, or
         for at most ``passes`` calls, resuming where this client's last call stopped.
         """
-        return await self._drive(self._cleanup_dependencies_flow(batch, passes))
+        return await self._drive(self._place.cleanup(batch, passes))
 
     async def next_wakeup(self) -> float | None:
         """Seconds until a scheduled task is due or a lease expires; None if neither."""
-        return await self._run(self.ops.next_wakeup())
+        return await self._drive(self._place.next_wakeup())
 
     async def wait_for_work(self, timeout: float) -> bool:
         """Block until a push signals ready work (True) or ``timeout`` seconds pass."""
-        return await self._run(self.ops.wait_for_work(self._bounded(timeout)))
+        return await self._wait_any(self._place.waits(schedules=False), timeout)
 
     async def wait_and_pop(
         self, timeout: float, count: int = 1, worker_id: str = "",
@@ -452,7 +454,11 @@ class AsyncFairQueue(
         request = LeaseRequest(
             count, worker_id, lease_seconds, assigned_users, steal_targets, request_id, names
         )
-        return await self._drive(self._wait_and_pop_flow(timeout, request))
+        flow = self._place.wait_and_lease(timeout, request)
+        if flow is not None:
+            return await self._drive(flow)
+        await self.wait_for_work(timeout)  # one wait cannot carry a lease over shards
+        return (await self._drive(self._place.lease(request)))[1]
 
     async def wake(self, n: int = 1) -> int:
         """Wake up to ``n`` idle workers (1..64); returns the tokens now waiting."""
@@ -474,10 +480,6 @@ class AsyncFairQueue(
         await self.close()
 
 
-class AsyncShardedFairQueue(AsyncShardedMethods, AsyncFairQueue):
-    """An ``AsyncFairQueue`` over the shards of a sharded queue (docs/howto/shards.md)."""
-
-
 def open_async(
     cls: type[AsyncFairQueue], url: str, client: aredis.Redis | aredis.RedisCluster,
     queue: str, shards: int | None, options: dict[str, Any],
@@ -488,6 +490,7 @@ def open_async(
     cluster = isinstance(client, aredis.RedisCluster)
     with url_errors(url):
         layout = probe_layout(url, cluster, queue, shards, options)
-    if layout is not None and layout.tags:
-        return AsyncShardedFairQueue(client, queue, layout, **options)
-    return cls(client, queue, **options)
+    opened = cls(client, queue, **options)
+    if layout is not None:
+        opened._adopt_layout(layout)
+    return opened

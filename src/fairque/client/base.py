@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Awaitable, Callable, Generator, Iterable, Iterator, Sequence
-from typing import Any, ClassVar, NoReturn, TypeAlias, TypeVar
+from typing import Any, NoReturn, TypeAlias, TypeVar
 
 import redis
 from redis.exceptions import NoScriptError, ResponseError
@@ -24,7 +24,6 @@ from redis.exceptions import NoScriptError, ResponseError
 from fairque.common.urls import check_url, url_errors
 from fairque.core.checks import check_int, check_timeout, check_wait
 from fairque.core.ops import Operations
-from fairque.core.ops.shards import Layout
 from fairque.core.options import QueueOptions
 from fairque.core.records import Call, EncodedResult, Leased, LeaseRequest, request_id
 from fairque.errors import (
@@ -213,11 +212,6 @@ class QueueBase:
     """State and control flow common to ``FairQueue`` and ``AsyncFairQueue``; they
     only add I/O."""
 
-    #: the client class that serves every shard of a sharded queue, set by that class
-    #: (``ShardedFlows.__init_subclass__``): a client turns into it when a resize elsewhere
-    #: gives its queue more shards
-    _sharded_class: ClassVar[type[QueueBase] | None] = None
-
     def __init__(self, client: Any, queue: str, *, _tag: str | None = None, **options: Any) -> None:
         self.ops = Operations(queue, QueueOptions.build(**options), _tag)
         self._block_limit = blocking_limit(client)
@@ -225,27 +219,11 @@ class QueueBase:
         self._cleanup_offset = 0
         #: when this client names its queue in the server's registry again (monotonic)
         self._list_at = 0.0
-        #: when this client reads the queue's shard layout again (a resize elsewhere)
-        self._layout_at = time.monotonic() + LAYOUT_EVERY
 
     @property
     def queue(self) -> str:
         """The queue name."""
         return self.ops.queue
-
-    @property
-    def shards(self) -> int:
-        """How many shards the queue places tenants on (1: not sharded)."""
-        return 1
-
-    def shard_of(self, user_id: str) -> int:
-        """The shard ``user_id``'s new tasks go to (0: not sharded)."""
-        return 0
-
-    @property
-    def layout(self) -> Layout:
-        """The shards as this client knows them: the count placed on, every other tag."""
-        return Layout(1, ())
 
     @property
     def options(self) -> QueueOptions:
@@ -294,35 +272,6 @@ class QueueBase:
             return None
         self._list_at = now + LIST_EVERY
         return self.ops.list_queue()
-
-    def _upkeep_due(self) -> bool:
-        """Whether ``_upkeep_flow`` has anything to do (checked before each push)."""
-        now = time.monotonic()
-        return now >= self._list_at or now >= self._layout_at
-
-    def _upkeep_flow(self) -> Flow[None]:
-        """What a client does now and then beside its calls: name the queue in the
-        registry (``LIST_EVERY``), and read the queue's shard layout (``LAYOUT_EVERY``),
-        so a resize made elsewhere reaches this client: a client of one shard becomes a
-        client of all of them."""
-        yield from self._registry_flow(self._listing_due())
-        now = time.monotonic()
-        if now < self._layout_at:
-            return
-        self._layout_at = now + LAYOUT_EVERY
-        self._adopt_layout((yield self.ops.create_shards(())))
-
-    def _adopt_layout(self, layout: Layout) -> None:
-        """Serve the shards of ``layout``: a plain client of a queue that now has more
-        than one turns into its sharded twin (``_sharded_class``), in place."""
-        if layout.count == 1 and not layout.tags:
-            return
-        twin = self._sharded_class
-        if twin is None:  # pragma: no cover - every client class has a twin
-            return
-        client = getattr(self, "client", None)
-        self.__class__ = twin
-        self._init_shards(client, layout, self.options.model_dump())  # type: ignore[attr-defined]
 
     def _registry_flow(self, call: Call[int] | None) -> Flow[None]:
         """Send a registry write (``call``; None: nothing is due). A refusal by an ACL

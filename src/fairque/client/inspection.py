@@ -23,6 +23,7 @@ from fairque.models import (
 
 if TYPE_CHECKING:
     from fairque.client.base import Flow
+    from fairque.client.shards.placement import Placement
     from fairque.core.ops import Operations
     from fairque.core.records import Call
 
@@ -165,6 +166,8 @@ class InspectionFlows:
 class InspectionMethods(InspectionFlows):
     """The reads on the blocking client."""
 
+    _place: Placement
+
     if TYPE_CHECKING:
 
         def _run(self, call: Call[T]) -> T: ...
@@ -188,47 +191,49 @@ class InspectionMethods(InspectionFlows):
     def recent_starts(self, sample: int = SAMPLE) -> list[StartedTask]:
         """The tasks started most recently, newest first: the ``sample`` newest FINISHED
         entries and a quarter as many FAILED and running ones, with their times."""
-        return self._drive(self._recent_starts_flow(sample))
+        return self._drive(self._place.recent_starts(sample))
 
     def ring_users(self, limit: int = USERS, offset: int = 0) -> tuple[list[str], int]:
         """Up to ``limit`` users of the ring from rank ``offset`` (served next first),
         and the ring's size."""
-        return self._drive(self._ring_users_flow(limit, offset))
+        return self._drive(self._place.ring_users(limit, offset))
 
     def capped_users(self, limit: int = USERS) -> list[str]:
         """Up to ``limit`` users with ready work held out of the ring by their cap."""
-        users: list[str] = self._run(self.ops.capped_sample(limit))
+        users: list[str] = self._drive(self._place.capped_users(limit))
         return sorted(users)
 
     def backlogs(self, users: Sequence[str]) -> dict[str, tuple[int, int]]:
         """Critical and normal lane lengths of ``users``."""
-        return self._drive(self._backlogs_flow(users))
+        return self._drive(self._place.backlogs(users))
 
     def user_loads(self, users: Iterable[str]) -> list[UserLoad]:
         """Each user's load now: lanes, leases in flight, weight, cap, place in the
         ring, and its oldest waiting task among the heads of its lanes."""
-        return self._drive(self._user_loads_flow(users))
+        return self._drive(self._place.user_loads(users))
 
     def user_weights(self, users: Sequence[str]) -> list[int]:
         """The weights of ``users`` (1 when unset)."""
-        return self._drive(self._user_weights_flow(users))
+        return self._drive(self._place.user_weights(users))
 
     def oldest_queued_ms(self) -> int | None:
         """Push time (ms) of the task QUEUED longest, or None."""
-        return self._drive(self._oldest_queued_flow())
+        return self._drive(self._place.oldest_queued())
 
     def task_links(self, task_id: str) -> tuple[list[str], list[str]]:
         """The tasks ``task_id`` blocks, and the upstreams it still waits for."""
-        return self._drive(self._task_links_flow(task_id))
+        return self._drive(self._place.task_links(task_id))
 
     def wait_place(self, task: Task) -> WaitPlace:
         """Where a QUEUED task waits: tasks ahead of it, its user's place in the ring,
         the constraint buckets it counts in."""
-        return self._drive(self._wait_place_flow(task))
+        return self._drive(self._place.wait_place(task))
 
 
 class AsyncInspectionMethods(InspectionFlows):
     """The reads on the asyncio client."""
+
+    _place: Placement
 
     if TYPE_CHECKING:
 
@@ -253,40 +258,40 @@ class AsyncInspectionMethods(InspectionFlows):
     async def recent_starts(self, sample: int = SAMPLE) -> list[StartedTask]:
         """The tasks started most recently, newest first: the ``sample`` newest FINISHED
         entries and a quarter as many FAILED and running ones, with their times."""
-        return await self._drive(self._recent_starts_flow(sample))
+        return await self._drive(self._place.recent_starts(sample))
 
     async def ring_users(self, limit: int = USERS, offset: int = 0) -> tuple[list[str], int]:
         """Up to ``limit`` users of the ring from rank ``offset`` (served next first),
         and the ring's size."""
-        return await self._drive(self._ring_users_flow(limit, offset))
+        return await self._drive(self._place.ring_users(limit, offset))
 
     async def capped_users(self, limit: int = USERS) -> list[str]:
         """Up to ``limit`` users with ready work held out of the ring by their cap."""
-        users: list[str] = await self._run(self.ops.capped_sample(limit))
+        users: list[str] = await self._drive(self._place.capped_users(limit))
         return sorted(users)
 
     async def backlogs(self, users: Sequence[str]) -> dict[str, tuple[int, int]]:
         """Critical and normal lane lengths of ``users``."""
-        return await self._drive(self._backlogs_flow(users))
+        return await self._drive(self._place.backlogs(users))
 
     async def user_loads(self, users: Iterable[str]) -> list[UserLoad]:
         """Each user's load now: lanes, leases in flight, weight, cap, place in the
         ring, and its oldest waiting task among the heads of its lanes."""
-        return await self._drive(self._user_loads_flow(users))
+        return await self._drive(self._place.user_loads(users))
 
     async def user_weights(self, users: Sequence[str]) -> list[int]:
         """The weights of ``users`` (1 when unset)."""
-        return await self._drive(self._user_weights_flow(users))
+        return await self._drive(self._place.user_weights(users))
 
     async def oldest_queued_ms(self) -> int | None:
         """Push time (ms) of the task QUEUED longest, or None."""
-        return await self._drive(self._oldest_queued_flow())
+        return await self._drive(self._place.oldest_queued())
 
     async def task_links(self, task_id: str) -> tuple[list[str], list[str]]:
         """The tasks ``task_id`` blocks, and the upstreams it still waits for."""
-        return await self._drive(self._task_links_flow(task_id))
+        return await self._drive(self._place.task_links(task_id))
 
     async def wait_place(self, task: Task) -> WaitPlace:
         """Where a QUEUED task waits: tasks ahead of it, its user's place in the ring,
         the constraint buckets it counts in."""
-        return await self._drive(self._wait_place_flow(task))
+        return await self._drive(self._place.wait_place(task))

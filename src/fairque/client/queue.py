@@ -13,14 +13,14 @@ import redis
 from redis.exceptions import NoScriptError, ResponseError
 
 from fairque.client.admin import AdminMethods
-from fairque.client.base import Flow, QueueBase, connect, replayable_tasks, run_flow
+from fairque.client.base import Flow, connect, replayable_tasks, run_flow
 from fairque.client.inspection import InspectionMethods
 from fairque.client.quicksend import FAILED, QuickSender
-from fairque.client.sharded_sync import ShardedMethods
-from fairque.client.shardlayout import layout_flow
+from fairque.client.shards.layout import layout_flow
+from fairque.client.waits import Waits
 from fairque.common.urls import url_errors
 from fairque.constraints.api import ConstraintMethods
-from fairque.core.records import Call, Leased, LeaseRequest, Pushed
+from fairque.core.records import Call, LeaseRequest, Pushed
 from fairque.errors import StaleConstraints
 from fairque.models import Priority, Task, TaskOutcome, TaskPage, TaskState
 from fairque.schedules.api import ScheduleMethods
@@ -34,7 +34,7 @@ class FairQueue(
     ConstraintMethods,
     ScheduleMethods,
     InspectionMethods,
-    QueueBase,
+    Waits,
 ):
     """A fair, multi-tenant task queue on one Redis-compatible server or cluster: the
     blocking client.
@@ -55,7 +55,7 @@ class FairQueue(
         self, client: redis.Redis | redis.RedisCluster, queue: str = "default", **options: Any
     ) -> None:
         super().__init__(client, queue, **options)
-        self.client = client
+        self.client: redis.Redis | redis.RedisCluster = client
         self._quick = QuickSender.for_client(client)
 
     @classmethod
@@ -77,14 +77,14 @@ class FairQueue(
         shards: int | None = None, **options: Any,
     ) -> FairQueue:  # fmt: skip
         """Open ``queue`` with the shards the server holds, or create it with ``shards``
-        (1..1024) when it is new; a ``ShardedFairQueue`` when it has more than one.
+        (1..1024) when it is new.
 
         Raises:
             ConfigError: ``shards`` is out of range or differs from the server's count.
         """
-        plain = cls(client, queue, **options)
-        layout = plain._drive(layout_flow(plain, shards))
-        return ShardedFairQueue(client, queue, layout, **options) if layout.tags else plain
+        opened = cls(client, queue, **options)
+        opened._adopt_layout(opened._drive(layout_flow(opened, shards)))
+        return opened
 
     def _run(self, call: Call[T]) -> T:
         try:
@@ -141,10 +141,6 @@ class FairQueue(
         """Run one of the control flows ``QueueBase`` writes once for both clients."""
         return run_flow(flow, self._run, self._send_pipeline)
 
-    def _settle(self, leased: Leased) -> Leased:
-        """Fail, on their own, the leased tasks that could not be decoded."""
-        return self._drive(self._settle_flow(leased)) if leased.undecodable else leased
-
     def push(self, task: Task) -> Task:
         """Push one task; returns it with ``task_id``, ``state`` and ``created_at`` filled.
 
@@ -154,10 +150,11 @@ class FairQueue(
         Raises:
             ValidationError: the payload does not serialize or is too large.
         """
+        part = self._place.for_user(task.user_id)
         try:  # the common case, without the flow's machinery
-            return self._run_push(self.ops.push(task))
+            return self._run_push(part.ops.push(task))
         except StaleConstraints:
-            return self._drive(self._repush_flow(lambda: self.ops.push(task)))
+            return self._drive(part._repush_flow(lambda: part.ops.push(task)))
 
     def push_many(
         self, tasks: Iterable[Task], *, delays: Sequence[float | None] | None = None
@@ -173,8 +170,7 @@ class FairQueue(
             them) is False when task i's id already existed (nothing was written for
             it). A resend of this same call after a lost reply answers as it did.
         """
-        batch = replayable_tasks(tasks)
-        flow = self._push_flow(lambda: self.ops.push_many(batch, delays))
+        flow = self._place.push_many(replayable_tasks(tasks), delays)
         return run_flow(flow, self._run_push, self._send_pipeline)
 
     def enqueue(
@@ -187,8 +183,10 @@ class FairQueue(
     ) -> Task:  # fmt: skip
         """Build and push a task in one call (``delay`` in seconds or a timedelta)."""
 
+        part = self._place.for_user(user_id)
+
         def call() -> Call[Task]:
-            return self.ops.enqueue(
+            return part.ops.enqueue(
                 name, payload, user_id=user_id, priority=priority, delay=delay,
                 execute_after=execute_after, depends_on=depends_on, task_id=task_id,
                 max_retries=max_retries, timeout=timeout, keep_result=keep_result,
@@ -198,7 +196,7 @@ class FairQueue(
         try:  # the common case, without the flow's machinery
             return self._run_push(call())
         except StaleConstraints:
-            return self._drive(self._repush_flow(call))
+            return self._drive(part._repush_flow(call))
 
     def pop(
         self, worker_id: str = "", lease_seconds: float | None = None, *,
@@ -209,7 +207,7 @@ class FairQueue(
         request = LeaseRequest(
             1, worker_id, lease_seconds, assigned_users, steal_targets, None, names
         )
-        tasks = self._settle(self._run(self.ops.pop(request)))
+        _, tasks = self._drive(self._place.lease(request))
         return tasks[0] if tasks else None
 
     def pop_batch(
@@ -229,11 +227,12 @@ class FairQueue(
         request = LeaseRequest(
             count, worker_id, lease_seconds, assigned_users, steal_targets, request_id, names
         )
-        return self._settle(self._run(self.ops.pop(request)))
+        return self._drive(self._place.lease(request))[1]
 
     def complete(self, task: Task, result: Any = None) -> bool:
         """Finish a leased task; False when its lease was lost (nothing changes then)."""
-        return self._run(self.ops.complete(task, result))
+        part, task = self._place.for_task(task)
+        return self._run(part.ops.complete(task, result))
 
     def complete_and_pop(
         self, done: Sequence[tuple[Task, Any]], count: int = 1, worker_id: str = "",
@@ -255,8 +254,8 @@ class FairQueue(
         request = LeaseRequest(
             count, worker_id, lease_seconds, assigned_users, steal_targets, request_id, names
         )
-        acks, leased = self._run(self.ops.complete_and_pop(done, request))
-        return acks, self._settle(leased)
+        acks, leased = self._drive(self._place.lease(request, done))
+        return acks, leased
 
     def fail(
         self, task: Task, error: str | BaseException = "", retry: bool = True,
@@ -282,7 +281,8 @@ class FairQueue(
         Raises:
             LeaseLost: the task's lease expired or was taken over.
         """
-        call = self.ops.fail(task, error, retry, delay, max_retries, traceback, reason, details)
+        part, task = self._place.for_task(task)
+        call = part.ops.fail(task, error, retry, delay, max_retries, traceback, reason, details)
         return self._run(call)
 
     def extend(self, task: Task, seconds: float | None = None) -> datetime:
@@ -293,7 +293,8 @@ class FairQueue(
                 ``LeaseLost``): stop working on it.
             LeaseLost: the task's lease expired or was taken over.
         """
-        return self._run(self.ops.extend(task, seconds))
+        part, task = self._place.for_task(task)
+        return self._run(part.ops.extend(task, seconds))
 
     def extend_many(self, tasks: Sequence[Task], seconds: float | None = None) -> list[bool]:
         """Extend several leases in one round trip (a worker's heartbeat).
@@ -303,7 +304,7 @@ class FairQueue(
         """
         if not tasks:
             return []
-        return self._run(self.ops.extend_many(tasks, seconds))
+        return self._drive(self._place.extend_many(tasks, seconds))
 
     def requeue(self, task: Task, delay: float = 0) -> TaskState:
         """Give a leased task back without counting a failure (QUEUED or SCHEDULED).
@@ -311,11 +312,12 @@ class FairQueue(
         Raises:
             LeaseLost: the task's lease expired or was taken over.
         """
-        return self._run(self.ops.requeue(task, delay))
+        part, task = self._place.for_task(task)
+        return self._run(part.ops.requeue(task, delay))
 
     def reclaim(self, limit: int = 1000) -> int:
         """Reclaim up to ``limit`` expired leases now; returns how many."""
-        return self._run(self.ops.reclaim(limit))
+        return self._drive(self._place.sum(lambda p: p.ops.reclaim(limit)))
 
     def cancel(self, task_id: str) -> bool:
         """Cancel a task that has not ended; False when it had already ended.
@@ -323,11 +325,11 @@ class FairQueue(
         Raises:
             TaskNotFound: no such task.
         """
-        return self._run(self.ops.cancel(task_id))
+        return self._drive(self._place.by_id(task_id, lambda p: p.ops.cancel(task_id)))
 
     def get(self, task_id: str) -> Task | None:
         """The task with this id, or None when it does not exist (or expired)."""
-        return self._run(self.ops.get(task_id))
+        return self._drive(self._place.get(task_id))
 
     def retry(self, task_id: str) -> TaskState:
         """Re-queue a FAILED or CANCELED task with a fresh retry budget.
@@ -336,7 +338,7 @@ class FairQueue(
             TaskNotFound: no such task.
             InvalidTransition: the task is not FAILED or CANCELED.
         """
-        return self._run(self.ops.retry(task_id))
+        return self._drive(self._place.by_id(task_id, lambda p: p.ops.retry(task_id)))
 
     def result(self, task_id: str, timeout: float = 0, *, consume: bool = False) -> Any:
         """The result of a task, waiting up to ``timeout`` seconds for it to end.
@@ -359,7 +361,7 @@ class FairQueue(
             TaskCanceled: the task was CANCELED.
             ResultTimeout: the task had not ended within ``timeout``.
         """
-        return self._drive(self._result_flow(task_id, timeout, consume))
+        return self._drive(self._place.result(task_id, timeout, consume))
 
     def list_tasks(
         self, state: TaskState | str | None = None, user_id: str | None = None,
@@ -385,7 +387,7 @@ class FairQueue(
         Raises:
             ValidationError: no state, user or name given; a bad limit or cursor.
         """
-        return self._drive(self._list_tasks_flow(state, user_id, name, limit, cursor))
+        return self._drive(self._place.list_tasks(state, user_id, name, limit, cursor))
 
     def outcome(
         self, task_id: str, timeout: float = 0, *, consume: bool = False
@@ -406,7 +408,7 @@ class FairQueue(
             only its ``state``; None when no such task exists, it expired, or its
             outcome was consumed.
         """
-        return self._drive(self._outcome_flow(task_id, timeout, consume))
+        return self._drive(self._place.outcome(task_id, timeout, consume))
 
     def cleanup_dependencies(self, batch: int = 500, *, passes: int | None = None) -> int:
         """Cancel DEFERRED tasks whose upstream expired before finishing; returns how many.
@@ -414,15 +416,15 @@ class FairQueue(
         Walks the DEFERRED registry ``batch`` tasks per call until it wraps around, or
         for at most ``passes`` calls, resuming where this client's last call stopped.
         """
-        return self._drive(self._cleanup_dependencies_flow(batch, passes))
+        return self._drive(self._place.cleanup(batch, passes))
 
     def next_wakeup(self) -> float | None:
         """Seconds until a scheduled task is due or a lease expires; None if neither."""
-        return self._run(self.ops.next_wakeup())
+        return self._drive(self._place.next_wakeup())
 
     def wait_for_work(self, timeout: float) -> bool:
         """Block until a push signals ready work (True) or ``timeout`` seconds pass."""
-        return self._run(self.ops.wait_for_work(self._bounded(timeout)))
+        return self._wait_any(self._place.waits(schedules=False), timeout)
 
     def wait_and_pop(
         self, timeout: float, count: int = 1, worker_id: str = "",
@@ -443,7 +445,11 @@ class FairQueue(
         request = LeaseRequest(
             count, worker_id, lease_seconds, assigned_users, steal_targets, request_id, names
         )
-        return self._drive(self._wait_and_pop_flow(timeout, request))
+        flow = self._place.wait_and_lease(timeout, request)
+        if flow is not None:
+            return self._drive(flow)
+        self.wait_for_work(timeout)  # one wait cannot carry a lease over shards
+        return self._drive(self._place.lease(request))[1]
 
     def wake(self, n: int = 1) -> int:
         """Wake up to ``n`` idle workers (1..64); returns the tokens now waiting."""
@@ -463,11 +469,6 @@ class FairQueue(
         tb: TracebackType | None,
     ) -> None:
         self.close()
-
-
-# Generated by tools/unasync.py from AsyncShardedFairQueue: edit that class, then run the tool.
-class ShardedFairQueue(ShardedMethods, FairQueue):
-    """An ``FairQueue`` over the shards of a sharded queue (docs/howto/shards.md)."""
 
 
 def open_blocking(

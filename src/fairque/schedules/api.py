@@ -1,7 +1,8 @@
 """The schedule methods of ``FairQueue`` and ``AsyncFairQueue``.
 
-Both clients inherit them from here; each method only sends the call that
-``fairque.core.ops`` builds, so the two stay alike (the parity test holds them to it).
+Both clients inherit them from here; each method sends the call that
+``fairque.core.ops`` builds to the shard that holds the schedule (the client's
+placement finds it), so the two stay alike (the parity test holds them to it).
 The leader's methods (``due_schedules``, ``fire_schedule`` and the lock) are what
 ``fairque.schedules.leader`` runs; applications use the others.
 """
@@ -14,9 +15,8 @@ from fairque.schedules.codec import DueSchedules, FireOutcome, StoredSchedule
 from fairque.schedules.model import Schedule
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from fairque.client.base import Flow
+    from fairque.client.shards.placement import Placement, Wait
     from fairque.core.ops import Operations
     from fairque.core.records import Call
 
@@ -35,6 +35,7 @@ class ScheduleMethods:
     """Schedules on the blocking client."""
 
     ops: Operations
+    _place: Placement
 
     if TYPE_CHECKING:
 
@@ -42,7 +43,9 @@ class ScheduleMethods:
 
         def _drive(self, flow: Flow[T]) -> T: ...
 
-        def _push_flow(self, build: Callable[[], Call[T]]) -> Flow[T]: ...
+        def _list(self) -> None: ...
+
+        def _wait_any(self, waits: list[Wait], timeout: float) -> bool: ...
 
         def _bounded(self, seconds: float) -> float: ...
 
@@ -60,7 +63,7 @@ class ScheduleMethods:
             ValidationError: a field is invalid (nothing is written).
             ScheduleExists: the id holds a different definition (use ``update_schedule``).
         """
-        return self._run(self.ops.add_schedule(schedule_from(schedule, fields)))
+        return self._drive(self._place.add_schedule(schedule_from(schedule, fields)))
 
     def update_schedule(self, schedule: Schedule | None = None, **fields: Any) -> Schedule:
         """Replace a schedule's definition, payload and ``enabled`` flag.
@@ -73,11 +76,15 @@ class ScheduleMethods:
             ValidationError: a field is invalid (nothing is written).
             ScheduleNotFound: no schedule has this id.
         """
-        return self._run(self.ops.update_schedule(schedule_from(schedule, fields)))
+        found = schedule_from(schedule, fields)
+        updated: Schedule = self._drive(
+            self._place.on_schedule(found.schedule_id, lambda p: p.ops.update_schedule(found))
+        )
+        return updated
 
     def remove_schedule(self, schedule_id: str) -> bool:
         """Delete a schedule; False when there was none. Tasks it enqueued stay."""
-        return self._run(self.ops.remove_schedule(schedule_id))
+        return self._drive(self._place.remove_schedule(schedule_id))
 
     def pause_schedule(self, schedule_id: str) -> Schedule:
         """Stop a schedule from firing until ``resume_schedule``.
@@ -85,7 +92,10 @@ class ScheduleMethods:
         Raises:
             ScheduleNotFound: no schedule has this id.
         """
-        return self._run(self.ops.pause_schedule(schedule_id))
+        paused: Schedule = self._drive(
+            self._place.on_schedule(schedule_id, lambda p: p.ops.pause_schedule(schedule_id))
+        )
+        return paused
 
     def resume_schedule(self, schedule_id: str) -> Schedule:
         """Let a paused schedule fire again; the slots that passed meanwhile do not fire.
@@ -93,20 +103,24 @@ class ScheduleMethods:
         Raises:
             ScheduleNotFound: no schedule has this id.
         """
-        return self._run(self.ops.resume_schedule(schedule_id))
+        resumed: Schedule = self._drive(
+            self._place.on_schedule(schedule_id, lambda p: p.ops.resume_schedule(schedule_id))
+        )
+        return resumed
 
     def schedules(self, limit: int = 1000) -> list[Schedule]:
         """Up to ``limit`` schedules: the soonest next slot first, paused ones last."""
-        return self._run(self.ops.schedules(limit))
+        return self._drive(self._place.schedules(limit))
 
     def get_schedule(self, schedule_id: str) -> Schedule | None:
         """The schedule with this id, or None."""
-        return self._run(self.ops.schedule_codec.get_schedule(schedule_id))
+        return self._drive(self._place.find_schedule(schedule_id))[1]
 
     # what the leading scheduler runs ------------------------------------------------
     def due_schedules(self, limit: int = 100) -> DueSchedules:
         """Server time, up to ``limit`` due schedules and the next slot after them."""
-        return self._run(self.ops.due_schedules(limit))
+        self._list()  # a resize elsewhere reaches the scheduler too
+        return self._drive(self._place.due_schedules(limit))
 
     def fire_schedule(self, stored: StoredSchedule, now_ms: int, token: str) -> FireOutcome:
         """Fire the due slots of ``stored`` (read by ``due_schedules`` at ``now_ms``).
@@ -117,20 +131,20 @@ class ScheduleMethods:
         Raises:
             NotLeader: ``token`` does not hold the scheduler lock.
         """
-        return self._drive(self._push_flow(lambda: self.ops.fire_schedule(stored, now_ms, token)))
+        return self._drive(self._place.fire(stored, now_ms, token))
 
     def acquire_scheduler_lock(self, token: str, ttl: float = 10.0) -> tuple[bool, float]:
         """Try to lead: (True, ttl) when ``token`` holds the lock now, else (False,
         seconds until the holder's lock expires unless renewed)."""
-        return self._run(self.ops.acquire_scheduler_lock(token, ttl))
+        return self._drive(self._place.acquire_lock(token, ttl))
 
     def renew_scheduler_lock(self, token: str, ttl: float = 10.0) -> bool:
         """Extend the lock ``token`` holds to ``ttl`` seconds from now; False: lost."""
-        return self._run(self.ops.renew_scheduler_lock(token, ttl))
+        return self._drive(self._place.renew_lock(token, ttl))
 
     def release_scheduler_lock(self, token: str) -> bool:
         """Give up the lock if ``token`` holds it (compare and delete)."""
-        return self._run(self.ops.release_scheduler_lock(token))
+        return self._drive(self._place.release_lock(token))
 
     def scheduler_holder(self) -> str | None:
         """The token of the leading scheduler (``host:pid:random``), or None."""
@@ -138,7 +152,7 @@ class ScheduleMethods:
 
     def wait_for_schedules(self, timeout: float) -> bool:
         """Block until a schedule changes (True) or ``timeout`` seconds pass."""
-        return self._run(self.ops.schedule_codec.wait_for_schedules(self._bounded(timeout)))
+        return self._wait_any(self._place.waits(schedules=True), timeout)
 
     def wait_for_handover(self, timeout: float) -> bool:
         """Block until the leading scheduler releases its lock (True) or ``timeout``
@@ -150,6 +164,7 @@ class AsyncScheduleMethods:
     """Schedules on the asyncio client."""
 
     ops: Operations
+    _place: Placement
 
     if TYPE_CHECKING:
 
@@ -157,7 +172,9 @@ class AsyncScheduleMethods:
 
         async def _drive(self, flow: Flow[T]) -> T: ...
 
-        def _push_flow(self, build: Callable[[], Call[T]]) -> Flow[T]: ...
+        async def _list(self) -> None: ...
+
+        async def _wait_any(self, waits: list[Wait], timeout: float) -> bool: ...
 
         def _bounded(self, seconds: float) -> float: ...
 
@@ -175,7 +192,7 @@ class AsyncScheduleMethods:
             ValidationError: a field is invalid (nothing is written).
             ScheduleExists: the id holds a different definition (use ``update_schedule``).
         """
-        return await self._run(self.ops.add_schedule(schedule_from(schedule, fields)))
+        return await self._drive(self._place.add_schedule(schedule_from(schedule, fields)))
 
     async def update_schedule(self, schedule: Schedule | None = None, **fields: Any) -> Schedule:
         """Replace a schedule's definition, payload and ``enabled`` flag.
@@ -188,11 +205,15 @@ class AsyncScheduleMethods:
             ValidationError: a field is invalid (nothing is written).
             ScheduleNotFound: no schedule has this id.
         """
-        return await self._run(self.ops.update_schedule(schedule_from(schedule, fields)))
+        found = schedule_from(schedule, fields)
+        updated: Schedule = await self._drive(
+            self._place.on_schedule(found.schedule_id, lambda p: p.ops.update_schedule(found))
+        )
+        return updated
 
     async def remove_schedule(self, schedule_id: str) -> bool:
         """Delete a schedule; False when there was none. Tasks it enqueued stay."""
-        return await self._run(self.ops.remove_schedule(schedule_id))
+        return await self._drive(self._place.remove_schedule(schedule_id))
 
     async def pause_schedule(self, schedule_id: str) -> Schedule:
         """Stop a schedule from firing until ``resume_schedule``.
@@ -200,7 +221,10 @@ class AsyncScheduleMethods:
         Raises:
             ScheduleNotFound: no schedule has this id.
         """
-        return await self._run(self.ops.pause_schedule(schedule_id))
+        paused: Schedule = await self._drive(
+            self._place.on_schedule(schedule_id, lambda p: p.ops.pause_schedule(schedule_id))
+        )
+        return paused
 
     async def resume_schedule(self, schedule_id: str) -> Schedule:
         """Let a paused schedule fire again; the slots that passed meanwhile do not fire.
@@ -208,20 +232,24 @@ class AsyncScheduleMethods:
         Raises:
             ScheduleNotFound: no schedule has this id.
         """
-        return await self._run(self.ops.resume_schedule(schedule_id))
+        resumed: Schedule = await self._drive(
+            self._place.on_schedule(schedule_id, lambda p: p.ops.resume_schedule(schedule_id))
+        )
+        return resumed
 
     async def schedules(self, limit: int = 1000) -> list[Schedule]:
         """Up to ``limit`` schedules: the soonest next slot first, paused ones last."""
-        return await self._run(self.ops.schedules(limit))
+        return await self._drive(self._place.schedules(limit))
 
     async def get_schedule(self, schedule_id: str) -> Schedule | None:
         """The schedule with this id, or None."""
-        return await self._run(self.ops.schedule_codec.get_schedule(schedule_id))
+        return (await self._drive(self._place.find_schedule(schedule_id)))[1]
 
     # what the leading scheduler runs ------------------------------------------------
     async def due_schedules(self, limit: int = 100) -> DueSchedules:
         """Server time, up to ``limit`` due schedules and the next slot after them."""
-        return await self._run(self.ops.due_schedules(limit))
+        await self._list()  # a resize elsewhere reaches the scheduler too
+        return await self._drive(self._place.due_schedules(limit))
 
     async def fire_schedule(self, stored: StoredSchedule, now_ms: int, token: str) -> FireOutcome:
         """Fire the due slots of ``stored`` (read by ``due_schedules`` at ``now_ms``).
@@ -232,22 +260,20 @@ class AsyncScheduleMethods:
         Raises:
             NotLeader: ``token`` does not hold the scheduler lock.
         """
-        return await self._drive(
-            self._push_flow(lambda: self.ops.fire_schedule(stored, now_ms, token))
-        )
+        return await self._drive(self._place.fire(stored, now_ms, token))
 
     async def acquire_scheduler_lock(self, token: str, ttl: float = 10.0) -> tuple[bool, float]:
         """Try to lead: (True, ttl) when ``token`` holds the lock now, else (False,
         seconds until the holder's lock expires unless renewed)."""
-        return await self._run(self.ops.acquire_scheduler_lock(token, ttl))
+        return await self._drive(self._place.acquire_lock(token, ttl))
 
     async def renew_scheduler_lock(self, token: str, ttl: float = 10.0) -> bool:
         """Extend the lock ``token`` holds to ``ttl`` seconds from now; False: lost."""
-        return await self._run(self.ops.renew_scheduler_lock(token, ttl))
+        return await self._drive(self._place.renew_lock(token, ttl))
 
     async def release_scheduler_lock(self, token: str) -> bool:
         """Give up the lock if ``token`` holds it (compare and delete)."""
-        return await self._run(self.ops.release_scheduler_lock(token))
+        return await self._drive(self._place.release_lock(token))
 
     async def scheduler_holder(self) -> str | None:
         """The token of the leading scheduler (``host:pid:random``), or None."""
@@ -255,7 +281,7 @@ class AsyncScheduleMethods:
 
     async def wait_for_schedules(self, timeout: float) -> bool:
         """Block until a schedule changes (True) or ``timeout`` seconds pass."""
-        return await self._run(self.ops.schedule_codec.wait_for_schedules(self._bounded(timeout)))
+        return await self._wait_any(self._place.waits(schedules=True), timeout)
 
     async def wait_for_handover(self, timeout: float) -> bool:
         """Block until the leading scheduler releases its lock (True) or ``timeout``

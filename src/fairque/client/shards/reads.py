@@ -2,8 +2,8 @@
 make: each asks the shards that can answer (a user's shard, a task's, or all of them)
 and merges their answers into the one a plain queue gives.
 
-Written once as flows (``fairque.client.base``); the sync and async sharded clients
-only drive them. What a merged answer means across shards is in docs/howto/shards.md:
+Written once as flows (``fairque.client.base``) of the ``Shards`` placement; the
+clients only drive them. What a merged answer means across shards is in docs/howto/shards.md:
 counts and histograms are sums, a user's figures come from its shard, a ring position
 is a position in the user's shard.
 """
@@ -21,15 +21,13 @@ from fairque.models import (
     QueueMetrics,
     QueueStats,
     StartedTask,
-    Task,
     TenantReport,
     TenantService,
     UserLoad,
-    WaitPlace,
 )
 
 if TYPE_CHECKING:
-    from fairque.client.sharding import Partition
+    from fairque.client.shards.placement import Partition
 
 T = TypeVar("T")
 _EPOCH = datetime.min.replace(tzinfo=timezone.utc)
@@ -62,16 +60,14 @@ def add_services(parts: Sequence[TenantService]) -> TenantService:
 
 
 class ShardedReads:
-    """The merged reads; mixed into ``ShardedFlows``."""
+    """The merged reads; mixed into ``Shards``."""
 
-    parts: tuple[Partition, ...]
+    _parts: tuple[Partition, ...]
     _count: int
 
     if TYPE_CHECKING:
 
-        def _each(self, build: Callable[[Partition], Any]) -> Flow[list[Any]]: ...
-
-        def _locate_flow(self, task_id: str) -> Flow[Partition]: ...
+        def each(self, build: Callable[[Partition], Any]) -> Flow[list[Any]]: ...
 
     def _by_user(self, users: Iterable[str]) -> dict[int, list[str]]:
         """``users`` (once each, in order) grouped by the shard each lives in."""
@@ -80,8 +76,8 @@ class ShardedReads:
             groups.setdefault(shard_of(user, self._count), []).append(user)
         return groups
 
-    def _metrics_flow(self) -> Flow[QueueMetrics]:
-        parts: list[QueueMetrics] = yield from self._each(lambda p: p.ops.metrics())
+    def metrics(self) -> Flow[QueueMetrics]:
+        parts: list[QueueMetrics] = yield from self.each(lambda p: p.ops.metrics())
         counters = {
             name: sum(getattr(m, name) for m in parts)
             for name, field in QueueMetrics.model_fields.items()
@@ -95,9 +91,9 @@ class ShardedReads:
             }
         )
 
-    def _tenants_flow(self, limit: int) -> Flow[TenantReport]:
+    def tenants(self, limit: int) -> Flow[TenantReport]:
         """The ``limit`` most recently leased users over all shards, the rest summed."""
-        reports: list[TenantReport] = yield from self._each(lambda p: p.ops.tenants(limit))
+        reports: list[TenantReport] = yield from self.each(lambda p: p.ops.tenants(limit))
         named = sorted(
             (t for r in reports for t in r.tenants),
             key=lambda t: t.last_lease or _EPOCH,
@@ -113,17 +109,17 @@ class ShardedReads:
             }
         )
 
-    def _ring_users_all_flow(self, limit: int, offset: int) -> Flow[tuple[list[str], int]]:
+    def ring_users(self, limit: int, offset: int) -> Flow[tuple[list[str], int]]:
         """The rings of the shards one after another (each in its own order)."""
         sizes = []
-        for part in self.parts:
+        for part in self._parts:
             _, size = yield from part._ring_users_flow(0, 0)
             sizes.append(size)
         if limit <= 0:
             return [], sum(sizes)
         users: list[str] = []
         start = offset
-        for part, size in zip(self.parts, sizes, strict=True):
+        for part, size in zip(self._parts, sizes, strict=True):
             if len(users) >= limit:
                 break
             if start >= size:
@@ -134,58 +130,48 @@ class ShardedReads:
             start = 0
         return users, sum(sizes)
 
-    def _capped_all_flow(self, limit: int) -> Flow[list[str]]:
-        found: list[list[str]] = yield from self._each(lambda p: p.ops.capped_sample(limit))
+    def capped_users(self, limit: int) -> Flow[list[str]]:
+        found: list[list[str]] = yield from self.each(lambda p: p.ops.capped_sample(limit))
         return sorted(u for users in found for u in users)[:limit]
 
-    def _backlogs_all_flow(self, users: Sequence[str]) -> Flow[dict[str, tuple[int, int]]]:
+    def backlogs(self, users: Sequence[str]) -> Flow[dict[str, tuple[int, int]]]:
         out: dict[str, tuple[int, int]] = {}
         for shard, mine in self._by_user(users).items():
-            out.update((yield from self.parts[shard]._backlogs_flow(mine)))
+            out.update((yield from self._parts[shard]._backlogs_flow(mine)))
         return out
 
-    def _user_loads_all_flow(self, users: Iterable[str]) -> Flow[list[UserLoad]]:
+    def user_loads(self, users: Iterable[str]) -> Flow[list[UserLoad]]:
         order = list(dict.fromkeys(users))
         loads: dict[str, UserLoad] = {}
         for shard, mine in self._by_user(order).items():
-            for load in (yield from self.parts[shard]._user_loads_flow(mine)):
+            for load in (yield from self._parts[shard]._user_loads_flow(mine)):
                 loads[load.user_id] = load
         return [loads[u] for u in order if u in loads]
 
-    def _user_weights_all_flow(self, users: Sequence[str]) -> Flow[list[int]]:
+    def user_weights(self, users: Sequence[str]) -> Flow[list[int]]:
         weights: dict[str, int] = {}
         for shard, mine in self._by_user(users).items():
-            found = yield from self.parts[shard]._user_weights_flow(mine)
+            found = yield from self._parts[shard]._user_weights_flow(mine)
             weights.update(zip(mine, found, strict=True))
         return [weights[u] for u in users]
 
-    def _wait_place_all_flow(self, task: Task) -> Flow[WaitPlace]:
-        part = self.parts[shard_of(task.user_id, self._count)]
-        place: WaitPlace = yield from part._wait_place_flow(task)
-        return place
-
-    def _recent_starts_all_flow(self, sample: int) -> Flow[list[StartedTask]]:
+    def recent_starts(self, sample: int) -> Flow[list[StartedTask]]:
         started: list[StartedTask] = []
-        for part in self.parts:
+        for part in self._parts:
             started.extend((yield from part._recent_starts_flow(sample)))
         started.sort(key=lambda s: s.started, reverse=True)
         return started
 
-    def _task_links_all_flow(self, task_id: str) -> Flow[tuple[list[str], list[str]]]:
-        part = yield from self._locate_flow(task_id)
-        links: tuple[list[str], list[str]] = yield from part._task_links_flow(task_id)
-        return links
-
-    def _oldest_queued_all_flow(self) -> Flow[int | None]:
+    def oldest_queued(self) -> Flow[int | None]:
         oldest = []
-        for part in self.parts:
+        for part in self._parts:
             found = yield from part._oldest_queued_flow()
             if found is not None:
                 oldest.append(found)
         return min(oldest) if oldest else None
 
-    def _stats_flow(self, user_limit: int) -> Flow[QueueStats]:
-        parts: list[QueueStats] = yield from self._each(lambda p: p.ops.stats(user_limit))
+    def stats(self, user_limit: int) -> Flow[QueueStats]:
+        parts: list[QueueStats] = yield from self.each(lambda p: p.ops.stats(user_limit))
         first = parts[0]
         counts = {s: sum(p.counts.get(s, 0) for p in parts) for s in first.counts}
         counters: dict[str, int] = {}
@@ -203,7 +189,7 @@ class ShardedReads:
             }
         )
 
-    def _next_wakeup_flow(self) -> Flow[float | None]:
-        times: list[float | None] = yield from self._each(lambda p: p.ops.next_wakeup())
+    def next_wakeup(self) -> Flow[float | None]:
+        times: list[float | None] = yield from self.each(lambda p: p.ops.next_wakeup())
         known = [t for t in times if t is not None]
         return min(known) if known else None

@@ -23,7 +23,7 @@ from fairque.schedules.codec import DueSchedules, FireOutcome, StoredSchedule
 from fairque.schedules.model import Schedule
 
 if TYPE_CHECKING:
-    from fairque.client.sharding import Partition
+    from fairque.client.shards.placement import Partition
 
 _EPOCH = datetime.min.replace(tzinfo=timezone.utc)
 #: Due schedules remembered with the shard they were read from (``fire_schedule``).
@@ -36,21 +36,21 @@ def _listed(schedule: Schedule) -> tuple[bool, bool, datetime, str]:
     return (not schedule.enabled, schedule.next_fire_at is not None, when, schedule.schedule_id)
 
 
-class ShardedSchedules(QueueBase):
-    """The schedule flows of a sharded client (``ShardedFlows`` mixes them in)."""
+class ShardedSchedules:
+    """The schedule flows of a sharded queue (``Shards`` mixes them in)."""
 
-    parts: tuple[Partition, ...]
+    _parts: tuple[Partition, ...]
     _count: int
     #: schedule id -> the shard the last read of due schedules found it in
     _due_at: dict[str, int]
 
     if TYPE_CHECKING:
 
-        def _each(self, build: Any) -> Flow[list[Any]]: ...
+        def each(self, build: Any) -> Flow[list[Any]]: ...
 
-    def _find_schedule_flow(self, schedule_id: str) -> Flow[tuple[int, Schedule | None]]:
+    def _find_flow(self, schedule_id: str) -> Flow[tuple[int, Schedule | None]]:
         """The shard holding ``schedule_id`` and the schedule (shard 0 and None: none)."""
-        found: list[Schedule | None] = yield from self._each(
+        found: list[Schedule | None] = yield from self.each(
             lambda p: p.ops.schedule_codec.get_schedule(schedule_id)
         )
         for shard, schedule in enumerate(found):
@@ -58,36 +58,33 @@ class ShardedSchedules(QueueBase):
                 return shard, schedule
         return 0, None
 
-    def _add_schedule_flow(self, schedule: Schedule) -> Flow[Schedule]:
+    def find_schedule(self, schedule_id: str) -> Flow[tuple[QueueBase, Schedule | None]]:
+        shard, found = yield from self._find_flow(schedule_id)
+        return self._parts[shard], found
+
+    def add_schedule(self, schedule: Schedule) -> Flow[Schedule]:
         """Store a new schedule in its tenant's shard (in the shard that holds its id
         already, where the script answers as on a plain queue)."""
-        shard, found = yield from self._find_schedule_flow(schedule.schedule_id)
+        shard, found = yield from self._find_flow(schedule.schedule_id)
         if found is None:
             shard = shard_of(schedule.user_id, self._count)
-        added: Schedule = yield self.parts[shard].ops.add_schedule(schedule)
+        added: Schedule = yield self._parts[shard].ops.add_schedule(schedule)
         return added
 
-    def _on_schedule_flow(self, schedule_id: str, build: Any) -> Flow[Any]:
-        """``build``'s call on the shard holding ``schedule_id`` (shard 0 when none
-        does: the script answers that it is not found)."""
-        shard, _ = yield from self._find_schedule_flow(schedule_id)
-        return (yield build(self.parts[shard]))
-
-    def _remove_schedule_flow(self, schedule_id: str) -> Flow[bool]:
-        removed: list[bool] = yield from self._each(lambda p: p.ops.remove_schedule(schedule_id))
+    def remove_schedule(self, schedule_id: str) -> Flow[bool]:
+        removed: list[bool] = yield from self.each(lambda p: p.ops.remove_schedule(schedule_id))
         return any(removed)
 
-    def _schedules_all_flow(self, limit: int) -> Flow[list[Schedule]]:
-        found: list[list[Schedule]] = yield from self._each(lambda p: p.ops.schedules(limit))
+    def schedules(self, limit: int) -> Flow[list[Schedule]]:
+        found: list[list[Schedule]] = yield from self.each(lambda p: p.ops.schedules(limit))
         merged = sorted((s for one in found for s in one), key=_listed)
         return merged[:limit]
 
-    def _due_all_flow(self, limit: int) -> Flow[DueSchedules]:
+    def due_schedules(self, limit: int) -> Flow[DueSchedules]:
         """Every shard's due schedules: ``now_ms`` is the earliest of the shards' clocks
         (a slot due on one clock but not another waits for the next pass), and each
         schedule's shard is remembered for ``fire_schedule``."""
-        yield from self._upkeep_flow()
-        reads: list[DueSchedules] = yield from self._each(lambda p: p.ops.due_schedules(limit))
+        reads: list[DueSchedules] = yield from self.each(lambda p: p.ops.due_schedules(limit))
         where = self._due_at
         due: list[StoredSchedule] = []
         for shard, read in enumerate(reads):
@@ -99,23 +96,23 @@ class ShardedSchedules(QueueBase):
         nexts = [r.next_ms for r in reads if r.next_ms is not None]
         return DueSchedules(min(r.now_ms for r in reads), min(nexts) if nexts else None, due)
 
-    def _fire_flow(self, stored: StoredSchedule, now_ms: int, token: str) -> Flow[FireOutcome]:
+    def fire(self, stored: StoredSchedule, now_ms: int, token: str) -> Flow[FireOutcome]:
         """Fire ``stored`` in the shard it was read from (looked up when unknown)."""
         schedule_id = stored.schedule.schedule_id
         shard = self._due_at.get(schedule_id)
-        if shard is None or shard >= len(self.parts):
-            shard, _ = yield from self._find_schedule_flow(schedule_id)
-        part = self.parts[shard]
+        if shard is None or shard >= len(self._parts):
+            shard, _ = yield from self._find_flow(schedule_id)
+        part = self._parts[shard]
         fired: FireOutcome = yield from part._push_flow(
             lambda: part.ops.fire_schedule(stored, now_ms, token)
         )
         return fired
 
-    def _acquire_all_flow(self, token: str, ttl: float) -> Flow[tuple[bool, float]]:
+    def acquire_lock(self, token: str, ttl: float) -> Flow[tuple[bool, float]]:
         """Take the lock of every shard in shard order; stop at the first held by
         another scheduler (the ones taken lapse unless this token takes them again)."""
         first = ttl
-        for shard, part in enumerate(self.parts):
+        for shard, part in enumerate(self._parts):
             acquired, seconds = yield part.ops.acquire_scheduler_lock(token, ttl)
             if not acquired:
                 return False, seconds
@@ -123,16 +120,14 @@ class ShardedSchedules(QueueBase):
                 first = seconds
         return True, first
 
-    def _renew_all_flow(self, token: str, ttl: float) -> Flow[bool]:
-        renewed: list[bool] = yield from self._each(
-            lambda p: p.ops.renew_scheduler_lock(token, ttl)
-        )
+    def renew_lock(self, token: str, ttl: float) -> Flow[bool]:
+        renewed: list[bool] = yield from self.each(lambda p: p.ops.renew_scheduler_lock(token, ttl))
         return all(renewed)
 
-    def _release_all_flow(self, token: str) -> Flow[bool]:
+    def release_lock(self, token: str) -> Flow[bool]:
         """Release in reverse order: shard 0's release (which wakes a waiting
         scheduler) comes last, when the other shards are free."""
         released = False
-        for shard in reversed(range(len(self.parts))):
-            released = bool((yield self.parts[shard].ops.release_scheduler_lock(token)))
+        for shard in reversed(range(len(self._parts))):
+            released = bool((yield self._parts[shard].ops.release_scheduler_lock(token)))
         return released

@@ -1,5 +1,5 @@
-"""What the sync and async clients of a sharded queue share: the shards' partitions,
-which one a tenant lives in, and the control flow of every method that spans shards.
+"""The placement of a sharded queue (``Shards``): the shards' partitions, which one a
+tenant lives in, and the control flow of every method that spans shards.
 
 A sharded queue is one partition per shard (``fairque.core.shards``); each partition is
 a ``QueueBase`` with its own keys, so every transition is still one script in one slot.
@@ -17,18 +17,24 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from fairque.client.base import Flow, QueueBase
-from fairque.client.inspection import InspectionFlows
-from fairque.client.shardreads import ShardedReads
-from fairque.client.shardrules import ShardedRules
-from fairque.client.shardschedules import ShardedSchedules
+import redis
+import redis.asyncio as aredis
+
+from fairque.client.base import Flow
+from fairque.client.shards.placement import Partition, Placement, Wait
+from fairque.client.shards.reads import ShardedReads
+from fairque.client.shards.rules import ShardedRules
+from fairque.client.shards.schedules import ShardedSchedules
 from fairque.core.ops.shards import Layout
 from fairque.core.records import Call, Leased, LeaseRequest, Pushed, ShardState, request_id
 from fairque.core.shards import shard_of
 from fairque.errors import ValidationError
-from fairque.models import Task, TaskOutcome, TaskPage, TaskState
+from fairque.models import Task, TaskPage, TaskState
+
+if TYPE_CHECKING:
+    from fairque.client.shards.placed import Placed
 
 T = TypeVar("T")
 
@@ -47,7 +53,7 @@ STATE_TTL = 0.5
 FRESH = 0.02
 #: Lease request ids remembered with the shard they went to (a resend goes there).
 REMEMBERED = 256
-#: Between a lease token and the shard it was leased from (``ShardedFlows._route``).
+#: Between a lease token and the shard it was leased from (``Shards._route``).
 TOKEN_MARK = "~"
 #: Separator of the per-shard parts of a listing cursor.
 CURSOR_SEP = "/"
@@ -81,29 +87,22 @@ def _lifts(states: Sequence[tuple[int, ShardState]]) -> dict[int, int]:
     return {i: top for i, s in states if s.floor < top - LIFT_SLACK}
 
 
-class Partition(InspectionFlows, QueueBase):
-    """One shard: its calls and flows, driven by the sharded client (no I/O)."""
+class Shards(ShardedRules, ShardedSchedules, ShardedReads, Placement):
+    """The placement of a queue of several shards: the shards' partitions, the flows
+    that choose among them, and the merges of their answers."""
 
-
-class ShardedFlows(ShardedRules, ShardedSchedules, ShardedReads, QueueBase):
-    """State and flows of a sharded queue; ``ShardedFairQueue`` and
-    ``AsyncShardedFairQueue`` add the sending."""
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        """A client class over shards is its plain base's twin (``_adopt_layout``)."""
-        super().__init_subclass__(**kwargs)
-        for base in cls.__bases__:
-            if issubclass(base, QueueBase) and not issubclass(base, ShardedFlows):
-                base._sharded_class = cls
-
-    def _init_shards(self, client: Any, layout: Layout, options: dict[str, Any]) -> None:
+    def __init__(self, home: Placed, layout: Layout) -> None:
+        super().__init__(home)
+        client = home.client
+        self._options: dict[str, Any] = home.options.model_dump()
         #: one partition per shard, shard 0 under the queue's own tag; the first
         #: ``_count`` are where tenants are placed, the rest are retired (drained)
-        self.parts: tuple[Partition, ...] = tuple(
-            Partition(client, self.queue, _tag=t, **options) for t in (None, *layout.tags)
+        self._parts: tuple[Partition, ...] = tuple(
+            Partition(client, home.queue, _tag=t, **self._options) for t in (None, *layout.tags)
         )
         self._count = layout.count
-        self._client, self._options = client, options
+        #: one blocking wait cannot span the slots of a cluster's shards
+        self._cluster = isinstance(client, (redis.RedisCluster, aredis.RedisCluster))
         self._rng = random.Random()
         #: lease request id -> the (shard, request id) pairs it was sent as: a resend
         #: goes to the same shards with the same ids
@@ -118,31 +117,38 @@ class ShardedFlows(ShardedRules, ShardedSchedules, ShardedReads, QueueBase):
         #: shard -> (when, its state) as last read
         self._known: dict[int, tuple[float, ShardState]] = {}
 
-    def _adopt_layout(self, layout: Layout) -> None:
+    def adopt(self, layout: Layout) -> bool:
         """Follow a resize: new shards join, tenants are placed by the new count."""
-        have = len(self.parts) - 1
+        have = len(self._parts) - 1
         added = tuple(
-            Partition(self._client, self.queue, _tag=t, **self._options) for t in layout.tags[have:]
+            Partition(self.home.client, self.home.queue, _tag=t, **self._options)
+            for t in layout.tags[have:]
         )
-        self.parts = (*self.parts, *added)
+        self._parts = (*self._parts, *added)
         self._count = layout.count
+        return True
+
+    @property
+    def parts(self) -> tuple[Partition, ...]:
+        return self._parts
 
     @property
     def shards(self) -> int:
-        """How many shards tenants are placed on."""
         return self._count
 
     @property
     def layout(self) -> Layout:
-        """The shards as this client knows them: the count placed on, every tag."""
-        return Layout(self._count, tuple(p.ops.keys.tag or "" for p in self.parts[1:]))
+        return Layout(self._count, tuple(p.ops.keys.tag or "" for p in self._parts[1:]))
 
     def shard_of(self, user_id: str) -> int:
-        """The shard ``user_id``'s new tasks go to."""
         return shard_of(user_id, self._count)
 
-    def _part(self, user_id: str) -> Partition:
-        return self.parts[shard_of(user_id, self._count)]
+    def for_user(self, user_id: str) -> Partition:
+        return self._parts[shard_of(user_id, self._count)]
+
+    def for_task(self, task: Task) -> tuple[Partition, Task]:
+        shard, task = self._route(task)
+        return self._parts[shard], task
 
     def _route(self, task: Task) -> tuple[int, Task]:
         """The shard a leased task was leased from, and the task as that shard knows it.
@@ -153,7 +159,7 @@ class ShardedFlows(ShardedRules, ShardedSchedules, ShardedReads, QueueBase):
         without the mark is shard 0's (one a client leased before the queue had shards)."""
         token = task.lease_token or ""
         raw, mark, shard = token.rpartition(TOKEN_MARK)
-        if mark and shard.isdigit() and int(shard) < len(self.parts):
+        if mark and shard.isdigit() and int(shard) < len(self._parts):
             return int(shard), task.model_copy(update={"lease_token": raw})
         return 0, task
 
@@ -163,24 +169,25 @@ class ShardedFlows(ShardedRules, ShardedSchedules, ShardedReads, QueueBase):
             if task.lease_token is not None:
                 task.lease_token = f"{task.lease_token}{TOKEN_MARK}{shard}"
 
-    def _each(self, build: Callable[[Partition], Call[Any]]) -> Flow[list[Any]]:
-        """One call per shard, sent as one pipeline; their parsed answers."""
-        return (yield from self._pipeline(tuple(build(p) for p in self.parts)))
+    def _pipeline(self, calls: tuple[Call[Any], ...]) -> Flow[list[Any]]:
+        return (yield from self.home._pipeline(calls))
+
+    def each(self, build: Callable[[Any], Call[T]]) -> Flow[list[T]]:
+        return (yield from self._pipeline(tuple(build(p) for p in self._parts)))
+
+    def waits(self, schedules: bool) -> list[Wait]:
+        ops = [p.ops for p in self._parts]
+        if self._cluster:
+            if schedules:
+                return [o.schedule_codec.wait_for_schedules for o in ops]
+            return [o.wait_for_work for o in ops]
+        home = self.home.ops
+        if schedules:
+            return [lambda timeout: home.wait_for_any_schedule(ops, timeout)]
+        return [lambda timeout: home.wait_for_any(ops, timeout)]
 
     # pushes ---------------------------------------------------------------------
-    def _push_one_flow(self, task: Task) -> Flow[Task]:
-        part = self._part(task.user_id)
-        pushed: Task = yield from part._push_flow(lambda: part.ops.push(task))
-        yield from self._upkeep_flow()
-        return pushed
-
-    def _enqueue_flow(self, build: Callable[[Partition], Call[Task]], user_id: str) -> Flow[Task]:
-        part = self._part(user_id)
-        pushed: Task = yield from part._push_flow(lambda: build(part))
-        yield from self._upkeep_flow()
-        return pushed
-
-    def _push_many_flow(
+    def push_many(
         self, tasks: Iterable[Task], delays: Sequence[float | None] | None
     ) -> Flow[Pushed]:
         """Split the batch by shard; each shard's part is pushed atomically.
@@ -202,7 +209,7 @@ class ShardedFlows(ShardedRules, ShardedSchedules, ShardedReads, QueueBase):
                     )
         tasks_out: list[Task | None] = [None] * len(batch)
         created: list[bool] = [False] * len(batch)
-        for s, part in enumerate(self.parts):
+        for s, part in enumerate(self._parts):
             idx = [i for i, x in enumerate(shard) if x == s]
             if not idx:
                 continue
@@ -211,7 +218,6 @@ class ShardedFlows(ShardedRules, ShardedSchedules, ShardedReads, QueueBase):
             pushed: Pushed = yield from self._push_part_flow(part, sub, sub_delays)
             for i, t, c in zip(idx, pushed, pushed.created, strict=True):
                 tasks_out[i], created[i] = t, c
-        yield from self._upkeep_flow()
         return Pushed([t for t in tasks_out if t is not None], created)
 
     @staticmethod
@@ -227,8 +233,8 @@ class ShardedFlows(ShardedRules, ShardedSchedules, ShardedReads, QueueBase):
         steal targets' (every shard for ``"*"`` or with neither)."""
         names = [*(request.assigned_users or ()), *(request.steal_targets or ())]
         if not names or "*" in names:
-            return list(range(len(self.parts)))
-        retired = range(self._count, len(self.parts))  # may still hold their tasks
+            return list(range(len(self._parts)))
+        retired = range(self._count, len(self._parts))  # may still hold their tasks
         return sorted({*(shard_of(u, self._count) for u in names), *retired})
 
     def _remember(self, req: str, sent: list[tuple[int, str]]) -> None:
@@ -237,8 +243,8 @@ class ShardedFlows(ShardedRules, ShardedSchedules, ShardedReads, QueueBase):
         while len(self._sent) > REMEMBERED:
             self._sent.popitem(last=False)
 
-    def _lease_flow(
-        self, request: LeaseRequest, done: Sequence[tuple[Task, Any]] = ()
+    def lease(
+        self, request: LeaseRequest, done: Sequence[tuple[Task, Any]] | None = None
     ) -> Flow[tuple[list[bool], Leased]]:
         """Finish ``done`` on their shards and lease up to ``request.count`` tasks from
         the shard that stands lowest among a random pair with ready work, then (for what
@@ -250,6 +256,7 @@ class ShardedFlows(ShardedRules, ShardedSchedules, ShardedReads, QueueBase):
         node; the pair's states are read first only when none younger than
         ``STATE_TTL`` are at hand. A request id sent before goes to the shards it went
         to, with the ids it went as (each answers what the first send leased there)."""
+        done = done or ()
         groups: dict[int, list[int]] = {}
         routed = [self._route(task) for task, _ in done]
         for i, (shard, _) in enumerate(routed):
@@ -267,7 +274,7 @@ class ShardedFlows(ShardedRules, ShardedSchedules, ShardedReads, QueueBase):
             is at hand: most leases are one call."""
             order = [*(s for s in groups if s != target), target]
             calls = tuple(
-                self.parts[s].ops.complete_and_pop(
+                self._parts[s].ops.complete_and_pop(
                     [done[i] for i in groups.get(s, ())],
                     request._replace(
                         count=count if s == target else 0,
@@ -278,7 +285,7 @@ class ShardedFlows(ShardedRules, ShardedSchedules, ShardedReads, QueueBase):
                 for s in order
             )
             stale = [s for s in ahead if s != target and not self._fresh(s)] if count else []
-            reads = tuple(self.parts[s].ops.shard_state() for s in stale)
+            reads = tuple(self._parts[s].ops.shard_state() for s in stale)
             answers = yield from self._pipeline(calls + reads)
             for s, (oks, _) in zip(order, answers[: len(calls)], strict=True):
                 for i, ok in zip(groups.pop(s, ()), oks, strict=True):
@@ -290,7 +297,7 @@ class ShardedFlows(ShardedRules, ShardedSchedules, ShardedReads, QueueBase):
                 self._saw(stale, answers[len(calls) :])
                 if all(s in self._known for s in ahead):
                     self._keep_states(ahead, [self._known[s][1] for s in ahead])
-            leased = yield from self.parts[target]._settle_flow(got)
+            leased = yield from self._parts[target]._settle_flow(got)
             self._mark(leased, target)
             return leased
 
@@ -307,13 +314,13 @@ class ShardedFlows(ShardedRules, ShardedSchedules, ShardedReads, QueueBase):
         if not kept:
             sample = self._pair(candidates)
             states = yield from self._pipeline(
-                tuple(self.parts[s].ops.shard_state() for s in sample)
+                tuple(self._parts[s].ops.shard_state() for s in sample)
             )
             self._saw(sample, states)
         lifts = _lifts(list(zip(sample, states, strict=True)))
         if lifts:  # shards whose virtual time stood still: no credit for it
             yield from self._pipeline(
-                tuple(self.parts[s].ops.lift_floor(to) for s, to in lifts.items())
+                tuple(self._parts[s].ops.lift_floor(to) for s, to in lifts.items())
             )
             states = [
                 replace(st, position=max(st.position, lifts[s]), floor=lifts[s])
@@ -327,13 +334,13 @@ class ShardedFlows(ShardedRules, ShardedSchedules, ShardedReads, QueueBase):
         while len(out) < request.count:
             if not order and rest:
                 states = yield from self._pipeline(
-                    tuple(self.parts[s].ops.shard_state() for s in rest)
+                    tuple(self._parts[s].ops.shard_state() for s in rest)
                 )
                 self._saw(rest, states)
                 order, rest = _order(list(zip(rest, states, strict=True)), self._rng), []
             if not order and kept and not sent:  # kept states may be stale: read them
                 states = yield from self._pipeline(
-                    tuple(self.parts[s].ops.shard_state() for s in sample)
+                    tuple(self._parts[s].ops.shard_state() for s in sample)
                 )
                 self._saw(sample, states)
                 order, kept = _order(list(zip(sample, states, strict=True)), self._rng), False
@@ -387,7 +394,10 @@ class ShardedFlows(ShardedRules, ShardedSchedules, ShardedReads, QueueBase):
             return [], []
         return list(shards), list(states)
 
-    def _extend_many_flow(self, tasks: Sequence[Task], seconds: float | None) -> Flow[list[bool]]:
+    def wait_and_lease(self, timeout: float, request: LeaseRequest) -> None:
+        return None
+
+    def extend_many(self, tasks: Sequence[Task], seconds: float | None) -> Flow[list[bool]]:
         groups: dict[int, list[int]] = {}
         routed = [self._route(task) for task in tasks]
         for i, (shard, _) in enumerate(routed):
@@ -396,7 +406,7 @@ class ShardedFlows(ShardedRules, ShardedSchedules, ShardedReads, QueueBase):
         shards = list(groups)
         answers = yield from self._pipeline(
             tuple(
-                self.parts[s].ops.extend_many([tasks[i] for i in groups[s]], seconds)
+                self._parts[s].ops.extend_many([tasks[i] for i in groups[s]], seconds)
                 for s in shards
             )
         )
@@ -407,80 +417,59 @@ class ShardedFlows(ShardedRules, ShardedSchedules, ShardedReads, QueueBase):
         return out
 
     # reads and changes by task id ---------------------------------------------------
-    def _locate_flow(self, task_id: str) -> Flow[Partition]:
-        """The partition holding ``task_id`` (shard 0 when none does: it answers as
-        an unknown id does)."""
-        found: list[Task | None] = yield from self._each(lambda p: p.ops.get(task_id))
-        for part, task in zip(self.parts, found, strict=True):
+    def locate(self, task_id: str) -> Flow[Partition]:
+        found: list[Task | None] = yield from self.each(lambda p: p.ops.get(task_id))
+        for part, task in zip(self._parts, found, strict=True):
             if task is not None:
                 return part
-        return self.parts[0]
+        return self._parts[0]
 
-    def _get_flow(self, task_id: str) -> Flow[Task | None]:
-        found: list[Task | None] = yield from self._each(lambda p: p.ops.get(task_id))
+    def get(self, task_id: str) -> Flow[Task | None]:
+        found: list[Task | None] = yield from self.each(lambda p: p.ops.get(task_id))
         for shard, task in enumerate(found):
             if task is not None:
                 self._mark([task], shard)
                 return task
         return None
 
-    def _by_id_flow(self, task_id: str, build: Callable[[Partition], Call[T]]) -> Flow[T]:
-        part = yield from self._locate_flow(task_id)
-        answer: T = yield build(part)
-        return answer
-
-    def _sharded_outcome_flow(
-        self, task_id: str, timeout: float, consume: bool
-    ) -> Flow[TaskOutcome | None]:
-        part = yield from self._locate_flow(task_id)
-        return (yield from part._outcome_flow(task_id, timeout, consume))
-
-    def _sharded_result_flow(self, task_id: str, timeout: float, consume: bool) -> Flow[Any]:
-        part = yield from self._locate_flow(task_id)
-        return (yield from part._result_flow(task_id, timeout, consume))
-
     # whole-queue reads and housekeeping --------------------------------------------
-    def _sum_flow(self, build: Callable[[Partition], Call[int]]) -> Flow[int]:
-        return sum((yield from self._each(build)))
-
-    def _cleanup_all_flow(self, batch: int, passes: int | None) -> Flow[int]:
+    def cleanup(self, batch: int, passes: int | None) -> Flow[int]:
         total = 0
-        for part in self.parts:
+        for part in self._parts:
             total += yield from part._cleanup_dependencies_flow(batch, passes)
         return total
 
-    def _purge_all_flow(self, batch: int) -> Flow[int]:
+    def purge_rest(self, batch: int) -> Flow[int]:
         total = 0
-        for part in self.parts[1:]:
+        for part in self._parts[1:]:
             while True:
                 deleted, remaining = yield part.ops.purge(batch)
                 total += deleted
                 if remaining == 0:
                     break
-        total += yield from self._purge_flow(batch)
         return total
 
-    def _list_all_flow(
+    def list_tasks(
         self, state: TaskState | str | None, user_id: str | None, name: str | None,
         limit: int, cursor: str | None,
     ) -> Flow[TaskPage]:  # fmt: skip
         """``list_tasks``: one user's tasks from its shard; otherwise shard by shard
         (each shard newest first), the cursor ``'<shard>/<that shard's cursor>'``."""
         if user_id is not None:
-            return (yield from self._part(user_id)._list_tasks_flow(
+            return (yield from self.for_user(user_id)._list_tasks_flow(
                 state, user_id, name, limit, cursor
             ))  # fmt: skip
         shard, inner = 0, None
         if cursor is not None:
             head, sep, rest = str(cursor).partition(CURSOR_SEP)
-            if not sep or not head.isdigit() or not int(head) < len(self.parts):
+            if not sep or not head.isdigit() or not int(head) < len(self._parts):
                 raise ValidationError(f"cursor {cursor!r} is not a cursor of this queue")
             shard, inner = int(head), rest or None
-        page: TaskPage = yield from self.parts[shard]._list_tasks_flow(
+        page: TaskPage = yield from self._parts[shard]._list_tasks_flow(
             state, None, name, limit, inner
         )
         nxt = page.next_cursor
-        if nxt is None and shard + 1 < len(self.parts):  # the next shard, from its start
+        if nxt is None and shard + 1 < len(self._parts):  # the next shard, from its start
             return page.model_copy(update={"next_cursor": f"{shard + 1}{CURSOR_SEP}"})
         if nxt is not None:
             return page.model_copy(update={"next_cursor": f"{shard}{CURSOR_SEP}{nxt}"})

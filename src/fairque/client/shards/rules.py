@@ -12,16 +12,17 @@ take tenants (``spread_flow``). docs/howto/shards.md says the same for users.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from fairque.client.base import Flow, QueueBase
+from fairque.client.base import Flow
 from fairque.constraints.model import Constraint, ConstraintInfo, ConstraintSet
 from fairque.core.ops import Operations
-from fairque.errors import ConstraintNotFound, ValidationError
+from fairque.errors import ValidationError
 
 if TYPE_CHECKING:
-    from fairque.client.sharding import Partition
+    from fairque.client.shards.placed import Placed
+    from fairque.client.shards.placement import Partition
     from fairque.core.ops.shards import Layout
 
 
@@ -71,40 +72,43 @@ def merge_infos(answers: Sequence[list[ConstraintInfo]]) -> list[ConstraintInfo]
     return [merged[k] for k in sorted(merged)]
 
 
-class ShardedRules(QueueBase):
-    """The constraint flows of a sharded client (``ShardedFlows`` mixes them in)."""
+class ShardedRules:
+    """The constraint flows of a sharded queue (``Shards`` mixes them in)."""
 
-    parts: tuple[Partition, ...]
+    _parts: tuple[Partition, ...]
+    home: Placed
 
     if TYPE_CHECKING:
 
-        def _each(self, build: Any) -> Flow[list[Any]]: ...
+        def each(self, build: Any) -> Flow[list[Any]]: ...
 
-        def _adopt_layout(self, layout: Layout) -> None: ...
+        def adopt(self, layout: Layout) -> Any: ...
 
-    def _constraints_all_flow(
+        def _pipeline(self, calls: tuple[Any, ...]) -> Flow[list[Any]]: ...
+
+    def constraints(
         self, constraint_id: str | None = None, usage: bool = True
     ) -> Flow[list[ConstraintInfo]]:
         """Every shard's constraints, merged; each partition matches its pushes against
         its own shard's set from then on."""
-        answers: list[tuple[ConstraintSet, list[ConstraintInfo]]] = yield from self._each(
+        answers: list[tuple[ConstraintSet, list[ConstraintInfo]]] = yield from self.each(
             lambda p: p.ops.constraints(constraint_id, usage)
         )
-        for part, (found, _) in zip(self.parts, answers, strict=True):
+        for part, (found, _) in zip(self._parts, answers, strict=True):
             if constraint_id is None:
                 part.ops.codec.constraints = found
         if constraint_id is None:
-            self.ops.codec.constraints = answers[0][0]
+            self.home.ops.codec.constraints = answers[0][0]
         return merge_infos([infos for _, infos in answers])
 
     def _grown_flow(self) -> Flow[bool]:
         """Read the layout; True (and follow it) when a resize added shards."""
-        layout: Layout = yield self.ops.create_shards(())
-        grown = len(layout.tags) + 1 > len(self.parts)
-        self._adopt_layout(layout)
+        layout: Layout = yield self.home.ops.create_shards(())
+        grown = len(layout.tags) + 1 > len(self._parts)
+        self.adopt(layout)
         return grown
 
-    def _define_all_flow(self, constraints: Sequence[Constraint]) -> Flow[list[ConstraintInfo]]:
+    def define(self, constraints: Sequence[Constraint]) -> Flow[list[ConstraintInfo]]:
         """Define ``constraints`` on every shard with their shares (every split checked
         before anything is written); again on every shard when a resize added shards
         meanwhile (shares are taken over the new list). Answers the merged set after."""
@@ -112,45 +116,23 @@ class ShardedRules(QueueBase):
             if not isinstance(c, Constraint):
                 raise ValidationError(f"expected a Constraint, got {type(c).__name__}")
         while True:
-            yield from spread_flow([p.ops for p in self.parts], constraints)
+            yield from spread_flow([p.ops for p in self._parts], constraints)
             if not (yield from self._grown_flow()):
                 break
-        infos: list[ConstraintInfo] = yield from self._constraints_all_flow(usage=False)
+        infos: list[ConstraintInfo] = yield from self.constraints(usage=False)
         return infos
 
-    def _remove_all_flow(self, constraint_id: str) -> Flow[bool]:
+    def remove_constraint(self, constraint_id: str) -> Flow[bool]:
         """Remove the constraint from every shard (and from shards a resize added)."""
         removed = False
         done = 0
         while True:
             answers: list[bool] = yield from self._pipeline(
-                tuple(p.ops.remove_constraint(constraint_id) for p in self.parts[done:])
+                tuple(p.ops.remove_constraint(constraint_id) for p in self._parts[done:])
             )
             removed = removed or any(answers)
-            done = len(self.parts)
+            done = len(self._parts)
             if not (yield from self._grown_flow()):
                 break
-        yield from self._constraints_all_flow(usage=False)
+        yield from self.constraints(usage=False)
         return removed
-
-    def _constraint_one_flow(self, constraint_id: str) -> Flow[ConstraintInfo]:
-        infos = yield from self._constraints_all_flow(constraint_id)
-        if not infos:
-            raise ConstraintNotFound(f"no constraint {constraint_id}")
-        return infos[0]
-
-    def _apply_all_flow(
-        self, constraints: Iterable[Constraint], prune: bool
-    ) -> Flow[ConstraintSet]:
-        """``apply_constraints`` over every shard."""
-        wanted = list(constraints)
-        infos = yield from self._define_all_flow(wanted)
-        if prune:
-            keep = {c.id for c in wanted}
-            for info in infos:
-                if info.constraint.id not in keep:
-                    yield from self._remove_all_flow(info.constraint.id)
-            infos = yield from self._constraints_all_flow(usage=False)
-        return ConstraintSet(
-            self.parts[0].ops.codec.constraints.version, tuple(i.constraint for i in infos)
-        )

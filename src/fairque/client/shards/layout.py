@@ -9,7 +9,7 @@ import redis
 from redis.exceptions import NoScriptError, ResponseError
 
 from fairque.client.base import QueueBase, run_flow
-from fairque.client.shardrules import shard_operations, spread_flow
+from fairque.client.shards.rules import shard_operations, spread_flow
 from fairque.core.ops.shards import Layout
 from fairque.core.shards import check_shards, choose_tags
 from fairque.errors import ConfigError

@@ -87,7 +87,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         callspec = getattr(item, "callspec", None)
         sharded = callspec is not None and callspec.params.get("make_queue") == "sharded"
-        one_shard = item.get_closest_marker("one_shard") is not None
+        # tests/shards makes queues of its own shard counts
+        one_shard = item.get_closest_marker("one_shard") is not None or "shards" in item.path.parts
         on_one_kind = sharded and callspec.params.get("server") != SHARDED_KIND
         (drop if sharded and (one_shard or on_one_kind) else keep).append(item)
     if drop:
@@ -183,7 +184,7 @@ SHARDS = 3
 SHARDED_KIND = "valkey"
 
 
-@pytest.fixture(params=["sync", "async"])
+@pytest.fixture(params=["sync", "async", "sharded"])
 def make_queue(
     request: pytest.FixtureRequest,
     server: ServerInfo,

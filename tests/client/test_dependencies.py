@@ -48,6 +48,7 @@ def t(name: str, *deps: str, user: str = "u", **kw: object) -> Task:
     return Task(user_id=user, name=name, task_id=name, depends_on=deps, **kw)
 
 
+@pytest.mark.one_shard("reads or ages one shard's keys")
 def test_linear_extract_transform_load(make_queue: MakeQueue, redis_client: SyncClient) -> None:
     q = make_queue()
     pushed = q.push_many([t("load", "transform"), t("transform", "extract"), t("extract")])
@@ -70,6 +71,7 @@ def test_linear_extract_transform_load(make_queue: MakeQueue, redis_client: Sync
     assert got.depends_on == ("transform",)
 
 
+@pytest.mark.one_shard("reads or ages one shard's keys")
 def test_fan_out_fan_in(make_queue: MakeQueue, redis_client: SyncClient) -> None:
     q = make_queue()
     q.push_many([t("prepare"), t("process_a", "prepare"), t("process_b", "prepare"),
@@ -90,6 +92,7 @@ def test_fan_out_fan_in(make_queue: MakeQueue, redis_client: SyncClient) -> None
     assert deps_keys(redis_client, q) == []
 
 
+@pytest.mark.one_shard("reads or ages one shard's keys")
 def test_partial_release_of_shared_upstreams(
     make_queue: MakeQueue, redis_client: SyncClient
 ) -> None:
@@ -115,6 +118,7 @@ def test_partial_release_of_shared_upstreams(
     assert deps_keys(redis_client, q) == []
 
 
+@pytest.mark.one_shard("turns between tenants are exact within a shard, on average across shards")
 def test_dependents_across_users_keep_the_round_robin(make_queue: MakeQueue) -> None:
     q = make_queue()
     # exact turns are count mode's promise (time mode orders by measured run times of
@@ -153,6 +157,7 @@ def test_delayed_dependent_is_scheduled_when_released(make_queue: MakeQueue) -> 
     assert state(q, "later") == TaskState.SCHEDULED
 
 
+@pytest.mark.one_shard("reads or ages one shard's keys")
 def test_failure_cascades_through_dependents(
     make_queue: MakeQueue, redis_client: SyncClient
 ) -> None:
@@ -184,6 +189,7 @@ def test_failure_cascades_through_dependents(
     assert deps_keys(redis_client, q) == []
 
 
+@pytest.mark.one_shard("reads or ages one shard's keys")
 def test_push_after_upstream_failed(make_queue: MakeQueue, redis_client: SyncClient) -> None:
     q = make_queue()
     q.push(t("bad", max_retries=0))
@@ -241,6 +247,7 @@ def test_expired_upstream_is_repaired_by_cleanup(
     assert q.cleanup_dependencies() == 0
 
 
+@pytest.mark.one_shard("reads or ages one shard's keys")
 def test_workflow_builders_push_atomically(make_queue: MakeQueue, redis_client: SyncClient) -> None:
     q = make_queue()
     prepare, a, b, combine = (Step(n, user_id="u") for n in ("prepare", "a", "b", "combine"))

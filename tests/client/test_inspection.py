@@ -78,6 +78,7 @@ def test_loads_backlogs_weights_and_the_ring(make_queue: MakeQueue) -> None:
     assert q.oldest_queued_ms() == round(first.created_at.timestamp() * 1000)
 
 
+@pytest.mark.one_shard("a global limit below the shard count is not split (docs/howto/shards.md)")
 def test_where_a_task_waits_and_what_it_is_linked_to(make_queue: MakeQueue) -> None:
     q = make_queue()
     q.define_constraint(id="one", name="limited", concurrency=1)

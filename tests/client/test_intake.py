@@ -46,6 +46,7 @@ def test_a_task_in_the_intake_is_queued_for_every_reader(
     assert [(u.user_id, u.ready) for u in q.stats().users] == [("ann", 1)]
 
 
+@pytest.mark.one_shard("reads or ages one shard's keys")
 def test_readers_place_the_whole_intake_first(
     make_queue: MakeQueue, redis_client: SyncClient
 ) -> None:
@@ -78,6 +79,7 @@ def test_a_canceled_task_that_was_never_placed_is_listed(
     assert [x.task_id for x in q.list_tasks(state=TaskState.CANCELED).tasks] == [t.task_id]
 
 
+@pytest.mark.one_shard("reads or ages one shard's keys")
 def test_a_cancel_before_placement_takes_the_entry_out(
     make_queue: MakeQueue, redis_client: SyncClient
 ) -> None:
@@ -130,6 +132,7 @@ def test_a_general_push_goes_behind_the_intake(
     assert [t.task_id for t in q.pop_batch(5, "w")] == [direct[0].task_id]
 
 
+@pytest.mark.one_shard("reads or ages one shard's keys")
 def test_placement_is_bounded_and_keeps_each_users_order(
     make_queue: MakeQueue, redis_client: SyncClient
 ) -> None:
@@ -151,6 +154,7 @@ def test_placement_is_bounded_and_keeps_each_users_order(
         assert mine == sorted(mine), f"{user} leased out of push order"
 
 
+@pytest.mark.one_shard("turns between tenants are exact within a shard, on average across shards")
 def test_users_take_turns_from_placement(make_queue: MakeQueue) -> None:
     q = make_queue()
     for _ in range(3):
@@ -171,6 +175,7 @@ def test_placing_twice_places_nothing_more(make_queue: MakeQueue, redis_client: 
     assert queue_snapshot(redis_client, q.queue) == before
 
 
+@pytest.mark.one_shard("reads or ages one shard's keys")
 def test_a_read_with_bad_arguments_places_nothing(
     make_queue: MakeQueue, redis_client: SyncClient
 ) -> None:
@@ -193,6 +198,7 @@ def test_maintain_places_the_intake(make_queue: MakeQueue, redis_client: SyncCli
     assert q.ring_users() == (["ann"], 1)
 
 
+@pytest.mark.one_shard("reads or ages one shard's keys")
 def test_purge_deletes_the_intake(make_queue: MakeQueue, redis_client: SyncClient) -> None:
     q = make_queue()
     for i in range(5):

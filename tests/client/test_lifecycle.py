@@ -95,6 +95,7 @@ def test_expired_lease_is_reclaimed_with_a_retry_counted(make_queue: MakeQueue) 
     assert counters["completed"] == 1
 
 
+@pytest.mark.one_shard("reads or ages one shard's keys")
 def test_explicit_reclaim_and_final_failure_after_expiries(
     make_queue: MakeQueue, redis_client: SyncClient
 ) -> None:
@@ -116,6 +117,7 @@ def test_explicit_reclaim_and_final_failure_after_expiries(
     assert final.retry_count == 1
 
 
+@pytest.mark.one_shard("reads or ages one shard's keys")
 def test_racing_completions_exactly_one_wins(
     make_queue: MakeQueue, redis_client: SyncClient
 ) -> None:
@@ -147,6 +149,7 @@ def test_racing_completions_exactly_one_wins(
     assert q.stats().counters["completed"] == 1
 
 
+@pytest.mark.one_shard("reads or ages one shard's keys")
 def test_retry_backoff_doubles_then_fails_with_error_kept(
     make_queue: MakeQueue, redis_client: SyncClient
 ) -> None:
@@ -257,6 +260,7 @@ def test_cancel_in_every_state(make_queue: MakeQueue) -> None:
         q.cancel("missing")
 
 
+@pytest.mark.one_shard("reads or ages one shard's keys")
 def test_finished_tasks_expire_and_registry_is_trimmed(
     make_queue: MakeQueue, redis_client: SyncClient
 ) -> None:
@@ -276,6 +280,7 @@ def test_finished_tasks_expire_and_registry_is_trimmed(
     assert q.stats().counts[TaskState.FINISHED] == 0
 
 
+@pytest.mark.one_shard("reads or ages one shard's keys")
 def test_failed_ttl_applies_to_failed_tasks(
     make_queue: MakeQueue, redis_client: SyncClient
 ) -> None:
@@ -308,6 +313,7 @@ def test_stats_report_users_and_counters(make_queue: MakeQueue) -> None:
     assert len(q.stats(user_limit=1).users) >= 1
 
 
+@pytest.mark.one_shard("reads or ages one shard's keys")
 def test_result_is_stored_only_when_kept(make_queue: MakeQueue, redis_client: SyncClient) -> None:
     q = make_queue()
     kept = q.enqueue("k", user_id="u")

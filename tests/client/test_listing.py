@@ -30,6 +30,7 @@ def flat(pages: list[list[str]]) -> list[str]:
     return [i for page in pages for i in page]
 
 
+@pytest.mark.one_shard("a listing walks the shards in turn, each newest first")
 def test_pages_by_state_are_newest_first_and_complete(make_queue: MakeQueue) -> None:
     q = make_queue()
     # one batch shares one push time: ties go by id, descending
@@ -52,6 +53,7 @@ def test_newest_created_first_across_pushes(make_queue: MakeQueue) -> None:
     assert flat(all_pages(q, name="n", limit=1)) == ["a2", "a1", "a0"]
 
 
+@pytest.mark.one_shard("a listing walks the shards in turn, each newest first")
 def test_filters_by_user_name_and_state(make_queue: MakeQueue) -> None:
     q = make_queue()
     tasks = [Task(user_id=f"u{i % 4}", name=f"n{i % 3}", task_id=f"t{i:03}") for i in range(120)]
@@ -108,6 +110,7 @@ def test_a_filtered_page_examines_a_bounded_number_of_entries(make_queue: MakeQu
     assert flat(pages) == [f"t{i:05}" for i in reversed(range(n))]
 
 
+@pytest.mark.one_shard("a listing walks the shards in turn, each newest first")
 def test_a_cursor_whose_task_left_resumes_after_its_time(make_queue: MakeQueue) -> None:
     q = make_queue()
     for i in range(4):
@@ -127,6 +130,7 @@ def test_a_cursor_whose_task_left_resumes_after_its_time(make_queue: MakeQueue) 
     assert [t.task_id for t in rest.tasks] == ["b0"]
 
 
+@pytest.mark.one_shard("a listing walks the shards in turn, each newest first")
 def test_a_cursor_whose_task_left_keeps_the_tasks_sharing_its_time(
     make_queue: MakeQueue,
 ) -> None:
@@ -173,6 +177,7 @@ def index_keys(client: SyncClient, queue: str) -> list[str]:
     return sorted(found)
 
 
+@pytest.mark.one_shard("reads or ages one shard's keys")
 def test_indexes_leave_with_expiry_deletion_and_purge(
     make_queue: MakeQueue, redis_client: SyncClient
 ) -> None:
@@ -226,6 +231,7 @@ def test_retried_task_stays_listed_and_indexed(
     assert redis_client.zcard(QueueKeys(q.queue).ends) == 0
 
 
+@pytest.mark.one_shard("reads or ages one shard's keys")
 def test_a_task_pushed_again_after_expiry_keeps_its_index(
     make_queue: MakeQueue, redis_client: SyncClient
 ) -> None:

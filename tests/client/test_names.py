@@ -34,6 +34,7 @@ def test_a_worker_never_leases_a_name_it_does_not_handle(make_queue: MakeQueue) 
     assert [t.task_id for t in node] == [resize.task_id]
 
 
+@pytest.mark.one_shard("a lease is filled from one shard first")
 def test_a_lease_without_names_takes_the_tasks_set_aside(make_queue: MakeQueue) -> None:
     q = make_queue()
     first = q.enqueue("a", {}, user_id="u", priority=Priority.CRITICAL)
@@ -45,6 +46,7 @@ def test_a_lease_without_names_takes_the_tasks_set_aside(make_queue: MakeQueue) 
     assert all(t.name == "a" for t in got)
 
 
+@pytest.mark.one_shard("turns between tenants are exact within a shard, on average across shards")
 def test_set_aside_tasks_come_back_fair_between_users(make_queue: MakeQueue) -> None:
     q = make_queue()
     q.push_many([Task(user_id="flood", name="resize", payload={}) for _ in range(50)])
@@ -56,6 +58,7 @@ def test_set_aside_tasks_come_back_fair_between_users(make_queue: MakeQueue) -> 
     assert Counter(t.user_id for t in got) == {"flood": 1, "small": 1}
 
 
+@pytest.mark.one_shard("reads or ages one shard's keys")
 def test_cancel_and_purge_of_a_set_aside_task(
     make_queue: MakeQueue, redis_client: SyncClient
 ) -> None:

@@ -89,6 +89,7 @@ def test_consume_covers_failures_and_cancellations(make_queue: MakeQueue) -> Non
     assert q.result("c") == 5
 
 
+@pytest.mark.one_shard("sends one shard's operations itself; every shard runs the same scripts")
 def test_a_resent_consuming_read_gets_the_outcome_again(
     make_queue: MakeQueue, redis_client: SyncClient
 ) -> None:
@@ -188,6 +189,7 @@ def test_bad_failure_fields_change_nothing(
     assert stored.state is TaskState.STARTED
 
 
+@pytest.mark.one_shard("sends one shard's operations itself; every shard runs the same scripts")
 def test_a_resent_failure_with_fields_changes_nothing(
     make_queue: MakeQueue, redis_client: SyncClient
 ) -> None:
@@ -202,6 +204,7 @@ def test_a_resent_failure_with_fields_changes_nothing(
     assert queue_snapshot(redis_client, q.queue) == before
 
 
+@pytest.mark.one_shard("sends one shard's operations itself; every shard runs the same scripts")
 def test_extend_of_a_task_canceled_under_its_lease_says_so(
     make_queue: MakeQueue, redis_client: SyncClient
 ) -> None:

@@ -167,6 +167,7 @@ def test_a_quota_lives_in_its_tenants_shard(make_queue: MakeQueue) -> None:
         assert backlog(q, u) == (3 if u == users[0] else 2)
 
 
+@pytest.mark.one_shard("push_many is atomic per shard")
 def test_a_batch_of_many_users_is_counted_and_held_to_their_quotas(
     make_queue: MakeQueue,
 ) -> None:

@@ -39,6 +39,7 @@ def finish_later(q: FairQueue, delay: float, result: Any) -> threading.Thread:
     return thread
 
 
+@pytest.mark.one_shard("reads or ages one shard's keys")
 def test_result_wakes_a_waiter_at_completion(
     make_queue: MakeQueue, redis_client: SyncClient
 ) -> None:

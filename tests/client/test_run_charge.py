@@ -33,6 +33,7 @@ def leased(q: FairQueue, user: str = "u", n: int = 2) -> Task:
     return task
 
 
+@pytest.mark.one_shard("sends one shard's operations itself; every shard runs the same scripts")
 def test_a_completion_is_charged_the_reported_run_once(
     make_queue: MakeQueue, redis_client: SyncClient
 ) -> None:
@@ -65,6 +66,7 @@ def test_a_report_never_charges_more_than_the_span(
     assert busy_us(redis_client, q, "u") <= span_us + 1_000  # the span (ms stamps), not an hour
 
 
+@pytest.mark.one_shard("reads or ages one shard's keys")
 def test_without_a_report_the_span_is_charged(
     make_queue: MakeQueue, redis_client: SyncClient
 ) -> None:
@@ -76,6 +78,7 @@ def test_without_a_report_the_span_is_charged(
     assert busy_us(redis_client, q, "u") >= HELD * 1e6 * 0.9
 
 
+@pytest.mark.one_shard("sends one shard's operations itself; every shard runs the same scripts")
 def test_a_failure_and_a_give_back_are_charged_their_reports(
     make_queue: MakeQueue, redis_client: SyncClient
 ) -> None:
@@ -97,6 +100,7 @@ def test_a_failure_and_a_give_back_are_charged_their_reports(
         assert busy_us(redis_client, q, "u") == 2_000
 
 
+@pytest.mark.one_shard("sends one shard's operations itself; every shard runs the same scripts")
 def test_a_heartbeat_charges_the_reported_run_so_far(
     make_queue: MakeQueue, redis_client: SyncClient
 ) -> None:

@@ -23,6 +23,7 @@ def drain(q: FairQueue, limit: int = 100_000, **pop_kwargs: Any) -> list[Task]:
     return out
 
 
+@pytest.mark.one_shard("turns between tenants are exact within a shard, on average across shards")
 def test_flood_does_not_starve_small_users(make_queue: MakeQueue) -> None:
     q = make_queue()
     q.set_fairness("count")  # strict turns; time mode: tests/client/test_time_fair.py
@@ -42,6 +43,7 @@ def test_flood_does_not_starve_small_users(make_queue: MakeQueue) -> None:
         assert served[i] != served[i - 1]
 
 
+@pytest.mark.one_shard("turns between tenants are exact within a shard, on average across shards")
 def test_pop_batch_is_round_robin_within_the_batch(make_queue: MakeQueue) -> None:
     q = make_queue()
     for u in ("a", "b", "c"):
@@ -55,6 +57,7 @@ def test_pop_batch_is_round_robin_within_the_batch(make_queue: MakeQueue) -> Non
     assert q.pop_batch(10) == []
 
 
+@pytest.mark.one_shard("turns between tenants are exact within a shard, on average across shards")
 @pytest.mark.parametrize("limits", [False, True])
 def test_a_batch_leases_what_single_pops_would(make_queue: MakeQueue, limits: bool) -> None:
     """A batch follows the ring's head as single pops do: same tasks, same order, with
@@ -161,6 +164,7 @@ def test_execute_after_in_the_past_is_ready_at_once(make_queue: MakeQueue) -> No
     assert [x.name for x in drain(q)] == ["x"]
 
 
+@pytest.mark.one_shard("turns between tenants are exact within a shard, on average across shards")
 def test_assigned_users_first_then_steal_targets(make_queue: MakeQueue) -> None:
     q = make_queue()
     q.set_fairness("count")  # exact alternation; time mode: tests/client/test_time_fair.py
@@ -188,6 +192,7 @@ def test_steal_targets_alone_and_unknown_users(make_queue: MakeQueue) -> None:
     assert t.user_id == "b"
 
 
+@pytest.mark.one_shard("turns between tenants are exact within a shard, on average across shards")
 def test_weights_give_proportional_share(make_queue: MakeQueue) -> None:
     q = make_queue()
     q.set_fairness("count")  # weights as turns per round; as time: tests/client/test_time_fair.py
@@ -206,6 +211,7 @@ def test_weights_give_proportional_share(make_queue: MakeQueue) -> None:
     assert Counter(served) == {"heavy": 5, "light": 5}
 
 
+@pytest.mark.one_shard("turns between tenants are exact within a shard, on average across shards")
 def test_in_flight_cap_skips_user_until_a_slot_frees(make_queue: MakeQueue) -> None:
     q = make_queue()
     q.set_user_limits("capped", max_in_flight=2)

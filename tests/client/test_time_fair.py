@@ -68,6 +68,7 @@ def test_the_default_mode_is_time_and_it_can_be_switched(make_queue: MakeQueue) 
     assert q.fairness() == "time"
 
 
+@pytest.mark.one_shard("reads or ages one shard's keys")
 def test_slow_tasks_buy_fewer_turns(make_queue: MakeQueue, redis_client: SyncClient) -> None:
     """A user whose tasks run 30 ms gets far fewer leases than one whose tasks take
     none, and the worker time the two used comes out about even."""
@@ -95,6 +96,7 @@ def test_slow_tasks_buy_fewer_turns(make_queue: MakeQueue, redis_client: SyncCli
     assert 0.5 < busy["slow"] / max(busy["fast"], 1) < 2, busy
 
 
+@pytest.mark.one_shard("turns between tenants are exact within a shard, on average across shards")
 def test_weights_share_worker_time(make_queue: MakeQueue) -> None:
     """With tasks of equal (sub-millisecond) cost, weight 3 gets three leases per one."""
     q = make_queue()
@@ -106,6 +108,7 @@ def test_weights_share_worker_time(make_queue: MakeQueue) -> None:
     assert served == {"heavy": 150, "light": 50}
 
 
+@pytest.mark.one_shard("sends one shard's operations itself; every shard runs the same scripts")
 def test_a_lease_is_charged_what_it_held(make_queue: MakeQueue, redis_client: SyncClient) -> None:
     """Lease (charged an estimate), two heartbeats (charged what ran), completion
     (corrected to the lease's span): the start tag moves by the span, once, however
@@ -145,6 +148,7 @@ def test_a_lease_is_charged_what_it_held(make_queue: MakeQueue, redis_client: Sy
     assert float(tenant[b"est"]) == pytest.approx(held, abs=0.01)  # the first run sets it
 
 
+@pytest.mark.one_shard("reads or ages one shard's keys")
 def test_a_reclaimed_lease_is_charged_its_span_and_a_late_completion_nothing(
     make_queue: MakeQueue, redis_client: SyncClient
 ) -> None:
@@ -165,6 +169,7 @@ def test_a_reclaimed_lease_is_charged_its_span_and_a_late_completion_nothing(
     assert b"est" not in tenant  # an expired lease says nothing about run time
 
 
+@pytest.mark.one_shard("reads or ages one shard's keys")
 def test_a_give_back_and_a_cancel_charge_the_time_held(
     make_queue: MakeQueue, redis_client: SyncClient
 ) -> None:
@@ -214,6 +219,7 @@ def test_an_idle_user_returns_at_the_floor_with_no_credit(
     assert nxt.user_id == "idle"
 
 
+@pytest.mark.one_shard("reads or ages one shard's keys")
 def test_a_returning_user_owes_at_most_a_minute(
     make_queue: MakeQueue, redis_client: SyncClient
 ) -> None:
@@ -226,6 +232,7 @@ def test_a_returning_user_owes_at_most_a_minute(
     assert start_tag(redis_client, q, "debtor") == floor(redis_client, q) + 60_000_000
 
 
+@pytest.mark.one_shard("reads or ages one shard's keys")
 def test_critical_work_is_charged_too(make_queue: MakeQueue, redis_client: SyncClient) -> None:
     q = make_queue()
     q.push_many(Task(user_id="c", name="x", priority=Priority.CRITICAL) for _ in range(20))
@@ -234,6 +241,7 @@ def test_critical_work_is_charged_too(make_queue: MakeQueue, redis_client: SyncC
     assert served == {"c": 10, "n": 10}
 
 
+@pytest.mark.one_shard("reads or ages one shard's keys")
 def test_a_cap_holds_in_time_mode_and_the_tag_survives_it(
     make_queue: MakeQueue, redis_client: SyncClient
 ) -> None:
@@ -287,6 +295,7 @@ def test_switching_modes_under_racing_workers_loses_nothing(make_queue: MakeQueu
     assert flips > 10
 
 
+@pytest.mark.one_shard("sends one shard's operations itself; every shard runs the same scripts")
 def test_a_batch_heartbeat_charges_each_lease_once(
     make_queue: MakeQueue, redis_client: SyncClient
 ) -> None:
@@ -313,6 +322,7 @@ def test_a_batch_heartbeat_charges_each_lease_once(
         assert start_tag(redis_client, q, t.user_id) == pytest.approx(tags[t.user_id] + now - mark)
 
 
+@pytest.mark.one_shard("reads or ages one shard's keys")
 def test_users_not_leased_for_a_month_are_forgotten(
     make_queue: MakeQueue, redis_client: SyncClient
 ) -> None:
@@ -335,6 +345,7 @@ def test_users_not_leased_for_a_month_are_forgotten(
     assert redis_client.exists(keys.tenant("new"), keys.active) == 0
 
 
+@pytest.mark.one_shard("turns between tenants are exact within a shard, on average across shards")
 @pytest.mark.parametrize("size", [3, 7, 50])
 def test_a_batch_leases_what_single_pops_would_in_time_mode(
     make_queue: MakeQueue, size: int

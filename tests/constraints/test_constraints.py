@@ -82,6 +82,7 @@ def test_plain_data_round_trip() -> None:
 
 
 # storage and inspection -------------------------------------------------------------
+@pytest.mark.one_shard("a global limit below the shard count is not split (docs/howto/shards.md)")
 def test_define_list_inspect_remove(make_queue: MakeQueue) -> None:
     q = make_queue()
     assert q.constraints() == []
@@ -108,6 +109,7 @@ def test_define_list_inspect_remove(make_queue: MakeQueue) -> None:
     assert q.constraints() == []
 
 
+@pytest.mark.one_shard("a global limit below the shard count is not split (docs/howto/shards.md)")
 def test_a_push_matches_constraints_defined_by_another_client(make_queue: MakeQueue) -> None:
     q = make_queue()
     other = make_queue(q.queue)
@@ -126,6 +128,7 @@ def test_a_push_matches_constraints_defined_by_another_client(make_queue: MakeQu
 
 
 # the lease script ---------------------------------------------------------------------
+@pytest.mark.one_shard("a global limit below the shard count is not split (docs/howto/shards.md)")
 def test_concurrency_limit_passes_over_without_blocking(make_queue: MakeQueue) -> None:
     q = make_queue()
     q.define_constraint(id="c", name="slow", concurrency=1)
@@ -151,6 +154,7 @@ def test_concurrency_limit_passes_over_without_blocking(make_queue: MakeQueue) -
     assert a.task_id == "a"
 
 
+@pytest.mark.one_shard("a global limit below the shard count is not split (docs/howto/shards.md)")
 def test_rate_limit_gives_the_exact_next_slot(make_queue: MakeQueue) -> None:
     q = make_queue()
     q.define_constraint(id="r", name="*", rate=2, per=1.0, burst=1)
@@ -178,6 +182,7 @@ def test_per_user_buckets(make_queue: MakeQueue) -> None:
     assert info.buckets == {"p:a": (1, 1), "p:b": (1, 1)}
 
 
+@pytest.mark.one_shard("reads or ages one shard's keys")
 def test_an_expired_lease_frees_its_slot(make_queue: MakeQueue, redis_client: SyncClient) -> None:
     q = make_queue()
     q.define_constraint(id="c", concurrency=1)
@@ -194,6 +199,7 @@ def test_an_expired_lease_frees_its_slot(make_queue: MakeQueue, redis_client: Sy
     assert q.constraint("c").running == 1
 
 
+@pytest.mark.one_shard("reads or ages one shard's keys")
 def test_extend_keeps_the_slot(make_queue: MakeQueue, redis_client: SyncClient) -> None:
     q = make_queue(lease_seconds=1.0)
     q.define_constraint(id="c", concurrency=1)
@@ -210,6 +216,7 @@ def test_extend_keeps_the_slot(make_queue: MakeQueue, redis_client: SyncClient) 
     assert deadline2 > deadline
 
 
+@pytest.mark.one_shard("a global limit below the shard count is not split (docs/howto/shards.md)")
 def test_cancel_a_parked_task_and_remove_releases(make_queue: MakeQueue) -> None:
     q = make_queue()
     q.define_constraint(id="c", concurrency=1)
@@ -226,6 +233,7 @@ def test_cancel_a_parked_task_and_remove_releases(make_queue: MakeQueue) -> None
     assert len(rest) == 1
 
 
+@pytest.mark.one_shard("a global limit below the shard count is not split (docs/howto/shards.md)")
 def test_raising_a_limit_releases_parked_tasks(make_queue: MakeQueue) -> None:
     q = make_queue()
     q.define_constraint(id="c", concurrency=1)
@@ -236,6 +244,7 @@ def test_raising_a_limit_releases_parked_tasks(make_queue: MakeQueue) -> None:
     assert len(q.pop_batch(3, worker_id="w")) == 2
 
 
+@pytest.mark.one_shard("a global limit below the shard count is not split (docs/howto/shards.md)")
 def test_requeue_and_fail_free_the_slot(make_queue: MakeQueue) -> None:
     q = make_queue(retry_base_seconds=0.001)
     q.define_constraint(id="c", concurrency=1)
@@ -250,6 +259,7 @@ def test_requeue_and_fail_free_the_slot(make_queue: MakeQueue) -> None:
     assert q.pop(worker_id="w") is not None
 
 
+@pytest.mark.one_shard("a global limit below the shard count is not split (docs/howto/shards.md)")
 def test_a_purge_keeps_the_constraints_and_their_version(make_queue: MakeQueue) -> None:
     q = make_queue()
     q.define_constraint(id="c", concurrency=1)
@@ -262,6 +272,7 @@ def test_a_purge_keeps_the_constraints_and_their_version(make_queue: MakeQueue) 
     assert [i.constraint.id for i in fresh.constraints()] == ["c"]
 
 
+@pytest.mark.one_shard("reads or ages one shard's keys")
 def test_a_purge_frees_the_slots_of_the_tasks_it_deletes(
     make_queue: MakeQueue, redis_client: SyncClient
 ) -> None:
@@ -290,6 +301,7 @@ def test_a_purge_frees_the_slots_of_the_tasks_it_deletes(
     assert (q.constraint("c").running, q.constraint("c").parked) == (1, 0)
 
 
+@pytest.mark.one_shard("sends one shard's operations itself; every shard runs the same scripts")
 def test_apply_constraints_defines_and_prunes(make_queue: MakeQueue) -> None:
     q = make_queue()
     q.define_constraint(id="old", rate=1)
@@ -300,6 +312,7 @@ def test_apply_constraints_defines_and_prunes(make_queue: MakeQueue) -> None:
     assert held.version == q.ops.codec.constraints.version
 
 
+@pytest.mark.one_shard("a global limit below the shard count is not split (docs/howto/shards.md)")
 def test_a_late_start_keeps_the_rate_schedule(make_queue: MakeQueue) -> None:
     """A consumer that comes a little after each slot (a wake-up's delay) does not push
     the schedule back by that delay each time: burst 1 delivers the rate, not less."""

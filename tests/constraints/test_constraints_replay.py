@@ -21,6 +21,7 @@ def _parked_queue(make_queue: MakeQueue) -> FairQueue:
     return q
 
 
+@pytest.mark.one_shard("sends one shard's operations itself; every shard runs the same scripts")
 def test_resent_define(make_queue: MakeQueue, redis_client: SyncClient) -> None:
     q = _parked_queue(make_queue)
     first, second = resend(q, redis_client, q.ops.define_constraint(Constraint("c", concurrency=3)))
@@ -29,6 +30,7 @@ def test_resent_define(make_queue: MakeQueue, redis_client: SyncClient) -> None:
     assert first == second
 
 
+@pytest.mark.one_shard("sends one shard's operations itself; every shard runs the same scripts")
 def test_resent_remove(make_queue: MakeQueue, redis_client: SyncClient) -> None:
     q = _parked_queue(make_queue)
     first, second = resend(q, redis_client, q.ops.remove_constraint("c"))
@@ -36,6 +38,7 @@ def test_resent_remove(make_queue: MakeQueue, redis_client: SyncClient) -> None:
     assert second is True
 
 
+@pytest.mark.one_shard("sends one shard's operations itself; every shard runs the same scripts")
 def test_resent_pop_that_parked(make_queue: MakeQueue, redis_client: SyncClient) -> None:
     q = make_queue()
     q.define_constraint(id="c", name="slow", concurrency=1)
@@ -47,6 +50,7 @@ def test_resent_pop_that_parked(make_queue: MakeQueue, redis_client: SyncClient)
     assert len(first) == 2
 
 
+@pytest.mark.one_shard("sends one shard's operations itself; every shard runs the same scripts")
 def test_resent_complete_that_frees_a_slot(make_queue: MakeQueue, redis_client: SyncClient) -> None:
     q = _parked_queue(make_queue)
     running = q.constraint("c")
@@ -59,6 +63,7 @@ def test_resent_complete_that_frees_a_slot(make_queue: MakeQueue, redis_client: 
     assert second is True
 
 
+@pytest.mark.one_shard("sends one shard's operations itself; every shard runs the same scripts")
 def test_stale_push_and_bad_definitions_change_nothing(
     make_queue: MakeQueue, redis_client: SyncClient
 ) -> None:

@@ -6,6 +6,7 @@ import contextlib
 import re
 import time
 
+import pytest
 from helpers.servers import SyncClient
 from helpers.support import MakeQueue
 from redis.crc import key_slot
@@ -62,6 +63,7 @@ def exercise_everything(q: FairQueue) -> None:
     q.stats()
 
 
+@pytest.mark.one_shard("reads or ages one shard's keys")
 def test_all_queue_keys_share_one_slot_and_are_known(
     make_queue: MakeQueue, redis_client: SyncClient
 ) -> None:

@@ -154,6 +154,7 @@ def test_every_transition_counts_once(make_queue: MakeQueue, redis_client: SyncC
     assert not [name for name in counters if ":" in name]
 
 
+@pytest.mark.one_shard("sends one shard's operations itself; every shard runs the same scripts")
 def test_resent_transitions_do_not_count_again(make_queue: MakeQueue) -> None:
     q = make_queue()
     call = q.ops.push_many([fairque.Task(user_id="u", name="n")])
@@ -170,6 +171,7 @@ def test_resent_transitions_do_not_count_again(make_queue: MakeQueue) -> None:
     assert m.wait_time.count == 1
 
 
+@pytest.mark.one_shard("sends one shard's operations itself; every shard runs the same scripts")
 def test_a_give_back_counts_once(make_queue: MakeQueue) -> None:
     q = make_queue()
     q.enqueue("n", user_id="u")
@@ -190,6 +192,7 @@ def test_histogram_cumulative_counts() -> None:
     assert len(h.cumulative) == len(h.bounds) + 1
 
 
+@pytest.mark.one_shard("reads or ages one shard's keys")
 def test_completions_sent_together_count_once_each(
     make_queue: MakeQueue, redis_client: SyncClient
 ) -> None:

@@ -44,6 +44,7 @@ def contents(client: SyncClient, queue: str) -> dict[str, Any]:
     return out
 
 
+@pytest.mark.one_shard("reads or ages one shard's keys")
 @pytest.mark.parametrize("capped", [False, True])
 def test_a_single_plain_push_writes_what_the_general_path_writes(
     make_queue: MakeQueue, redis_client: SyncClient, capped: bool

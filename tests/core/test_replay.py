@@ -66,6 +66,7 @@ def test_resent_push_of_a_finished_task_does_not_run_it_again(make_queue: MakeQu
     assert q.stats().counters["pushed"] == 1
 
 
+@pytest.mark.one_shard("sends one shard's operations itself; every shard runs the same scripts")
 def test_resent_push_of_a_task_kept_for_no_time_is_still_recognised(
     make_queue: MakeQueue,
 ) -> None:
@@ -122,6 +123,7 @@ def test_resent_pop_returns_the_same_leases(
     assert len(rest) == 1  # the resend leased nothing more
 
 
+@pytest.mark.one_shard("sends one shard's operations itself; every shard runs the same scripts")
 def test_resent_complete_and_pop(make_queue: MakeQueue, redis_client: SyncClient) -> None:
     q = make_queue()
     for i in range(4):
@@ -135,6 +137,7 @@ def test_resent_complete_and_pop(make_queue: MakeQueue, redis_client: SyncClient
     assert q.pop("w") is None
 
 
+@pytest.mark.one_shard("sends one shard's operations itself; every shard runs the same scripts")
 def test_resent_complete_succeeds_again_and_finishes_once(
     make_queue: MakeQueue, redis_client: SyncClient
 ) -> None:
@@ -147,6 +150,7 @@ def test_resent_complete_succeeds_again_and_finishes_once(
     assert q.result(task.task_id or "") == {"ok": 1}
 
 
+@pytest.mark.one_shard("sends one shard's operations itself; every shard runs the same scripts")
 @pytest.mark.parametrize(
     ("retry", "expected"), [(True, TaskState.SCHEDULED), (False, TaskState.FAILED)]
 )
@@ -161,6 +165,7 @@ def test_resent_fail_answers_the_same(
     assert resend(q, redis_client, call) == (expected, expected)
 
 
+@pytest.mark.one_shard("sends one shard's operations itself; every shard runs the same scripts")
 @pytest.mark.parametrize(("delay", "expected"), [(0, TaskState.QUEUED), (5, TaskState.SCHEDULED)])
 def test_resent_requeue_answers_the_same(
     make_queue: MakeQueue, redis_client: SyncClient, delay: float, expected: TaskState
@@ -172,6 +177,7 @@ def test_resent_requeue_answers_the_same(
     assert resend(q, redis_client, q.ops.requeue(task, delay)) == (expected, expected)
 
 
+@pytest.mark.one_shard("sends one shard's operations itself; every shard runs the same scripts")
 def test_resent_cancel_and_retry(make_queue: MakeQueue, redis_client: SyncClient) -> None:
     q = make_queue()
     t = q.enqueue("n", user_id="u")
@@ -182,6 +188,7 @@ def test_resent_cancel_and_retry(make_queue: MakeQueue, redis_client: SyncClient
     assert len(q.pop_batch(5, "w")) == 1
 
 
+@pytest.mark.one_shard("sends one shard's operations itself; every shard runs the same scripts")
 def test_resent_extend_and_limits(make_queue: MakeQueue, redis_client: SyncClient) -> None:
     q = make_queue()
     q.enqueue("n", user_id="u")
@@ -271,6 +278,7 @@ def test_undecodable_task_fails_alone(make_queue: MakeQueue, redis_client: SyncC
     assert broken[b"error"].startswith(b"undecodable task: ")
 
 
+@pytest.mark.one_shard("reads or ages one shard's keys")
 def test_maintain_trims_expired_registry_entries(
     make_queue: MakeQueue, redis_client: SyncClient
 ) -> None:
@@ -377,6 +385,7 @@ def test_an_expired_lease_cannot_be_revived_past_its_users_cap(
     assert [u.in_flight for u in q.stats().users if u.user_id == "uc"] == [1]
 
 
+@pytest.mark.one_shard("reads or ages one shard's keys")
 def test_retry_backoff_is_capped_at_ten_years(
     make_queue: MakeQueue, redis_client: SyncClient
 ) -> None:
@@ -406,6 +415,7 @@ def test_a_resent_lease_request_that_found_nothing_still_finds_nothing(
     assert q.pop("w") is not None
 
 
+@pytest.mark.one_shard("sends one shard's operations itself; every shard runs the same scripts")
 def test_push_says_whether_it_created_the_task(
     make_queue: MakeQueue, redis_client: SyncClient
 ) -> None:

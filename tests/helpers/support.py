@@ -79,20 +79,30 @@ class BlockingAsyncQueue:
 def queue_snapshot(
     client: redis.Redis | redis.RedisCluster, queue: str
 ) -> dict[str, tuple[bytes, int]]:
-    """Every key of ``queue`` as (``DUMP`` bytes, absolute expiry in ms or -1).
+    """Every key of ``queue`` (of every shard) as (``DUMP`` bytes, absolute expiry in ms
+    or -1).
 
     Two equal snapshots prove the queue's keyspace is byte-for-byte unchanged,
     expiry times included (``PEXPIRETIME`` is absolute, so time passing changes nothing).
     """
     out: dict[str, tuple[bytes, int]] = {}
-    pattern = QueueKeys(queue).prefix.replace("{", "\\{").replace("}", "\\}") + "*"
-    for key in client.scan_iter(match=pattern, count=1000):
+    for key in queue_keys(client, queue):
         dumped = client.dump(key)
         if dumped is None:  # expired between SCAN and DUMP
             continue
         name = key.decode() if isinstance(key, bytes) else key
         out[name] = (bytes(dumped), int(client.pexpiretime(key)))
     return out
+
+
+def queue_keys(client: redis.Redis | redis.RedisCluster, queue: str) -> list[Any]:
+    """The keys of ``queue``: shard 0's (``fq:{queue}:...``) and every other shard's
+    (``fq:{queue{i.salt}:...``)."""
+    head = QueueKeys(queue).prefix[: -len("}:")].replace("{", "\\{")
+    keys: list[Any] = []
+    for pattern in (head + "\\}:*", head + "\\{*"):
+        keys.extend(client.scan_iter(match=pattern, count=1000))
+    return keys
 
 
 def server_ms(client: redis.Redis | redis.RedisCluster) -> int:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from helpers.servers import SyncClient
 from helpers.support import MakeQueue, queue_snapshot
 
@@ -73,6 +74,7 @@ def test_resent_schedule_changes(make_queue: MakeQueue, redis_client: SyncClient
     assert q.add_schedule(every()).revision == 1
 
 
+@pytest.mark.one_shard("sends one shard's operations itself; every shard runs the same scripts")
 def test_resent_fire_enqueues_once(make_queue: MakeQueue, redis_client: SyncClient) -> None:
     q = make_queue()
     q.add_schedule(every(60, misfire="catch_up"))

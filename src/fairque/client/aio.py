@@ -302,8 +302,9 @@ class AsyncFairQueue(
                 ``LeaseLost``): stop working on it.
             LeaseLost: the task's lease expired or was taken over.
         """
-        part, task = self._place.for_task(task)
-        return await self._run(part.ops.extend(task, seconds))
+        part, routed = self._place.for_task(task)
+        task.lease_deadline = await self._run(part.ops.extend(routed, seconds))
+        return task.lease_deadline
 
     async def extend_many(self, tasks: Sequence[Task], seconds: float | None = None) -> list[bool]:
         """Extend several leases in one round trip (a worker's heartbeat).

@@ -65,6 +65,7 @@ class ShardedSchedules:
     def add_schedule(self, schedule: Schedule) -> Flow[Schedule]:
         """Store a new schedule in its tenant's shard (in the shard that holds its id
         already, where the script answers as on a plain queue)."""
+        self._parts[0].ops.add_schedule(schedule)  # checked first, as on a plain queue
         shard, found = yield from self._find_flow(schedule.schedule_id)
         if found is None:
             shard = shard_of(schedule.user_id, self._count)

@@ -23,10 +23,12 @@ import redis
 import redis.asyncio as aredis
 
 from fairque.client.base import Flow
+from fairque.client.shards.choose import lifts_of, order_of
 from fairque.client.shards.placement import Partition, Placement, Wait
 from fairque.client.shards.reads import ShardedReads
 from fairque.client.shards.rules import ShardedRules
 from fairque.client.shards.schedules import ShardedSchedules
+from fairque.core.checks import MAX_USER_ID, check_delays, check_identifier, check_task_list
 from fairque.core.ops.shards import Layout
 from fairque.core.records import Call, Leased, LeaseRequest, Pushed, ShardState, request_id
 from fairque.core.shards import shard_of
@@ -40,9 +42,6 @@ T = TypeVar("T")
 
 #: Shards whose state one lease weighs before it chooses (the power of two choices).
 SAMPLE = 2
-#: Virtual microseconds a shard's floor may lag behind another's before the client lifts
-#: it (more than sampling ever leaves between shards that serve; less than idleness).
-LIFT_SLACK = 1_000_000
 #: Seconds a shard seen with no ready work is left out of the draw of ``_pair`` (while
 #: some other shard was not seen so): pairs then weigh shards that can serve.
 IDLE_TTL = 0.2
@@ -59,32 +58,18 @@ TOKEN_MARK = "~"
 CURSOR_SEP = "/"
 
 
-def _order(states: Sequence[tuple[int, ShardState]], rng: random.Random) -> list[int]:
-    """The sampled shards with ready work, in the order to lease from them.
+def _again(
+    part: Partition, tasks: list[Task], delays: list[Any] | None
+) -> Callable[[], Call[Pushed]]:
+    """The builder of ``part``'s push of ``tasks``, built now (so checked before any
+    part is sent): it answers that call first, then builds it again (with the
+    constraints the partition read since)."""
+    built = [part.ops.push_many(tasks, delays)]
 
-    Time mode: the lowest ring position (start tag) first, so shards advance together
-    in virtual time. Count mode: a draw weighted by the users waiting in each ring, so
-    every user gets turns at the same pace wherever it lives.
-    """
-    ready = [(i, s) for i, s in states if s.ready]
-    if all(s.timed for _, s in ready):
-        return [i for i, _ in sorted(ready, key=lambda pair: pair[1].position)]
-    order: list[int] = []
-    while ready:
-        weights = [max(s.users, 1) for _, s in ready]
-        pick = rng.choices(range(len(ready)), weights)[0]
-        order.append(ready.pop(pick)[0])
-    return order
+    def build() -> Call[Pushed]:
+        return built.pop() if built else part.ops.push_many(tasks, delays)
 
-
-def _lifts(states: Sequence[tuple[int, ShardState]]) -> dict[int, int]:
-    """The shards to lift, and to what: in time mode, each whose floor (where its virtual
-    time stands) lags more than ``LIFT_SLACK`` behind the highest floor of the others
-    weighed with it (a shard that was idle, or that a resize just added)."""
-    if len(states) < 2 or not all(s.timed for _, s in states):
-        return {}
-    top = max(s.floor for _, s in states)
-    return {i: top for i, s in states if s.floor < top - LIFT_SLACK}
+    return build
 
 
 class Shards(ShardedRules, ShardedSchedules, ShardedReads, Placement):
@@ -144,6 +129,8 @@ class Shards(ShardedRules, ShardedSchedules, ShardedReads, Placement):
         return shard_of(user_id, self._count)
 
     def for_user(self, user_id: str) -> Partition:
+        if type(user_id) is not str:  # a plain queue's script check says the same
+            check_identifier(user_id, "user_id", MAX_USER_ID)
         return self._parts[shard_of(user_id, self._count)]
 
     def for_task(self, task: Task) -> tuple[Partition, Task]:
@@ -157,6 +144,8 @@ class Shards(ShardedRules, ShardedSchedules, ShardedReads, Placement):
         an acknowledgement finds its shard from the token alone, wherever its tenant is
         placed now (the HTTP service builds the task from an id and a token); a token
         without the mark is shard 0's (one a client leased before the queue had shards)."""
+        if not isinstance(task, Task) or not task.task_id:
+            raise ValidationError("expected a Task returned by pop()")
         token = task.lease_token or ""
         raw, mark, shard = token.rpartition(TOKEN_MARK)
         if mark and shard.isdigit() and int(shard) < len(self._parts):
@@ -190,14 +179,19 @@ class Shards(ShardedRules, ShardedSchedules, ShardedReads, Placement):
     def push_many(
         self, tasks: Iterable[Task], delays: Sequence[float | None] | None
     ) -> Flow[Pushed]:
-        """Split the batch by shard; each shard's part is pushed atomically.
+        """Split the batch by shard; each shard's part is pushed atomically. Every part
+        is built (and so checked) before any is sent: a bad task anywhere writes nothing.
 
         Raises:
             ValidationError: a task depends on a task of the batch in another shard.
         """
-        batch = list(tasks)
-        if delays is not None and len(delays) != len(batch):
-            raise ValidationError(f"delays has {len(delays)} entries for {len(batch)} tasks")
+        batch = check_task_list(tasks)
+        delays = check_delays(delays, len(batch))
+        if not batch:
+            raise ValidationError("push_many needs at least one task")
+        for task in batch:
+            if not isinstance(task, Task):
+                raise ValidationError(f"expected a Task, got {type(task).__name__}")
         shard = [shard_of(t.user_id, self._count) for t in batch]
         where = {t.task_id: s for t, s in zip(batch, shard, strict=True) if t.task_id}
         for task, s in zip(batch, shard, strict=True):
@@ -207,25 +201,19 @@ class Shards(ShardedRules, ShardedSchedules, ShardedReads, Placement):
                         f"task {task.task_id or task.name!r} of user {task.user_id!r} depends on "
                         f"{dep!r}, a task of another shard: dependencies stay within a shard"
                     )
-        tasks_out: list[Task | None] = [None] * len(batch)
-        created: list[bool] = [False] * len(batch)
+        plan: list[tuple[Partition, list[int], Callable[[], Call[Pushed]]]] = []
         for s, part in enumerate(self._parts):
             idx = [i for i, x in enumerate(shard) if x == s]
-            if not idx:
-                continue
-            sub = [batch[i] for i in idx]
-            sub_delays = None if delays is None else [delays[i] for i in idx]
-            pushed: Pushed = yield from self._push_part_flow(part, sub, sub_delays)
+            if idx:
+                sub_delays = None if delays is None else [delays[i] for i in idx]
+                plan.append((part, idx, _again(part, [batch[i] for i in idx], sub_delays)))
+        tasks_out: list[Task | None] = [None] * len(batch)
+        created: list[bool] = [False] * len(batch)
+        for part, idx, build in plan:
+            pushed: Pushed = yield from part._push_flow(build)
             for i, t, c in zip(idx, pushed, pushed.created, strict=True):
                 tasks_out[i], created[i] = t, c
         return Pushed([t for t in tasks_out if t is not None], created)
-
-    @staticmethod
-    def _push_part_flow(
-        part: Partition, tasks: Sequence[Task], delays: Sequence[float | None] | None
-    ) -> Flow[Pushed]:
-        pushed: Pushed = yield from part._push_flow(lambda: part.ops.push_many(tasks, delays))
-        return pushed
 
     # leases ---------------------------------------------------------------------
     def _candidates(self, request: LeaseRequest) -> list[int]:
@@ -256,6 +244,11 @@ class Shards(ShardedRules, ShardedSchedules, ShardedReads, Placement):
         node; the pair's states are read first only when none younger than
         ``STATE_TTL`` are at hand. A request id sent before goes to the shards it went
         to, with the ids it went as (each answers what the first send leased there)."""
+        # the request checked as a plain queue checks it (nothing is sent)
+        if done is None:
+            self.home.ops.pop(request)
+        else:
+            self.home.ops.complete_and_pop((), request)
         done = done or ()
         groups: dict[int, list[int]] = {}
         routed = [self._route(task) for task, _ in done]
@@ -317,7 +310,7 @@ class Shards(ShardedRules, ShardedSchedules, ShardedReads, Placement):
                 tuple(self._parts[s].ops.shard_state() for s in sample)
             )
             self._saw(sample, states)
-        lifts = _lifts(list(zip(sample, states, strict=True)))
+        lifts = lifts_of(list(zip(sample, states, strict=True)))
         if lifts:  # shards whose virtual time stood still: no credit for it
             yield from self._pipeline(
                 tuple(self._parts[s].ops.lift_floor(to) for s, to in lifts.items())
@@ -328,7 +321,7 @@ class Shards(ShardedRules, ShardedSchedules, ShardedReads, Placement):
                 for s, st in zip(sample, states, strict=True)
             ]  # fmt: skip
             self._saw(sample, states)
-        order = _order(list(zip(sample, states, strict=True)), self._rng)
+        order = order_of(list(zip(sample, states, strict=True)), self._rng)
         rest = [s for s in candidates if s not in sample]
         sent: list[tuple[int, str]] = []
         while len(out) < request.count:
@@ -337,13 +330,13 @@ class Shards(ShardedRules, ShardedSchedules, ShardedReads, Placement):
                     tuple(self._parts[s].ops.shard_state() for s in rest)
                 )
                 self._saw(rest, states)
-                order, rest = _order(list(zip(rest, states, strict=True)), self._rng), []
+                order, rest = order_of(list(zip(rest, states, strict=True)), self._rng), []
             if not order and kept and not sent:  # kept states may be stale: read them
                 states = yield from self._pipeline(
                     tuple(self._parts[s].ops.shard_state() for s in sample)
                 )
                 self._saw(sample, states)
-                order, kept = _order(list(zip(sample, states, strict=True)), self._rng), False
+                order, kept = order_of(list(zip(sample, states, strict=True)), self._rng), False
             if not order:
                 if sent:
                     break
@@ -395,18 +388,19 @@ class Shards(ShardedRules, ShardedSchedules, ShardedReads, Placement):
         return list(shards), list(states)
 
     def wait_and_lease(self, timeout: float, request: LeaseRequest) -> None:
-        return None
+        self.home.ops.pop(request)  # a bad request is refused before the wait
+        return
 
     def extend_many(self, tasks: Sequence[Task], seconds: float | None) -> Flow[list[bool]]:
         groups: dict[int, list[int]] = {}
         routed = [self._route(task) for task in tasks]
         for i, (shard, _) in enumerate(routed):
             groups.setdefault(shard, []).append(i)
-        tasks = [task for _, task in routed]
+        copies = [task for _, task in routed]
         shards = list(groups)
         answers = yield from self._pipeline(
             tuple(
-                self._parts[s].ops.extend_many([tasks[i] for i in groups[s]], seconds)
+                self._parts[s].ops.extend_many([copies[i] for i in groups[s]], seconds)
                 for s in shards
             )
         )
@@ -414,6 +408,8 @@ class Shards(ShardedRules, ShardedSchedules, ShardedReads, Placement):
         for s, answer in zip(shards, answers, strict=True):
             for i, ok in zip(groups[s], answer, strict=True):
                 out[i] = ok
+        for task, copy in zip(tasks, copies, strict=True):  # the new deadlines, as a plain
+            task.lease_deadline = copy.lease_deadline  # queue sets them on the caller's
         return out
 
     # reads and changes by task id ---------------------------------------------------
@@ -465,12 +461,16 @@ class Shards(ShardedRules, ShardedSchedules, ShardedReads, Placement):
             if not sep or not head.isdigit() or not int(head) < len(self._parts):
                 raise ValidationError(f"cursor {cursor!r} is not a cursor of this queue")
             shard, inner = int(head), rest or None
-        page: TaskPage = yield from self._parts[shard]._list_tasks_flow(
-            state, None, name, limit, inner
-        )
-        nxt = page.next_cursor
-        if nxt is None and shard + 1 < len(self._parts):  # the next shard, from its start
-            return page.model_copy(update={"next_cursor": f"{shard + 1}{CURSOR_SEP}"})
-        if nxt is not None:
-            return page.model_copy(update={"next_cursor": f"{shard}{CURSOR_SEP}{nxt}"})
-        return page
+        tasks: list[Task] = []
+        while True:  # a page a shard leaves short is filled from the next shard
+            page: TaskPage = yield from self._parts[shard]._list_tasks_flow(
+                state, None, name, limit - len(tasks), inner
+            )
+            tasks.extend(page.tasks)
+            if page.next_cursor is not None:
+                return TaskPage(tasks=tasks, next_cursor=f"{shard}{CURSOR_SEP}{page.next_cursor}")
+            if shard + 1 >= len(self._parts):
+                return TaskPage(tasks=tasks)
+            shard, inner = shard + 1, None
+            if len(tasks) >= limit:  # the next shard, from its start
+                return TaskPage(tasks=tasks, next_cursor=f"{shard}{CURSOR_SEP}")

@@ -85,11 +85,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         (drop if kind is not None and kind not in allowed else keep).append(item)
     items[:], keep = keep, []
     for item in items:
-        callspec = getattr(item, "callspec", None)
-        sharded = callspec is not None and callspec.params.get("make_queue") == "sharded"
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        sharded = params.get("make_queue") == "sharded"
         # tests/shards makes queues of its own shard counts
         one_shard = item.get_closest_marker("one_shard") is not None or "shards" in item.path.parts
-        on_one_kind = sharded and callspec.params.get("server") != SHARDED_KIND
+        on_one_kind = params.get("server") != SHARDED_KIND
         (drop if sharded and (one_shard or on_one_kind) else keep).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)

@@ -13,16 +13,24 @@ one ``push_many`` call, so it is written completely or not at all.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Union
+from collections.abc import Awaitable, Sequence
+from typing import Any, Protocol, Union
 
 from fairque.models import Task
 
-if TYPE_CHECKING:
-    from fairque.client.aio import AsyncFairQueue
-    from fairque.client.queue import FairQueue
-
 Target = Union["Step", "Group", Sequence["Step"]]
+
+
+class Pushes(Protocol):
+    """What a workflow is pushed to: a queue's atomic batch push (``FairQueue``)."""
+
+    def push_many(self, tasks: list[Task]) -> Sequence[Task]: ...
+
+
+class PushesAsync(Protocol):
+    """The same for ``AsyncFairQueue``."""
+
+    def push_many(self, tasks: list[Task]) -> Awaitable[Sequence[Task]]: ...
 
 
 class Step:
@@ -126,11 +134,11 @@ def collect(*roots: Step | Group) -> list[Task]:
     return tasks
 
 
-def push_workflow(queue: FairQueue, *roots: Step | Group) -> list[str]:
+def push_workflow(queue: Pushes, *roots: Step | Group) -> list[str]:
     """Push the whole graph around ``roots`` in one atomic batch; returns the task ids."""
     return [t.task_id or "" for t in queue.push_many(collect(*roots))]
 
 
-async def push_workflow_async(queue: AsyncFairQueue, *roots: Step | Group) -> list[str]:
+async def push_workflow_async(queue: PushesAsync, *roots: Step | Group) -> list[str]:
     """``push_workflow`` for ``AsyncFairQueue``."""
     return [t.task_id or "" for t in await queue.push_many(collect(*roots))]

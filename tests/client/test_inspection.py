@@ -16,6 +16,7 @@ from fairque.core.keys import QueueKeys
 from fairque.models import BucketUse, StartedTask, UserLoad
 
 
+@pytest.mark.one_shard("turns between tenants are exact within a shard, on average across shards")
 def test_recent_starts_show_who_waited_and_ran(make_queue: MakeQueue) -> None:
     q = make_queue()
     assert q.recent_starts() == []

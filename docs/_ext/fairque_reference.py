@@ -452,13 +452,17 @@ def keys_markdown() -> str:
 
 
 def scripts_markdown(lua_dir: Path) -> str:
-    """Every Lua script's contract header (purpose, KEYS, ARGV, reply)."""
+    """Every Lua script's contract header (purpose, ARGV, reply) and the keys its
+    binding declares (each described in the key table above)."""
+    from fairque.core.scripts import declared_keys
+
     lines = ["<!-- generated from src/fairque/lua/*.lua at build time; do not edit -->", ""]
     for path in sorted(lua_dir.glob("*.lua")):
         text = path.read_text()
-        match = re.match(r"\s*--\[\[(.*?)\]\]", text, re.S)
+        match = re.search(r"--\[\[(.*?)\]\]", text, re.S)
         header = match[1].strip("\n") if match else "(no header)"
-        lines += [f"### `{path.name}`", "", "```text", header, "```", ""]
+        keys = ", ".join(f"`{k}`" for k in declared_keys(text))
+        lines += [f"### `{path.name}`", "", f"Keys: {keys}", "", "```text", header, "```", ""]
     return "\n".join(lines)
 
 

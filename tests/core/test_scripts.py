@@ -24,7 +24,7 @@ from fairque.core.scripts import (
 )
 
 HEADER = (
-    "#!lua flags=allow-oom\n--[[\nx\nKEYS[1] prefix\nKEYS[2] other\n]]\n"
+    "#!lua flags=allow-oom\n--[[\nx\n]]\n"
     "local K = {prefix = KEYS[1], other = KEYS[2]}\nredis.call('GET', K.other)\n"
 )
 
@@ -66,11 +66,10 @@ def test_include_cycle_is_an_error(tmp_path: Path) -> None:
 def keyed_script(tmp: Path, declared: str, body: str, **includes: str) -> Path:
     """A script declaring ``declared`` (comma-separated), binding them to K, then ``body``."""
     names = declared.split(",")
-    header = "".join(f"KEYS[{n}] {name}  the {name} key\n" for n, name in enumerate(names, 1))
     binding = ", ".join(f"{name} = KEYS[{n}]" for n, name in enumerate(names, 1))
     for name, text in includes.items():
         write(tmp, f"includes/{name}.lua", text)
-    return write(tmp, "s.lua", f"#!lua\n--[[\nx\n{header}]]\nlocal K = {{{binding}}}\n{body}")
+    return write(tmp, "s.lua", f"#!lua\n--[[\nx\n]]\nlocal K = {{{binding}}}\n{body}")
 
 
 RING_JOIN = (
@@ -86,7 +85,7 @@ def test_keys_used_through_includes_must_be_declared(tmp_path: Path) -> None:
     body = "-- @include ring_join\nring_join(K, ARGV[1])\n"
     path = keyed_script(tmp_path, "prefix,ring", body, ring_join=RING_JOIN)
     with pytest.raises(
-        ScriptLoadError, match=r"s\.lua: uses keys its header does not declare: capped"
+        ScriptLoadError, match=r"s\.lua: uses keys its binding does not declare: capped"
     ):
         load_script(path)
     script = load_script(keyed_script(tmp_path, "prefix,ring,capped", body))
@@ -111,23 +110,29 @@ def test_the_prefix_may_go_unused(tmp_path: Path) -> None:
     "binding",
     [
         "",
-        "local K = {prefix = KEYS[1]}\n",
         "local K = {ring = KEYS[2], prefix = KEYS[1]}\n",
+        "local K = {ring = KEYS[1], prefix = KEYS[2]}\n",
         "local K = {prefix = KEYS[1], ring = KEYS[3]}\n",
-        "local K = {prefix = KEYS[1], ring = KEYS[2], wake = KEYS[3]}\n",
+        "local K = {prefix = KEYS[1], ring = KEYS[2] .. 'x'}\n",
         "local K = {prefix = KEYS[1], ring = KEYS[2]}\n" * 2,
+        "-- local K = {prefix = KEYS[1], ring = KEYS[2]}\n",
     ],
 )
-def test_the_binding_must_match_the_header(tmp_path: Path, binding: str) -> None:
-    header = "#!lua\n--[[\nx\nKEYS[1] prefix\nKEYS[2] ring\n]]\n"
+def test_the_binding_declares_the_keys_in_order(tmp_path: Path, binding: str) -> None:
+    header = "#!lua\n--[[\nx\n]]\n"
     path = write(tmp_path, "s.lua", header + binding + "return redis.call('ZCARD', K.ring)\n")
-    expected = "local K = {prefix = KEYS[1], ring = KEYS[2]}"
-    with pytest.raises(ScriptLoadError, match=re.escape(expected)):
+    with pytest.raises(ScriptLoadError, match=re.escape("local K = {prefix = KEYS[1], <name>")):
         load_script(path)
 
 
+def test_the_binding_names_each_key_once(tmp_path: Path) -> None:
+    body = "local K = {prefix = KEYS[1], ring = KEYS[2], ring = KEYS[3]}\nreturn K.ring\n"
+    with pytest.raises(ScriptLoadError, match="names a key twice"):
+        load_script(write(tmp_path, "s.lua", "#!lua\n--[[\nx\n]]\n" + body))
+
+
 def test_a_binding_may_span_lines(tmp_path: Path) -> None:
-    header = "#!lua\n--[[\nx\nKEYS[1] prefix\nKEYS[2] ring\n]]\n"
+    header = "#!lua\n--[[\nx\n]]\n"
     body = "local K = {prefix = KEYS[1],\n  ring = KEYS[2]}\nreturn redis.call('ZCARD', K.ring)\n"
     assert load_script(write(tmp_path, "s.lua", header + body)).key_names == ("prefix", "ring")
 
@@ -243,21 +248,27 @@ def test_lua_key_builders_match_keys_py() -> None:
     assert built == derived - {"xcom"}
 
 
-def test_every_declared_key_has_a_description() -> None:
-    for path in LUA_DIR.glob("*.lua"):
-        header = path.read_text().split("]]", 1)[0]
-        for line in header.splitlines():
-            if line.startswith("KEYS["):
-                assert len(line.split(None, 2)) == 3, (path.name, line)
+def test_every_declared_key_is_described_once_in_the_key_table() -> None:
+    """A script's binding names its keys; what each holds is said once, by its
+    ``QueueKeys`` attribute."""
+    for name, script in load_all().items():
+        for key in script.key_names[1:]:
+            attr = vars(QueueKeys).get(key)
+            assert isinstance(attr, property), (name, key)
+            assert attr.__doc__, (name, key)
 
 
 @pytest.mark.parametrize(
-    "header",
-    ["--[[ no keys ]]", "--[[\nKEYS[1] a\nKEYS[3] c\n]]", "--[[\nKEYS[1] a\nKEYS[2] a\n]]"],
+    "source",
+    [
+        "--[[ no keys ]]",
+        "local K = {prefix = KEYS[1], c = KEYS[3]}",
+        "local K = {prefix = KEYS[1], a = KEYS[2], a = KEYS[3]}",
+    ],
 )
-def test_key_declarations_must_be_complete(header: str) -> None:
+def test_key_declarations_must_be_complete(source: str) -> None:
     with pytest.raises(ScriptLoadError, match=r"KEYS|twice"):
-        declared_keys(header)
+        declared_keys(source)
 
 
 def test_every_script_has_a_full_contract_header() -> None:
@@ -277,7 +288,7 @@ def test_every_script_has_a_full_contract_header() -> None:
         raw = (LUA_DIR / f"{name}.lua").read_text()
         header = raw.split("]]", 1)[0]
         assert header.split("\n", 1)[1].startswith("--[[\n"), name
-        assert "KEYS[1] prefix" in header, name
+        assert script.key_names[0] == "prefix", name
         assert "Reply" in header, name
         assert "@include" not in script.source, name
         # every ARGV the body reads is documented in the header

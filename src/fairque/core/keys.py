@@ -2,8 +2,9 @@
 
 All keys of one queue share the hash tag ``{<queue>}``, so a queue lives in one
 cluster slot and every script can touch all of its keys atomically.  A Lua script's
-header names, by the attribute names of ``QueueKeys``, every fixed key it touches; the
-client passes those keys, after the tagged prefix (``fq:{<queue>}:``) in ``KEYS[1]``.
+binding of ``KEYS`` names, by the attribute names of ``QueueKeys``, every fixed key it
+touches (what each holds is said here, once); the client passes those keys, after the
+tagged prefix (``fq:{<queue>}:``) in ``KEYS[1]``.
 Per-task and per-user keys are derived from the prefix in ``lua/includes/keys.lua``
 alone, with the same suffixes as this module (``tests/core/test_scripts.py`` compares them).
 """

@@ -1,18 +1,19 @@
 """Load the Lua scripts in ``lua/``, inline their includes and check their contracts.
 
-A script file starts with a header comment that documents every ``KEYS[i]`` and
-``ARGV[i]`` it uses; the client fills ``KEYS`` from the names it declares.  A line
-``-- @include name`` is replaced by ``lua/includes/name.lua`` (each include at most once
-per script, includes may include others, cycles are an error).
+A script file starts with a header comment that says what it does and documents every
+``ARGV[i]`` it reads and its reply.  A line ``-- @include name`` is replaced by
+``lua/includes/name.lua`` (each include at most once per script, includes may include
+others, cycles are an error).
 
-The header is the one list of the fixed keys a script touches.  The body binds them,
-in header order, to one key table::
+The body's one binding of ``KEYS`` is the one list of the fixed keys a script touches,
+each a ``QueueKeys`` attribute (which says what the key holds), the prefix first::
 
     local K = {prefix = KEYS[1], ring = KEYS[2], leases = KEYS[3]}
 
-and reads them only as ``K.<name>``; includes take ``K`` as a parameter.  Per-task and
-per-user keys are built from ``K.prefix`` by ``lua/includes/keys.lua`` alone, one
-builder per key (``task_key(K, id)``).  The loader checks this on the inlined source:
+The client fills ``KEYS`` from those names.  The script reads them only as
+``K.<name>``; includes take ``K`` as a parameter.  Per-task and per-user keys are built
+from ``K.prefix`` by ``lua/includes/keys.lua`` alone, one builder per key
+(``task_key(K, id)``).  The loader checks this on the inlined source:
 every ``K.<name>`` is declared, every declared key but the prefix is used, ``KEYS`` is
 read only by the binding, and no file but ``keys.lua`` touches ``K.prefix`` or appends
 a key suffix to anything.
@@ -44,7 +45,7 @@ KEY_INCLUDE = "keys"
 _INCLUDE = re.compile(r"^--\s*@include\s+([\w-]+)\s*$", re.MULTILINE)
 #: the first line of every script: its flags for a server at its memory limit
 _SHEBANG = re.compile(r"\A#!lua(?: flags=(allow-oom))?\n")
-_KEY_DECL = re.compile(r"^KEYS\[(\d+)\][ \t]+(\w+)", re.MULTILINE)
+_KEY_DECL = re.compile(r"^(\w+) = KEYS\[(\d+)\]$")
 # a Lua string literal or comment: the rewrites below leave these alone
 _STRING = r"'(?:\\.|[^'\\\n])*'" + r'|"(?:\\.|[^"\\\n])*"'
 _COMMENT_RE = r"--\[(?P<eq>=*)\[.*?\](?P=eq)\]|--[^\n]*"
@@ -135,21 +136,32 @@ def memory_class(source: str) -> bool:
 
 
 def declared_keys(source: str) -> tuple[str, ...]:
-    """The names of the ``KEYS[i] <name>`` entries a script's header declares, in order.
+    """The names the script's binding ``local K = {prefix = KEYS[1], ...}`` gives its
+    keys, in order.
 
     Each name is a ``QueueKeys`` attribute: the client fills ``KEYS`` from it.
 
     Raises:
-        ScriptLoadError: the header declares no keys, skips a number or repeats a name.
+        ScriptLoadError: there is not exactly one binding, or it does not bind
+            ``KEYS[1]`` .. ``KEYS[n]`` in order (the prefix first), or repeats a name.
     """
-    header = source.split("]]", 1)[0]
-    declared = [(int(n), name) for n, name in _KEY_DECL.findall(header)]
+    bindings = _BINDING.findall(_code(source))
+    entries = [_KEY_DECL.match(e) for e in _entries(bindings[0])] if len(bindings) == 1 else []
+    declared = [(int(m[2]), m[1]) for m in entries if m is not None]
     numbers = [n for n, _ in declared]
-    if not numbers or numbers != list(range(1, len(numbers) + 1)):
-        raise ScriptLoadError("the header must declare KEYS[1] <name> .. KEYS[n] <name> in order")
+    if (
+        not declared
+        or len(declared) != len(entries)
+        or numbers != list(range(1, len(numbers) + 1))
+        or declared[0][1] != "prefix"
+    ):
+        raise ScriptLoadError(
+            "the body must bind its keys once, in order, the prefix first:"
+            " local K = {prefix = KEYS[1], <name> = KEYS[2], ...}"
+        )
     names = tuple(name for _, name in declared)
     if len(set(names)) != len(names):
-        raise ScriptLoadError(f"the header declares a key twice: {', '.join(names)}")
+        raise ScriptLoadError(f"the binding names a key twice: {', '.join(names)}")
     return names
 
 
@@ -213,32 +225,25 @@ def _suffix_concatenation() -> re.Pattern[str]:
 
 
 def check_keys(body: str, includes: dict[str, str], declared: tuple[str, ...]) -> None:
-    """Check that a script touches exactly the fixed keys its header declares.
+    """Check that a script touches exactly the fixed keys its binding declares.
 
     Args:
         body: the script file (header included).
         includes: the text of every include it pulls in, by name.
-        declared: the key names its header declares, in order.
+        declared: the key names its binding declares, in order (``declared_keys``).
 
     Raises:
-        ScriptLoadError: the binding does not match the header, a key is used but not
-            declared (or declared but never used), ``KEYS`` is read outside the
-            binding, or a key is built from the prefix outside ``includes/keys.lua``.
+        ScriptLoadError: a key is used but not declared (or declared but never used),
+            ``KEYS`` is read outside the binding, or a key is built from the prefix
+            outside ``includes/keys.lua``.
     """
     code = _code(body)
-    bindings = _BINDING.findall(code)
-    expected = [f"{name} = KEYS[{n}]" for n, name in enumerate(declared, 1)]
-    if len(bindings) != 1 or _entries(bindings[0]) != expected:
-        raise ScriptLoadError(
-            "the body must bind the header's keys once, in order:"
-            f" local K = {{{', '.join(expected)}}}"
-        )
     used = set(_keys_used("the script", _BINDING.sub("", code)))
     for name, text in includes.items():
         used.update(_keys_used(f"includes/{name}.lua", _code(text)))
     undeclared = sorted(used - set(declared))
     if undeclared:
-        raise ScriptLoadError(f"uses keys its header does not declare: {', '.join(undeclared)}")
+        raise ScriptLoadError(f"uses keys its binding does not declare: {', '.join(undeclared)}")
     unused = [name for name in declared if name not in used and name != "prefix"]
     if unused:
         raise ScriptLoadError(f"declares keys it never uses: {', '.join(unused)}")

@@ -3,9 +3,6 @@
 acquire_scheduler_lock: become the leading scheduler of the queue, if no other
 scheduler holds the lock.
 
-KEYS[1] prefix          fq:{<queue>}:  per-task and per-user keys derive from it (includes/keys.lua)
-KEYS[2] scheduler_lock  the leading scheduler's token (with a TTL)
-
 ARGV[1] token    the caller's token (unique per scheduler process)
 ARGV[2] ttl_ms   how long the lock lasts without renewal
 

@@ -5,25 +5,6 @@ worker's complete() returns False; the lease's token is kept in 'cut_lease', so
 the worker's next extend() learns that the task was canceled (CancelRequested). A DEFERRED task leaves its upstreams' blocked
 sets; dependents of the canceled task are canceled too (unless they wait).
 
-KEYS[1] prefix    fq:{<queue>}:  per-task and per-user keys derive from it (includes/keys.lua)
-KEYS[2] ring      users with ready work, by last-served virtual time
-KEYS[3] delayed   SCHEDULED registry: task id -> due time
-KEYS[4] leases    STARTED registry: task id -> lease deadline
-KEYS[5] queued    QUEUED registry: task id -> enqueue time
-KEYS[6] deferred  DEFERRED registry: task id -> push time
-KEYS[7] canceled  CANCELED registry: task id -> expiry time
-KEYS[8] meta      queue counters: ring clock, lease sequence, push clock
-KEYS[9] stats     throughput counters
-KEYS[10] caps     user -> in-flight cap
-KEYS[11] turns    user -> turns used in the current round
-KEYS[12] capped   users held out of the ring by their in-flight cap
-KEYS[13] wake     wake-up list idle workers block on (a freed cap lets a user back)
-KEYS[14] ends     ended tasks to unindex at expiry: '<user>\n<name>\n<id>' -> expiry
-KEYS[15] constraint_due  constraint buckets with parked tasks -> when their limit frees
-KEYS[16] active  users by their last lease (ms); time mode saves the tag of users found here
-KEYS[17] intake  plain tasks pushed one at a time, not yet placed
-KEYS[18] backlog  user -> its tasks in QUEUED, SCHEDULED or DEFERRED
-
 ARGV[1] id
 ARGV[2] ttl_ms      how long the canceled task stays readable
 ARGV[3] req         request id (unique per call; the same when a call is resent)

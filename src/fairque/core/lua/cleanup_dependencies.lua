@@ -6,13 +6,6 @@ finish, so it is dropped from the waiting set and the dependent is CANCELED (wit
 its own dependents, as for a failure). Blocked sets of expired upstreams are
 deleted. Safe to run at any time; call again with the returned offset until it is 0.
 
-KEYS[1] prefix    fq:{<queue>}:  per-task and per-user keys derive from it (includes/keys.lua)
-KEYS[2] deferred  DEFERRED registry: task id -> push time
-KEYS[3] canceled  CANCELED registry: task id -> expiry time
-KEYS[4] stats     throughput counters
-KEYS[5] ends      ended tasks to unindex at expiry: '<user>\n<name>\n<id>' -> expiry
-KEYS[6] backlog  user -> its tasks in QUEUED, SCHEDULED or DEFERRED
-
 ARGV[1] offset      position in the DEFERRED registry to start at
 ARGV[2] limit       tasks to examine
 ARGV[3] ttl_ms      how long a canceled task stays readable

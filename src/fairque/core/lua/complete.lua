@@ -3,21 +3,6 @@
 complete: finish a leased task, fenced by its lease token, and release the
 dependents that were waiting only for it.
 
-KEYS[1] prefix    fq:{<queue>}:  per-task and per-user keys derive from it (includes/keys.lua)
-KEYS[2] ring      users with ready work, by last-served virtual time
-KEYS[3] delayed   SCHEDULED registry: task id -> due time
-KEYS[4] leases    STARTED registry: task id -> lease deadline
-KEYS[5] queued    QUEUED registry: task id -> enqueue time
-KEYS[6] deferred  DEFERRED registry: task id -> push time
-KEYS[7] finished  FINISHED registry: task id -> expiry time
-KEYS[8] meta      queue counters: ring clock, lease sequence, push clock
-KEYS[9] stats     throughput counters
-KEYS[10] caps     user -> in-flight cap
-KEYS[11] capped   users held out of the ring by their in-flight cap
-KEYS[12] wake     wake-up list (signalled when dependents become ready)
-KEYS[13] ends     ended tasks to unindex at expiry: '<user>\n<name>\n<id>' -> expiry
-KEYS[14] constraint_due  constraint buckets with parked tasks -> when their limit frees
-
 ARGV[1] id
 ARGV[2] token       lease token given by pop
 ARGV[3] has_result  0 | 1

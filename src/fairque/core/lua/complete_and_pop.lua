@@ -6,30 +6,6 @@ next tasks (exactly as pop.lua, maintenance included). A resend of the same requ
 (same `req`) answers the completions the same way and returns the tasks the first
 run leased, changing nothing.
 
-KEYS[1] prefix    fq:{<queue>}:  per-task and per-user keys derive from it (includes/keys.lua)
-KEYS[2] ring      users with ready work, by last-served virtual time
-KEYS[3] delayed   SCHEDULED registry: task id -> due time
-KEYS[4] leases    STARTED registry: task id -> lease deadline
-KEYS[5] queued    QUEUED registry: task id -> enqueue time
-KEYS[6] deferred  DEFERRED registry: task id -> push time
-KEYS[7] finished  FINISHED registry: task id -> expiry time
-KEYS[8] failed    FAILED registry: task id -> expiry time
-KEYS[9] canceled  CANCELED registry: task id -> expiry time
-KEYS[10] meta     queue counters: ring clock, lease sequence, push clock
-KEYS[11] stats    throughput counters
-KEYS[12] weights  user -> turns per round
-KEYS[13] caps     user -> in-flight cap
-KEYS[14] turns    user -> turns used in the current round
-KEYS[15] capped   users held out of the ring by their in-flight cap
-KEYS[16] wake     wake-up list (dependents made ready that this call does not lease)
-KEYS[17] ends     ended tasks to unindex at expiry: '<user>\n<name>\n<id>' -> expiry
-KEYS[18] constraint_due  constraint buckets with parked tasks -> when their limit frees
-KEYS[19] constraints  constraint id -> definition (JSON; fairque.constraints)
-KEYS[20] active  users by their last lease (ms) (a lease writes it)
-KEYS[21] intake  plain tasks pushed one at a time, not yet placed (placed first)
-KEYS[22] backlog  user -> its tasks in QUEUED, SCHEDULED or DEFERRED
-KEYS[23] aside    names with tasks set aside by workers that do not handle them
-
 ARGV[1] count       tasks to lease (0: only complete)
 ARGV[2] worker_id   recorded on the lease (the task hash's 'worker')
 ARGV[3] lease_ms

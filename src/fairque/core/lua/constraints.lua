@@ -3,9 +3,6 @@
 constraints: the queue's constraints, their version and (when asked) their use per
 bucket: unexpired leases and parked tasks. Read only.
 
-KEYS[1] prefix       fq:{<queue>}:  per-task and per-user keys derive from it (includes/keys.lua)
-KEYS[2] constraints  constraint id -> definition (JSON; fairque.constraints); '~version'
-
 ARGV[1] id           one constraint's id, or '' for all
 ARGV[2] usage        '1' count each bucket's use, '0' definitions only
 

@@ -8,11 +8,6 @@ already holds anything (its counters or its queue state exist) and has no list h
 shard, and stays so here (a resize splits it). A resend, or a second creator racing
 this one, gets the layout the first one wrote.
 
-KEYS[1] prefix  fq:{<queue>}:  per-task and per-user keys derive from it (includes/keys.lua)
-KEYS[2] shards  the tags of shards 1..M-1 (absent: one shard)
-KEYS[3] meta    queue counters; 'shards': the shards tenants are placed on
-KEYS[4] stats   throughput counters (exists once anything was pushed)
-
 ARGV[1..]       the tags of shards 1..N-1 to create (none: only read)
 
 Reply: {N, the tags of shards 1..M-1} (N = 1 and no tags: one shard).

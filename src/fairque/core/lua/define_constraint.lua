@@ -6,11 +6,6 @@ constraint id can be; a purge keeps it) (clients match new pushes against the ne
 set) and makes every bucket of the constraint with parked tasks due now, so a raised
 limit lets them go at once. Defining the same definition again changes nothing.
 
-KEYS[1] prefix       fq:{<queue>}:  per-task and per-user keys derive from it (includes/keys.lua)
-KEYS[2] constraints  constraint id -> definition (JSON; fairque.constraints); '~version'
-KEYS[3] constraint_due  constraint buckets with parked tasks -> when their limit frees
-KEYS[4] wake         wake-up list idle workers block on
-
 ARGV[1] id           the constraint id
 ARGV[2] definition   its stored form (JSON)
 ARGV[3] max          most constraints the queue may hold

@@ -3,9 +3,6 @@
 due_schedules: what the leading scheduler reads each pass: the server's time, the
 schedules due by then (or never planned yet), and when the next one is due.
 
-KEYS[1] prefix     fq:{<queue>}:  per-task and per-user keys derive from it (includes/keys.lua)
-KEYS[2] schedules  schedule id -> next slot (ms); 0: to be planned, +inf: paused
-
 ARGV[1] limit   at most this many due schedules
 
 Reply: {now_ms, next_ms (the soonest slot after now; -1: none),

@@ -2,11 +2,6 @@
 --[[
 extend: push a held lease's deadline to now + ms (worker heartbeat).
 
-KEYS[1] prefix  fq:{<queue>}:  per-task and per-user keys derive from it (includes/keys.lua)
-KEYS[2] leases  STARTED registry: task id -> lease deadline
-KEYS[3] stats   throughput counters and histograms (lease_lost counted here)
-KEYS[4] ring    users with ready work, by start tag (time mode: a heartbeat charges)
-
 ARGV[1] id
 ARGV[2] token
 ARGV[3] ms          new lease length from now

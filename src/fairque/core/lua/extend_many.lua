@@ -4,11 +4,6 @@ extend_many: heartbeat for many leases at once: push each held lease's deadline 
 now + ms. Leases no longer held, or whose deadline has passed (see extend.lua), are
 reported, not touched.
 
-KEYS[1] prefix  fq:{<queue>}:  per-task and per-user keys derive from it (includes/keys.lua)
-KEYS[2] leases  STARTED registry: task id -> lease deadline
-KEYS[3] stats   throughput counters and histograms (lease_lost counted here)
-KEYS[4] ring    users with ready work, by start tag (time mode: a heartbeat charges)
-
 ARGV[1] ms          new lease length from now
 ARGV[2..]           triples: id, token, run_us (the handler's run so far as the worker
                     measured it; '': not reported)

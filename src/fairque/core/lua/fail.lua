@@ -2,22 +2,6 @@
 --[[
 fail: record a failed attempt of a leased task; retry it with backoff or fail it.
 
-KEYS[1] prefix    fq:{<queue>}:  per-task and per-user keys derive from it (includes/keys.lua)
-KEYS[2] ring      users with ready work, by last-served virtual time
-KEYS[3] delayed   SCHEDULED registry: task id -> due time
-KEYS[4] leases    STARTED registry: task id -> lease deadline
-KEYS[5] deferred  DEFERRED registry: task id -> push time
-KEYS[6] failed    FAILED registry: task id -> expiry time
-KEYS[7] canceled  CANCELED registry: task id -> expiry time
-KEYS[8] meta      queue counters: ring clock, lease sequence, push clock
-KEYS[9] stats     throughput counters
-KEYS[10] caps     user -> in-flight cap
-KEYS[11] capped   users held out of the ring by their in-flight cap
-KEYS[12] wake     wake-up list (a scheduled retry shortens idle waits)
-KEYS[13] ends     ended tasks to unindex at expiry: '<user>\n<name>\n<id>' -> expiry
-KEYS[14] constraint_due  constraint buckets with parked tasks -> when their limit frees
-KEYS[15] backlog  user -> its tasks in QUEUED, SCHEDULED or DEFERRED
-
 ARGV[1] id
 ARGV[2] token
 ARGV[3] error       error text kept on the task

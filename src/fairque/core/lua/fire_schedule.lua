@@ -3,18 +3,6 @@
 fire_schedule: enqueue the tasks of a schedule's due slots and move its cursor past
 them, as the leading scheduler planned it (fairque.schedules.plan).
 
-KEYS[1] prefix          fq:{<queue>}:  per-task and per-user keys derive from it (includes/keys.lua)
-KEYS[2] schedules       schedule id -> next slot (ms); 0: to be planned, +inf: paused
-KEYS[3] scheduler_lock  the leading scheduler's token (with a TTL)
-KEYS[4] ring            users with ready work, by last-served virtual time
-KEYS[5] queued          QUEUED registry: task id -> enqueue time
-KEYS[6] meta            queue counters: ring clock, push clock
-KEYS[7] stats           throughput counters
-KEYS[8] capped          users held out of the ring by their in-flight cap
-KEYS[9] wake            wake-up list idle workers block on
-KEYS[10] constraints    constraint id -> definition; '~version': the constraints version
-KEYS[11] backlog  user -> its tasks in QUEUED, SCHEDULED or DEFERRED
-
 ARGV[1] req         request id (unique per call; the same when a call is resent)
 ARGV[2] token       the caller's scheduler lock token (the fence)
 ARGV[3] id          schedule id

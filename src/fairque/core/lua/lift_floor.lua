@@ -7,10 +7,6 @@ below another shard's. The floor rises to `position`, and the users in the ring 
 move up to it in their order (at most LIFT_BATCH per call; the rest on the next call).
 A lower position, or count mode, changes nothing; a resend finds nothing below.
 
-KEYS[1] prefix  fq:{<queue>}:  per-task and per-user keys derive from it (includes/keys.lua)
-KEYS[2] ring    users with ready work, by start tag (time mode) or last-served clock
-KEYS[3] meta    queue counters: fairness mode, floor, the tag the last user joined at
-
 ARGV[1] position  virtual us to lift to (another shard's ring head)
 
 Reply: the floor after the call (the same answer when resent).

@@ -20,15 +20,6 @@ the order score and the id of the last entry examined; the next page resumes rig
 after it (found by rank), or, if it has left its set since, after its (score, id) in the
 same order, so a task sharing its score is not skipped.
 
-KEYS[1] prefix    fq:{<queue>}:  per-task and per-user keys derive from it (includes/keys.lua)
-KEYS[2] delayed   SCHEDULED registry: task id -> due time
-KEYS[3] deferred  DEFERRED registry: task id -> push time
-KEYS[4] queued    QUEUED registry: task id -> enqueue time
-KEYS[5] leases    STARTED registry: task id -> lease deadline
-KEYS[6] finished  FINISHED registry: task id -> expiry time
-KEYS[7] failed    FAILED registry: task id -> expiry time
-KEYS[8] canceled  CANCELED registry: task id -> expiry time
-
 ARGV[1] state       a TaskState value, or '' for any (then user or name is given)
 ARGV[2] user        '' for any
 ARGV[3] name        '' for any

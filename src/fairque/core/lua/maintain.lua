@@ -10,20 +10,6 @@ It first places the intake's first tasks (as a lease call does), so tasks pushed
 time reach their lanes while no worker leases. Workers call it periodically; running it
 twice is harmless.
 
-KEYS[1] prefix        fq:{<queue>}:  per-task and per-user keys derive from it (includes/keys.lua)
-KEYS[2] finished      FINISHED registry: task id -> expiry time
-KEYS[3] failed        FAILED registry: task id -> expiry time
-KEYS[4] canceled      CANCELED registry: task id -> expiry time
-KEYS[5] workers       worker id -> '<last heartbeat ms> <JSON description>'
-KEYS[6] workers_seen  worker id -> registration expiry (ms)
-KEYS[7] ends          ended tasks to unindex at expiry: '<user>\n<name>\n<id>' -> expiry
-KEYS[8] active        users by their last lease (ms)
-KEYS[9] intake        plain tasks pushed one at a time, not yet placed
-KEYS[10] ring         users with ready work, by last-served virtual time
-KEYS[11] capped       users held out of the ring by their in-flight cap
-KEYS[12] meta         queue counters: push clock, ring clock, fairness mode and floor
-KEYS[13] queued       QUEUED registry: task id -> enqueue time
-
 ARGV[1] limit         entries to remove per registry
 ARGV[2] ordering      'aging' | 'strict' (placing the intake)
 ARGV[3] horizon_us

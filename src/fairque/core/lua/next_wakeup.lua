@@ -5,12 +5,6 @@ SCHEDULED task becomes due, the earliest lease expires or a constraint's limit f
 for tasks parked over it; now while the intake holds tasks (a lease call places them). Idle workers use it to
 bound their blocking wait.
 
-KEYS[1] prefix   fq:{<queue>}:  per-task and per-user keys derive from it (includes/keys.lua)
-KEYS[2] delayed  SCHEDULED registry: task id -> due time
-KEYS[3] leases   STARTED registry: task id -> lease deadline
-KEYS[4] constraint_due  constraint buckets with parked tasks -> when their limit frees
-KEYS[5] intake   plain tasks pushed one at a time, not yet placed (due now)
-
 Reply: milliseconds from now (0 when already due), or -1 when nothing is pending.
 ]]
 -- @include now

@@ -2,10 +2,6 @@
 --[[
 pause_schedule: stop a schedule from firing until it is resumed.
 
-KEYS[1] prefix          fq:{<queue>}:  per-task and per-user keys derive from it (includes/keys.lua)
-KEYS[2] schedules       schedule id -> next slot (ms); 0: to be planned, +inf: paused
-KEYS[3] schedules_wake  wake-up list the leading scheduler blocks on
-
 ARGV[1] id   schedule id
 
 Pausing a paused schedule changes nothing (so a resend is a no-op).

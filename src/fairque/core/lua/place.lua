@@ -7,13 +7,6 @@ ring (listings, a user's backlog, a task's place, the ring's order) call it unti
 is left before they read. Placing twice is harmless: a placed entry leaves the
 intake in the same script.
 
-KEYS[1] prefix    fq:{<queue>}:  per-task and per-user keys derive from it (includes/keys.lua)
-KEYS[2] intake    plain tasks pushed one at a time, not yet placed
-KEYS[3] ring      users with ready work, by last-served virtual time
-KEYS[4] capped    users held out of the ring by their in-flight cap
-KEYS[5] meta      queue counters: push clock, ring clock, fairness mode and floor
-KEYS[6] queued    QUEUED registry: task id -> enqueue time
-
 ARGV[1] ordering    'aging' | 'strict'
 ARGV[2] horizon_us
 

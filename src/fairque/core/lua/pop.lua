@@ -7,29 +7,6 @@ to `batch` due SCHEDULED tasks, so no separate maintenance process is required.
 Selection rules: see includes/lease_tasks.lua. A resend of the same request (same
 `req`) returns the tasks the first run leased and changes nothing.
 
-KEYS[1] prefix    fq:{<queue>}:  per-task and per-user keys derive from it (includes/keys.lua)
-KEYS[2] ring      users with ready work, by last-served virtual time
-KEYS[3] delayed   SCHEDULED registry: task id -> due time
-KEYS[4] leases    STARTED registry: task id -> lease deadline
-KEYS[5] queued    QUEUED registry: task id -> enqueue time
-KEYS[6] deferred  DEFERRED registry: task id -> push time
-KEYS[7] failed    FAILED registry: task id -> expiry time
-KEYS[8] canceled  CANCELED registry: task id -> expiry time
-KEYS[9] meta      queue counters: ring clock, lease sequence, push clock
-KEYS[10] stats    throughput counters
-KEYS[11] weights  user -> turns per round
-KEYS[12] caps     user -> in-flight cap
-KEYS[13] turns    user -> turns used in the current round
-KEYS[14] capped   users held out of the ring by their in-flight cap
-KEYS[15] wake     wake-up list (reclaimed leases scheduled for retry)
-KEYS[16] ends     ended tasks to unindex at expiry: '<user>\n<name>\n<id>' -> expiry
-KEYS[17] constraint_due  constraint buckets with parked tasks -> when their limit frees
-KEYS[18] constraints  constraint id -> definition (JSON; fairque.constraints)
-KEYS[19] active  users by their last lease (ms) (a lease writes it)
-KEYS[20] intake  plain tasks pushed one at a time, not yet placed (placed first)
-KEYS[21] backlog  user -> its tasks in QUEUED, SCHEDULED or DEFERRED
-KEYS[22] aside    names with tasks set aside by workers that do not handle them
-
 ARGV[1] count       tasks to lease (>= 1)
 ARGV[2] worker_id   recorded on the lease (the task hash's 'worker')
 ARGV[3] lease_ms    lease length

@@ -6,31 +6,6 @@ The last call also removes the ring, counters, user lanes and limits, and what t
 constraints' buckets hold of the deleted tasks (their leases and parked tasks; the rate
 windows stay). Registered workers and the constraints themselves are kept.
 
-KEYS[1] prefix    fq:{<queue>}:  per-task and per-user keys derive from it (includes/keys.lua)
-KEYS[2] ring      users with ready work, by last-served virtual time
-KEYS[3] delayed   SCHEDULED registry: task id -> due time
-KEYS[4] leases    STARTED registry: task id -> lease deadline
-KEYS[5] queued    QUEUED registry: task id -> enqueue time
-KEYS[6] deferred  DEFERRED registry: task id -> push time
-KEYS[7] finished  FINISHED registry: task id -> expiry time
-KEYS[8] failed    FAILED registry: task id -> expiry time
-KEYS[9] canceled  CANCELED registry: task id -> expiry time
-KEYS[10] meta     queue counters: ring clock, lease sequence, push clock
-KEYS[11] stats    throughput counters
-KEYS[12] weights  user -> turns per round
-KEYS[13] caps     user -> in-flight cap
-KEYS[14] turns    user -> turns used in the current round
-KEYS[15] capped   users held out of the ring by their in-flight cap
-KEYS[16] wake     wake-up list idle workers block on
-KEYS[17] ends     ended tasks to unindex at expiry: '<user>\n<name>\n<id>' -> expiry
-KEYS[18] constraints     constraint id -> definition; '~version': the constraints version
-KEYS[19] constraint_due  constraint buckets with parked tasks -> when their limit frees
-KEYS[20] active   users by their last lease (ms): their tenant hashes go too
-KEYS[21] intake   plain tasks pushed one at a time, not yet placed
-KEYS[22] backlog  user -> its tasks in QUEUED, SCHEDULED or DEFERRED
-KEYS[23] quotas  user -> its backlog quota
-KEYS[24] aside   names with tasks set aside by workers that do not handle them
-
 ARGV[1] limit       tasks to delete in this call
 
 Reply: {tasks deleted by this call, tasks remaining}.

@@ -12,22 +12,6 @@ pushed in the same batch (the client orders a batch so upstreams come first and
 rejects cycles before calling). An upstream already FAILED or CANCELED cancels the
 new task at once, unless it chose on_dep_fail='wait'.
 
-KEYS[1] prefix    fq:{<queue>}:  per-task and per-user keys derive from it (includes/keys.lua)
-KEYS[2] ring      users with ready work, by last-served virtual time
-KEYS[3] delayed   SCHEDULED registry: task id -> due time
-KEYS[4] queued    QUEUED registry: task id -> enqueue time
-KEYS[5] deferred  DEFERRED registry: task id -> push time
-KEYS[6] canceled  CANCELED registry: task id -> expiry time
-KEYS[7] meta      queue counters: ring clock, lease sequence, push clock
-KEYS[8] stats     throughput counters
-KEYS[9] capped    users held out of the ring by their in-flight cap
-KEYS[10] wake     wake-up list idle workers block on
-KEYS[11] ends     ended tasks to unindex at expiry: '<user>\n<name>\n<id>' -> expiry
-KEYS[12] constraints  constraint id -> definition; '~version': the constraints version
-KEYS[13] intake   plain tasks not yet placed: '<push ms>\n<prio>\n<user>\n<name>\n<id>'
-KEYS[14] backlog  user -> its tasks in QUEUED, SCHEDULED or DEFERRED
-KEYS[15] quotas  user -> its backlog quota (over ARGV[8], the queue's default)
-
 Every id is looked up first: a push of an id that exists (or ended within the last
 minute: its tombstone, see finalize) is a no-op that returns the stored task, so a
 resent push never writes a task twice.

@@ -12,14 +12,6 @@ A push of an id that exists (or ended within the last minute: its tombstone, see
 finalize) is a no-op that returns the stored task, so a resent push never writes a
 task twice.
 
-KEYS[1] prefix    fq:{<queue>}:  per-task and per-user keys derive from it (includes/keys.lua)
-KEYS[2] intake    plain tasks not yet placed: '<push ms>\n<prio>\n<user>\n<name>\n<id>'
-KEYS[3] wake      wake-up list idle workers block on
-KEYS[4] constraints  constraint id -> definition; '~version': the constraints version
-KEYS[5] stats     throughput counters
-KEYS[6] backlog  user -> its tasks in QUEUED, SCHEDULED or DEFERRED
-KEYS[7] quotas  user -> its backlog quota (over ARGV[12], the queue's default)
-
 ARGV[1] on_dup      'return' (existing task is a no-op) | 'error' (DuplicateTask, except
                     for a resend of the push that created it)
 ARGV[2] req         request id (unique per call; the same when a call is resent), kept

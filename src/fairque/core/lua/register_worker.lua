@@ -3,10 +3,6 @@
 register_worker: register a worker or refresh its heartbeat, and forget workers whose
 registration has expired (they died without leaving). A resend refreshes again.
 
-KEYS[1] prefix        fq:{<queue>}:  per-task and per-user keys derive from it (includes/keys.lua)
-KEYS[2] workers       worker id -> '<last heartbeat ms> <JSON description>'
-KEYS[3] workers_seen  worker id -> registration expiry (ms)
-
 ARGV[1] id
 ARGV[2] info          JSON description (host, pid, started, in_flight...)
 ARGV[3] ttl_ms        the registration expires this long after the heartbeat

@@ -4,11 +4,6 @@ release_scheduler_lock: the leading scheduler gives the lock up (compare and del
 only the holder's token deletes it), and pushes a hand-over token that wakes one
 waiting scheduler, which takes the lock at once instead of when its wait ends.
 
-KEYS[1] prefix              fq:{<queue>}:  per-task and per-user keys derive from it (includes/keys.lua)
-KEYS[2] scheduler_lock      the leading scheduler's token (with a TTL)
-KEYS[3] scheduler_released  the token that released the lock last (kept one minute)
-KEYS[4] scheduler_handover  the hand-over token a waiting scheduler blocks on
-
 ARGV[1] token   the caller's token
 
 Reply: 1 released (a resend of a release that succeeded answers 1 again) | 0 the

@@ -4,14 +4,6 @@ remove_constraint: remove a constraint. Its parked tasks go back to their lanes 
 their places, its buckets' state is deleted; tasks already pushed keep the bucket
 names, which no longer limit anything.
 
-KEYS[1] prefix       fq:{<queue>}:  per-task and per-user keys derive from it (includes/keys.lua)
-KEYS[2] constraints  constraint id -> definition (JSON; fairque.constraints); '~version'
-KEYS[3] constraint_due  constraint buckets with parked tasks -> when their limit frees
-KEYS[4] meta         queue counters (the ring clock)
-KEYS[5] ring         users with ready work, by last-served virtual time
-KEYS[6] capped       users held out of the ring by their in-flight cap
-KEYS[7] wake         wake-up list idle workers block on
-
 ARGV[1] id           the constraint id
 ARGV[2] req          request id (unique per call; the same when a call is resent)
 

@@ -2,10 +2,6 @@
 --[[
 remove_schedule: delete a schedule. Tasks it already enqueued stay.
 
-KEYS[1] prefix          fq:{<queue>}:  per-task and per-user keys derive from it (includes/keys.lua)
-KEYS[2] schedules       schedule id -> next slot (ms); 0: to be planned, +inf: paused
-KEYS[3] schedules_wake  wake-up list the leading scheduler blocks on
-
 ARGV[1] id    schedule id
 ARGV[2] req   request id (unique per call; the same when a call is resent)
 

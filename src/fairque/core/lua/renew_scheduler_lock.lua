@@ -2,9 +2,6 @@
 --[[
 renew_scheduler_lock: the leading scheduler extends its lock.
 
-KEYS[1] prefix          fq:{<queue>}:  per-task and per-user keys derive from it (includes/keys.lua)
-KEYS[2] scheduler_lock  the leading scheduler's token (with a TTL)
-
 ARGV[1] token    the caller's token
 ARGV[2] ttl_ms   the lock lasts this long from now
 

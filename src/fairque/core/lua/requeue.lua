@@ -2,19 +2,6 @@
 --[[
 requeue: give a leased task back without counting a failed attempt.
 
-KEYS[1] prefix   fq:{<queue>}:  per-task and per-user keys derive from it (includes/keys.lua)
-KEYS[2] ring     users with ready work, by last-served virtual time
-KEYS[3] delayed  SCHEDULED registry: task id -> due time
-KEYS[4] leases   STARTED registry: task id -> lease deadline
-KEYS[5] queued   QUEUED registry: task id -> enqueue time
-KEYS[6] meta     queue counters: ring clock, lease sequence, push clock
-KEYS[7] stats    throughput counters
-KEYS[8] caps     user -> in-flight cap
-KEYS[9] capped   users held out of the ring by their in-flight cap
-KEYS[10] wake    wake-up list idle workers block on
-KEYS[11] constraint_due  constraint buckets with parked tasks -> when their limit frees
-KEYS[12] backlog  user -> its tasks in QUEUED, SCHEDULED or DEFERRED
-
 ARGV[1] id
 ARGV[2] token
 ARGV[3] delay_ms    0: ready again now; > 0: SCHEDULED after the delay

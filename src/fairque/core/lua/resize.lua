@@ -8,10 +8,6 @@ A resize that saw a list other than the one the server holds (another resize cam
 first) changes nothing and answers the layout as it is; so does a resend whose first
 run appended tags.
 
-KEYS[1] prefix  fq:{<queue>}:  per-task and per-user keys derive from it (includes/keys.lua)
-KEYS[2] shards  the tags of shards 1..M-1 (absent: one shard)
-KEYS[3] meta    queue counters; 'shards': the shards tenants are placed on
-
 ARGV[1] count   N, the shards tenants are placed on from now on (1..M after the append)
 ARGV[2] seen    how many tags the caller's list held
 ARGV[3..]       tags to append (shards M..N-1 when the queue grows past its list)

@@ -13,8 +13,6 @@ id in the task's 'consumed' field; from then on every read answers {0} as for an
 unknown task, except a resend of the consuming request, which gets the outcome again
 (the data itself stays until the task expires).
 
-KEYS[1] prefix  fq:{<queue>}:  per-task and per-user keys derive from it (includes/keys.lua)
-
 ARGV[1] id
 ARGV[2] consume     1: consume the outcome (fetch once)
 ARGV[3] watch       1: register as a waiter when the task has not ended

@@ -2,10 +2,6 @@
 --[[
 resume_schedule: let a paused schedule fire again, from now on.
 
-KEYS[1] prefix          fq:{<queue>}:  per-task and per-user keys derive from it (includes/keys.lua)
-KEYS[2] schedules       schedule id -> next slot (ms); 0: to be planned, +inf: paused
-KEYS[3] schedules_wake  wake-up list the leading scheduler blocks on
-
 ARGV[1] id   schedule id
 
 The slots that passed while the schedule was paused are not fired: its cursor moves

@@ -4,17 +4,6 @@ retry: put a FAILED or CANCELED task back in its user's lane with a fresh retry
 budget (an operator's "try again"). Dependents still waiting for it (policy 'wait')
 are released when it finishes.
 
-KEYS[1] prefix    fq:{<queue>}:  per-task and per-user keys derive from it (includes/keys.lua)
-KEYS[2] ring      users with ready work, by last-served virtual time
-KEYS[3] queued    QUEUED registry: task id -> enqueue time
-KEYS[4] failed    FAILED registry: task id -> expiry time
-KEYS[5] canceled  CANCELED registry: task id -> expiry time
-KEYS[6] meta      queue counters: ring clock, lease sequence, push clock
-KEYS[7] capped    users held out of the ring by their in-flight cap
-KEYS[8] wake      wake-up list idle workers block on
-KEYS[9] ends      ended tasks to unindex at expiry: '<user>\n<name>\n<id>' -> expiry
-KEYS[10] backlog  user -> its tasks in QUEUED, SCHEDULED or DEFERRED
-
 ARGV[1] id
 ARGV[2] ordering    'aging' | 'strict'
 ARGV[3] horizon_us

@@ -2,9 +2,6 @@
 --[[
 schedules: list the queue's schedules, soonest next slot first (paused ones last).
 
-KEYS[1] prefix     fq:{<queue>}:  per-task and per-user keys derive from it (includes/keys.lua)
-KEYS[2] schedules  schedule id -> next slot (ms); 0: to be planned, +inf: paused
-
 ARGV[1] limit   at most this many schedules
 
 Reply: {id, <HGETALL of its hash>, id, <HGETALL>, ...}

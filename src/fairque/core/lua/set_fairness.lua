@@ -8,12 +8,6 @@ ring's head and the turns of weighted users are forgotten. Setting the mode the 
 has already changes nothing. The answer is recorded with the request id (meta
 'fair_op'), so a resend after a lost reply returns it again and changes nothing.
 
-KEYS[1] prefix  fq:{<queue>}:  per-task and per-user keys derive from it (includes/keys.lua)
-KEYS[2] ring    users with ready work, by start tag (time mode) or last-served clock
-KEYS[3] meta    queue counters: ring clock, fairness mode and floor, lease sequence
-KEYS[4] turns   user -> turns used in the current round
-KEYS[5] leases  STARTED registry: task id -> lease deadline
-
 ARGV[1] mode    'time' | 'count'
 ARGV[2] req     request id (unique per call; the same when a call is resent)
 

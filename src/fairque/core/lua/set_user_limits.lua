@@ -4,17 +4,6 @@ set_user_limits: set a user's round-robin weight, in-flight cap and backlog quot
 only when given), and re-evaluate its place in the ring at once (waking an idle worker
 when the user comes back with work). Setting the same values again changes nothing.
 
-KEYS[1] prefix   fq:{<queue>}:  per-task and per-user keys derive from it (includes/keys.lua)
-KEYS[2] ring     users with ready work, by last-served virtual time
-KEYS[3] meta     queue counters: ring clock, lease sequence, push clock
-KEYS[4] weights  user -> turns per round
-KEYS[5] caps     user -> in-flight cap
-KEYS[6] turns    user -> turns used in the current round
-KEYS[7] capped   users held out of the ring by their in-flight cap
-KEYS[8] wake     wake-up list idle workers block on
-KEYS[9] active  users by their last lease (ms); time mode saves the tag of users found here
-KEYS[10] quotas  user -> its backlog quota
-
 ARGV[1] user
 ARGV[2] weight      turns per round (1 = default; stored only when > 1); '' unchanged
 ARGV[3] cap         maximum tasks in flight (0 = unlimited), counted from unexpired

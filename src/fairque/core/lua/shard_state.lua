@@ -4,14 +4,6 @@ shard_state: what a worker of a sharded queue weighs to choose the shard it leas
 (read only): whether the shard may have ready work, its fairness mode, where its ring
 stands in virtual time, and how many users wait in its ring.
 
-KEYS[1] prefix   fq:{<queue>}:  per-task and per-user keys derive from it (includes/keys.lua)
-KEYS[2] ring     users with ready work, by start tag (time mode) or last-served clock
-KEYS[3] meta     queue counters: fairness mode and floor
-KEYS[4] intake   plain tasks not yet placed
-KEYS[5] delayed  SCHEDULED registry: task id -> due time (ms)
-KEYS[6] leases   STARTED registry: task id -> lease deadline (ms)
-KEYS[7] constraint_due  constraint buckets -> when their parked tasks may go back (ms)
-
 Reply: {ready, mode, position, users, floor}: ready 1 when the ring or the intake holds work,
 or a lease call has something to bring back first (a due scheduled task, an expired
 lease, a constraint bucket due); a lease call may still find none (caps, constraints);

@@ -4,22 +4,6 @@ stats: a consistent snapshot of one queue. Places the intake's first tasks and t
 expired entries from the terminal registries first, so users' ready counts include
 tasks just pushed and counts never include tasks whose data has expired.
 
-KEYS[1] prefix    fq:{<queue>}:  per-task and per-user keys derive from it (includes/keys.lua)
-KEYS[2] ring      users with ready work, by last-served virtual time
-KEYS[3] delayed   SCHEDULED registry: task id -> due time
-KEYS[4] leases    STARTED registry: task id -> lease deadline
-KEYS[5] queued    QUEUED registry: task id -> enqueue time
-KEYS[6] deferred  DEFERRED registry: task id -> push time
-KEYS[7] finished  FINISHED registry: task id -> expiry time
-KEYS[8] failed    FAILED registry: task id -> expiry time
-KEYS[9] canceled  CANCELED registry: task id -> expiry time
-KEYS[10] stats    throughput counters
-KEYS[11] capped   users held out of the ring by their in-flight cap
-KEYS[12] weights  user -> turns per round
-KEYS[13] caps     user -> in-flight cap
-KEYS[14] meta     queue counters: the fairness mode ('fair')
-KEYS[15] intake   plain tasks pushed one at a time, not yet placed (up to 500 placed first)
-
 ARGV[1] user_limit  report at most this many users from each of: the ring's head, the
                     capped users, the holders of the soonest-expiring leases
 ARGV[2] ordering    'aging' | 'strict' (placing the intake)

@@ -5,13 +5,6 @@ users, and the queue's totals (the rest is their difference): leases, outcomes, 
 time and the wait histogram each user's tenant hash keeps (includes/fair_settle,
 includes/lease_tasks). Reads only.
 
-KEYS[1] prefix   fq:{<queue>}:  per-task and per-user keys derive from it (includes/keys.lua)
-KEYS[2] active   users by their last lease (ms)
-KEYS[3] weights  user -> weight
-KEYS[4] stats    throughput counters and histograms (the queue's totals)
-KEYS[5] meta     queue counters: the fairness mode ('fair')
-KEYS[6] backlog  user -> its tasks in QUEUED, SCHEDULED or DEFERRED
-
 ARGV[1] limit    users to report (the most recently leased first)
 
 Reply: {fairness mode ('' when unset), users known (ZCARD active), the stats hash

@@ -2,10 +2,6 @@
 --[[
 unregister_worker: a worker stops and removes its registration.
 
-KEYS[1] prefix        fq:{<queue>}:  per-task and per-user keys derive from it (includes/keys.lua)
-KEYS[2] workers       worker id -> '<last heartbeat ms> <JSON description>'
-KEYS[3] workers_seen  worker id -> registration expiry (ms)
-
 ARGV[1] id
 
 Reply: 1 when the worker was registered, else 0.

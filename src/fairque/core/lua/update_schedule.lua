@@ -2,10 +2,6 @@
 --[[
 update_schedule: replace a schedule's definition, payload and enabled flag.
 
-KEYS[1] prefix          fq:{<queue>}:  per-task and per-user keys derive from it (includes/keys.lua)
-KEYS[2] schedules       schedule id -> next slot (ms); 0: to be planned, +inf: paused
-KEYS[3] schedules_wake  wake-up list the leading scheduler blocks on
-
 ARGV[1] id        schedule id
 ARGV[2] spec      the definition as canonical JSON (payload and enabled apart)
 ARGV[3] timing    the fields that place the slots, as canonical JSON

@@ -3,10 +3,6 @@
 workers: the live registered workers with the age of their last heartbeat. A worker
 whose registration expired (it died without leaving) is never listed.
 
-KEYS[1] prefix        fq:{<queue>}:  per-task and per-user keys derive from it (includes/keys.lua)
-KEYS[2] workers       worker id -> '<last heartbeat ms> <JSON description>'
-KEYS[3] workers_seen  worker id -> registration expiry (ms)
-
 Reply: flat list {info JSON, milliseconds since last heartbeat, ...}.
 ]]
 -- @include now

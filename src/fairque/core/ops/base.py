@@ -45,7 +45,7 @@ class OperationsBase:
         self._one_head = (options.on_duplicate,)
 
     def _call(self, name: str, args: Sequence[Any], parse: Callable[[Any], T]) -> Call[T]:
-        """A call of script ``name``: its KEYS are the ones its header names, in order."""
+        """A call of script ``name``: its KEYS are the ones its binding names, in order."""
         return Call(self.scripts[name], self._script_keys[name], tuple(args), parse)
 
     _check_id = staticmethod(check_task_id)

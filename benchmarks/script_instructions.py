@@ -13,8 +13,14 @@ fresh queue of ``--users`` users and dumps the counts after it:
 - ``push1``: ``push`` of one task per call, ``--tasks`` times; ``push100``: ``push_many``
   of 100 per call. These also print the server commands per task (INFO commandstats).
 
-Prints instructions per task for each phase and repetition. Needs ``valgrind`` and
-``callgrind_control`` on the PATH. To compare two versions, run it with each on the
+Each phase runs again on the floor of a leased, fenced, fair queue (``floor.py``: the
+least such a queue must ask of the server, as plain scripts) in the same server, and
+``life1`` / ``life100`` add a push to a completion-and-lease (a task's whole life, one or
+100 per call).
+
+Prints instructions per task for each phase and repetition, fairque's and the floor's,
+then one JSON document: the medians and fairque's ratio to the floor per phase. Needs
+``valgrind`` and ``callgrind_control`` on the PATH. To compare two versions, run it with each on the
 ``PYTHONPATH`` (e.g. a ``git archive`` of the older commit's ``src``).
 
 Usage::
@@ -26,13 +32,16 @@ from __future__ import annotations
 
 import argparse
 import glob
+import json
 import os
 import socket
+import statistics
 import subprocess
 import tempfile
 import time
 
 import redis
+from floor import FloorQueue
 
 from fairque import FairQueue, Task
 from fairque.cli.embedded import find_valkey_server
@@ -173,6 +182,58 @@ def run_push(
     return out
 
 
+def run_floor(server: Counted, name: str, tasks: int, users: int) -> dict[str, float]:
+    """The phases of ``run`` and ``run_push``, on the floor's scripts."""
+    q = FloorQueue(redis.Redis(port=server.port), name)
+    load = [(f"u{i % users}", "noop", b'{"n":%d}' % i) for i in range(5 * tasks)]
+    for at in range(0, len(load), 1000):
+        q.push_many(load[at : at + 1000])
+    out: dict[str, float] = {}
+    server.since_last()
+    held = [q.pop(1)[0] for _ in range(tasks)]
+    out["pop1"] = server.since_last() / tasks
+    for task in held:
+        assert q.complete([task]) == [1]
+    out["complete"] = server.since_last() / tasks
+    batch = []
+    for _ in range(tasks // 100):
+        batch.extend(q.pop(100))
+    out["pop100"] = server.since_last() / len(batch)
+    q.complete(batch)
+    one = q.pop(1)
+    server.since_last()
+    for _ in range(tasks // 2):
+        _, one = q.complete_and_pop(one, 1)
+    out["complete_and_pop1"] = server.since_last() / (tasks // 2)
+    q.complete(one)
+    group = q.pop(100)
+    server.since_last()
+    rounds = max(1, tasks // 100)
+    for _ in range(rounds):
+        acks, group = q.complete_and_pop(group, 100)
+        assert all(acks)
+        assert len(group) == 100
+    out["complete_and_pop100"] = server.since_last() / (100 * rounds)
+    fresh = [(f"u{i % users}", "noop", b'{"n":%d}' % i) for i in range(tasks)]
+    server.since_last()
+    for task in fresh:
+        q.push_many([task])
+    out["push1"] = server.since_last() / tasks
+    for at in range(0, tasks, 100):
+        q.push_many(fresh[at : at + 100])
+    out["push100"] = server.since_last() / tasks
+    return out
+
+
+def with_lives(phases: dict[str, float]) -> dict[str, float]:
+    """``phases`` with a task's whole life: a push and a completion-and-lease."""
+    out = dict(phases)
+    if "complete_and_pop1" in out and "push1" in out:
+        out["life1"] = out["push1"] + out["complete_and_pop1"]
+        out["life100"] = out["push100"] + out["complete_and_pop100"]
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--tasks", type=int, default=300, help="tasks per phase (default 300)")
@@ -187,7 +248,13 @@ def main() -> None:
         server = Counted(out_dir)
         try:
             rows: dict[str, list[float]] = {}
+            floor_rows: dict[str, list[float]] = {}
             for rep in range(args.repeat):
+                if not args.only_push:
+                    floor = with_lives(run_floor(server, f"fl{rep}{os.getpid()}", args.tasks,
+                                                 args.users))  # fmt: skip
+                    for phase, value in floor.items():
+                        floor_rows.setdefault(phase, []).append(value)
                 phases = (
                     {}
                     if args.only_push
@@ -197,7 +264,7 @@ def main() -> None:
                     server, f"ip{rep}{os.getpid()}", args.tasks, args.users, args.fairness
                 )
                 phases.update(pushed)
-                for phase, value in phases.items():
+                for phase, value in with_lives(phases).items():
                     rows.setdefault(phase, []).append(value)
         finally:
             server.stop()
@@ -206,6 +273,19 @@ def main() -> None:
             print(f"{phase:20s} per task: " + "  ".join(f"{v:.1f}" for v in values))
         else:
             print(f"{phase:20s} instructions per task: " + "  ".join(f"{v:,.0f}" for v in values))
+    for phase, values in floor_rows.items():
+        print(f"floor {phase:14s} instructions per task: " + "  ".join(f"{v:,.0f}" for v in values))
+    report: dict[str, dict[str, float]] = {}
+    for phase, values in rows.items():
+        if phase.endswith("commands"):
+            continue
+        mine = statistics.median(values)
+        row = {"fairque": round(mine)}
+        if phase in floor_rows:
+            least = statistics.median(floor_rows[phase])
+            row |= {"floor": round(least), "ratio": round(mine / least, 2)}
+        report[phase] = row
+    print(json.dumps({"tasks": args.tasks, "users": args.users, "phases": report}))
 
 
 if __name__ == "__main__":

@@ -95,7 +95,6 @@ def test_expired_lease_is_reclaimed_with_a_retry_counted(make_queue: MakeQueue) 
     assert counters["completed"] == 1
 
 
-@pytest.mark.one_shard("reads or ages one shard's keys")
 def test_explicit_reclaim_and_final_failure_after_expiries(
     make_queue: MakeQueue, redis_client: SyncClient
 ) -> None:
@@ -117,7 +116,6 @@ def test_explicit_reclaim_and_final_failure_after_expiries(
     assert final.retry_count == 1
 
 
-@pytest.mark.one_shard("reads or ages one shard's keys")
 def test_racing_completions_exactly_one_wins(
     make_queue: MakeQueue, redis_client: SyncClient
 ) -> None:
@@ -149,7 +147,6 @@ def test_racing_completions_exactly_one_wins(
     assert q.stats().counters["completed"] == 1
 
 
-@pytest.mark.one_shard("reads or ages one shard's keys")
 def test_retry_backoff_doubles_then_fails_with_error_kept(
     make_queue: MakeQueue, redis_client: SyncClient
 ) -> None:

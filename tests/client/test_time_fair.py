@@ -194,6 +194,7 @@ def test_a_give_back_and_a_cancel_charge_the_time_held(
     assert start_tag(redis_client, q, "u") == before + busy
 
 
+@pytest.mark.one_shard("reads or ages one shard's keys")
 def test_an_idle_user_returns_at_the_floor_with_no_credit(
     make_queue: MakeQueue, redis_client: SyncClient
 ) -> None:
@@ -232,7 +233,7 @@ def test_a_returning_user_owes_at_most_a_minute(
     assert start_tag(redis_client, q, "debtor") == floor(redis_client, q) + 60_000_000
 
 
-@pytest.mark.one_shard("reads or ages one shard's keys")
+@pytest.mark.one_shard("turns between tenants are exact within a shard, on average across shards")
 def test_critical_work_is_charged_too(make_queue: MakeQueue, redis_client: SyncClient) -> None:
     q = make_queue()
     q.push_many(Task(user_id="c", name="x", priority=Priority.CRITICAL) for _ in range(20))

@@ -192,7 +192,6 @@ def test_histogram_cumulative_counts() -> None:
     assert len(h.cumulative) == len(h.bounds) + 1
 
 
-@pytest.mark.one_shard("reads or ages one shard's keys")
 def test_completions_sent_together_count_once_each(
     make_queue: MakeQueue, redis_client: SyncClient
 ) -> None:

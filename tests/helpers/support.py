@@ -111,14 +111,27 @@ def server_ms(client: redis.Redis | redis.RedisCluster) -> int:
     return int(sec) * 1000 + int(usec) // 1000
 
 
+def keys_of_task(client: redis.Redis | redis.RedisCluster, queue: str, task_id: str) -> QueueKeys:
+    """The keys of the shard of ``queue`` that holds ``task_id`` (shard 0's when none
+    does): on a plain queue, the queue's own."""
+    keys = QueueKeys(queue)
+    if client.exists(keys.task(task_id)):
+        return keys
+    head = keys.prefix[: -len("}:")].replace("{", "\\{")
+    for found in client.scan_iter(match=f"{head}\\{{*:task:{task_id}", count=1000):
+        name = found.decode() if isinstance(found, bytes) else found
+        return QueueKeys(queue, name[len("fq:{") : name.index("}:")])
+    return keys
+
+
 def make_due(client: redis.Redis | redis.RedisCluster, queue: str, task_id: str) -> None:
     """Make a SCHEDULED task due now (tests move time instead of sleeping)."""
-    client.zadd(QueueKeys(queue).delayed, {task_id: 0})
+    client.zadd(keys_of_task(client, queue, task_id).delayed, {task_id: 0})
 
 
 def expire_lease(client: redis.Redis | redis.RedisCluster, queue: str, task_id: str) -> None:
     """Move a lease deadline into the past, as if the worker had died long ago."""
-    keys = QueueKeys(queue)
+    keys = keys_of_task(client, queue, task_id)
     client.zadd(keys.leases, {task_id: 0})
     client.hset(keys.task(task_id), "deadline", 0)
     user: Any = client.hget(keys.task(task_id), "user")

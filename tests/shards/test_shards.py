@@ -29,6 +29,7 @@ from fairque import (
     DependencyNotFound,
     FairQueue,
     Registry,
+    SerializationError,
     Task,
     TaskNotFound,
     TaskState,
@@ -216,6 +217,18 @@ def test_push_many_is_split_by_shard(make_queue: MakeQueue, redis_client: SyncCl
     assert q.get("b2") is None
     with pytest.raises(DependencyNotFound):  # an existing task of another shard
         q.enqueue("down", user_id=b, depends_on=["a1"])
+    # a bad task in a later shard's part: every part is checked before any is sent
+    bad = [
+        Task(user_id=a, name="fine", task_id="a4"),
+        Task(user_id=b, name="bad", task_id="b3", payload={"x": float("nan")}),
+    ]
+    before = queue_snapshot(redis_client, q.queue)
+    with pytest.raises(SerializationError, match="payload"):
+        q.push_many(bad)
+    assert queue_snapshot(redis_client, q.queue) == before
+    with pytest.raises(ValidationError, match="Task"):
+        q.push_many([Task(user_id=a, name="fine"), "not a task"])
+    assert queue_snapshot(redis_client, q.queue) == before
     with pytest.raises(ValidationError, match="1 delays given for 3 tasks"):
         q.push_many(batch, delays=[None])
 

@@ -222,13 +222,13 @@ def test_push_many_is_split_by_shard(make_queue: MakeQueue, redis_client: SyncCl
         Task(user_id=a, name="fine", task_id="a4"),
         Task(user_id=b, name="bad", task_id="b3", payload={"x": float("nan")}),
     ]
-    before = queue_snapshot(redis_client, q.queue)
+    keyspace = queue_snapshot(redis_client, q.queue)
     with pytest.raises(SerializationError, match="payload"):
         q.push_many(bad)
-    assert queue_snapshot(redis_client, q.queue) == before
+    assert queue_snapshot(redis_client, q.queue) == keyspace
     with pytest.raises(ValidationError, match="Task"):
         q.push_many([Task(user_id=a, name="fine"), "not a task"])
-    assert queue_snapshot(redis_client, q.queue) == before
+    assert queue_snapshot(redis_client, q.queue) == keyspace
     with pytest.raises(ValidationError, match="1 delays given for 3 tasks"):
         q.push_many(batch, delays=[None])
 

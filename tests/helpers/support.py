@@ -125,13 +125,18 @@ def keys_of_task(client: redis.Redis | redis.RedisCluster, queue: str, task_id: 
 
 
 def make_due(client: redis.Redis | redis.RedisCluster, queue: str, task_id: str) -> None:
-    """Make a SCHEDULED task due now (tests move time instead of sleeping)."""
-    client.zadd(keys_of_task(client, queue, task_id).delayed, {task_id: 0})
+    """Make a SCHEDULED task due now (tests move time instead of sleeping); the queue's
+    'due' hint goes too, as time passing it would."""
+    keys = keys_of_task(client, queue, task_id)
+    client.zadd(keys.delayed, {task_id: 0})
+    client.hdel(keys.meta, "due")
 
 
 def expire_lease(client: redis.Redis | redis.RedisCluster, queue: str, task_id: str) -> None:
-    """Move a lease deadline into the past, as if the worker had died long ago."""
+    """Move a lease deadline into the past, as if the worker had died long ago (and the
+    queue's 'due' hint with it)."""
     keys = keys_of_task(client, queue, task_id)
+    client.hdel(keys.meta, "due")
     client.zadd(keys.leases, {task_id: 0})
     client.hset(keys.task(task_id), "deadline", 0)
     user: Any = client.hget(keys.task(task_id), "user")

@@ -119,7 +119,8 @@ class QueueKeys:
 
     @property
     def meta(self) -> str:
-        """Hash of queue counters used by the scripts (ring clock, lease sequence)."""
+        """Hash of queue counters used by the scripts (ring clock, lease sequence, the
+        'due' hint: no lease expires and no scheduled task is due before it)."""
         return self._k("meta")
 
     @property

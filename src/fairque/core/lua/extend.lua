@@ -20,8 +20,10 @@ Errors: 'FQERR -7' (CancelRequested, a LeaseLost) when the task was canceled whi
 -- @include lease_fence
 -- @include constraint_extend
 -- @include fair_heartbeat
+-- @include due_by
 
-local K = {prefix = KEYS[1], leases = KEYS[2], stats = KEYS[3], ring = KEYS[4]}
+local K = {prefix = KEYS[1], leases = KEYS[2], stats = KEYS[3], ring = KEYS[4],
+  meta = KEYS[5]}
 local id = ARGV[1]
 local held, f = lease_fence(K, id, ARGV[2], 'user', 'deadline', 'cut_lease', 'cons', 'started',
   'fair')
@@ -41,6 +43,8 @@ else
   redis.call('HSET', task_key(K, id), 'deadline', deadline)
 end
 redis.call('ZADD', K.leases, deadline, id)
+-- a shorter extension than the lease had may end before the queue's 'due' hint
+if deadline < tonumber(f[4]) then due_by(K, deadline) end
 redis.call('ZADD', held_key(K, f[3]), deadline, id)
 constraint_extend(K, id, deadline, f[6])
 return deadline

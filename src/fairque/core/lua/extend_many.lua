@@ -16,11 +16,13 @@ lease was lost.
 -- @include lease_fence
 -- @include constraint_extend
 -- @include fair_heartbeat
+-- @include due_by
 
-local K = {prefix = KEYS[1], leases = KEYS[2], stats = KEYS[3], ring = KEYS[4]}
+local K = {prefix = KEYS[1], leases = KEYS[2], stats = KEYS[3], ring = KEYS[4],
+  meta = KEYS[5]}
 local ms = now()
 local deadline = ms + tonumber(ARGV[1])
-local out, moved, lost = {}, {}, 0
+local out, moved, lost, shorter = {}, {}, 0, false
 for i = 2, #ARGV, 3 do
   local id = ARGV[i]
   local held, f = lease_fence(K, id, ARGV[i + 1], 'user', 'deadline', 'cons', 'started',
@@ -34,6 +36,7 @@ for i = 2, #ARGV, 3 do
     end
     redis.call('ZADD', held_key(K, f[3]), deadline, id)
     constraint_extend(K, id, deadline, f[5])
+    if deadline < tonumber(f[4]) then shorter = true end
     moved[#moved + 1] = deadline
     moved[#moved + 1] = id
     out[#out + 1] = deadline
@@ -46,5 +49,7 @@ end
 for at = 1, #moved, 2000 do
   redis.call('ZADD', K.leases, unpack(moved, at, math.min(#moved, at + 1999)))
 end
+-- a shorter extension than a lease had may end before the queue's 'due' hint
+if shorter then due_by(K, deadline) end
 if lost > 0 then redis.call('HINCRBY', K.stats, 'lease_lost', lost) end
 return out

@@ -47,8 +47,13 @@ if limits then
 end
 local ms, us = now()
 -- numeric ARGV read as ARGV[i] + 0: Lua's string coercion costs a third of a tonumber call
-maintenance(K, ms, ARGV[6] + 0, ARGV[4] + 0, ARGV[5] + 0, ARGV[7], ARGV[8] + 0)
+-- the queue's counters, read once for the upkeep's 'due' hint and the lease (again when
+-- the upkeep moved something)
+local fm = redis.call('HMGET', K.meta, 'fair', 'floor', 'lease', 'clock', 'est', 'due')
+if maintenance(K, ms, ARGV[6] + 0, ARGV[4] + 0, ARGV[5] + 0, ARGV[7], ARGV[8] + 0, fm[6]) then
+  fm = nil
+end
 local assigned, steal, any, at = read_users(ARGV, 10)
 local names = read_names(ARGV, at)
 return lease_request(K, req, ARGV[1] + 0, ARGV[2], ARGV[3] + 0, ms, assigned,
-  steal, any, limits, us, names)
+  steal, any, limits, us, names, fm)

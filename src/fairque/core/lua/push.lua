@@ -52,6 +52,7 @@ Errors: 'FQERR -32' (StaleConstraints) when the queue's constraints changed sinc
 -- @include sadd_all
 -- @include add_all
 -- @include stored_entry
+-- @include due_by
 
 local K = {prefix = KEYS[1], ring = KEYS[2], delayed = KEYS[3], queued = KEYS[4],
   deferred = KEYS[5], canceled = KEYS[6], meta = KEYS[7], stats = KEYS[8], capped = KEYS[9],
@@ -138,6 +139,7 @@ local clock = nil
 local ring_users, in_ring = {}, {}
 -- whether the intake holds tasks (read at the first ready task): ready tasks then join it
 local behind = nil
+local first_due = nil  -- the earliest due time of the tasks scheduled here
 local reply = {}
 local ready, created = 0, 0
 for i = 0, n - 1 do
@@ -216,6 +218,7 @@ for i = 0, n - 1 do
       state = 'SCHEDULED'
       redis.call('HSET', tk, 'state', state)
       redis.call('ZADD', K.delayed, due, id)
+      if not first_due or due < first_due then first_due = due end
       ready = ready + 1  -- idle workers must shorten their wait to the new due time
     else
       -- QUEUED: into the user's lane (critical list or normal sorted set), as
@@ -253,6 +256,7 @@ for i = 0, n - 1 do
 end
 for _, entry in ipairs(add_order) do add_all(entry[1], entry[2], adds[entry[2]]) end
 if clock then redis.call('HSET', K.meta, 'mono', clock) end
+if first_due then due_by(K, first_due) end
 for _, user in ipairs(ring_users) do ring_join(K, user) end
 if created > 0 then redis.call('HINCRBY', K.stats, 'pushed', created) end
 local counts = {}

@@ -23,6 +23,7 @@ Errors: 'FQERR -1' (LeaseLost) when the token does not hold the lease.
 -- @include signal_wake
 -- @include replayed
 -- @include backlog_add
+-- @include due_by
 
 local K = {prefix = KEYS[1], ring = KEYS[2], delayed = KEYS[3], leases = KEYS[4],
   queued = KEYS[5], meta = KEYS[6], stats = KEYS[7], caps = KEYS[8], capped = KEYS[9],
@@ -46,6 +47,7 @@ if delay_ms > 0 then
   local due = ms + delay_ms
   redis.call('HSET', tk, 'state', 'SCHEDULED', 'run_at', due, 'op', req .. ' SCHEDULED')
   redis.call('ZADD', K.delayed, due, id)
+  due_by(K, due)
   return 'SCHEDULED'
 end
 redis.call('HSET', tk, 'op', req .. ' QUEUED')

@@ -1,3 +1,4 @@
+-- @include due_by
 -- @include keys
 -- @include lease_fence
 -- @include end_attempt

@@ -6,6 +6,7 @@
 -- @include observe
 -- @include backlog_add
 -- @include handler_ms
+-- @include due_by
 -- fail_attempt(K, id, error, retry, ms, base_ms, failed_ttl_ms, delay_ms, req,
 -- max_retries, extra, us, run_us): a STARTED attempt failed (`us`: now in
 -- microseconds, or nil; `run_us`: the handler's run as the worker measured it, or
@@ -46,6 +47,7 @@ local function fail_attempt(K, id, err, retry, ms, base_ms, failed_ttl_ms, delay
       redis.call('HSET', tk, 'error', err, 'retries', n, 'state', 'SCHEDULED', 'run_at', due)
     end
     redis.call('ZADD', K.delayed, due, id)
+    due_by(K, due)
     backlog_add(K, f[1], 1)
     redis.call('HINCRBY', K.stats, 'retried', 1)
     signal_wake(K, 1)

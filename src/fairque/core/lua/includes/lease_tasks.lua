@@ -9,7 +9,8 @@
 -- @include fair_timed
 -- @include write_tags
 -- @include backlog_add
--- lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any, limits, us, names):
+-- lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any, limits, us, names,
+-- fm):
 -- lease up to
 -- `count` ready tasks, choosing users round robin (see pick_user). A served user moves
 -- to the ring's tail (after `weight` consecutive turns for a weighted user); a user
@@ -25,6 +26,9 @@
 -- (`limits` false: the caller's EXISTS found none of them, true: some, nil: look here);
 -- otherwise a batch (count > 1) looks up weights and caps only when the queue has any.
 -- `us`: the call's time in microseconds (time mode stamps each lease's start with it).
+-- `fm`: the queue's counters (meta 'fair', 'floor', 'lease', 'clock', 'est', 'due') as
+-- the caller read them, or nil to read them here; a lease that ends before the 'due'
+-- hint lowers it (due_by's rule, in the same write).
 -- A batch with no assigned users serves the ring's head each time: it reads the ring's first users once and follows them (a
 -- user that stays is the head still; one that rotates goes behind all of them; the
 -- loop is the ring's only writer meanwhile), reading again when they run out; its
@@ -48,7 +52,7 @@
 -- looks at the queue. A queue with tasks set aside has its 'aside' set, one of the keys
 -- `limits` looks for.
 local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any, limits, us,
-                           names)
+                           names, fm)
   local deadline = ms + lease_ms
   local out, tokens, waits, picked = {}, {}, {}, {}
   local guard, parks, asides = 0, 0, 0
@@ -80,7 +84,7 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any,
   -- the queue's counters in one read and (below) one write: the mode, the floor, the
   -- lease sequence and the ring clock (nothing else moves them meanwhile); and the
   -- queue's run estimate, a new user's first charge (fair_settle keeps it)
-  local fm = redis.call('HMGET', K.meta, 'fair', 'floor', 'lease', 'clock', 'est')
+  fm = fm or redis.call('HMGET', K.meta, 'fair', 'floor', 'lease', 'clock', 'est', 'due')
   local first_est = tonumber(fm[5] or FAIR_FIRST_EST)
   local timed = fair_timed(fm[1])
   local floor = tonumber(fm[2] or '0')
@@ -306,6 +310,10 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any,
     if floor > first_floor then
       counters[#counters + 1] = 'floor'
       counters[#counters + 1] = string.format('%d', floor)
+    end
+    if n > 0 and fm[6] and deadline < fm[6] + 0 then
+      counters[#counters + 1] = 'due'
+      counters[#counters + 1] = string.format('%d', deadline)
     end
     redis.call('HSET', K.meta, unpack(counters))
   end

@@ -1,6 +1,7 @@
 -- @include keys
 -- @include mono_us
 -- @include enqueue_ready
+-- @include due_by
 -- release_dependents(K, id, ms, us, ordering, horizon_us): `id` FINISHED. Remove
 -- it from each dependent's waiting set; a dependent with nothing left to wait for
 -- moves DEFERRED -> QUEUED (or SCHEDULED when its execute_after is still ahead).
@@ -22,6 +23,7 @@ local function release_dependents(K, id, ms, us, ordering, horizon_us)
         if due > ms then
           redis.call('HSET', dk, 'state', 'SCHEDULED')
           redis.call('ZADD', K.delayed, due, down)
+          due_by(K, due)
         else
           clock = clock and clock + 1 or mono_us(K, us)
           enqueue_ready(K, down, f[2], tonumber(f[3]), clock, ms, ordering, horizon_us)

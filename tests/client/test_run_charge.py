@@ -144,11 +144,11 @@ def test_extend_many_and_complete_and_pop_carry_each_tasks_report(
     assert by_user == {tasks[0].user_id: 3_000, tasks[1].user_id: 4_000}
 
 
-def test_a_new_tenant_is_first_charged_the_queues_estimate(
+def test_a_new_tenant_is_first_charged_the_queues_mean_attempt(
     make_queue: MakeQueue, redis_client: SyncClient
 ) -> None:
     """Before any run the first charge is 10 ms; after tenants ran 2 ms tasks, a new
-    tenant's first lease is charged about that, not 10 ms."""
+    tenant's first lease is charged about that (the queue's mean attempt), not 10 ms."""
     q = make_queue()
     for user in ("a", "b"):
         task = leased(q, user, 1)

@@ -76,9 +76,9 @@ if count > 0 then
   if not leased then
     -- the queue's counters, read once for the upkeep's 'due' hint and the lease (again
     -- when the upkeep moved something)
-    local fm = redis.call('HMGET', K.meta, 'fair', 'floor', 'lease', 'clock', 'est', 'due')
+    local fm = redis.call('HMGET', K.meta, 'fair', 'floor', 'lease', 'clock', 'due')
     if maintenance(K, ms, ARGV[6] + 0, ARGV[4] + 0, ARGV[5] + 0, ordering, horizon_us,
-        fm[6]) then
+        fm[5]) then
       fm = nil
     end
     leased = lease_request(K, req, count, ARGV[2], ARGV[3] + 0, ms, assigned, steal,

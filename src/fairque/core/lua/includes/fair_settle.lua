@@ -13,7 +13,7 @@
 -- moves the tag to what the run took over the weight, and, for a run that ended by
 -- itself, moves the user's estimate towards it, only when the run was more than a
 -- quarter off it (the corrections keep the tags exact: the estimate only has to be
--- close); the queue's estimate (meta 'est', a new user's first charge) moves with it.
+-- close). A new user's first charge is the queue's mean attempt (fair_first_est).
 local function fair_settle(K, user, run)
   local ran, fair, outcome, us = run[1], run[2], run[3], run[4]
   local charged, w, est, fstart
@@ -41,11 +41,6 @@ local function fair_settle(K, user, run)
     elseif math.abs(ran - est) > est / 4 then
       moved = est * (1 - FAIR_ALPHA) + ran * FAIR_ALPHA
     end
-    if moved then
-      redis.call('HSET', tk, 'est', moved)
-      local qe = tonumber(redis.call('HGET', K.meta, 'est'))
-      redis.call('HSET', K.meta, 'est', qe and qe * (1 - FAIR_ALPHA) + moved * FAIR_ALPHA
-        or moved)
-    end
+    if moved then redis.call('HSET', tk, 'est', moved) end
   end
 end

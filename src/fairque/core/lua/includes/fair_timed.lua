@@ -14,7 +14,7 @@
 -- max(its saved tag, floor), at most FAIR_DEBT ahead of it.
 local FAIR_DEFAULT = 'time'   -- the mode of a queue whose meta has no 'fair'
 local FAIR_FIRST_EST = 10     -- ms charged per lease while neither the user nor the
-                              -- queue has a measured run (meta 'est': the queue's)
+                              -- queue has a measured run (see fair_first_est)
 local FAIR_DEBT = 60000000    -- virtual us a returning user may owe at most (a minute)
 local FAIR_ALPHA = 0.2        -- weight of the newest run in the moving estimate
 local FAIR_MIN = 10           -- us an attempt costs at least (no lease is free)

@@ -7,6 +7,7 @@
 -- @include signal_wake
 -- @include constraint_lib
 -- @include fair_timed
+-- @include fair_first_est
 -- @include write_tags
 -- @include backlog_add
 -- lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any, limits, us, names,
@@ -26,7 +27,7 @@
 -- (`limits` false: the caller's EXISTS found none of them, true: some, nil: look here);
 -- otherwise a batch (count > 1) looks up weights and caps only when the queue has any.
 -- `us`: the call's time in microseconds (time mode stamps each lease's start with it).
--- `fm`: the queue's counters (meta 'fair', 'floor', 'lease', 'clock', 'est', 'due') as
+-- `fm`: the queue's counters (meta 'fair', 'floor', 'lease', 'clock', 'due') as
 -- the caller read them, or nil to read them here; a lease that ends before the 'due'
 -- hint lowers it (due_by's rule, in the same write).
 -- A batch with no assigned users serves the ring's head each time: it reads the ring's first users once and follows them (a
@@ -82,10 +83,9 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any,
     end
   end
   -- the queue's counters in one read and (below) one write: the mode, the floor, the
-  -- lease sequence and the ring clock (nothing else moves them meanwhile); and the
-  -- queue's run estimate, a new user's first charge (fair_settle keeps it)
-  fm = fm or redis.call('HMGET', K.meta, 'fair', 'floor', 'lease', 'clock', 'est', 'due')
-  local first_est = tonumber(fm[5] or FAIR_FIRST_EST)
+  -- lease sequence and the ring clock (nothing else moves them meanwhile)
+  fm = fm or redis.call('HMGET', K.meta, 'fair', 'floor', 'lease', 'clock', 'due')
+  local first_est  -- a new user's first charge (fair_first_est), read when one is served
   local timed = fair_timed(fm[1])
   local floor = tonumber(fm[2] or '0')
   local first_floor = floor
@@ -215,6 +215,7 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any,
         known = redis.call('HGET', tenant_key(K, user), 'est')
         ests[user] = known
       end
+      if not known and not first_est then first_est = fair_first_est(K) end
       local est = known and tonumber(known) or first_est
       if est > lease_ms then est = lease_ms end  -- a heartbeat charges the rest
       local charge = math.max(math.floor(est * 1000 / w + 0.5), 1)
@@ -311,7 +312,7 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any,
       counters[#counters + 1] = 'floor'
       counters[#counters + 1] = string.format('%d', floor)
     end
-    if n > 0 and fm[6] and deadline < fm[6] + 0 then
+    if n > 0 and fm[5] and deadline < fm[5] + 0 then
       counters[#counters + 1] = 'due'
       counters[#counters + 1] = string.format('%d', deadline)
     end

@@ -359,3 +359,38 @@ def test_a_result_encoded_once_is_stored_as_it_is(make_queue: MakeQueue) -> None
     done, _ = q.complete_and_pop([(leased, EncodedResult(encoded))], count=0)
     assert done == [True]
     assert q.result(task.task_id or "") == {"n": 1}
+
+
+def test_a_retried_task_that_completes_keeps_no_failure(
+    make_queue: MakeQueue, redis_client: SyncClient
+) -> None:
+    """The failure fields of an earlier attempt go when a later attempt completes, and a
+    first attempt's completion leaves the same fields as any other."""
+    q = make_queue(retry_base_seconds=0)
+    t = q.enqueue("flaky", user_id="u", max_retries=2)
+    first = q.pop("w")
+    assert first is not None
+    state = q.fail(first, "boom", traceback="Traceback: boom", reason="other", details={"n": 1})
+    assert state == TaskState.SCHEDULED
+    failed = q.get(t.task_id or "")
+    assert failed is not None
+    assert failed.error is not None
+    assert failed.traceback is not None
+    assert failed.failure_reason is not None
+    make_due(redis_client, q.queue, t.task_id or "")
+    second = q.pop("w")
+    assert second is not None
+    assert second.retry_count == 1
+    assert q.complete(second, "ok")
+    done = q.get(t.task_id or "")
+    assert done is not None
+    assert (done.state, done.error, done.traceback, done.failure_reason) == (
+        TaskState.FINISHED, None, None, None)  # fmt: skip
+    assert (done.lease_token, done.lease_deadline) == (None, None)
+    plain = q.enqueue("fine", user_id="u")
+    leased = q.pop("w")
+    assert leased is not None
+    assert q.complete(leased)
+    ended = q.get(plain.task_id or "")
+    assert ended is not None
+    assert (ended.error, ended.lease_token, ended.lease_deadline) == (None, None, None)

@@ -27,7 +27,7 @@ local function complete_task(K, id, token, has_result, result, ms, us, ordering,
                              acc, run_us)
   local req = 'L' .. token
   local held, f = lease_fence(K, id, token, 'user', 'keep_result', 'result_ttl', 'op',
-    'started', 'cons', 'name', 'fair')
+    'started', 'cons', 'name', 'fair', 'retries')
   if not held then
 -- @include replayed
 -- @include last_op
@@ -56,8 +56,12 @@ local function complete_task(K, id, token, has_result, result, ms, us, ordering,
       redis.call('ZREM', K.leases, id)
     end
     constraint_free(K, id, ms, f[8])
-    redis.call('HDEL', task_key(K, id), 'lease', 'deadline', 'fair', 'error',
-      'traceback', 'reason', 'details')
+    if f[11] == '0' then  -- a first attempt: no failure's fields to drop
+      redis.call('HDEL', task_key(K, id), 'lease', 'deadline', 'fair')
+    else
+      redis.call('HDEL', task_key(K, id), 'lease', 'deadline', 'fair', 'error',
+        'traceback', 'reason', 'details')
+    end
     redis.call('ZREM', held_key(K, f[3]), id)
     fair_settle(K, f[3], {ran, f[10], 'done', us, run_us})
   end

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers.servers import SyncClient
 from helpers.support import MakeQueue, queue_snapshot
 
 import fairque
@@ -156,3 +157,30 @@ def test_the_upper_floors_name_no_key_and_send_no_command() -> None:
                     names = {a.name for a in node.names} & ENGINE_NAMES
                     found += [f"{where}:{node.lineno} imports {n}" for n in sorted(names)]
     assert found == []
+
+
+@pytest.mark.one_shard("ages one shard's tenant hash")
+@pytest.mark.parametrize("fairness", ["time", "count"])
+def test_last_lease_moves_at_most_once_a_second(
+    make_queue: MakeQueue, redis_client: SyncClient, fairness: str
+) -> None:
+    """A user's last lease is kept to within a second: a lease within a second of the
+    last recorded one leaves it, one later moves it (its 'active' score is written once
+    a second, not per lease)."""
+    q = make_queue()
+    q.set_fairness(fairness)  # type: ignore[arg-type]
+    for _ in range(3):
+        q.enqueue("n", user_id="u")
+    first = q.pop("w")
+    assert first is not None
+    before = q.tenants().tenants[0].last_lease
+    assert before is not None
+    assert q.pop("w") is not None
+    assert q.tenants().tenants[0].last_lease == before  # within the second
+    client = redis_client
+    client.hset(QueueKeys(q.queue).tenant("u"), "seen", 0)  # the last move long ago
+    assert q.pop("w") is not None
+    after = q.tenants().tenants[0].last_lease
+    assert after is not None
+    assert after >= before
+    assert int(client.hget(QueueKeys(q.queue).tenant("u"), "seen") or 0) > 0

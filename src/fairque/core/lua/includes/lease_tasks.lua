@@ -40,7 +40,9 @@
 -- user's estimate over its weight, one ZADD, with no turns; a user that leaves the ring
 -- keeps its tag in its tenant hash; the floor follows the head's tag, written once.
 -- Every leased task's wait also goes to its user's histogram (tenant hash) and the
--- user's last lease to 'active'.
+-- user's last lease to 'active', to within ACTIVE_STEP_MS: a user's score there moves
+-- only when its last move (tenant 'seen', read with its estimate) is that old, so a
+-- busy user costs that sorted set one write a second rather than one per lease.
 -- Constraints (only when the queue has any): due constraint
 -- buckets first put parked tasks back into their lanes; a task whose buckets are over
 -- a limit is parked (constraint_park) and the same user's next task is tried, so a
@@ -52,6 +54,7 @@
 -- Setting aside wakes idle workers (one token per task), so one that handles the name
 -- looks at the queue. A queue with tasks set aside has its 'aside' set, one of the keys
 -- `limits` looks for.
+local ACTIVE_STEP_MS = 1000
 local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any, limits, us,
                            names, fm)
   local deadline = ms + lease_ms
@@ -103,6 +106,7 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any,
   local by_tags = timed and count > 1 and by_ring_head
   local tu, tt, th, beyond, moved_to = nil, nil, 1, nil, {}
   local ests = {}  -- time mode: each user's estimate, read once per call
+  local seens = {}  -- time mode: each user's tenant 'seen', read with the estimate
   local heads, at_head = {}, 1
   local rotations = {}  -- by_head: (clock, user) pairs not yet written to the ring
   while #picked < count and guard < count + 64 do
@@ -212,8 +216,9 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any,
       local w = weighted and tonumber(redis.call('HGET', K.weights, user) or '1') or 1
       local known = ests[user]
       if known == nil then
-        known = redis.call('HGET', tenant_key(K, user), 'est')
-        ests[user] = known
+        local got = redis.call('HMGET', tenant_key(K, user), 'est', 'seen')
+        known = got[1]
+        ests[user], seens[user] = known, got[2]
       end
       if not known and not first_est then first_est = fair_first_est(K) end
       local est = known and tonumber(known) or first_est
@@ -374,9 +379,15 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any,
   observe(K, 'wait_ms', waits)
   local seen = {}
   for user, values in pairs(by_user) do
-    observe(K, 'wait_ms', values, tenant_key(K, user))
-    seen[#seen + 1] = ms
-    seen[#seen + 1] = user
+    local tk = tenant_key(K, user)
+    observe(K, 'wait_ms', values, tk)
+    local last = seens[user]
+    if last == nil then last = redis.call('HGET', tk, 'seen') end
+    if not last or ms - last >= ACTIVE_STEP_MS then
+      redis.call('HSET', tk, 'seen', ms)
+      seen[#seen + 1] = ms
+      seen[#seen + 1] = user
+    end
   end
   if #seen > 0 then redis.call('ZADD', K.active, unpack(seen)) end
   return out, tokens

@@ -326,10 +326,11 @@ class TenantService(BaseModel):
     """What one user of a queue was served since it was first leased (or the queue
     purged), as the scripts count it in each transition.
 
-    ``last_lease``: its last lease, to within a second; ``started``: leases handed out; ``finished``: attempts completed; ``failed``: failed
-    attempts (a reclaimed lease counts); ``busy_seconds``: worker time its leases held
-    (lease to its end, or to the deadline of a reclaimed lease), in whichever fairness
-    mode; ``wait_time``: ready -> leased. ``user_id`` is empty for the sum of the users
+    ``last_lease``: its last lease, to within a second; ``started``: leases handed out;
+    ``finished``: attempts completed; ``failed``: failed attempts (a reclaimed lease
+    counts); ``busy_seconds``: worker time its leases held (lease to its end, or to the
+    deadline of a reclaimed lease), in whichever fairness mode; ``wait_time``: ready ->
+    leased. ``user_id`` is empty for the sum of the users
     a report does not name.
     """
 

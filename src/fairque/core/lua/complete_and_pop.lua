@@ -35,10 +35,8 @@ and with the state asked for, a third entry: shard_state.lua's reply.
 -- @include signal_wake
 -- @include read_users
 -- @include read_names
--- @include leased_before
 -- @include lease_request
 -- @include maintenance
--- @include shard_state
 
 local K = {prefix = KEYS[1], ring = KEYS[2], delayed = KEYS[3], leases = KEYS[4],
   queued = KEYS[5], deferred = KEYS[6], finished = KEYS[7], failed = KEYS[8],
@@ -72,8 +70,15 @@ if count > 0 then
   -- weights, caps or tasks set aside (past the resend check, a key found is one of those)
   local limits = redis.call('EXISTS', fetch_key(K, req), K.constraints, K.weights, K.caps,
     K.aside) > 0
-  leased = limits and leased_before(K, req)
-  if not leased then
+  local again = false
+  if limits then
+    -- (included here: a script makes every function it defines on each run)
+-- @include leased_before
+    again = leased_before(K, req)
+  end
+  if again then
+    leased = again
+  else
     -- the queue's counters, read once for the upkeep's 'due' hint and the lease (again
     -- when the upkeep moved something)
     local fm = redis.call('HMGET', K.meta, 'fair', 'floor', 'lease', 'clock', 'due')
@@ -89,6 +94,7 @@ if ready > #leased then
   signal_wake(K, 1)
 end
 if ARGV[at + 1 + nc * 5] == '1' then
+-- @include shard_state
   return {acks, leased, shard_state(K, ms)}
 end
 return {acks, leased}

@@ -12,6 +12,10 @@ fresh queue of ``--users`` users and dumps the counts after it:
 - ``complete_and_pop100``: 100 completions and a lease of 100 per call;
 - ``push1``: ``push`` of one task per call, ``--tasks`` times; ``push100``: ``push_many``
   of 100 per call. These also print the server commands per task (INFO commandstats).
+- ``flow1``: a steady stream, per task one ``push`` and one completion-and-lease of one.
+  A task pushed on its own is placed in its lane by a later lease call, which ``pop1``,
+  ``complete_and_pop1`` and so ``life1`` do not count (their tasks come from
+  ``push_many``, placed at once); ``flow1`` does.
 
 Each phase runs again on the floor of a leased, fenced, fair queue (``floor.py``: the
 least such a queue must ask of the server, as plain scripts) in the same server, and
@@ -138,6 +142,16 @@ def run(
         assert all(acks)
         assert len(group) == 100
     out["complete_and_pop100"] = server.since_last() / (100 * rounds)
+    # a steady stream: each task pushed on its own (placed by a later lease call, which
+    # this counts and life1 does not), then one completion and one lease
+    acks, held = q.complete_and_pop([(t, None) for t in group], 1, worker_id="w")
+    assert all(acks)
+    fresh = [Task(user_id=f"u{i % users}", name="noop", payload={"n": i}) for i in range(tasks)]
+    server.since_last()
+    for task in fresh:
+        q.push(task)
+        _, held = q.complete_and_pop([(held[0], None)], 1, worker_id="w")
+    out["flow1"] = server.since_last() / tasks
     return out
 
 
@@ -222,6 +236,13 @@ def run_floor(server: Counted, name: str, tasks: int, users: int) -> dict[str, f
     for at in range(0, tasks, 100):
         q.push_many(fresh[at : at + 100])
     out["push100"] = server.since_last() / tasks
+    _, one = q.complete_and_pop(group, 1)
+    stream = [(f"u{i % users}", "noop", b'{"n":%d}' % i) for i in range(tasks)]
+    server.since_last()
+    for task in stream:
+        q.push_many([task])
+        _, one = q.complete_and_pop(one, 1)
+    out["flow1"] = server.since_last() / tasks
     return out
 
 

@@ -256,8 +256,9 @@ class QueueKeys:
     def tenant(self, user_id: str) -> str:
         """Hash of what a user was served: its start tag while it is out of the ring
         (``tag``, time-fair mode), its run-time estimate (``est``, ms), the worker time
-        its leases held (``busy_us``, us), its outcomes (``done``, ``failed``) and its
-        wait histogram (``wait_ms:<i>``, ``wait_ms:sum``, as the queue's)."""
+        its leases held (``busy_us``, us), its outcomes (``done``, ``failed``), its
+        wait histogram (``wait_ms:<i>``, ``wait_ms:sum``, as the queue's) and when its
+        ``active`` score last moved (``seen``, ms: at most once a second)."""
         return self._k(f"tenant:{user_id}")
 
     def user_index(self, user_id: str) -> str:

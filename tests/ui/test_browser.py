@@ -10,6 +10,7 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
+from playwright.sync_api import expect
 from service.harness import LiveServer
 
 from fairque import FairQueue, Task, TaskState
@@ -71,17 +72,19 @@ def test_pages_and_actions(open_ui: tuple[LiveServer, FairQueue], page: Any) -> 
     assert page.locator("#jnorm").inner_text() != ""
 
     # tasks: state x user x name filter, cursor pagination
+    # (a click's navigation may still be loading when it returns: expect() waits, count() not)
     page.goto(f"{base}/tasks?state=QUEUED&user=alice&limit=5")
-    assert page.locator("#tasks tbody tr").count() == 5
+    expect(page.locator("#tasks tbody tr")).to_have_count(5)
     page.click("#next-page")
-    assert page.locator("#tasks tbody tr").count() == 5
+    expect(page).to_have_url(re.compile("cursor="))
+    expect(page.locator("#tasks tbody tr")).to_have_count(5)
     page.click("#next-page")
-    assert page.locator("#tasks tbody tr").count() == 2
+    expect(page.locator("#tasks tbody tr")).to_have_count(2)
     page.goto(f"{base}/tasks")
     page.fill("#f-user", "bob")
     page.fill("#f-name", "email")
     page.click("#f-apply")
-    assert page.locator("#tasks tbody tr").count() == 3
+    expect(page.locator("#tasks tbody tr")).to_have_count(3)
 
     # task page: payload, lease holder, dependencies as links, why it waits
     page.goto(f"{base}/task?id=up-1")
@@ -152,7 +155,7 @@ def test_login_roles_and_csrf(secured_ui: tuple[LiveServer, FairQueue], page: An
     assert "/ui/login" in page.url
     page.fill("#token", "not-a-valid-token-at-all")
     page.click("#login")
-    assert page.locator("#login-failed").is_visible()
+    expect(page.locator("#login-failed")).to_be_visible()
 
     # a viewer looks but cannot act
     page.fill("#token", TOKENS["viewer"])

@@ -8,14 +8,13 @@ from typing import Any
 
 import pytest
 from helpers.servers import SyncClient
-from helpers.support import unique_queue
+from helpers.support import keys_of_task, unique_queue
 
 import fairque.core.taskhash
 import fairque.errors
 from fairque import FairQueue, Priority, Task, TaskState
 from fairque.core.codec import get_serializer
 from fairque.core.dependencies import dependency_order
-from fairque.core.keys import QueueKeys
 from fairque.core.options import QueueOptions
 from fairque.core.scripts import LUA_DIR
 from fairque.core.taskhash import FIELDS, REQUIRED, PushRecord, TaskCodec
@@ -51,9 +50,8 @@ def test_every_hash_field_is_a_name_the_scripts_use() -> None:
 
 
 def _hash(client: SyncClient, q: FairQueue, task_id: str | None) -> dict[bytes, bytes]:
-    stored: dict[bytes, bytes] = client.hgetall(  # type: ignore[assignment]
-        QueueKeys(q.queue).task(task_id or "")
-    )
+    key = keys_of_task(client, q.queue, task_id or "").task(task_id or "")
+    stored: dict[bytes, bytes] = client.hgetall(key)  # type: ignore[assignment]
     return stored
 
 
@@ -80,9 +78,98 @@ def test_stored_hashes_hold_only_fields_of_the_table(server: Any, redis_client: 
         seen |= _hash(redis_client, q, up.task_id).keys()
         assert q.cancel(later.task_id or "")
         seen |= _hash(redis_client, q, later.task_id).keys()
+        again = q.enqueue("again", user_id="x")
+        task = q.pop("w", assigned_users=["x"])
+        assert task is not None
+        assert q.fail(task, "once") == TaskState.SCHEDULED
+        seen |= _hash(redis_client, q, again.task_id).keys()
         q.purge()
     assert seen - known == set()
     assert {b"prio", b"retries", b"run_at", b"lease", b"deadline", b"result", b"op"} <= seen
+
+
+STOCKLESS = {b"prio", b"retries", b"max_retries", b"keep_result", b"result_ttl"}
+
+
+def test_the_scripts_stock_values_are_the_decoders() -> None:
+    """``task_stock.lua`` and ``taskhash.STOCK`` name the same values, and a missing
+    field decodes as its stock value."""
+    source = (LUA_DIR / "includes" / "task_stock.lua").read_text()
+    found = re.search(r"^  local p, r, k, t = (.*)$", source, re.M)
+    assert found is not None
+    stock = fairque.core.taskhash.STOCK
+    assert [v.strip(" '") for v in found.group(1).split(",")] == [
+        str(int(stock["priority"])), str(stock["max_retries"]),
+        "1" if stock["keep_result"] else "0", str(stock["result_ttl"] * 1000),
+    ]  # fmt: skip
+    task = CODEC.task_from_hash([b"id", b"x", b"user", b"u", b"name", b"n"])
+    assert (
+        task.priority,
+        task.max_retries,
+        task.keep_result,
+        task.result_ttl,
+        task.retry_count,
+    ) == (stock["priority"], stock["max_retries"], stock["keep_result"], stock["result_ttl"], 0)
+
+
+@pytest.mark.parametrize("path", ["enqueue", "push_many"])
+def test_a_stock_task_stores_none_of_the_four_fields(
+    make_queue: Any, redis_client: SyncClient, path: str
+) -> None:
+    """A task with the stock priority, retry budget and result settings stores none of
+    them (a fired schedule's: tests/schedules); one that differs in any stores all four."""
+    q = make_queue()
+    if path == "enqueue":
+        stock = q.enqueue("job", {"n": 1}, user_id="u")
+        other = q.enqueue("job", {"n": 2}, user_id="u", max_retries=4)
+    else:
+        stock, other = q.push_many([
+            Task(user_id="u", name="job", payload={"n": 1}),
+            Task(user_id="u", name="job", payload={"n": 2}, result_ttl=60),
+        ])  # fmt: skip
+    assert stock is not None
+    assert other is not None
+    assert not (_hash(redis_client, q, stock.task_id).keys() & STOCKLESS)
+    assert _hash(redis_client, q, other.task_id).keys() & STOCKLESS == STOCKLESS - {b"retries"}
+    got = q.get(stock.task_id or "")
+    assert got is not None
+    assert (got.priority, got.max_retries, got.keep_result, got.result_ttl) == (
+        Priority.NORMAL,
+        3,
+        True,
+        86_400,
+    )
+
+
+def test_a_stock_task_keeps_its_result_a_day_and_retries_three_times(
+    make_queue: Any, redis_client: SyncClient
+) -> None:
+    """The scripts read a missing field as its stock value: the result's TTL, the retry
+    budget, and a retried task that completes sheds its last failure."""
+    q = make_queue(retry_base_seconds=0)
+    done = q.enqueue("job", user_id="u")
+    task = q.pop("w")
+    assert task is not None
+    assert q.complete(task, "ok")
+    ttl_ms = redis_client.pttl(
+        keys_of_task(redis_client, q.queue, done.task_id or "").task(done.task_id or "")
+    )
+    assert 86_000_000 < ttl_ms <= 86_400_000
+    flaky = q.enqueue("flaky", user_id="u")
+    outcomes = []
+    for _ in range(4):
+        task = None
+        while task is None:
+            task = q.pop("w")
+        outcomes.append(q.fail(task, "boom"))
+    assert outcomes == [TaskState.SCHEDULED] * 3 + [TaskState.FAILED]
+    assert q.retry(flaky.task_id or "") == TaskState.QUEUED
+    assert b"retries" not in _hash(redis_client, q, flaky.task_id)
+    task = q.pop("w")
+    assert task is not None
+    assert task.retry_count == 0
+    assert q.complete(task, None)
+    assert b"error" not in _hash(redis_client, q, flaky.task_id)
 
 
 def test_a_pushed_task_reads_back_field_for_field(make_queue: Any) -> None:

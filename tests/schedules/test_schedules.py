@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from helpers.servers import SyncClient
-from helpers.support import MakeQueue, queue_snapshot
+from helpers.support import MakeQueue, keys_of_task, queue_snapshot
 
 from fairque import FairQueue, Priority, TaskState, ValidationError
 from fairque.core.records import Call
@@ -184,6 +184,33 @@ def test_fire_enqueues_each_slot_once(make_queue: MakeQueue) -> None:
     assert after.last_fire_at == added.created_at + timedelta(seconds=60)
     assert q.stats().counters["schedule_fired"] == 1
     assert q.metrics().schedule_fired == 1
+
+
+def test_a_stock_firing_stores_no_stock_fields(
+    make_queue: MakeQueue, redis_client: SyncClient
+) -> None:
+    """A schedule with the stock priority, retries and result settings fires tasks that
+    store none of them (``taskhash.STOCK``), and they read back as the stock values."""
+    q = make_queue()
+    added = q.add_schedule(every(60))
+    assert added.created_at is not None
+    lead(q)
+    entry = stored(q)
+    base = round(added.created_at.timestamp() * 1000)
+    fire_at(q, entry, base + 1000)
+    out = fire_at(q, entry, base + 61_000)
+    assert out.created == 1
+    tid = out.task_ids[0]
+    fields = set(redis_client.hkeys(keys_of_task(redis_client, q.queue, tid).task(tid)))
+    assert not fields & {b"prio", b"retries", b"max_retries", b"keep_result", b"result_ttl"}
+    task = q.get(out.task_ids[0])
+    assert task is not None
+    assert (task.priority, task.max_retries, task.keep_result, task.result_ttl) == (
+        Priority.NORMAL,
+        3,
+        True,
+        86_400,
+    )
 
 
 @pytest.mark.one_shard("a global limit below the shard count is not split (docs/howto/shards.md)")

@@ -7,8 +7,11 @@ the ``Task`` attribute is the public name. ``FIELDS`` is the one table that maps
 and says which slot of the push record (``PushRecord``: the per-task values in
 ``push.lua``'s ARGV) carries each field in. The decoder (``TaskCodec.task_from_hash``)
 is driven by ``FIELDS``; the encoder (``TaskCodec.encode``) fills the push record whose
-slots it names. Tests hold ``FIELDS`` to ``Task``, to ``push.lua``'s header, to every
-hash the scripts write, and to this copy of it for readers of the Lua side:
+slots it names. Four fields are left out of a task that has their stock values
+(``STOCK``), and ``retries`` until an attempt fails: a missing field reads as that
+value, in Python and in the scripts. Tests hold ``FIELDS`` to ``Task``, to
+``push.lua``'s header, to every hash the scripts write, and to this copy of it for
+readers of the Lua side:
 
 =====================  ============  =============  ===========================================
 Task attribute         hash field    push slot      stored value (times in ms since the epoch)
@@ -138,22 +141,28 @@ _MEMOIZED: frozenset[Callable[[Any], Any]] = frozenset(
     {ms_to_dt, _ms_seconds, _ms_whole_seconds, int}
 )
 _MEMO_SIZE = 256
+#: The stock task's values of four fields (``lua/includes/task_stock.lua``): a task with
+#: all four stores none of them, so a queued task costs the server fewer bytes; a task
+#: that differs in any stores all four. A missing field reads as its stock value.
+STOCK: dict[str, Any] = {
+    "priority": Priority.NORMAL, "max_retries": 3, "keep_result": True, "result_ttl": 86_400,
+}  # fmt: skip
 FIELDS: tuple[Field, ...] = (
     Field("task_id", "id", "id", _text, REQUIRED),
     Field("user_id", "user", "user", _text, REQUIRED),
     Field("name", "name", "name", _text, REQUIRED),
     Field("payload", "payload", "payload", None),
-    Field("priority", "prio", "prio", _PRIORITIES.__getitem__, REQUIRED),
+    Field("priority", "prio", "prio", _PRIORITIES.__getitem__, STOCK["priority"]),
     Field("retry_count", "retries", None, int, 0),
-    Field("max_retries", "max_retries", "max_retries", int, 0),
+    Field("max_retries", "max_retries", "max_retries", int, STOCK["max_retries"]),
     Field("created_at", "created", None, ms_to_dt),
     Field("execute_after", "run_at", "run_at_ms", ms_to_dt),
     Field("state", "state", None, _STATES.get),
     Field("depends_on", "deps", "deps", _ids, ()),
     Field("on_dependency_failure", "on_dep_fail", "on_dep_fail", _text, "cancel"),
     Field("timeout", "timeout", "timeout_ms", _ms_seconds),
-    Field("keep_result", "keep_result", "keep_result", _flag, True),
-    Field("result_ttl", "result_ttl", "result_ttl_ms", _ms_whole_seconds, 0),
+    Field("keep_result", "keep_result", "keep_result", _flag, STOCK["keep_result"]),
+    Field("result_ttl", "result_ttl", "result_ttl_ms", _ms_whole_seconds, STOCK["result_ttl"]),
     Field("error", "error", None, _text),
     Field("lease_token", "lease", None, _text),
     Field("worker_id", "worker", None, _text),

@@ -15,6 +15,7 @@ Errors: 'FQERR -2' (TaskNotFound) when no such task exists.
 ]]
 -- @include now
 -- @include keys
+-- @include task_stock
 -- @include has_ready
 -- @include leave_ring
 -- @include end_attempt
@@ -32,14 +33,14 @@ local K = {prefix = KEYS[1], ring = KEYS[2], delayed = KEYS[3], leases = KEYS[4]
 local id, req = ARGV[1], ARGV[3]
 local f = redis.call('HMGET', task_key(K, id), 'state', 'user', 'prio', 'op', 'lease', 'parked',
   'started', 'fair', 'created', 'name')
-local state, user = f[1], f[2]
+local state, user, prio = f[1], f[2], f[3] or task_stock()
 if replayed(last_op(K, id, state, f[4]), req) then return 1 end
 if not state then return redis.error_reply('FQERR -2 no task ' .. id) end
 if state == 'FINISHED' or state == 'FAILED' or state == 'CANCELED' then return 0 end
 local ms, us = now()
 if state == 'QUEUED' then
   local placed
-  if tonumber(f[3]) >= 6 then
+  if tonumber(prio) >= 6 then
     placed = redis.call('LREM', critical_key(K, user), 1, id)
   else
     placed = redis.call('ZREM', normal_key(K, user), id)
@@ -48,7 +49,7 @@ if state == 'QUEUED' then
     -- pushed one at a time and not yet placed: its entry goes, its indexes come (a
     -- canceled task is listed)
     redis.call('LREM', K.intake, -1,
-      f[9] .. '\n' .. f[3] .. '\n' .. user .. '\n' .. f[10] .. '\n' .. id)
+      f[9] .. '\n' .. prio .. '\n' .. user .. '\n' .. f[10] .. '\n' .. id)
     redis.call('ZADD', user_index_key(K, user), f[9], id)
     redis.call('ZADD', name_index_key(K, f[10]), f[9], id)
   end

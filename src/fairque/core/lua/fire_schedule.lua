@@ -46,6 +46,7 @@ Errors: 'FQERR -23' (NotLeader) when the token does not hold the scheduler lock;
 -- @include enqueue_ready
 -- @include backlog_add
 -- @include signal_wake
+-- @include task_stock
 
 local K = {prefix = KEYS[1], schedules = KEYS[2], scheduler_lock = KEYS[3], ring = KEYS[4],
   queued = KEYS[5], meta = KEYS[6], stats = KEYS[7], capped = KEYS[8], wake = KEYS[9],
@@ -68,13 +69,18 @@ local user, name, prio = ARGV[12], ARGV[13], tonumber(ARGV[14])
 local timeout_ms, n = tonumber(ARGV[16]), tonumber(ARGV[21])
 local ms, us = now()
 local created = 0
+local stock = task_stock(ARGV[14], ARGV[15], ARGV[17], ARGV[18])
 for i = 22, 21 + n do
   local tid = ARGV[i]
   local tk = task_key(K, tid)
   if redis.call('EXISTS', tk, gone_key(K, tid)) == 0 then
-    local fields = {'id', tid, 'user', user, 'name', name, 'payload', stored[5], 'prio', prio,
-      'retries', 0, 'max_retries', ARGV[15], 'created', ms, 'keep_result', ARGV[17],
-      'result_ttl', ARGV[18], 'state', 'QUEUED', 'pushed', req}
+    local fields = {'id', tid, 'user', user, 'name', name, 'payload', stored[5],
+      'created', ms, 'state', 'QUEUED', 'pushed', req}
+    if not stock then  -- (see task_stock)
+      fields[15], fields[16], fields[17], fields[18] = 'prio', prio, 'max_retries', ARGV[15]
+      fields[19], fields[20], fields[21], fields[22] = 'keep_result', ARGV[17],
+        'result_ttl', ARGV[18]
+    end
     if timeout_ms >= 0 then fields[#fields + 1] = 'timeout'; fields[#fields + 1] = timeout_ms end
     if cons ~= '' then fields[#fields + 1] = 'cons'; fields[#fields + 1] = cons end
     redis.call('HSET', tk, unpack(fields))

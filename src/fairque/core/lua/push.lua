@@ -53,6 +53,7 @@ Errors: 'FQERR -32' (StaleConstraints) when the queue's constraints changed sinc
 -- @include add_all
 -- @include stored_entry
 -- @include due_by
+-- @include task_stock
 
 local K = {prefix = KEYS[1], ring = KEYS[2], delayed = KEYS[3], queued = KEYS[4],
   deferred = KEYS[5], canceled = KEYS[6], meta = KEYS[7], stats = KEYS[8], capped = KEYS[9],
@@ -161,14 +162,18 @@ for i = 0, n - 1 do
     if run_at_ms >= 0 then due = run_at_ms elseif delay_ms >= 0 then due = ms + delay_ms end
     -- the common task (no dependencies, due now) is written whole in one command
     local plain = deps == '' and due <= ms
-    if plain and timeout_ms < 0 and cons == '' then  -- without building a table
+    -- (a stock task leaves four fields out: see task_stock)
+    local stock = task_stock(ARGV[b + 4], max_retries, keep, ttl)
+    if plain and stock and timeout_ms < 0 and cons == '' then  -- without building a table
       redis.call('HSET', tk, 'id', id, 'user', user, 'name', name, 'payload', payload,
-        'prio', prio, 'retries', 0, 'max_retries', max_retries, 'created', ms,
-        'keep_result', keep, 'result_ttl', ttl, 'state', 'QUEUED', 'pushed', req)
+        'created', ms, 'state', 'QUEUED', 'pushed', req)
     else
-      local fields = {'id', id, 'user', user, 'name', name, 'payload', payload, 'prio', prio,
-        'retries', 0, 'max_retries', max_retries, 'created', ms, 'keep_result', keep,
-        'result_ttl', ttl}
+      local fields = {'id', id, 'user', user, 'name', name, 'payload', payload,
+        'created', ms}
+      if not stock then
+        fields[11], fields[12], fields[13], fields[14] = 'prio', prio, 'max_retries', max_retries
+        fields[15], fields[16], fields[17], fields[18] = 'keep_result', keep, 'result_ttl', ttl
+      end
       if plain then fields[#fields + 1] = 'state'; fields[#fields + 1] = 'QUEUED' end
       if timeout_ms >= 0 then fields[#fields + 1] = 'timeout'; fields[#fields + 1] = timeout_ms end
       if cons ~= '' then fields[#fields + 1] = 'cons'; fields[#fields + 1] = cons end

@@ -33,6 +33,7 @@ Errors: 'FQERR -32' (StaleConstraints) when the queue's constraints changed sinc
 -- @include signal_wake
 -- @include stored_entry
 -- @include backlog_add
+-- @include task_stock
 
 local K = {prefix = KEYS[1], intake = KEYS[2], wake = KEYS[3], constraints = KEYS[4],
   stats = KEYS[5], backlog = KEYS[6], quotas = KEYS[7]}
@@ -66,9 +67,14 @@ if quota ~= '0' and queued > quota + 0 then
   return redis.error_reply('FQERR -34 ' .. quota .. ' ' .. (queued - 1) .. ' ' .. user)
 end
 local ms = now()
-redis.call('HSET', tk, 'id', id, 'user', user, 'name', name, 'payload', ARGV[7],
-  'prio', prio, 'retries', 0, 'max_retries', ARGV[9], 'created', ms,
-  'keep_result', ARGV[10], 'result_ttl', ARGV[11], 'state', 'QUEUED', 'pushed', req)
+if task_stock(prio, ARGV[9], ARGV[10], ARGV[11]) then
+  redis.call('HSET', tk, 'id', id, 'user', user, 'name', name, 'payload', ARGV[7],
+    'created', ms, 'state', 'QUEUED', 'pushed', req)
+else
+  redis.call('HSET', tk, 'id', id, 'user', user, 'name', name, 'payload', ARGV[7],
+    'created', ms, 'prio', prio, 'max_retries', ARGV[9], 'keep_result', ARGV[10],
+    'result_ttl', ARGV[11], 'state', 'QUEUED', 'pushed', req)
+end
 -- its indexes, the QUEUED registry, its lane and the ring when the intake is placed
 redis.call('RPUSH', K.intake, ms .. '\n' .. prio .. '\n' .. user .. '\n' .. name .. '\n' .. id)
 redis.call('HINCRBY', K.stats, 'pushed', 1)

@@ -16,6 +16,7 @@ Errors: 'FQERR -1' (LeaseLost) when the token does not hold the lease.
 ]]
 -- @include now
 -- @include keys
+-- @include task_stock
 -- @include lease_fence
 -- @include mono_us
 -- @include end_attempt
@@ -51,5 +52,5 @@ if delay_ms > 0 then
   return 'SCHEDULED'
 end
 redis.call('HSET', tk, 'op', req .. ' QUEUED')
-enqueue_ready(K, id, f[3], tonumber(f[4]), mono_us(K, us), ms, ARGV[4], tonumber(ARGV[5]))
+enqueue_ready(K, id, f[3], tonumber(f[4] or task_stock()), mono_us(K, us), ms, ARGV[4], tonumber(ARGV[5]))
 return 'QUEUED'

@@ -15,6 +15,7 @@ task is not FAILED or CANCELED.
 ]]
 -- @include now
 -- @include keys
+-- @include task_stock
 -- @include mono_us
 -- @include enqueue_ready
 -- @include signal_wake
@@ -39,10 +40,10 @@ redis.call('ZREM', K.canceled, id)
 redis.call('ZREM', K.ends, f[2] .. '\n' .. f[5] .. '\n' .. id)  -- kept again: stays indexed
 redis.call('PERSIST', tk)
 redis.call('PERSIST', deps_blocked_key(K, id))
-redis.call('HSET', tk, 'retries', 0, 'op', req .. ' QUEUED')
-redis.call('HDEL', tk, 'error', 'ended', 'result', 'run_at', 'traceback', 'reason', 'details',
-  'consumed', 'cut_lease')
-enqueue_ready(K, id, f[2], tonumber(f[3]), mono_us(K, us), ms, ARGV[2], tonumber(ARGV[3]))
+redis.call('HSET', tk, 'op', req .. ' QUEUED')
+redis.call('HDEL', tk, 'retries', 'error', 'ended', 'result', 'run_at', 'traceback', 'reason',
+  'details', 'consumed', 'cut_lease')
+enqueue_ready(K, id, f[2], tonumber(f[3] or task_stock()), mono_us(K, us), ms, ARGV[2], tonumber(ARGV[3]))
 backlog_add(K, f[2], 1)
 signal_wake(K, 1)
 return 'QUEUED'

@@ -1,5 +1,6 @@
 -- @include due_by
 -- @include keys
+-- @include task_stock
 -- @include lease_fence
 -- @include end_attempt
 -- @include constraint_free
@@ -56,7 +57,7 @@ local function complete_task(K, id, token, has_result, result, ms, us, ordering,
       redis.call('ZREM', K.leases, id)
     end
     constraint_free(K, id, ms, f[8])
-    if f[11] == '0' then  -- a first attempt: no failure's fields to drop
+    if not f[11] or f[11] == '0' then  -- a first attempt: no failure's fields to drop
       redis.call('HDEL', task_key(K, id), 'lease', 'deadline', 'fair')
     else
       redis.call('HDEL', task_key(K, id), 'lease', 'deadline', 'fair', 'error',
@@ -69,7 +70,7 @@ local function complete_task(K, id, token, has_result, result, ms, us, ordering,
   local known = {user = f[3], name = f[9], unwatched = false, counted = true,
     trimmed = trimmed, later = acc.later}
   if not trimmed then acc.trimmed = true end
-  if has_result and f[4] == '1' then known.result = result end
+  if has_result and (f[4] or select(3, task_stock())) == '1' then known.result = result end
   local ready = 0
   if waited == 0 then
     known.unwatched = true
@@ -77,7 +78,7 @@ local function complete_task(K, id, token, has_result, result, ms, us, ordering,
 -- @include release_dependents
     ready = release_dependents(K, id, ms, us, ordering, horizon_us)
   end
-  finalize(K, id, 'FINISHED', K.finished, ms, f[5] + 0, 'completed', req .. ' FINISHED',
+  finalize(K, id, 'FINISHED', K.finished, ms, (f[5] or select(4, task_stock())) + 0, 'completed', req .. ' FINISHED',
     known)
   return 1, ready
 end

@@ -13,7 +13,7 @@ local function constraint_release(K, b, n)
     local f = redis.call('HMGET', tk, 'user', 'prio', 'state', 'parked')
     if f[3] == 'QUEUED' and f[4] == b then
       redis.call('HDEL', tk, 'parked')
-      if tonumber(f[2]) >= 6 then
+      if f[2] == '6' then  -- CRITICAL (a stock task stores no priority)
         redis.call('LPUSH', critical_key(K, f[1]), id)
       else
         redis.call('ZADD', normal_key(K, f[1]), score, id)

@@ -1,4 +1,5 @@
 -- @include keys
+-- @include task_stock
 -- @include end_attempt
 -- @include signal_wake
 -- @include finalize
@@ -33,8 +34,8 @@ local function fail_attempt(K, id, err, retry, ms, base_ms, failed_ttl_ms, delay
     'traceback', 'reason', 'details')
   if extra and #extra > 0 then redis.call('HSET', tk, unpack(extra)) end
   if req then observe(K, 'run_ms', {handler_ms(ran, run_us)}) end
-  local n = tonumber(f[2])
-  local limit = tonumber(f[3])
+  local n = tonumber(f[2] or 0)
+  local limit = tonumber(f[3] or select(2, task_stock()))
   if max_retries and max_retries >= 0 then limit = max_retries end
   if retry and n < limit then
     n = n + 1

@@ -6,6 +6,7 @@
 -- @include observe
 -- @include lane_score
 -- @include intake_head
+-- @include task_stock
 -- maintenance(K, ms, limit, base_ms, failed_ttl_ms, ordering, horizon_us, due): a lease
 -- call's upkeep: place the intake's first tasks (place_intake), reclaim up to `limit`
 -- expired leases (reclaim_expired) and promote up to `limit` due SCHEDULED tasks

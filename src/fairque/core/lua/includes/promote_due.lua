@@ -1,4 +1,5 @@
 -- @include keys
+-- @include task_stock
 -- @include enqueue_ready
 -- promote_due(K, ms, limit, ordering, horizon_us, due): move up to `limit` due
 -- SCHEDULED tasks into their users' lanes; returns how many moved. `due`: the caller's
@@ -12,7 +13,7 @@ local function promote_due(K, ms, limit, ordering, horizon_us, due)
     redis.call('ZREM', K.delayed, id)
     local f = redis.call('HMGET', task_key(K, id), 'user', 'prio')
     if f[1] then
-      enqueue_ready(K, id, f[1], tonumber(f[2]), at * 1000, ms, ordering, horizon_us)
+      enqueue_ready(K, id, f[1], tonumber(f[2] or task_stock()), at * 1000, ms, ordering, horizon_us)
     end
   end
   return #due / 2

@@ -1,4 +1,5 @@
 -- @include keys
+-- @include task_stock
 -- @include mono_us
 -- @include enqueue_ready
 -- @include due_by
@@ -26,7 +27,7 @@ local function release_dependents(K, id, ms, us, ordering, horizon_us)
           due_by(K, due)
         else
           clock = clock and clock + 1 or mono_us(K, us)
-          enqueue_ready(K, down, f[2], tonumber(f[3]), clock, ms, ordering, horizon_us)
+          enqueue_ready(K, down, f[2], tonumber(f[3] or task_stock()), clock, ms, ordering, horizon_us)
           ready = ready + 1
         end
       end

@@ -14,6 +14,7 @@ from service.harness import LiveServer
 
 from fairque import FairQueue, Task
 from fairque.client.aio import AsyncFairQueue
+from fairque.errors import FairqueError
 from fairque.models import HISTOGRAM_BOUNDS_SECONDS, Histogram, QueueMetrics
 from fairque.service.ui import history, served
 from fairque.service.ui.history import History
@@ -76,6 +77,36 @@ async def test_sampler_reads_the_queues(server: ServerInfo) -> None:
     finally:
         await q.purge()
         await q.close()
+
+
+async def test_the_sampler_stops_even_when_a_read_swallows_its_cancellation() -> None:
+    """A client may turn a cancellation inside a read into an error the sampler skips:
+    closing ``running`` still ends the loop (it hung the suite once, on a busy machine)."""
+    h = History(period=0.01)
+    reads = 0
+
+    async def absorbing() -> dict[str, AsyncFairQueue]:
+        nonlocal reads
+        reads += 1
+        try:
+            await asyncio.sleep(0.02)
+        except asyncio.CancelledError:
+            raise FairqueError("connection lost") from None
+        return {}
+
+    async def open_and_close() -> None:
+        async with h.running(absorbing):
+            while reads < 3:
+                await asyncio.sleep(0.01)
+
+    closing = asyncio.ensure_future(open_and_close())
+    await asyncio.wait({closing}, timeout=30)  # returns as soon as it closes
+    hung = not closing.done()
+    closing.cancel()  # (a second cancellation would end the old loop)
+    assert not hung
+    stopped_at = reads
+    await asyncio.sleep(0.1)
+    assert reads == stopped_at
 
 
 @VALKEY

@@ -73,27 +73,40 @@ class History:
             except (RedisError, FairqueError) as exc:
                 log.debug("dashboard history: %s: %s", name, exc)
 
-    async def run(self, queues: Callable[[], Awaitable[Mapping[str, AsyncFairQueue]]]) -> None:
-        """Sample every ``period`` seconds until cancelled (the queues listed anew each
-        time; while the server is away, nothing)."""
-        while True:
+    async def run(
+        self,
+        queues: Callable[[], Awaitable[Mapping[str, AsyncFairQueue]]],
+        stop: asyncio.Event | None = None,
+    ) -> None:
+        """Sample every ``period`` seconds until cancelled or ``stop`` is set (the queues
+        listed anew each time; while the server is away, nothing)."""
+        stop = stop or asyncio.Event()
+        while not stop.is_set():
             try:
                 served = await queues()
             except (RedisError, FairqueError, ProblemError) as exc:
                 log.debug("dashboard history: %s", exc)
                 served = {}
             await self.sample(served)
-            await asyncio.sleep(self.period)
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(stop.wait(), self.period)
 
     @contextlib.asynccontextmanager
     async def running(
         self, queues: Callable[[], Awaitable[Mapping[str, AsyncFairQueue]]]
     ) -> AsyncIterator[None]:
-        """Run the sampler while the context is open (the app's lifespan)."""
-        task = asyncio.create_task(self.run(queues))
+        """Run the sampler while the context is open (the app's lifespan).
+
+        Closing it sets the sampler's stop flag and then cancels it: a cancellation
+        that lands inside a read, where a client may turn it into a connection error
+        that ``sample`` skips, still ends the loop at its next check.
+        """
+        stop = asyncio.Event()
+        task = asyncio.create_task(self.run(queues, stop))
         try:
             yield
         finally:
+            stop.set()
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task

@@ -98,6 +98,28 @@ def version_of(system: dict[str, Any]) -> str:
     return ", ".join(f"{v}" for v in versions.values()) or "?"
 
 
+def handler_share(peers: dict[str, Any], systems: list[dict[str, Any]]) -> list[str]:
+    """The sentence under the table: the handler-alone ceiling and each system's share."""
+    alone = peers.get("handler_alone", {})
+    if "failed" in alone:
+        return ["", f"The handler-alone ceiling could not be measured: {alone['failed']}."]
+    if not alone.get("per_s"):
+        return []
+    shares = ", ".join(
+        f"{s['system']} {100 * s['figures']['process_real_per_s'] / alone['per_s']:.0f} %"
+        for s in systems
+        if s.get("figures", {}).get("process_real_per_s")
+    )
+    return [
+        "",
+        "The *ceiling* row runs the same handler body (one `INCR` round trip and the count) "
+        f"with no queue, {alone['concurrency']} at a time in one process "
+        "(`benchmarks/peers/handler_alone.py`), in the same run: no worker process at that "
+        "concurrency can pass it. Each system's share of it (one Redis call per task, "
+        f"defaults): {shares}.",
+    ]
+
+
 def peers_markdown(peers: dict[str, Any]) -> list[str]:
     if "failed" in peers:
         return [f"The peers benchmark failed: {peers['failed']}."]
@@ -131,6 +153,10 @@ def peers_markdown(peers: dict[str, Any]) -> list[str]:
                 fmt(f.get("memory_per_task_bytes")),
             ]
         )
+    alone = peers.get("handler_alone", {}).get("per_s")
+    if alone:
+        rows.append(["*ceiling: the handler alone, no queue*", "-", "-", "-", "-", fmt(alone),
+                     "-", "-", "-", "-"])  # fmt: skip
     low = peers.get("floor", {})
     floors = [("LPUSH to a process in BLPOP", "handoff_ms"), ("idle client's PING", "ping_ms")]
     for label, key in floors:
@@ -164,6 +190,7 @@ def peers_markdown(peers: dict[str, Any]) -> list[str]:
         ]
     elif "failed" in low:
         lines += ["", f"The machine floor could not be measured: {low['failed']}."]
+    lines += handler_share(peers, systems)
     lines += [
         "",
         "Throughput figures are one rate per run (first to last completion), not per-task "
@@ -562,6 +589,10 @@ def readme_table(peers: dict[str, Any]) -> list[str]:
             fmt(f.get("memory_per_task_bytes")),
             "-" if p99 is None else f"{p99:.3g} s",
         ])  # fmt: skip
+    alone = peers.get("handler_alone", {}).get("per_s")
+    if alone:
+        rows.append(["*ceiling: the handler alone, no queue*", "-", "-", "-", fmt(alone), "-",
+                     "-", "-", "-"])  # fmt: skip
     low = peers.get("floor", {}).get("handoff_ms")
     if low:
         rows.append(["*floor: LPUSH to a process in BLPOP*", "-", "-", "-", "-",

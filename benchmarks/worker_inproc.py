@@ -1,7 +1,10 @@
 """Worker runtime benchmark: one in-process worker drains pushed no-op tasks.
 
     uv run python benchmarks/worker_inproc.py [--url URL] [-n 20000] [-c 10 -c 128]
-        [--log INFO|none] [--sync] [--reps 3]
+        [--log INFO|none] [--sync | --real] [--reps 3]
+
+``--real`` gives each task what most tasks do instead of nothing: one Redis round trip
+(an ``INCR`` on a client of the handler's own).
 
 Pushes ``n`` no-op tasks (100 users), then runs a burst ``Worker`` in this process
 until it stops, and prints one line per run: tasks/s, the worker's CPU time per task
@@ -24,6 +27,7 @@ import uuid
 from typing import Any
 
 import redis
+import redis.asyncio as aioredis
 
 from fairque import FairQueue, Task
 from fairque.cli.base import LOG_FORMAT, configure_logging
@@ -46,6 +50,22 @@ async def noop(payload: Any) -> None:
 @registry.task(name="noop_sync")
 def noop_sync(payload: Any) -> None:
     """Nothing, in a handler thread."""
+
+
+_real_clients: dict[int, Any] = {}
+
+
+@registry.task(name="real")
+async def real(payload: Any) -> None:
+    """What most tasks do: one Redis round trip (``INCR``, on a client of its own)."""
+    loop = id(asyncio.get_running_loop())
+    client = _real_clients.get(loop)
+    if client is None:
+        client = _real_clients[loop] = aioredis.Redis.from_url(_real_url[0])
+    await client.incr("bench:inproc:real")
+
+
+_real_url = [""]
 
 
 class Waves:
@@ -95,6 +115,9 @@ def main() -> None:
     parser.add_argument("-c", type=int, action="append", help="concurrency (repeatable)")
     parser.add_argument("--log", default="INFO", help="log level, or none")
     parser.add_argument("--sync", action="store_true", help="a sync no-op handler")
+    parser.add_argument(
+        "--real", action="store_true", help="a handler that makes one Redis round trip"
+    )
     parser.add_argument("--reps", type=int, default=1)
     args = parser.parse_args()
     if args.log != "none":
@@ -103,12 +126,13 @@ def main() -> None:
     if server is not None:
         server.start()
     url = args.url or (server.url if server else "")
+    _real_url[0] = url
     waves = Waves()
     try:
         for concurrency in args.c or [10, 128]:
             for _ in range(args.reps):
                 waves.sizes.clear()
-                name = "noop_sync" if args.sync else "noop"
+                name = "real" if args.real else "noop_sync" if args.sync else "noop"
                 got = asyncio.run(drain(url, args.n, concurrency, name))
                 per_wave = statistics.mean(waves.sizes) if waves.sizes else 0.0
                 print(

@@ -201,6 +201,21 @@ def floor(url: str, sizes: Sizes) -> dict[str, Any]:
     return result
 
 
+def handler_alone(url: str, sizes: Sizes) -> dict[str, Any]:
+    """The ``real`` phase's ceiling (``handler_alone.py``): its handler body with no queue,
+    in one process at the default worker's concurrency (fairque's: 10)."""
+    command = [sys.executable, str(HERE / "handler_alone.py"), url, str(sizes.tasks), "10"]
+    try:
+        done = subprocess.run(command, stdout=subprocess.PIPE, text=True, timeout=300, check=True)
+        result: dict[str, Any] = json.loads(done.stdout)
+    except (subprocess.SubprocessError, json.JSONDecodeError) as exc:
+        return {"failed": str(exc)}
+    client = redis.Redis.from_url(url)
+    client.flushall()  # the counts it wrote are no system's
+    client.close()
+    return result
+
+
 def machine() -> dict[str, Any]:
     cpu = platform.processor() or ""
     try:
@@ -761,6 +776,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         log(f"server: {report['server']['kind']} {report['server']['version']} at {server.url}")
         report["floor"] = floor(server.url, sizes)
         log(f"latency floor: {report['floor']}")
+        if "real" in phases:
+            report["handler_alone"] = handler_alone(server.url, sizes)
+            log(f"handler alone: {report['handler_alone']}")
         for name in names:
             system = SYSTEMS[name]
             log(f"== {system.name}")

@@ -1,5 +1,6 @@
-"""The lean sender of pushes (fairque.core.bypasses): used only where it changes nothing
-but the speed, and a failed connection falls back to the client's ordinary path."""
+"""The lean sender of the calls safe to send twice (pushes and the lease family:
+fairque.client.quicksend): used only where it changes nothing but the speed, and a failed
+connection falls back to the client's ordinary path."""
 
 from __future__ import annotations
 
@@ -76,6 +77,64 @@ def test_a_lost_connection_falls_back_and_pushes_once(
     assert pushed.created == [True]
     monkeypatch.undo()
     assert q.stats().counters.get("pushed") == 2
+    client.close()
+
+
+def test_leases_and_completions_take_the_lean_sender(server: ServerInfo) -> None:
+    client = plain_client(server)
+    q = FairQueue(client, queue=unique_queue("qs"))
+    q.push_many([Task(user_id=f"u{i}", name="a", task_id=f"t{i}") for i in range(4)])
+    quick = q._quick
+    assert quick is not None
+    sent: list[Any] = []
+    send = quick.send
+
+    def spy(args: Any) -> Any:
+        sent.append(args[1])
+        return send(args)
+
+    quick.send = spy  # type: ignore[method-assign]
+    one = q.pop("w")
+    batch = q.pop_batch(2, "w")
+    assert one is not None
+    acks, more = q.complete_and_pop([(one, 1), *((t, 2) for t in batch)], 1, "w")
+    assert acks == [True] * 3
+    assert [t.task_id for t in more] == ["t3"]
+    scripts = {s.sha: name for name, s in q.ops.scripts.items()}
+    assert [scripts[sha] for sha in sent] == ["pop", "pop", "complete_and_pop"]
+    client.close()
+
+
+def test_a_lost_reply_of_a_worker_call_falls_back_and_counts_once(
+    server: ServerInfo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reply of a completion-and-lease is lost after the server ran it: the ordinary
+    path sends it again, and the resend answers the same leases and completes once."""
+    client = plain_client(server)
+    q = FairQueue(client, queue=unique_queue("qs"))
+    q.push_many([Task(user_id="u", name="a", task_id=f"t{i}") for i in range(3)])
+    held = q.pop("w")
+    assert held is not None
+    real = redis.Connection.read_response
+    failures = [1]
+
+    def flaky(self: redis.Connection, *args: Any, **kwargs: Any) -> Any:
+        answer = real(self, *args, **kwargs)  # the server ran it
+        if failures:
+            failures.pop()
+            raise redis.ConnectionError("reply lost")
+        return answer
+
+    monkeypatch.setattr(redis.Connection, "read_response", flaky)
+    acks, leased = q.complete_and_pop([(held, "ok")], 1, "w")
+    monkeypatch.undo()
+    assert not failures
+    assert acks == [True]
+    assert [t.task_id for t in leased] == ["t1"]
+    counters = q.stats().counters
+    assert (counters.get("completed"), counters.get("popped")) == (1, 2)
+    assert q.pop("w") is not None  # t2: t1 was leased once
+    assert q.pop("w") is None
     client.close()
 
 

@@ -117,15 +117,17 @@ class AsyncFairQueue(
         await self._drive(self._upkeep_flow())
 
     async def _run_push(self, call: Call[T]) -> T:
-        """Push through ``_send_push``; then, when due, name the queue in the registry."""
-        out = await self._send_push(call)
+        """Push through ``_send_resendable``; then, when due, name the queue in the registry."""
+        out = await self._send_resendable(call)
         if self._upkeep_due():
             await self._list()
         return out
 
-    async def _send_push(self, call: Call[T]) -> T:
-        """``_run`` for calls that are safe to send twice (pushes): the lean sender when
-        the client allows it, the ordinary path when it does not or when it failed."""
+    async def _send_resendable(self, call: Call[T]) -> T:
+        """``_run`` for calls that are safe to send twice (a push: the script knows a
+        resend by its request id; a lease: it answers a resend from its replay record; a
+        completion: fenced by its lease token): the lean sender when the client allows
+        it, the ordinary path when it does not or when it failed."""
         quick = self._quick
         if quick is not None and call.script is not None:
             args = ("EVALSHA", call.script.sha, len(call.keys), *call.keys, *call.args)
@@ -145,6 +147,11 @@ class AsyncFairQueue(
         for call in calls:
             pipe.execute_command(*self._command(call))
         return await pipe.execute(raise_on_error=False)
+
+    async def _drive_resendable(self, flow: Flow[T]) -> T:
+        """``_drive`` for the lease family, whose calls are safe to send twice: they take
+        ``_send_resendable``."""
+        return await run_flow_async(flow, self._send_resendable, self._send_pipeline)
 
     async def _drive(self, flow: Flow[T]) -> T:
         """Run one of the control flows ``QueueBase`` writes once for both clients."""
@@ -216,7 +223,7 @@ class AsyncFairQueue(
         request = LeaseRequest(
             1, worker_id, lease_seconds, assigned_users, steal_targets, None, names
         )
-        _, tasks = await self._drive(self._place.lease(request))
+        _, tasks = await self._drive_resendable(self._place.lease(request))
         return tasks[0] if tasks else None
 
     async def pop_batch(
@@ -236,7 +243,7 @@ class AsyncFairQueue(
         request = LeaseRequest(
             count, worker_id, lease_seconds, assigned_users, steal_targets, request_id, names
         )
-        return (await self._drive(self._place.lease(request)))[1]
+        return (await self._drive_resendable(self._place.lease(request)))[1]
 
     async def complete(self, task: Task, result: Any = None) -> bool:
         """Finish a leased task; False when its lease was lost (nothing changes then)."""
@@ -263,7 +270,7 @@ class AsyncFairQueue(
         request = LeaseRequest(
             count, worker_id, lease_seconds, assigned_users, steal_targets, request_id, names
         )
-        acks, leased = await self._drive(self._place.lease(request, done))
+        acks, leased = await self._drive_resendable(self._place.lease(request, done))
         return acks, leased
 
     async def fail(
@@ -459,7 +466,7 @@ class AsyncFairQueue(
         if flow is not None:
             return await self._drive(flow)
         await self.wait_for_work(timeout)  # one wait cannot carry a lease over shards
-        return (await self._drive(self._place.lease(request)))[1]
+        return (await self._drive_resendable(self._place.lease(request)))[1]
 
     async def wake(self, n: int = 1) -> int:
         """Wake up to ``n`` idle workers (1..64); returns the tokens now waiting."""

@@ -108,15 +108,17 @@ class FairQueue(
         self._drive(self._upkeep_flow())
 
     def _run_push(self, call: Call[T]) -> T:
-        """Push through ``_send_push``; then, when due, name the queue in the registry."""
-        out = self._send_push(call)
+        """Push through ``_send_resendable``; then, when due, name the queue in the registry."""
+        out = self._send_resendable(call)
         if self._upkeep_due():
             self._list()
         return out
 
-    def _send_push(self, call: Call[T]) -> T:
-        """``_run`` for calls that are safe to send twice (pushes): the lean sender when
-        the client allows it, the ordinary path when it does not or when it failed."""
+    def _send_resendable(self, call: Call[T]) -> T:
+        """``_run`` for calls that are safe to send twice (a push: the script knows a
+        resend by its request id; a lease: it answers a resend from its replay record; a
+        completion: fenced by its lease token): the lean sender when the client allows
+        it, the ordinary path when it does not or when it failed."""
         quick = self._quick
         if quick is not None and call.script is not None:
             args = ("EVALSHA", call.script.sha, len(call.keys), *call.keys, *call.args)
@@ -136,6 +138,11 @@ class FairQueue(
         for call in calls:
             pipe.execute_command(*self._command(call))
         return pipe.execute(raise_on_error=False)
+
+    def _drive_resendable(self, flow: Flow[T]) -> T:
+        """``_drive`` for the lease family, whose calls are safe to send twice: they take
+        ``_send_resendable``."""
+        return run_flow(flow, self._send_resendable, self._send_pipeline)
 
     def _drive(self, flow: Flow[T]) -> T:
         """Run one of the control flows ``QueueBase`` writes once for both clients."""
@@ -207,7 +214,7 @@ class FairQueue(
         request = LeaseRequest(
             1, worker_id, lease_seconds, assigned_users, steal_targets, None, names
         )
-        _, tasks = self._drive(self._place.lease(request))
+        _, tasks = self._drive_resendable(self._place.lease(request))
         return tasks[0] if tasks else None
 
     def pop_batch(
@@ -227,7 +234,7 @@ class FairQueue(
         request = LeaseRequest(
             count, worker_id, lease_seconds, assigned_users, steal_targets, request_id, names
         )
-        return self._drive(self._place.lease(request))[1]
+        return self._drive_resendable(self._place.lease(request))[1]
 
     def complete(self, task: Task, result: Any = None) -> bool:
         """Finish a leased task; False when its lease was lost (nothing changes then)."""
@@ -254,7 +261,7 @@ class FairQueue(
         request = LeaseRequest(
             count, worker_id, lease_seconds, assigned_users, steal_targets, request_id, names
         )
-        acks, leased = self._drive(self._place.lease(request, done))
+        acks, leased = self._drive_resendable(self._place.lease(request, done))
         return acks, leased
 
     def fail(
@@ -450,7 +457,7 @@ class FairQueue(
         if flow is not None:
             return self._drive(flow)
         self.wait_for_work(timeout)  # one wait cannot carry a lease over shards
-        return self._drive(self._place.lease(request))[1]
+        return self._drive_resendable(self._place.lease(request))[1]
 
     def wake(self, n: int = 1) -> int:
         """Wake up to ``n`` idle workers (1..64); returns the tokens now waiting."""

@@ -12,8 +12,9 @@ cost more client time than fairque's whole push. ``QuickSender`` takes a connect
 the client's own pool, writes the packed command and reads the reply, and leaves
 everything else to the client: when anything goes wrong on the connection it answers
 ``FAILED`` and the caller sends the call again the ordinary way, whose retries apply.
-Only calls that are safe to send twice may use it (a push: the script recognises a resend
-by its request id).
+Only calls that are safe to send twice may use it: a push (the script recognises a resend
+by its request id) and the lease family (a lease answers a resend from its replay record,
+a completion is fenced by its lease token).
 
 It is used only where it changes nothing but the speed: a ``redis.Redis`` (or a
 ``redis.asyncio.Redis``) whose ``execute_command`` is redis-py's own (so instrumentation

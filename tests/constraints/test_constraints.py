@@ -313,9 +313,10 @@ def test_apply_constraints_defines_and_prunes(make_queue: MakeQueue) -> None:
 
 
 @pytest.mark.one_shard("a global limit below the shard count is not split (docs/howto/shards.md)")
-def test_a_late_start_keeps_the_rate_schedule(make_queue: MakeQueue) -> None:
-    """A consumer that comes a little after each slot (a wake-up's delay) does not push
-    the schedule back by that delay each time: burst 1 delivers the rate, not less."""
+def test_a_late_start_never_pulls_the_next_one_early(make_queue: MakeQueue) -> None:
+    """A start that comes after its slot moves the schedule to itself: the next start
+    is a whole interval later, so no window holds more starts than the rate allows
+    (a late start kept in the old schedule let two come closer than the interval)."""
     q = make_queue()
     q.define_constraint(id="r", name="*", rate=2, per=1.0, burst=1)  # a slot per 500 ms
     for i in range(3):
@@ -323,9 +324,17 @@ def test_a_late_start_keeps_the_rate_schedule(make_queue: MakeQueue) -> None:
     assert [t.task_id for t in q.pop_batch(3, worker_id="w")] == ["t0"]
     wake = q.next_wakeup()
     assert wake is not None
-    time.sleep(wake + 0.03)  # 30 ms late, or more on a busy machine (under 125 ms)
-    assert [t.task_id for t in q.pop_batch(3, worker_id="w")] == ["t1"]
+    assert 0.45 < wake <= 0.5  # to the microsecond: no whole-ms rounding
+    time.sleep(wake + 0.03)  # 30 ms late, or more on a busy machine
+    late = q.pop_batch(3, worker_id="w")
+    assert [t.task_id for t in late] == ["t1"]
     after = q.next_wakeup()
     assert after is not None
-    # the next slot is one interval after the last one, not after the late start
-    assert after <= 0.5 - 0.03 + 0.002
+    assert after > 0.5 - 0.005  # a whole interval after the late start
+    assert q.pop_batch(3, worker_id="w") == []
+    time.sleep(after + 0.005)
+    third = q.pop_batch(3, worker_id="w")
+    assert [t.task_id for t in third] == ["t2"]
+    assert late[0].started_at is not None
+    assert third[0].started_at is not None
+    assert (third[0].started_at - late[0].started_at).total_seconds() >= 0.5

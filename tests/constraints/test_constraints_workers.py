@@ -10,44 +10,50 @@ from typing import Any
 
 from helpers.worker_handlers import Harness, eventually
 
-from fairque import Registry
+from fairque import Context, Registry
 
 #: seconds the rate test runs: 10 on Valkey, 4 on the other kinds (keeps the suite short)
 RATE_SECONDS = {"valkey": 10.0}
 
 
-def _max_in_window(starts: list[float], window: float = 1.0) -> int:
-    """Most starts in any closed window of ``window`` seconds."""
+def _max_in_window(starts: list[float], window: float) -> int:
+    """Most starts in any window [t, t + ``window``)."""
     starts = sorted(starts)
-    best, lo = 0, 0
-    for hi, t in enumerate(starts):
-        while t - starts[lo] > window:
-            lo += 1
-        best = max(best, hi - lo + 1)
+    best, hi = 0, 0
+    for lo, t in enumerate(starts):
+        while hi < len(starts) and starts[hi] < t + window:
+            hi += 1
+        best = max(best, hi - lo)
     return best
 
 
 async def test_rate_limit_over_three_workers(h: Harness) -> None:
+    """Rate 20/s, burst 1, three racing workers: no one-second window (sliding, by the
+    server's start times) holds more than 20 starts, and the workers reach the rate
+    (``benchmarks/constraints.py`` measures how closely: this asserts a margin a busy
+    machine keeps)."""
     q, reg = h.queue(), Registry()
     starts: list[float] = []
     seconds = RATE_SECONDS.get(h.server.kind, 4.0)
 
     @reg.task(name="limited")
-    async def limited() -> None:
-        starts.append(time.monotonic())
+    async def limited(ctx: Context) -> None:
+        assert ctx.task.started_at is not None
+        starts.append(ctx.task.started_at.timestamp())
 
     # burst 1: the next slot is 50 ms away at most, nearer than the server's clock tick
     # that ends a blocking wait (100 ms), so the worker waits for it on its own clock
     await q.define_constraint(id="r", name="limited", rate=20, per=1.0, burst=1)
     await q.push_many([_task("limited", f"u{i % 5}") for i in range(int(seconds * 20) + 60)])
-    began = time.monotonic()
     for _ in range(3):
         h.start(q, reg, max_concurrent_tasks=10, batch_size=10)
     await asyncio.sleep(seconds)
-    done = [s for s in starts if s - began <= seconds]
-    assert _max_in_window(done) <= 21  # 20 per second plus the burst
+    first = min(starts)
+    done = [s for s in starts if s - first < seconds]
+    assert _max_in_window(done, 1.0) <= 20  # W / interval + burst - 1 (half-open): never more
+    assert _max_in_window(done, 0.5) <= 10
     assert len(done) >= int(seconds * 20 * 0.85)  # and it reaches the limit
-    assert _max_in_window(done) >= 19
+    assert _max_in_window(done, 1.0) >= 19
 
 
 async def test_concurrency_limit_with_four_racing_workers(h: Harness) -> None:

@@ -19,6 +19,7 @@ from fairque.errors import ServerError
 from fairque.worker.acker import Acknowledger, Failed, Finished, GivenBack
 from fairque.worker.leasing import Leasing
 from fairque.worker.link import ErrorLog, Link
+from fairque.worker.park import DIRECT_TRIES, LOCAL_WAIT, _direct
 
 
 class CallCounter(AsyncFairQueue):
@@ -247,3 +248,17 @@ async def test_a_stop_ends_the_park_even_when_another_worker_takes_the_token(
     await h.stop(leaving, timeout=10)
     assert time.monotonic() - begin < 3.0  # not the 4.5 s of its wait
     assert (await q.stats()).counters.get("popped", 0) == 0
+
+
+def test_a_park_waits_for_a_near_due_time_on_its_own_clock_a_bounded_number_of_times() -> None:
+    """A due time nearer than the server's tick is waited for here; after a lease that
+    found nothing, only a due time still ahead is (the lease came a moment early), and
+    at most DIRECT_TRIES times in a row: a due time that keeps passing cannot spin."""
+    assert not _direct(None, 0)
+    assert not _direct(LOCAL_WAIT, 0)
+    assert _direct(0.0, 0)
+    assert _direct(0.02, 0)
+    assert _direct(0.0004, 1)  # a moment early: once more on this clock
+    assert not _direct(0.0, 1)  # already passed and nothing leased: block
+    assert _direct(0.02, DIRECT_TRIES - 1)
+    assert not _direct(0.02, DIRECT_TRIES)

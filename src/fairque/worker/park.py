@@ -45,6 +45,8 @@ SHORTEST_WAIT = 0.001
 #: at the default ``hz`` of 10): a due time nearer than this is waited for here, then
 #: leased at once, so a rate limit's next slot is taken on time.
 LOCAL_WAIT = 0.1
+#: Direct leases in a row (see ``_direct``) before a park blocks on the server again.
+DIRECT_TRIES = 3
 #: Seconds between the wake-up tokens that ask an open park to end (for a stop):
 #: another idle worker of the queue may take a token first.
 WAKE_AGAIN_AFTER = 1.0
@@ -107,7 +109,7 @@ class Park:
         self._job: asyncio.Task[list[Task]] | None = None
         self._woken_at = -WAKE_AGAIN_AFTER
         #: a watch may wait here for a near due time (see ``_watch``)
-        self._watch_direct = True
+        self._watch_misses = 0
         #: the slots the open park may fill (0 when none is open)
         self.slots = 0
 
@@ -175,24 +177,26 @@ class Park:
     async def _wait_for_work(self, slots: int) -> list[Task]:
         """Wait after wait until one leases tasks, or the worker stops."""
         longest = self.leasing.lease_seconds
-        direct = True  # a near due time may be leased without a blocking wait
+        misses = 0  # direct leases in a row that found nothing (see _direct)
         while not self._stopping():
             # a cancellation (``close``) that a call swallowed ends the park before its
             # next call, not after a whole wait (see ``fairque.common.pauses``)
             pass_on_cancellation()
             try:
+                asked = time.monotonic()
                 due = await self.queue.next_wakeup()
+                trip = time.monotonic() - asked
                 self.link.ok()  # the server answers: an outage ends before the wait
                 pass_on_cancellation()
-                if direct and due is not None and due < LOCAL_WAIT:
-                    # nearer than the server's clock tick: wait here, then lease; when
-                    # that finds nothing (the due time freed no task for this worker),
-                    # the next wait blocks, so a due time that keeps passing cannot spin
-                    await asyncio.sleep(max(due, 0.0))
-                    direct = False
+                if _direct(due, misses):
+                    # nearer than the server's clock tick: wait here, then lease, timed
+                    # to reach the server at the due time (the answer came half a trip
+                    # after it was measured, the lease takes half a trip to arrive).
+                    await asyncio.sleep(max((due or 0.0) - trip, 0.0))
                     leased = await self.leasing.lease(slots)
+                    misses = 0 if leased else misses + 1
                 else:
-                    direct = True
+                    misses = 0
                     wait = longest if due is None else min(max(due, SHORTEST_WAIT), longest)
                     leased = await self.leasing.wait_and_lease(wait, slots)
             except CONNECTION_ERRORS as exc:
@@ -216,21 +220,23 @@ class Park:
         """Wait until a wake-up token arrives or a due time passes, leasing nothing.
 
         A due time nearer than the server's clock tick is waited for here, as a park
-        does; when the worker's request after it finds nothing, the next watch blocks,
-        so a due time that keeps passing cannot spin.
+        does; when the worker's request after it finds nothing, the next watch blocks
+        unless the due time is still ahead, so a due time that keeps passing cannot spin.
         """
         longest = self.leasing.lease_seconds
         while not self._stopping():
             pass_on_cancellation()  # one a call swallowed (see ``_wait_for_work``)
             try:
+                asked = time.monotonic()
                 due = await self.queue.next_wakeup()
+                trip = time.monotonic() - asked
                 self.link.ok()
                 pass_on_cancellation()
-                if self._watch_direct and due is not None and due < LOCAL_WAIT:
-                    await asyncio.sleep(max(due, 0.0))
-                    self._watch_direct = False
+                if _direct(due, self._watch_misses):
+                    await asyncio.sleep(max((due or 0.0) - trip, 0.0))
+                    self._watch_misses += 1  # until the next blocking wait
                     return []
-                self._watch_direct = True
+                self._watch_misses = 0
                 wait = longest if due is None else min(max(due, SHORTEST_WAIT), longest)
                 woken = await self.queue.wait_for_work(wait)
             except CONNECTION_ERRORS as exc:
@@ -249,6 +255,20 @@ class Park:
             if woken or wait < longest:
                 return []
         return []
+
+
+def _direct(due: float | None, misses: int) -> bool:
+    """Whether to wait for ``due`` here and then lease, rather than block on the server.
+
+    A due time nearer than the server's clock tick is waited for on this clock (timed
+    to reach the server at it, see the callers), so a rate limit's next slot is taken on
+    time. When that finds nothing, a due time still ahead is waited for the same way
+    (the lease came a moment early), up to ``DIRECT_TRIES`` times in a row; one already
+    passed makes the next wait block: a due time that keeps passing cannot spin.
+    """
+    if due is None or due >= LOCAL_WAIT:
+        return False
+    return misses == 0 or (due > 0 and misses < DIRECT_TRIES)
 
 
 def _cancel_swallowed() -> bool:

@@ -307,7 +307,7 @@ class LeaseOperations(OperationsBase):
         """Seconds until a scheduled task is due or a lease expires (None: nothing pending)."""
 
         def parse(reply: Any) -> float | None:
-            return None if int(reply) < 0 else int(reply) / 1000
+            return None if int(reply) < 0 else int(reply) / 1_000_000
 
         return self._call("next_wakeup", [], parse)
 

@@ -2,12 +2,13 @@
 -- constraint_check(K, cons, ms, now_us): may a task in the constraint buckets `cons` (the task
 -- hash's JSON array) start now? Returns the plan for constraint_take, or nil, the
 -- first bucket at its limit and when (ms) that limit frees: a rate limit's next GCRA
--- slot, a concurrency limit's earliest lease deadline (its use is counted from
+-- slot (to the microsecond: a fraction of a ms), a concurrency limit's earliest lease deadline (its use is counted from
 -- unexpired leases, pruned here). A bucket whose constraint was removed limits nothing.
--- A rate's schedule (the GCRA's arrival time) is kept through a start that comes less
--- than a quarter interval after its slot: any window of W seconds still holds at most
--- (W + interval / 4) / interval + burst starts, and a steady stream of slightly late
--- starts runs at the rate, not under it.
+-- A rate is a GCRA: a start never comes before its slot, and a late start moves the
+-- schedule to itself, so no window of W seconds holds more than floor(W / interval) +
+-- burst starts. The rate is reached by workers that wait for the slot on their own
+-- clock (the refusal says when it is), not by letting a late start pull the next one
+-- early.
 local function constraint_check(K, cons, ms, now_us)
   local plan = {}
   for _, b in ipairs(cjson.decode(cons)) do
@@ -17,12 +18,9 @@ local function constraint_check(K, cons, ms, now_us)
       local d = cjson.decode(raw)
       local tat = 0
       if d.interval_us > 0 then
-        -- a start less than a quarter interval late keeps its slot in the schedule,
-        -- so the rate holds on average instead of losing each late start's delay
-        tat = tonumber(redis.call('GET', constraint_rate_key(K, b)) or '0')
-        if tat < now_us - d.interval_us / 4 then tat = now_us end
+        tat = math.max(tonumber(redis.call('GET', constraint_rate_key(K, b)) or '0'), now_us)
         if tat - now_us > d.tau_us then
-          return nil, b, math.ceil((tat - d.tau_us) / 1000)
+          return nil, b, (tat - d.tau_us) / 1000
         end
       end
       if d.limit > 0 then

@@ -3,9 +3,12 @@
 -- @include signal_wake
 -- constraint_due(K, ms, now_us, limit): for up to `limit` constraint buckets that are due, put
 -- back into their lanes as many parked tasks as the limits let start now, and make the
--- bucket due again when the next can (or forget it once nothing is parked).
+-- bucket due again when the next can (or forget it once nothing is parked). A rate's
+-- next slot is kept to the microsecond (a fraction of a ms in the due set), so the
+-- workers that wait for it come on time.
 local function constraint_due(K, ms, now_us, limit)
-  local due = redis.call('ZRANGEBYSCORE', K.constraint_due, '-inf', ms, 'LIMIT', 0, limit)
+  local now_ms = now_us / 1000
+  local due = redis.call('ZRANGEBYSCORE', K.constraint_due, '-inf', now_ms, 'LIMIT', 0, limit)
   local moved = 0
   for _, b in ipairs(due) do
     local waiting = redis.call('ZCARD', constraint_parked_key(K, b))
@@ -15,12 +18,11 @@ local function constraint_due(K, ms, now_us, limit)
       local d = cjson.decode(raw)
       next_at = 0
       if d.interval_us > 0 then
-        -- the schedule kept through a slightly late start, as constraint_check keeps it
-        local tat = tonumber(redis.call('GET', constraint_rate_key(K, b)) or '0')
-        if tat < now_us - d.interval_us / 4 then tat = now_us end
+        -- the GCRA's schedule, as constraint_check reads it
+        local tat = math.max(tonumber(redis.call('GET', constraint_rate_key(K, b)) or '0'), now_us)
         local k = math.max(0, math.floor((now_us + d.tau_us - tat) / d.interval_us) + 1)
         n = math.min(n, k)
-        next_at = math.ceil((tat + k * d.interval_us - d.tau_us) / 1000)
+        next_at = (tat + k * d.interval_us - d.tau_us) / 1000
       end
       if d.limit > 0 then
         local hk = constraint_held_key(K, b)
@@ -33,7 +35,7 @@ local function constraint_due(K, ms, now_us, limit)
     n = math.min(n, 100)
     moved = moved + constraint_release(K, b, n)
     if waiting > n then
-      redis.call('ZADD', K.constraint_due, math.max(next_at, ms + 1), b)
+      redis.call('ZADD', K.constraint_due, math.max(next_at, now_ms + 0.001), b)
     else
       redis.call('ZREM', K.constraint_due, b)
     end

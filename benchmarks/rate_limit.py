@@ -1,0 +1,106 @@
+"""Rate-limit benchmark: is a rate exact, and do the workers reach it?
+
+Defines ``rate`` starts per second with ``burst`` on a queue, loads it with more tasks
+than the run can start, and drains it with ``workers`` workers of 10 slots each in this
+process for ``seconds``. Prints one JSON document:
+
+* ``max_in_window``: the most starts in any window [t, t + W) for W of 1 s and 0.5 s,
+  by the server's start times (``Task.started_at``), against what the limit allows
+  (W * rate + burst - 1);
+* ``utilisation``: starts per second over the run (first to last start) as a fraction
+  of the rate.
+
+Starts a private Valkey unless ``--url`` is given.
+
+Usage::
+
+    uv run python benchmarks/rate_limit.py [--rate 20] [--burst 1] [--seconds 20]
+        [--workers 3] [--url URL]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import uuid
+from typing import Any
+
+from fairque import AsyncFairQueue, Context, Registry, Task, Worker, WorkerConfig
+from fairque.cli.embedded import EmbeddedServer
+
+
+def max_in_window(starts: list[float], window: float) -> int:
+    """Most starts in any window [t, t + ``window``)."""
+    starts = sorted(starts)
+    best, hi = 0, 0
+    for lo, t in enumerate(starts):
+        while hi < len(starts) and starts[hi] < t + window:
+            hi += 1
+        best = max(best, hi - lo)
+    return best
+
+
+async def run(url: str, rate: int, burst: int, seconds: float, workers: int) -> dict[str, Any]:
+    q = AsyncFairQueue.from_url(url, f"bench-rate-{uuid.uuid4().hex[:8]}")
+    reg = Registry()
+    starts: list[float] = []
+
+    @reg.task(name="limited")
+    async def limited(ctx: Context) -> None:
+        assert ctx.task.started_at is not None
+        starts.append(ctx.task.started_at.timestamp())
+
+    await q.define_constraint(id="r", name="limited", rate=rate, per=1.0, burst=burst)
+    await q.push_many(
+        [Task(user_id=f"u{i % 5}", name="limited") for i in range(int(seconds * rate * 1.5) + 50)]
+    )
+    config = WorkerConfig(max_concurrent_tasks=10)
+    running = [Worker(q, reg, config) for _ in range(workers)]
+    jobs = [asyncio.create_task(w.run_async()) for w in running]
+    await asyncio.sleep(seconds)
+    for w in running:
+        w.request_stop()
+    await asyncio.gather(*jobs, return_exceptions=True)
+    await q.purge()
+    await q.close()
+    first = min(starts)
+    kept = sorted(s for s in starts if s - first < seconds)
+    span = kept[-1] - kept[0]
+    return {
+        "rate": rate,
+        "burst": burst,
+        "seconds": seconds,
+        "workers": workers,
+        "starts": len(kept),
+        "max_in_window": {
+            "1s": max_in_window(kept, 1.0),
+            "0.5s": max_in_window(kept, 0.5),
+        },
+        "allowed": {"1s": math.ceil(rate) + burst - 1, "0.5s": math.ceil(rate / 2) + burst - 1},
+        "utilisation": round((len(kept) - 1) / span / rate, 4) if span > 0 else None,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--rate", type=int, default=20)
+    parser.add_argument("--burst", type=int, default=1)
+    parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument("--workers", type=int, default=3)
+    parser.add_argument("--url", default=None, help="a server to use instead of a private one")
+    args = parser.parse_args()
+    server = None if args.url else EmbeddedServer()
+    if server is not None:
+        server.start()
+    try:
+        url = args.url or (server.url if server else "")
+        print(json.dumps(asyncio.run(run(url, args.rate, args.burst, args.seconds, args.workers))))
+    finally:
+        if server is not None:
+            server.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -26,7 +26,9 @@ Scenarios, each run in time mode and in count mode on fresh queues:
 * ``lone``: one tenant: the share of the slots it holds (work-conserving: ~100 %);
 * ``sybil``: one tenant split over 20 ids against one honest tenant (reported);
 * ``trickle``: a tenant sending one 5 ms task every 20 ms against a saturated 50 ms
-  flood: its wait p50/p99 (reported).
+  flood: its wait p50/p99 (reported);
+* ``reweigh``: two saturated tenants at 1:1, then 1:3 set live: how many seconds until
+  the shares stay within 3 points of the new ideal (target: 5 s).
 
 Jain's index and J_norm (DESIGN §9) are computed over worker-seconds per tenant divided
 by weight. The ``cost`` section times ``pop`` and ``complete`` in the server (``INFO
@@ -358,6 +360,49 @@ def run_trickle(env: Env, mode: str, workers: int) -> dict[str, Any]:
         env.drop(q)
 
 
+#: the reweigh scenario: seconds of 1:1 before the change, and the run's least length
+REWEIGH_BEFORE, REWEIGH_SECONDS = 4.0, 12.0
+
+
+def run_reweigh(env: Env, mode: str, workers: int) -> dict[str, Any]:
+    """Two saturated tenants of 10 ms tasks at weights 1:1; after ``REWEIGH_BEFORE``
+    seconds b's weight becomes 3 (work already queued, a live change): b's share in
+    1-second windows stepping 0.25 s, and how long after the change until every later
+    window is within 3 points of 75 % (``converged_after_s``: the end of the first such
+    window; None: it never settled in the run)."""
+    seconds = max(env.seconds, REWEIGH_SECONDS)
+    n = saturating(10, seconds, workers)
+    q = env.queue(mode)
+    try:
+        load(q, Scenario("reweigh", {"a": (10, n, 1), "b": (10, n, 1)}))
+        futures, start, until = start_workers(env.pool, env.url, q.queue, workers, seconds)
+        time.sleep(max(start + REWEIGH_BEFORE - time.time(), 0.0))
+        q.set_user_limits("b", weight=3)
+        changed = time.time()
+        held = [h for f in futures for h in f.result()]
+        windows: list[tuple[float, float]] = []
+        at = changed
+        while at + 1.0 <= until - 0.5:
+            windows.append(
+                (round(at - changed, 2), shares(busy_in(held, at, at + 1.0)).get("b", 0.0))
+            )
+            at += 0.25
+        settled = next(
+            (dt + 1.0 for i, (dt, _) in enumerate(windows)
+             if all(abs(got - 0.75) <= 0.03 for _, got in windows[i:])),
+            None,
+        )  # fmt: skip
+        return {
+            "before": shares(busy_in(held, start + 1.0, changed)),
+            "after": shares(busy_in(held, changed + (settled or 1.0), until - 0.5)),
+            "target_after": {"a": 0.25, "b": 0.75},
+            "converged_after_s": settled,
+            "b_share_windows": windows,
+        }
+    finally:
+        env.drop(q)
+
+
 def _ms(seconds: float | None) -> float | None:
     return None if seconds is None else round(seconds * 1000, 2)
 
@@ -511,6 +556,7 @@ def run_at_delay(
                 "flood": run_flood,
                 "returning": run_returning,
                 "trickle": run_trickle,
+                "reweigh": run_reweigh,
             }
             for name, fn in others.items():
                 if only and name not in only:

@@ -115,17 +115,14 @@ class FairQueue(
         return out
 
     def _send_resendable(self, call: Call[T]) -> T:
-        """``_run`` for calls that are safe to send twice (a push: the script knows a
-        resend by its request id; a lease: it answers a resend from its replay record; a
-        completion: fenced by its lease token): the lean sender when the client allows
-        it, the ordinary path when it does not or when it failed."""
+        """``_run`` for calls safe to send twice (see ``quicksend``): the lean sender."""
         quick = self._quick
         if quick is not None and call.script is not None:
             args = ("EVALSHA", call.script.sha, len(call.keys), *call.keys, *call.args)
             try:
                 raw = quick.send(args)
-            except NoScriptError:
-                raw = FAILED  # _run loads the script
+            except NoScriptError:  # _run loads the script
+                raw = FAILED
             except ResponseError as exc:
                 self._reraise(exc)
             if raw is not FAILED:
@@ -140,8 +137,7 @@ class FairQueue(
         return pipe.execute(raise_on_error=False)
 
     def _drive_resendable(self, flow: Flow[T]) -> T:
-        """``_drive`` for the lease family, whose calls are safe to send twice: they take
-        ``_send_resendable``."""
+        """``_drive`` for the lease family: its calls take ``_send_resendable``."""
         return run_flow(flow, self._send_resendable, self._send_pipeline)
 
     def _drive(self, flow: Flow[T]) -> T:

@@ -23,23 +23,29 @@ def plain_client(server: ServerInfo, **kwargs: Any) -> redis.Redis:
     return redis.Redis.from_url(server.url, **kwargs)
 
 
-def test_a_plain_client_pushes_through_the_lean_sender(server: ServerInfo) -> None:
-    client = plain_client(server)
-    q = FairQueue(client, queue=unique_queue("qs"))
+def spied(q: FairQueue) -> list[Any]:
+    """The commands ``q``'s lean sender sends from now on (each its argument tuple)."""
     quick = q._quick
     assert quick is not None
     sent: list[Any] = []
     send = quick.send
 
     def spy(args: Any) -> Any:
-        sent.append(args[0])
+        sent.append(args)
         return send(args)
 
     quick.send = spy  # type: ignore[method-assign]
+    return sent
+
+
+def test_a_plain_client_pushes_through_the_lean_sender(server: ServerInfo) -> None:
+    client = plain_client(server)
+    q = FairQueue(client, queue=unique_queue("qs"))
+    sent = spied(q)
     t = q.enqueue("a", {"x": 1}, user_id="u")
     pushed = q.push_many([Task(user_id="u", name="b"), Task(user_id="v", name="b")])
     one = q.push(Task(user_id="w", name="c"))
-    assert sent == ["EVALSHA"] * 3
+    assert [args[0] for args in sent] == ["EVALSHA"] * 3
     assert pushed.created == [True, True]
     assert {x.task_id for x in q.list_tasks(user_id="u").tasks} == {t.task_id, pushed[0].task_id}
     assert q.get(str(one.task_id)) == one
@@ -84,16 +90,7 @@ def test_leases_and_completions_take_the_lean_sender(server: ServerInfo) -> None
     client = plain_client(server)
     q = FairQueue(client, queue=unique_queue("qs"))
     q.push_many([Task(user_id=f"u{i}", name="a", task_id=f"t{i}") for i in range(4)])
-    quick = q._quick
-    assert quick is not None
-    sent: list[Any] = []
-    send = quick.send
-
-    def spy(args: Any) -> Any:
-        sent.append(args[1])
-        return send(args)
-
-    quick.send = spy  # type: ignore[method-assign]
+    sent = spied(q)
     one = q.pop("w")
     batch = q.pop_batch(2, "w")
     assert one is not None
@@ -101,7 +98,7 @@ def test_leases_and_completions_take_the_lean_sender(server: ServerInfo) -> None
     assert acks == [True] * 3
     assert [t.task_id for t in more] == ["t3"]
     scripts = {s.sha: name for name, s in q.ops.scripts.items()}
-    assert [scripts[sha] for sha in sent] == ["pop", "pop", "complete_and_pop"]
+    assert [scripts[args[1]] for args in sent] == ["pop", "pop", "complete_and_pop"]
     client.close()
 
 
@@ -112,9 +109,10 @@ def test_a_lost_reply_of_a_worker_call_falls_back_and_counts_once(
     path sends it again, and the resend answers the same leases and completes once."""
     client = plain_client(server)
     q = FairQueue(client, queue=unique_queue("qs"))
-    q.push_many([Task(user_id="u", name="a", task_id=f"t{i}") for i in range(3)])
-    held = q.pop("w")
-    assert held is not None
+    q.push_many([Task(user_id="u", name="a", task_id=f"t{i}") for i in range(4)])
+    first = q.pop("w")
+    assert first is not None
+    _, (held,) = q.complete_and_pop([(first, "ok")], 1, "w")  # the server holds the script
     real = redis.Connection.read_response
     failures = [1]
 
@@ -130,10 +128,10 @@ def test_a_lost_reply_of_a_worker_call_falls_back_and_counts_once(
     monkeypatch.undo()
     assert not failures
     assert acks == [True]
-    assert [t.task_id for t in leased] == ["t1"]
+    assert [t.task_id for t in leased] == ["t2"]
     counters = q.stats().counters
-    assert (counters.get("completed"), counters.get("popped")) == (1, 2)
-    assert q.pop("w") is not None  # t2: t1 was leased once
+    assert (counters.get("completed"), counters.get("popped")) == (2, 3)
+    assert q.pop("w") is not None  # t3: t2 was leased once
     assert q.pop("w") is None
     client.close()
 

@@ -8,6 +8,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import httpx
+import pytest
+from helpers.servers import ServerInfo
 from helpers.support import unique_queue
 from prometheus_client.openmetrics.parser import (
     text_string_to_metric_families as openmetrics_families,
@@ -261,15 +263,18 @@ class Lines(logging.Handler):
         self.messages.append(record.getMessage())
 
 
-def test_an_outage_of_the_queue_server_is_a_series_and_two_log_lines() -> None:
+@pytest.mark.parametrize("server", ["valkey"], indirect=True)
+def test_an_outage_of_the_queue_server_is_a_series_and_two_log_lines(server: ServerInfo) -> None:
+    """Two log lines per outage, however many requests it refused; a service of the same
+    process whose own server answers meanwhile ends none of it (each service keeps its
+    own tracker)."""
     valkey = EmbeddedServer()
     valkey.start()
     live = LiveServer(valkey.url, [unique_queue("outage")])
+    healthy = LiveServer(server.url, [unique_queue("healthy")])
     lines = Lines()
     service_log = logging.getLogger("fairque.service")
     try:
-        # (the process's tracker may hold an outage of an earlier test's server: this
-        # scrape ends it before the lines are counted)
         assert value(scrape(live)["fairque_server_up"]) == 1
         service_log.addHandler(lines)
         valkey.stop()
@@ -277,6 +282,7 @@ def test_an_outage_of_the_queue_server_is_a_series_and_two_log_lines() -> None:
             down = scrape(live)  # still 200: the server's outage is a value
             assert list(down) == ["fairque_server_up"]
             assert value(down["fairque_server_up"]) == 0
+            assert value(scrape(healthy)["fairque_server_up"]) == 1
         gone = [m for m in lines.messages if "unavailable" in m]
         assert len(gone) == 1, lines.messages  # once per outage, not once per request
         again = EmbeddedServer(port=valkey.port)
@@ -292,4 +298,5 @@ def test_an_outage_of_the_queue_server_is_a_series_and_two_log_lines() -> None:
     finally:
         service_log.removeHandler(lines)
         live.stop()
+        healthy.stop()
         valkey.stop()

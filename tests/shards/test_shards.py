@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 from helpers.servers import ServerInfo, SyncClient
-from helpers.support import MakeQueue, queue_snapshot, unique_queue
+from helpers.support import MakeQueue, expire_lease, queue_snapshot, unique_queue
 from helpers.worker_handlers import Harness, wait_state
 
 from fairque import (
@@ -364,8 +364,8 @@ def test_every_method_is_shard_aware_or_kept_in_shard_0() -> None:
             assert routed, f"{cls.__name__}.{name} names no placement"
 
 
-def test_housekeeping_spans_every_shard(make_queue: MakeQueue) -> None:
-    q: Any = make_queue(shards=3, lease_seconds=0.05)
+def test_housekeeping_spans_every_shard(make_queue: MakeQueue, redis_client: SyncClient) -> None:
+    q: Any = make_queue(shards=3)
     for shard in range(3):
         q.enqueue("job", user_id=users_on(q, shard, 1)[0])
     assert q.place() == 3
@@ -373,7 +373,8 @@ def test_housekeeping_spans_every_shard(make_queue: MakeQueue) -> None:
     while len(leased) < 3:
         leased += q.pop_batch(3, "w")
     assert q.next_wakeup() is not None
-    time.sleep(0.1)
+    for task in leased:  # (a short lease could expire, and be reclaimed, mid-loop)
+        expire_lease(redis_client, q.queue, task.task_id or "")
     assert q.reclaim() == 3  # each a failed attempt: back for a retry
     assert q.stats().counts[TaskState.SCHEDULED] == 3
     assert q.maintain() >= 0

@@ -54,6 +54,7 @@ from fairque.service.media import (
     problem_media,
     problem_type,
 )
+from fairque.service.outage import CURRENT, Outage
 from fairque.service.pullers import Pullers
 from fairque.service.routes import ROUTES, Route
 from fairque.service.settings import Role, ServerSettings
@@ -107,6 +108,8 @@ class Service:
         self.names: list[str] = list(self.explicit)
         self._listed_at = float("-inf")
         self._connecting = asyncio.Lock()
+        #: whether this service's queue server answers (see ``fairque.service.outage``)
+        self.outage = Outage()
 
     @property
     def selection(self) -> str:
@@ -195,6 +198,7 @@ class Service:
         ``server.reclaim_interval_seconds``, so that a dead worker's task leaves STARTED
         (for another attempt) even while nobody asks for a lease. Until cancelled."""
         interval = self.settings.reclaim_interval_seconds
+        CURRENT.set(self.outage)  # this task's context: its reads count for this service
         while interval:
             await asyncio.sleep(interval)
             try:
@@ -467,10 +471,18 @@ def create_app(service: Service) -> Litestar:
     )
     ui = Ui(service)
     handlers_.extend(ui.handlers())
+
+    async def tracked(request: Request[Any, Any, Any]) -> None:
+        CURRENT.set(service.outage)  # the request's context: its outcome is this service's
+
     return Litestar(
+        before_request=tracked,
         route_handlers=handlers_,
         openapi_config=None,
         lifespan=[lifespan, ui.lifespan],
         exception_handlers={Exception: _framework_error},
+        # the service logs through its own loggers (``_framework_error``); Litestar's
+        # default config would start a queue-listener thread per app, never stopped
+        logging_config=None,
         debug=False,
     )

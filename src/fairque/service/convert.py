@@ -31,7 +31,7 @@ from fairque.errors import (
 )
 from fairque.models import Priority, Task, TaskOutcome, TaskState
 from fairque.service.media import ProblemError
-from fairque.service.outage import OUTAGE
+from fairque.service.outage import CURRENT
 from fairque.service.wire import (
     LeasedTask,
     ResultFailure,
@@ -225,8 +225,8 @@ FULL_RETRY_AFTER = 10
 
 @contextlib.contextmanager
 def engine_errors() -> Iterator[None]:
-    """Turn the engine's and the server's errors into problems (and tell ``OUTAGE``
-    whether the server answered)."""
+    """Turn the engine's and the server's errors into problems (and tell the service's
+    outage tracker, ``outage.CURRENT``, whether the server answered)."""
     try:
         yield
     except ProblemError:
@@ -254,7 +254,7 @@ def engine_errors() -> Iterator[None]:
             headers={"Retry-After": str(FULL_RETRY_AFTER)},
         ) from None  # fmt: skip
     except (RedisConnectionError, RedisTimeoutError, RedisClusterException, ResponseError) as exc:
-        OUTAGE.failed(exc)
+        CURRENT.get().failed(exc)
         raise ProblemError(
             503, "unavailable", "Service Unavailable", f"the queue server is unavailable: {exc}",
             headers={"Retry-After": "1"},
@@ -262,4 +262,4 @@ def engine_errors() -> Iterator[None]:
     except FairqueError as exc:
         raise ProblemError(409, "conflict", "Conflict", str(exc)) from None
     else:
-        OUTAGE.answered()
+        CURRENT.get().answered()

@@ -3,8 +3,9 @@
 Without an access log, ``fairque serve`` would say nothing while every request is
 answered 503: the first request that finds the server gone logs one warning, the
 first that finds it back logs how long it was gone and how many requests it refused.
-One tracker per process: every service of the process talks to the same kind of
-server, and two lines per outage are what an operator wants to read.
+One tracker per service (``CURRENT``, set for each of its requests and its background
+work): a process that runs services against several servers, as a test suite does,
+keeps each outage to its own server, so another server's answers cannot end it.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from contextvars import ContextVar
 
 from fairque.common.urls import redact_text
 
@@ -58,5 +60,7 @@ class Outage:
         )  # fmt: skip
 
 
-#: the process's tracker, told by ``engine_errors`` of every request's outcome
+#: the tracker of code that runs outside any service (the default of ``CURRENT``)
 OUTAGE = Outage()
+#: the tracker ``engine_errors`` tells of each outcome: the running service's
+CURRENT: ContextVar[Outage] = ContextVar("fairque_outage", default=OUTAGE)

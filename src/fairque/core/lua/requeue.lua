@@ -52,5 +52,6 @@ if delay_ms > 0 then
   return 'SCHEDULED'
 end
 redis.call('HSET', tk, 'op', req .. ' QUEUED')
-enqueue_ready(K, id, f[3], tonumber(f[4] or task_stock()), mono_us(K, us), ms, ARGV[4], tonumber(ARGV[5]))
+local prio = tonumber(f[4] or task_stock())
+enqueue_ready(K, id, f[3], prio, mono_us(K, us), ms, ARGV[4], tonumber(ARGV[5]))
 return 'QUEUED'

@@ -43,7 +43,8 @@ redis.call('PERSIST', deps_blocked_key(K, id))
 redis.call('HSET', tk, 'op', req .. ' QUEUED')
 redis.call('HDEL', tk, 'retries', 'error', 'ended', 'result', 'run_at', 'traceback', 'reason',
   'details', 'consumed', 'cut_lease')
-enqueue_ready(K, id, f[2], tonumber(f[3] or task_stock()), mono_us(K, us), ms, ARGV[2], tonumber(ARGV[3]))
+local prio = tonumber(f[3] or task_stock())
+enqueue_ready(K, id, f[2], prio, mono_us(K, us), ms, ARGV[2], tonumber(ARGV[3]))
 backlog_add(K, f[2], 1)
 signal_wake(K, 1)
 return 'QUEUED'

@@ -78,7 +78,7 @@ local function complete_task(K, id, token, has_result, result, ms, us, ordering,
 -- @include release_dependents
     ready = release_dependents(K, id, ms, us, ordering, horizon_us)
   end
-  finalize(K, id, 'FINISHED', K.finished, ms, (f[5] or select(4, task_stock())) + 0, 'completed', req .. ' FINISHED',
-    known)
+  local ttl_ms = (f[5] or select(4, task_stock())) + 0
+  finalize(K, id, 'FINISHED', K.finished, ms, ttl_ms, 'completed', req .. ' FINISHED', known)
   return 1, ready
 end

@@ -2,8 +2,9 @@
 -- constraint_check(K, cons, ms, now_us): may a task in the constraint buckets `cons` (the task
 -- hash's JSON array) start now? Returns the plan for constraint_take, or nil, the
 -- first bucket at its limit and when (ms) that limit frees: a rate limit's next GCRA
--- slot (to the microsecond: a fraction of a ms), a concurrency limit's earliest lease deadline (its use is counted from
--- unexpired leases, pruned here). A bucket whose constraint was removed limits nothing.
+-- slot (to the microsecond: a fraction of a ms), a concurrency limit's earliest lease
+-- deadline (its use is counted from unexpired leases, pruned here). A bucket whose
+-- constraint was removed limits nothing.
 -- A rate is a GCRA: a start never comes before its slot, and a late start moves the
 -- schedule to itself, so no window of W seconds holds more than floor(W / interval) +
 -- burst starts. The rate is reached by workers that wait for the slot on their own

@@ -13,7 +13,8 @@ local function promote_due(K, ms, limit, ordering, horizon_us, due)
     redis.call('ZREM', K.delayed, id)
     local f = redis.call('HMGET', task_key(K, id), 'user', 'prio')
     if f[1] then
-      enqueue_ready(K, id, f[1], tonumber(f[2] or task_stock()), at * 1000, ms, ordering, horizon_us)
+      local prio = tonumber(f[2] or task_stock())
+      enqueue_ready(K, id, f[1], prio, at * 1000, ms, ordering, horizon_us)
     end
   end
   return #due / 2

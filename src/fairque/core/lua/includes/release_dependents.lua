@@ -27,7 +27,8 @@ local function release_dependents(K, id, ms, us, ordering, horizon_us)
           due_by(K, due)
         else
           clock = clock and clock + 1 or mono_us(K, us)
-          enqueue_ready(K, down, f[2], tonumber(f[3] or task_stock()), clock, ms, ordering, horizon_us)
+          local prio = tonumber(f[3] or task_stock())
+          enqueue_ready(K, down, f[2], prio, clock, ms, ordering, horizon_us)
           ready = ready + 1
         end
       end

@@ -28,7 +28,12 @@ Scenarios, each run in time mode and in count mode on fresh queues:
 * ``trickle``: a tenant sending one 5 ms task every 20 ms against a saturated 50 ms
   flood: its wait p50/p99 (reported);
 * ``reweigh``: two saturated tenants at 1:1, then 1:3 set live: how many seconds until
-  the shares stay within 3 points of the new ideal (target: 5 s).
+  the shares stay within 3 points of the new ideal (target: 5 s);
+* ``dear``: 10 ms tasks of cost 3 against 10 ms tasks of cost 1 (target in time mode:
+  25/75 of worker time, +-3 points: a task is charged its cost times its run);
+* ``capped_cost``: a tenant capped at 4 slots pushing cost-2 tasks of 5 to 30 ms,
+  beside a saturated tenant of cost 1: the most of its tasks whose handlers ran at once
+  (target: 2, never more).
 
 Jain's index and J_norm (DESIGN §9) are computed over worker-seconds per tenant divided
 by weight. The ``cost`` section times ``pop`` and ``complete`` in the server (``INFO
@@ -213,6 +218,7 @@ class Scenario:
     target: dict[str, float] = field(default_factory=dict)  # tenant -> wanted share
     tolerance: str = ""
     groups: dict[str, str] | None = None  # tenant id -> reported name (sybil)
+    costs: dict[str, int] = field(default_factory=dict)  # tenant -> its tasks' cost
 
 
 def saturating(ms: float, seconds: float, workers: int) -> int:
@@ -237,6 +243,8 @@ def saturated_scenarios(seconds: float, workers: int) -> list[Scenario]:
         Scenario("lone", {"alone": t(5)}, {"alone": 1.0}, "work-conserving"),
         Scenario("sybil", {"honest": t(10), **sybil}, {},
                  "reported", dict.fromkeys(sybil, "sybil")),
+        Scenario("dear", {"dear": t(10), "cheap": t(10)}, {"dear": 0.25, "cheap": 0.75},
+                 "+-3 points (time mode)", costs={"dear": 3}),
     ]  # fmt: skip
 
 
@@ -245,7 +253,8 @@ def load(q: FairQueue, scenario: Scenario) -> None:
         if weight != 1:
             q.set_user_limits(user, weight=weight)
     # interleaved in batches, so no tenant's load is all in front of another's
-    batches = {u: [Task(user_id=u, name="job", payload={"ms": ms}) for _ in range(n)]
+    batches = {u: [Task(user_id=u, name="job", payload={"ms": ms},
+                        cost=scenario.costs.get(u, 1)) for _ in range(n)]
                for u, (ms, n, _) in scenario.tenants.items()}  # fmt: skip
     while any(batches.values()):
         for tasks in batches.values():
@@ -399,6 +408,35 @@ def run_reweigh(env: Env, mode: str, workers: int) -> dict[str, Any]:
             "converged_after_s": settled,
             "b_share_windows": windows,
         }
+    finally:
+        env.drop(q)
+
+
+def most_at_once(held: Sequence[Held], user: str) -> int:
+    """The most of ``user``'s handlers that ran at the same time."""
+    edges = sorted([(h.leased, 1) for h in held if h.user == user]
+                   + [(h.done, -1) for h in held if h.user == user])  # fmt: skip
+    best = now = 0
+    for _, step in edges:  # an end sorts before a start at the same time
+        now += step
+        best = max(best, now)
+    return best
+
+
+def run_capped_cost(env: Env, mode: str, workers: int) -> dict[str, Any]:
+    """A tenant capped at 4 slots whose tasks cost 2 (5 to 30 ms each) beside a
+    saturated tenant of 10 ms tasks: the most of its tasks that ran at once, against
+    the 2 its cap allows, and its tasks run."""
+    q = env.queue(mode)
+    try:
+        q.set_user_limits("lab", max_in_flight=4)
+        n = saturating(10, env.seconds, workers)
+        q.push_many([Task(user_id="lab", name="job", payload={"ms": 5 + (i * 7) % 26}, cost=2)
+                     for i in range(2000)])  # fmt: skip
+        load(q, Scenario("capped_cost", {"other": (10, n, 1)}))
+        held, _, _ = run_workers(env.pool, env.url, q.queue, workers, env.seconds)
+        return {"most_at_once": most_at_once(held, "lab"), "allowed": 2,
+                "lab_tasks": sum(h.user == "lab" for h in held)}  # fmt: skip
     finally:
         env.drop(q)
 
@@ -557,6 +595,7 @@ def run_at_delay(
                 "returning": run_returning,
                 "trickle": run_trickle,
                 "reweigh": run_reweigh,
+                "capped_cost": run_capped_cost,
             }
             for name, fn in others.items():
                 if only and name not in only:

@@ -1,21 +1,25 @@
 """Rate-limit benchmark: is a rate exact, and do the workers reach it?
 
-Defines ``rate`` starts per second with ``burst`` on a queue, loads it with more tasks
-than the run can start, and drains it with ``workers`` workers of 10 slots each in this
-process for ``seconds``. Prints one JSON document:
+Defines ``rate`` tokens per second with ``burst`` on a queue, loads it with more tasks
+(each of ``cost`` tokens) than the run can start, and drains it with ``workers``
+workers of 10 slots each in this process for ``seconds``. Prints one JSON document:
 
 * ``max_in_window``: the most starts in any window [t, t + W) for W of 1 s and 0.5 s,
   by the server's start times (``Task.started_at``), against what the limit allows
-  (W * rate + burst - 1);
-* ``utilisation``: starts per second over the run (first to last start) as a fraction
+  (the whole tasks that fit in W * rate + burst - 1 + cost - 1 tokens: a task dearer
+  than the burst starts once the schedule has come to now);
+* ``utilisation``: tokens per second over the run (first to last start) as a fraction
   of the rate.
 
 Starts a private Valkey unless ``--url`` is given.
 
 Usage::
 
-    uv run python benchmarks/rate_limit.py [--rate 20] [--burst 1] [--seconds 20]
-        [--workers 3] [--url URL]
+    uv run python benchmarks/rate_limit.py [--rate 20] [--burst 1] [--cost 1]
+        [--seconds 20] [--workers 3] [--url URL]
+
+``--rate 10 --cost 5``: the issue's "10 tokens a second, tasks of cost 5" (at most two
+starts in any second).
 """
 
 from __future__ import annotations
@@ -42,7 +46,9 @@ def max_in_window(starts: list[float], window: float) -> int:
     return best
 
 
-async def run(url: str, rate: int, burst: int, seconds: float, workers: int) -> dict[str, Any]:
+async def run(
+    url: str, rate: int, burst: int, seconds: float, workers: int, cost: int = 1
+) -> dict[str, Any]:
     q = AsyncFairQueue.from_url(url, f"bench-rate-{uuid.uuid4().hex[:8]}")
     reg = Registry()
     starts: list[float] = []
@@ -53,9 +59,8 @@ async def run(url: str, rate: int, burst: int, seconds: float, workers: int) -> 
         starts.append(ctx.task.started_at.timestamp())
 
     await q.define_constraint(id="r", name="limited", rate=rate, per=1.0, burst=burst)
-    await q.push_many(
-        [Task(user_id=f"u{i % 5}", name="limited") for i in range(int(seconds * rate * 1.5) + 50)]
-    )
+    load = int(seconds * rate * 1.5 / cost) + 50
+    await q.push_many([Task(user_id=f"u{i % 5}", name="limited", cost=cost) for i in range(load)])
     config = WorkerConfig(max_concurrent_tasks=10)
     running = [Worker(q, reg, config) for _ in range(workers)]
     jobs = [asyncio.create_task(w.run_async()) for w in running]
@@ -68,9 +73,14 @@ async def run(url: str, rate: int, burst: int, seconds: float, workers: int) -> 
     first = min(starts)
     kept = sorted(s for s in starts if s - first < seconds)
     span = kept[-1] - kept[0]
+
+    def allowed(window: float) -> int:
+        return int((math.ceil(window * rate) + burst - 1 + cost - 1) // cost)
+
     return {
         "rate": rate,
         "burst": burst,
+        "cost": cost,
         "seconds": seconds,
         "workers": workers,
         "starts": len(kept),
@@ -78,8 +88,8 @@ async def run(url: str, rate: int, burst: int, seconds: float, workers: int) -> 
             "1s": max_in_window(kept, 1.0),
             "0.5s": max_in_window(kept, 0.5),
         },
-        "allowed": {"1s": math.ceil(rate) + burst - 1, "0.5s": math.ceil(rate / 2) + burst - 1},
-        "utilisation": round((len(kept) - 1) / span / rate, 4) if span > 0 else None,
+        "allowed": {"1s": allowed(1.0), "0.5s": allowed(0.5)},
+        "utilisation": round((len(kept) - 1) * cost / span / rate, 4) if span > 0 else None,
     }
 
 
@@ -89,6 +99,7 @@ def main() -> None:
     parser.add_argument("--burst", type=int, default=1)
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--workers", type=int, default=3)
+    parser.add_argument("--cost", type=int, default=1, help="tokens each task takes")
     parser.add_argument("--url", default=None, help="a server to use instead of a private one")
     args = parser.parse_args()
     server = None if args.url else EmbeddedServer()
@@ -96,7 +107,8 @@ def main() -> None:
         server.start()
     try:
         url = args.url or (server.url if server else "")
-        print(json.dumps(asyncio.run(run(url, args.rate, args.burst, args.seconds, args.workers))))
+        doc = run(url, args.rate, args.burst, args.seconds, args.workers, args.cost)
+        print(json.dumps(asyncio.run(doc)))
     finally:
         if server is not None:
             server.stop()

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
 from fairque.common.fairshare import weighted_shares
 from fairque.core.checks import (
+    MAX_COST,
     MAX_DEPENDENCIES,
     MAX_SECONDS,
     MAX_TASK_ID,
@@ -91,8 +92,10 @@ class Task(BaseModel):
 
     Fields the caller sets: ``user_id``, ``name``, ``payload``, ``priority``,
     ``task_id`` (generated when None), ``max_retries`` (queue default when None),
-    ``execute_after``, ``depends_on``, ``timeout`` (seconds), ``keep_result`` and
-    ``result_ttl`` (seconds; queue default when None).  The queue fills
+    ``execute_after``, ``depends_on``, ``timeout`` (seconds), ``keep_result``,
+    ``result_ttl`` (seconds; queue default when None) and ``cost`` (the slots of its
+    user's cap and of its concurrency limits, the tokens of its rate limits and the
+    multiple of its run a time-fair queue charges; default 1).  The queue fills
     ``state``, ``created_at``, ``retry_count`` and, for a leased task, ``lease_token``,
     ``worker_id`` and ``lease_deadline``.
 
@@ -100,7 +103,8 @@ class Task(BaseModel):
     ``"3"`` is not a number. Limits (see ``fairque.core.checks``): ids and names up to 256
     characters of valid Unicode without control characters; ``timeout`` and
     ``result_ttl`` finite and at most 10 years; ``execute_after`` at most 10 years
-    ahead; ``max_retries`` up to 1,000; at most 1,000 ``depends_on`` entries.
+    ahead; ``max_retries`` up to 1,000; ``cost`` 1 to 1,000; at most 1,000 ``depends_on``
+    entries.
 
     Raises:
         ValidationError: a field is invalid (empty user id, priority out of range...);
@@ -130,6 +134,7 @@ class Task(BaseModel):
     )
     keep_result: bool = Field(default=True, strict=True)
     result_ttl: int | None = Field(default=None, ge=0, le=MAX_SECONDS, strict=True)
+    cost: int = Field(default=1, ge=1, le=MAX_COST, strict=True)
     error: str | None = None
     lease_token: str | None = None
     worker_id: str | None = None

@@ -226,6 +226,7 @@ def test_a_file_over_the_atomic_limit_is_refused(
         (["--priority", "9"], {"priority": 9}, "priority: must be an integer 1..5"),
         (["--delay", "-1"], {"delay": -1}, "delay: must not be negative"),
         (["--max-retries", "-1"], {"max_retries": -1}, "max_retries: "),
+        (["--cost", "0"], {"cost": 0}, "cost: "),
         (["--task-id", ""], {"task_id": ""}, "task_id: must not be empty"),
         (["x" * 2000], {"payload": "x" * 2000}, "payload: is 2002 bytes; the limit is 1000"),
     ],
@@ -275,6 +276,10 @@ def test_file_and_single_task_options_do_not_mix(
     (task_id,) = json.loads(made.stdout)["task_ids"]
     assert q.get(task_id).payload == [1]  # type: ignore[union-attr]
     assert q.stats().total == 1
+    dear = run_here(*base, "enqueue", "job", "--user", "u", "--cost", "4", "--json")
+    assert dear.returncode == 0, dear.stderr
+    (task_id,) = json.loads(dear.stdout)["task_ids"]
+    assert q.get(task_id).cost == 4  # type: ignore[union-attr]
     q.close()
 
 

@@ -99,6 +99,25 @@ def test_a_batch_names_each_failing_field_of_each_task(api: Api) -> None:
     assert api.ok("GET", "/stats")["total"] == 0
 
 
+def test_a_task_cost_is_taken_shown_and_checked(api: Api) -> None:
+    """``cost`` rides in the body, is shown on the task and the lease, and a cost the
+    engine refuses is a 422 naming the field, with nothing written."""
+    task = api.push(task_id="dear", cost=3)
+    assert task["cost"] == 3
+    assert api.ok("GET", "/tasks/dear")["cost"] == 3
+    assert api.push(task_id="plain")["cost"] == 1
+    leased = api.ok("POST", "/leases", {"worker_id": "w", "max_tasks": 2})["tasks"]
+    assert {t["task_id"]: t["cost"] for t in leased} == {"dear": 3, "plain": 1}
+    for cost, message in ((0, ">= 1"), (1001, "<= 1000"), ("2", "int")):
+        bad = check_problem(
+            api.call("POST", "/tasks", {"name": "n", "user_id": "u", "cost": cost}),
+            422, "validation",
+        )  # fmt: skip
+        assert bad["errors"][0]["field"] == "cost", bad
+        assert message in bad["errors"][0]["message"], bad
+    assert api.ok("GET", "/stats")["total"] == 2
+
+
 def test_a_dependent_can_wait_for_an_upstream_that_failed(api: Api) -> None:
     up = api.push(task_id="up", max_retries=0)
     down = api.push(depends_on=[up["task_id"]], on_dependency_failure="wait")

@@ -547,7 +547,9 @@ def test_registry_decorator_forms_and_defaults() -> None:
     override = h2.make_task(user_id="u", priority=Priority.LOW, timeout=9.0)
     assert (override.priority, override.timeout) == (Priority.LOW, 9.0)
     untouched = reg["plain"].make_task(user_id="u")
-    assert (untouched.max_retries, untouched.timeout) == (None, None)
+    assert (untouched.max_retries, untouched.timeout, untouched.cost) == (None, None, 1)
+    dear = reg.register(lambda: None, name="dear", cost=4)
+    assert (dear.make_task(user_id="u").cost, dear.make_task(user_id="u", cost=2).cost) == (4, 2)
 
 
 @pytest.mark.parametrize(
@@ -558,6 +560,9 @@ def test_registry_decorator_forms_and_defaults() -> None:
         ({"max_retries": -1}, "max_retries must not be negative"),
         ({"priority": 0}, "priority must be 1..6"),
         ({"priority": 7}, "priority must be 1..6"),
+        ({"cost": 0}, "cost must be an integer 1..1000, got 0"),
+        ({"cost": 1001}, "cost must be an integer 1..1000"),
+        ({"cost": True}, "cost must be an integer 1..1000, got True"),
     ],
 )
 def test_registry_rejects_invalid_options(kwargs: dict[str, Any], message: str) -> None:

@@ -192,6 +192,10 @@ def enqueue(
     delay: Annotated[float | None, typer.Option(help="Seconds before it may run.")] = None,
     task_id: Annotated[str | None, typer.Option("--task-id", help="Caller-chosen id.")] = None,
     max_retries: Annotated[int | None, typer.Option("--max-retries")] = None,
+    cost: Annotated[
+        int | None,
+        typer.Option(help="Slots and rate tokens it takes (1..1000).", show_default="1"),
+    ] = None,
     file: Annotated[
         Path | None,
         typer.Option("--file", "-f", help="JSON lines, one task per line ('-': standard input)."),
@@ -208,8 +212,9 @@ def enqueue(
     execute_after (ISO 8601), task_id (string), depends_on (list of task ids, in the
     file or already queued), on_dependency_failure ("cancel" or "wait"), max_retries
     (integer), timeout_seconds, keep_result (true or false), result_ttl_seconds
-    (integer). Numbers are never read from strings; delay, timeout, result_ttl and
-    priority 6 are still read. Example:
+    (integer), cost (integer 1..1000: the slots and rate tokens it takes). Numbers
+    are never read from strings; delay, timeout, result_ttl and priority 6 are still
+    read. Example:
     {"name": "send_email", "user_id": "alice", "payload": {"to": "a@example.com"}}
 
     The whole file is checked before anything is sent (every problem is reported as
@@ -217,7 +222,7 @@ def enqueue(
     every task or none. A file of more than 10,000 tasks or 64 MiB is refused;
     split it.
     """
-    single = (payload, user, priority, delay, task_id, max_retries)
+    single = (payload, user, priority, delay, task_id, max_retries, cost)
     if file is not None and (name is not None or any(v is not None for v in single)):
         fail("give a task (name and options) or --file, not both", EXIT_USAGE)
     if file is None and (name is None or user is None):
@@ -233,7 +238,7 @@ def enqueue(
     if file is None:
         item = {
             "name": name, "user_id": user, "priority": priority, "delay": delay,
-            "task_id": task_id, "max_retries": max_retries,
+            "task_id": task_id, "max_retries": max_retries, "cost": cost,
         }  # fmt: skip
         batch = out.TaskBatch()
         try:

@@ -166,7 +166,7 @@ def read_task_file(path: Path, check: PushCheck) -> TaskBatch:
     Each line is an object with ``name`` and ``user_id`` and optionally
     ``payload``, ``priority``, ``task_id``, ``max_retries``, ``timeout``,
     ``keep_result``, ``result_ttl``, ``delay`` (seconds), ``depends_on`` (task ids,
-    in the file or already in the queue) and ``on_dependency_failure``. Blank lines
+    in the file or already in the queue), ``on_dependency_failure`` and ``cost``. Blank lines
     are skipped. The batch holds every task, or every problem found: bad JSON or
     UTF-8, a bad field, a task id used twice, more than ``MAX_FILE_TASKS`` tasks or
     ``MAX_FILE_BYTES`` bytes, a dependency cycle.

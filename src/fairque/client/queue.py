@@ -182,7 +182,7 @@ class FairQueue(
         execute_after: datetime | None = None, depends_on: Sequence[str] = (),
         task_id: str | None = None, max_retries: int | None = None,
         timeout: float | None = None, keep_result: bool = True, result_ttl: int | None = None,
-        on_dependency_failure: Literal["cancel", "wait"] = "cancel",
+        on_dependency_failure: Literal["cancel", "wait"] = "cancel", cost: int = 1,
     ) -> Task:  # fmt: skip
         """Build and push a task in one call (``delay`` in seconds or a timedelta)."""
 
@@ -193,7 +193,7 @@ class FairQueue(
                 name, payload, user_id=user_id, priority=priority, delay=delay,
                 execute_after=execute_after, depends_on=depends_on, task_id=task_id,
                 max_retries=max_retries, timeout=timeout, keep_result=keep_result,
-                result_ttl=result_ttl, on_dependency_failure=on_dependency_failure,
+                result_ttl=result_ttl, on_dependency_failure=on_dependency_failure, cost=cost,
             )  # fmt: skip
 
         try:  # the common case, without the flow's machinery

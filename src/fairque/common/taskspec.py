@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Literal
 
-from fairque.core.checks import MAX_DEPENDENCIES, MAX_SECONDS, MAX_TASK_ID
+from fairque.core.checks import MAX_COST, MAX_DEPENDENCIES, MAX_SECONDS, MAX_TASK_ID
 from fairque.errors import ValidationError
 from fairque.models import Priority, Task
 
@@ -73,6 +73,10 @@ FIELDS: tuple[SpecField, ...] = (
     SpecField("result_ttl_seconds", "integer",
               "how long its result is kept (default: the queue's)", "result_ttl",
               low=0, high=MAX_SECONDS),
+    SpecField("cost", "integer",
+              "the slots of its tenant's cap and of its concurrency limits and the tokens of "
+              "its rate limits it takes, and the multiple of its run that fair share counts",
+              "cost", default=1, low=1, high=MAX_COST),
 )  # fmt: skip
 BY_NAME = {f.name: f for f in FIELDS}
 #: the outward name of each engine name a problem may carry

@@ -120,7 +120,8 @@ class QueueKeys:
     @property
     def meta(self) -> str:
         """Hash of queue counters used by the scripts (ring clock, lease sequence, the
-        'due' hint: no lease expires and no scheduled task is due before it)."""
+        'due' hint: no lease expires and no scheduled task is due before it; 'costly':
+        a task of cost > 1 was pushed, so a lease reads each task's cost)."""
         return self._k("meta")
 
     @property
@@ -282,10 +283,11 @@ class QueueKeys:
         return self._k(f"deps:blocked:{task_id}")
 
     def held(self, user_id: str) -> str:
-        """A user's unexpired leases: task id -> lease deadline (ms).
+        """A user's unexpired leases: task id -> lease deadline (ms); a task of cost N
+        holds N - 1 more members (``<id>\\0<k>``, k = 2..N: ``slot_members.lua``).
 
-        A user's in-flight count is ``ZCOUNT held (now +inf``, so a lease that expires
-        or whose acknowledgement is lost frees its slot by itself.
+        A user's in-flight count (in slots) is ``ZCOUNT held (now +inf``, so a lease
+        that expires or whose acknowledgement is lost frees its slots by itself.
         """
         return self._k(f"held:{user_id}")
 
@@ -325,8 +327,9 @@ class QueueKeys:
         return self._k(f"crate:{bucket}")
 
     def constraint_held(self, bucket: str) -> str:
-        """A constraint bucket's leases: task id -> lease deadline (ms); its use is the
-        count of unexpired ones, so a dead worker's slot frees by itself."""
+        """A constraint bucket's leases: task id -> lease deadline (ms), one member per
+        slot as in ``held``; its use is the count of unexpired ones, so a dead worker's
+        slots free by themselves."""
         return self._k(f"cheld:{bucket}")
 
     def constraint_parked(self, bucket: str) -> str:

@@ -31,6 +31,8 @@ on_dependency_failure  on_dep_fail   on_dep_fail    'cancel' | 'wait' (kept with
 timeout                timeout       timeout_ms     handler timeout
 keep_result            keep_result   keep_result    '1' keep the result, '0' drop it
 result_ttl             result_ttl    result_ttl_ms  how long a result is kept
+cost                   cost          cost           slots and tokens it takes (kept only
+                                                    when more than 1)
 error                  error         -              the last error message
 lease_token            lease         -              fencing token of the current lease
 worker_id              worker        -              the worker holding the lease, or the last one
@@ -57,8 +59,9 @@ failure_reason         reason        -              the last failure's kind, e.g
 -                      fair          -              time-fair mode: '<charged> <weight>
                                                     <estimate> <start>' of the current lease
                                                     (what its owner's tag moved by so far,
-                                                    in virtual us; the weight and estimate,
-                                                    ms or '-', at the lease; its start, us)
+                                                    in virtual us; the weight over the
+                                                    cost and the estimate, ms or '-', at
+                                                    the lease; its start, us)
 =====================  ============  =============  ===========================================
 """
 
@@ -163,6 +166,7 @@ FIELDS: tuple[Field, ...] = (
     Field("timeout", "timeout", "timeout_ms", _ms_seconds),
     Field("keep_result", "keep_result", "keep_result", _flag, STOCK["keep_result"]),
     Field("result_ttl", "result_ttl", "result_ttl_ms", _ms_whole_seconds, STOCK["result_ttl"]),
+    Field("cost", "cost", "cost", int, 1),
     Field("error", "error", None, _text),
     Field("lease_token", "lease", None, _text),
     Field("worker_id", "worker", None, _text),
@@ -185,7 +189,7 @@ _TASK_FIELDS = frozenset(Task.model_fields)
 
 
 class PushRecord(NamedTuple):
-    """One task's values in ``push.lua``'s ARGV, in its order (14 per task).
+    """One task's values in ``push.lua``'s ARGV, in its order (15 per task).
 
     The slots are named as ``push.lua``'s header names them; ``-1`` stands for "none"
     in the numeric slots. ``delay_ms`` is the one slot no hash field keeps: the script
@@ -206,11 +210,14 @@ class PushRecord(NamedTuple):
     deps: str
     on_dep_fail: str
     cons: str
+    cost: int
 
 
 #: A task's field values before the queue fills its defaults (``TaskCodec.encode_plain``).
 _BLANK: dict[str, Any] = dict.fromkeys(Task.model_fields)
-_BLANK.update(retry_count=0, depends_on=(), on_dependency_failure="cancel", keep_result=True)
+_BLANK.update(
+    retry_count=0, depends_on=(), on_dependency_failure="cancel", keep_result=True, cost=1
+)
 
 
 class TaskCodec:
@@ -373,6 +380,7 @@ class TaskCodec:
             deps=orjson.dumps(list(deps)).decode() if deps else "",
             on_dep_fail=values["on_dependency_failure"],
             cons=self.constraints.buckets(values["name"], values["payload"], values["user_id"]),
+            cost=values["cost"],
         )
 
     def encode_plain(
@@ -408,7 +416,7 @@ class TaskCodec:
         cons = constraints.buckets(name, payload, user_id) if constraints.constraints else ""
         # the slots of PushRecord, in its order
         record = (task_id, user_id, name, data, int(priority), max_retries, -1, -1, -1,
-                  1 if keep_result else 0, round(ttl_s * 1000), "", "cancel", cons)  # fmt: skip
+                  1 if keep_result else 0, round(ttl_s * 1000), "", "cancel", cons, 1)  # fmt: skip
         return values, record
 
     @staticmethod

@@ -126,6 +126,7 @@ def _fields(task: Task, queue: str) -> dict[str, Any]:
         "timeout_seconds": task.timeout,
         "keep_result": task.keep_result,
         "result_ttl_seconds": task.result_ttl,
+        "cost": task.cost,
         "error": task.error,
         "worker_id": task.worker_id,
     }

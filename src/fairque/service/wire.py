@@ -151,6 +151,7 @@ class TaskOut(Struct, kw_only=True):
     result_ttl_seconds: Annotated[
         int | None, Meta(description="How long a kept result lives (null: the queue's default)")
     ]
+    cost: Annotated[int, Meta(description="Its slots and rate tokens (fair share: runs x cost)")]
     error: Annotated[str | None, Meta(description="The last failure's message")]
     worker_id: Annotated[
         str | None,

@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, overload
 
+from fairque.core.checks import MAX_COST
 from fairque.errors import ConfigError
 from fairque.models import Priority, Task
 
@@ -29,6 +30,7 @@ class Handler:
     max_retries: int | None = None
     timeout: float | None = None
     priority: Priority = Priority.NORMAL
+    cost: int = 1
     options: dict[str, Any] = field(default_factory=dict)
 
     def arguments(self, ctx: Any, payload: Any) -> tuple[Any, ...]:
@@ -43,7 +45,7 @@ class Handler:
 
     def make_task(self, payload: Any = None, *, user_id: str, **fields: Any) -> Task:
         """A Task for this handler with its defaults (fields override them)."""
-        values: dict[str, Any] = {"priority": self.priority}
+        values: dict[str, Any] = {"priority": self.priority, "cost": self.cost}
         if self.max_retries is not None:
             values["max_retries"] = self.max_retries
         if self.timeout is not None:
@@ -96,6 +98,7 @@ class Registry:
         max_retries: int | None = None,
         timeout: float | None = None,
         priority: int = Priority.NORMAL,
+        cost: int = 1,
     ) -> Callable[[F], F]: ...
 
     def task(
@@ -106,6 +109,7 @@ class Registry:
         max_retries: int | None = None,
         timeout: float | None = None,
         priority: int = Priority.NORMAL,
+        cost: int = 1,
     ) -> F | Callable[[F], F]:
         """Register a handler, as ``@registry.task`` or ``@registry.task(name=...)``.
 
@@ -115,6 +119,8 @@ class Registry:
             max_retries: retries for tasks made with ``Handler.make_task``.
             timeout: execution timeout in seconds (else the worker's default).
             priority: default priority for tasks made with ``Handler.make_task``.
+            cost: default cost (slots and rate tokens, 1..1000) for tasks made with
+                ``Handler.make_task``.
 
         Raises:
             ConfigError: invalid option, name already taken by another function, or
@@ -122,7 +128,10 @@ class Registry:
         """
 
         def register(f: F) -> F:
-            self.register(f, name=name, max_retries=max_retries, timeout=timeout, priority=priority)
+            self.register(
+                f, name=name, max_retries=max_retries, timeout=timeout, priority=priority,
+                cost=cost,
+            )  # fmt: skip
             return f
 
         return register(func) if func is not None else register
@@ -135,6 +144,7 @@ class Registry:
         max_retries: int | None = None,
         timeout: float | None = None,
         priority: int = Priority.NORMAL,
+        cost: int = 1,
     ) -> Handler:
         """Register ``func`` (the non-decorator form of ``task``)."""
         if not callable(func):
@@ -146,6 +156,10 @@ class Registry:
             raise ConfigError(f"handler {task_name!r}: max_retries must not be negative")
         if priority not in set(Priority):
             raise ConfigError(f"handler {task_name!r}: priority must be 1..6, got {priority!r}")
+        if type(cost) is not int or not 1 <= cost <= MAX_COST:
+            raise ConfigError(
+                f"handler {task_name!r}: cost must be an integer 1..{MAX_COST}, got {cost!r}"
+            )
         existing = self._handlers.get(task_name)
         if existing is not None and existing.func is not func:
             raise ConfigError(f"task name {task_name!r} is already registered")
@@ -157,6 +171,7 @@ class Registry:
             max_retries=max_retries,
             timeout=timeout,
             priority=Priority(priority),
+            cost=cost,
         )
         self._handlers[task_name] = handler
         return handler

@@ -81,7 +81,8 @@ if count > 0 then
   else
     -- the queue's counters, read once for the upkeep's 'due' hint and the lease (again
     -- when the upkeep moved something)
-    local fm = redis.call('HMGET', K.meta, 'fair', 'floor', 'lease', 'clock', 'due')
+    local fm = redis.call('HMGET', K.meta, 'fair', 'floor', 'lease', 'clock', 'due',
+      'costly')
     if maintenance(K, ms, ARGV[6] + 0, ARGV[4] + 0, ARGV[5] + 0, ordering, horizon_us,
         fm[5]) then
       fm = nil

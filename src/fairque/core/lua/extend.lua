@@ -21,12 +21,13 @@ Errors: 'FQERR -7' (CancelRequested, a LeaseLost) when the task was canceled whi
 -- @include constraint_extend
 -- @include fair_heartbeat
 -- @include due_by
+-- @include slot_members
 
 local K = {prefix = KEYS[1], leases = KEYS[2], stats = KEYS[3], ring = KEYS[4],
   meta = KEYS[5]}
 local id = ARGV[1]
 local held, f = lease_fence(K, id, ARGV[2], 'user', 'deadline', 'cut_lease', 'cons', 'started',
-  'fair')
+  'fair', 'cost')
 local ms = now()
 if f[1] == 'CANCELED' and f[5] == ARGV[2] then
   return redis.error_reply('FQERR -7 task ' .. id .. ' was canceled')
@@ -46,5 +47,8 @@ redis.call('ZADD', K.leases, deadline, id)
 -- a shorter extension than the lease had may end before the queue's 'due' hint
 if deadline < tonumber(f[4]) then due_by(K, deadline) end
 redis.call('ZADD', held_key(K, f[3]), deadline, id)
-constraint_extend(K, id, deadline, f[6])
+if f[9] then  -- a task of cost > 1: the further slots it holds
+  redis.call('ZADD', held_key(K, f[3]), 'XX', unpack(slot_members(id, f[9], deadline)))
+end
+constraint_extend(K, id, deadline, f[6], f[9])
 return deadline

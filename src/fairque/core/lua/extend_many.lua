@@ -17,6 +17,7 @@ lease was lost.
 -- @include constraint_extend
 -- @include fair_heartbeat
 -- @include due_by
+-- @include slot_members
 
 local K = {prefix = KEYS[1], leases = KEYS[2], stats = KEYS[3], ring = KEYS[4],
   meta = KEYS[5]}
@@ -26,7 +27,7 @@ local out, moved, lost, shorter = {}, {}, 0, false
 for i = 2, #ARGV, 3 do
   local id = ARGV[i]
   local held, f = lease_fence(K, id, ARGV[i + 1], 'user', 'deadline', 'cons', 'started',
-    'fair')
+    'fair', 'cost')
   if held and tonumber(f[4]) > ms then
     local fair = fair_heartbeat(K, f[3], ms - (f[6] or ms), f[7], ARGV[i + 2])
     if fair then
@@ -35,7 +36,10 @@ for i = 2, #ARGV, 3 do
       redis.call('HSET', task_key(K, id), 'deadline', deadline)
     end
     redis.call('ZADD', held_key(K, f[3]), deadline, id)
-    constraint_extend(K, id, deadline, f[5])
+    if f[8] then  -- a task of cost > 1: the further slots it holds
+      redis.call('ZADD', held_key(K, f[3]), 'XX', unpack(slot_members(id, f[8], deadline)))
+    end
+    constraint_extend(K, id, deadline, f[5], f[8])
     if deadline < tonumber(f[4]) then shorter = true end
     moved[#moved + 1] = deadline
     moved[#moved + 1] = id

@@ -20,11 +20,14 @@ ARGV[1] ordering    'aging' | 'strict'
 ARGV[2] horizon_us  aging horizon in microseconds
 ARGV[3] on_dup      'return' (existing task is a no-op) | 'error' (DuplicateTask, except
                     for a resend of the push that created it)
-ARGV[4] n           number of tasks; then 14 values per task:
+ARGV[4] n           number of tasks; then 15 values per task:
         id, user, name, payload, prio (1..6), max_retries, delay_ms (-1 none),
         run_at_ms (-1 none), timeout_ms (-1 none), keep_result (0|1), result_ttl_ms,
         deps (JSON array of task ids, '' for none), on_dep_fail ('cancel'|'wait'),
-        cons (JSON array of the constraint buckets the task counts in, '' for none)
+        cons (JSON array of the constraint buckets the task counts in, '' for none),
+        cost (the slots and tokens it takes: '1', or more; a task of cost 1 stores no
+        'cost' field, one of more marks the queue 'costly' in its meta, so the lease
+        path reads costs only where there are some)
 ARGV[5] failed_ttl_ms  how long a task canceled at push stays readable
 ARGV[6] req         request id (unique per call; the same when a call is resent). It is
                     kept in the task's 'pushed' field, so a resend of the push that
@@ -63,7 +66,7 @@ local K = {prefix = KEYS[1], ring = KEYS[2], delayed = KEYS[3], queued = KEYS[4]
 -- numbers are read with Lua's string coercion (x + 0), cheaper than tonumber
 local ordering, horizon_us, on_dup = ARGV[1], ARGV[2] + 0, ARGV[3]
 local n, failed_ttl_ms, req = ARGV[4] + 0, ARGV[5] + 0, ARGV[6]
-local W, B = 14, 9
+local W, B = 15, 9
 if (redis.call('HGET', K.constraints, '~version') or '0') ~= ARGV[7] then
   return redis.error_reply('FQERR -32 constraints changed')
 end
@@ -143,6 +146,7 @@ local behind = nil
 local first_due = nil  -- the earliest due time of the tasks scheduled here
 local reply = {}
 local ready, created = 0, 0
+local costly = false  -- a new task of cost > 1 (see the 'cost' value)
 for i = 0, n - 1 do
   local b = B + i * W
   local id, user, name, payload = ARGV[b], ARGV[b + 1], ARGV[b + 2], ARGV[b + 3]
@@ -153,7 +157,7 @@ for i = 0, n - 1 do
   run_at_ms = run_at_ms == '-1' and -1 or tonumber(run_at_ms)
   timeout_ms = timeout_ms == '-1' and -1 or tonumber(timeout_ms)
   local keep, ttl = ARGV[b + 9], ARGV[b + 10]
-  local deps, on_dep_fail, cons = ARGV[b + 11], ARGV[b + 12], ARGV[b + 13]
+  local deps, on_dep_fail, cons, cost = ARGV[b + 11], ARGV[b + 12], ARGV[b + 13], ARGV[b + 14]
   local tk = task_key(K, id)
   if existing[id] then
     reply[#reply + 1] = stored_entry(K, id, req)
@@ -164,7 +168,7 @@ for i = 0, n - 1 do
     local plain = deps == '' and due <= ms
     -- (a stock task leaves four fields out: see task_stock)
     local stock = task_stock(ARGV[b + 4], max_retries, keep, ttl)
-    if plain and stock and timeout_ms < 0 and cons == '' then  -- without building a table
+    if plain and stock and timeout_ms < 0 and cons == '' and cost == '1' then  -- no table
       redis.call('HSET', tk, 'id', id, 'user', user, 'name', name, 'payload', payload,
         'created', ms, 'state', 'QUEUED', 'pushed', req)
     else
@@ -177,6 +181,10 @@ for i = 0, n - 1 do
       if plain then fields[#fields + 1] = 'state'; fields[#fields + 1] = 'QUEUED' end
       if timeout_ms >= 0 then fields[#fields + 1] = 'timeout'; fields[#fields + 1] = timeout_ms end
       if cons ~= '' then fields[#fields + 1] = 'cons'; fields[#fields + 1] = cons end
+      if cost ~= '1' then
+        fields[#fields + 1] = 'cost'; fields[#fields + 1] = cost
+        costly = true
+      end
       fields[#fields + 1] = 'pushed'; fields[#fields + 1] = req
       redis.call('HSET', tk, unpack(fields))
     end
@@ -261,6 +269,7 @@ for i = 0, n - 1 do
 end
 for _, entry in ipairs(add_order) do add_all(entry[1], entry[2], adds[entry[2]]) end
 if clock then redis.call('HSET', K.meta, 'mono', clock) end
+if costly then redis.call('HSET', K.meta, 'costly', '1') end
 if first_due then due_by(K, first_due) end
 for _, user in ipairs(ring_users) do ring_join(K, user) end
 if created > 0 then redis.call('HINCRBY', K.stats, 'pushed', created) end

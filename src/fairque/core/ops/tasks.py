@@ -31,10 +31,11 @@ _PRIORITY_TYPES = (int, Priority)
 
 def _plain(record: Sequence[Any]) -> bool:
     """Whether a push record (``PushRecord``'s slots) is a plain task, one that
-    ``push_one.lua`` takes: no delay, due time, timeout, dependencies or buckets."""
+    ``push_one.lua`` takes: no delay, due time, timeout, dependencies or buckets, and
+    a cost of 1."""
     return (
         record[6] == -1 and record[7] == -1 and record[8] == -1 and not record[11]
-        and not record[13]
+        and not record[13] and record[14] == 1
     )  # fmt: skip
 
 
@@ -154,6 +155,7 @@ class TaskOperations(OperationsBase):
         keep_result: bool,
         result_ttl: int | None,
         on_dependency_failure: str,
+        cost: int = 1,
     ) -> Call[Task]:
         """Build one task and push it (``enqueue``).
 
@@ -169,6 +171,8 @@ class TaskOperations(OperationsBase):
             and timeout is None
             and result_ttl is None
             and on_dependency_failure == "cancel"
+            and cost == 1
+            and type(cost) is int
             and type(keep_result) is bool
             and type(priority) in _PRIORITY_TYPES
             and 1 <= priority <= 6
@@ -186,7 +190,7 @@ class TaskOperations(OperationsBase):
                 user_id=user_id, name=name, payload=payload, priority=priority, task_id=task_id,
                 max_retries=max_retries, execute_after=execute_after, depends_on=depends_on,
                 timeout=timeout, keep_result=keep_result, result_ttl=result_ttl,
-                on_dependency_failure=on_dependency_failure,
+                on_dependency_failure=on_dependency_failure, cost=cost,
             )  # fmt: skip
             batch = self.push_many([task], [delay])
             return Call(batch.script, batch.keys, batch.args, lambda r: batch.parse(r)[0])

@@ -6,6 +6,7 @@
 -- @include constraint_free
 -- @include finalize
 -- @include handler_ms
+-- @include slot_members
 -- complete_task(K, id, token, has_result, result, ms, us, ordering, horizon_us, acc,
 -- run_us): finish a leased task if `token` still holds its lease, store its result
 -- (when the task keeps results) and release the dependents waiting only for it.
@@ -28,7 +29,7 @@ local function complete_task(K, id, token, has_result, result, ms, us, ordering,
                              acc, run_us)
   local req = 'L' .. token
   local held, f = lease_fence(K, id, token, 'user', 'keep_result', 'result_ttl', 'op',
-    'started', 'cons', 'name', 'fair', 'retries')
+    'started', 'cons', 'name', 'fair', 'retries', 'cost')
   if not held then
 -- @include replayed
 -- @include last_op
@@ -46,7 +47,7 @@ local function complete_task(K, id, token, has_result, result, ms, us, ordering,
   local found = redis.call('EXISTS', K.capped, blocked, watch)
   local waited = found > 0 and redis.call('EXISTS', blocked, watch) or 0
   if found > waited then
-    end_attempt(K, id, f[3], ms, f[8], {ran, f[10], 'done', us, run_us}, 'error',
+    end_attempt(K, id, f[3], ms, f[8], f[12], {ran, f[10], 'done', us, run_us}, 'error',
       'traceback', 'reason', 'details')
   else
     -- end_attempt with its release_slot down to the ZREM: nobody is capped
@@ -56,14 +57,18 @@ local function complete_task(K, id, token, has_result, result, ms, us, ordering,
     else
       redis.call('ZREM', K.leases, id)
     end
-    constraint_free(K, id, ms, f[8])
+    constraint_free(K, id, ms, f[8], f[12])
     if not f[11] or f[11] == '0' then  -- a first attempt: no failure's fields to drop
       redis.call('HDEL', task_key(K, id), 'lease', 'deadline', 'fair')
     else
       redis.call('HDEL', task_key(K, id), 'lease', 'deadline', 'fair', 'error',
         'traceback', 'reason', 'details')
     end
-    redis.call('ZREM', held_key(K, f[3]), id)
+    if f[12] then
+      redis.call('ZREM', held_key(K, f[3]), unpack(slot_members(id, f[12])))
+    else
+      redis.call('ZREM', held_key(K, f[3]), id)
+    end
     fair_settle(K, f[3], {ran, f[10], 'done', us, run_us})
   end
   local trimmed = acc.trimmed or token % 16 ~= 0  -- token: the held lease's, numeric

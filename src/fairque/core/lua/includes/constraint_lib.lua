@@ -1,6 +1,7 @@
 -- @include keys
 -- @include ring_join
 -- @include signal_wake
+-- @include slot_members
 -- constraint_lib(): the parking functions lease_tasks uses (the constraints' check, take,
 -- park, due; the names' set_aside, take_aside), made when a call needs them. A script makes every function it defines on each run
 -- (about 500 instructions each, as much again for each outer function it uses), and a

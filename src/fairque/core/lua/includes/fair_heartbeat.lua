@@ -8,7 +8,7 @@
 -- leased ahead of its run reports 0: its wait is not charged.
 local function fair_heartbeat(K, user, ran, fair, reported)
   if not fair then return nil end
-  local charged, w, rest = string.match(fair, '^(%d+) (%d+) (.*)$')
+  local charged, w, rest = string.match(fair, '^(%d+) (%S+) (.*)$')
   local owed = math.floor(handler_ms(ran, reported) * 1000 / w + 0.5)
   if owed <= charged + 0 then return nil end
   fair_charge(K, user, owed - charged)

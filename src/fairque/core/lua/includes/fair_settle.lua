@@ -18,7 +18,7 @@ local function fair_settle(K, user, run)
   local ran, fair, outcome, us = run[1], run[2], run[3], run[4]
   local charged, w, est, fstart
   if fair then
-    charged, w, est, fstart = string.match(fair, '^(%d+) (%d+) (%S+) (%d+)$')
+    charged, w, est, fstart = string.match(fair, '^(%d+) (%S+) (%S+) (%d+)$')
     if us ~= false then ran = ((us or select(2, now())) - fstart) / 1000 end
   end
   if ran < 0 then ran = 0 end

@@ -10,6 +10,7 @@
 -- @include fair_first_est
 -- @include write_tags
 -- @include backlog_add
+-- @include slot_members
 -- lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any, limits, us, names,
 -- fm):
 -- lease up to
@@ -27,8 +28,8 @@
 -- (`limits` false: the caller's EXISTS found none of them, true: some, nil: look here);
 -- otherwise a batch (count > 1) looks up weights and caps only when the queue has any.
 -- `us`: the call's time in microseconds (time mode stamps each lease's start with it).
--- `fm`: the queue's counters (meta 'fair', 'floor', 'lease', 'clock', 'due') as
--- the caller read them, or nil to read them here; a lease that ends before the 'due'
+-- `fm`: the queue's counters (meta 'fair', 'floor', 'lease', 'clock', 'due', 'costly')
+-- as the caller read them, or nil to read them here; a lease that ends before the 'due'
 -- hint lowers it (due_by's rule, in the same write).
 -- A batch with no assigned users serves the ring's head each time: it reads the ring's first users once and follows them (a
 -- user that stays is the head still; one that rotates goes behind all of them; the
@@ -87,7 +88,10 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any,
   end
   -- the queue's counters in one read and (below) one write: the mode, the floor, the
   -- lease sequence and the ring clock (nothing else moves them meanwhile)
-  fm = fm or redis.call('HMGET', K.meta, 'fair', 'floor', 'lease', 'clock', 'due')
+  fm = fm or redis.call('HMGET', K.meta, 'fair', 'floor', 'lease', 'clock', 'due', 'costly')
+  -- a queue that was ever pushed a task of cost > 1 (push.lua sets 'costly') reads each
+  -- task's cost; any other has none to read
+  local costly = fm[6] == '1'
   local first_est  -- a new user's first charge (fair_first_est), read when one is served
   local timed = fair_timed(fm[1])
   local floor = tonumber(fm[2] or '0')
@@ -95,7 +99,9 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any,
   local clock = tonumber(fm[4] or '0')
   local first_clock = clock
   local by_ring_head = #assigned == 0 and (any or #steal == 0)
-  local by_head = count > 1 and by_ring_head and not timed
+  -- (not on a costly queue: a task of cost N puts its user N rounds back, past users
+  -- that the read list would serve first)
+  local by_head = count > 1 and by_ring_head and not timed and not costly
   local owners, charges = {}, {}
   -- time mode, a batch from the ring's head: the ring's first users and their tags are
   -- read once, in order (`tu`, `tt` from index `th` on, with `beyond` the tag and user
@@ -172,24 +178,55 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any,
       -- its critical lane is empty: only the normal lane can hold more
       more = id and redis.call('ZCARD', normal) > 0
     end
-    local plan, blocked, free_at, other
+    local plan, blocked, free_at, other, full
+    local cost = 1  -- the task's slots and tokens ('cost'; 1 when absent)
     if id and names then
-      local f = redis.call('HMGET', task_key(K, id), 'name', 'cons')
+      local f = redis.call('HMGET', task_key(K, id), 'name', 'cons', 'cost')
+      cost = f[3] and f[3] + 0 or 1
       if not names[f[1]] then
         other = f[1]
       elseif limited and f[2] then
-        plan, blocked, free_at = constraint_check(K, f[2], ms, now_us)
+        plan, blocked, free_at = constraint_check(K, f[2], ms, now_us, cost)
       end
-    elseif id and limited then
-      local cons = redis.call('HGET', task_key(K, id), 'cons')
-      if cons then plan, blocked, free_at = constraint_check(K, cons, ms, now_us) end
+    elseif id and (limited or costly) then
+      local f = redis.call('HMGET', task_key(K, id), 'cons', 'cost')
+      cost = f[2] and f[2] + 0 or 1
+      if limited and f[1] then
+        plan, blocked, free_at = constraint_check(K, f[1], ms, now_us, cost)
+      end
     end
-    if tu and (not id or ((blocked or other) and not more)) then  -- the user leaves the ring
+    -- the slots the lease holds in its user's held set: its cost, at most the user's
+    -- cap; a task of cost > 1 that does not fit in the cap's free slots goes back to
+    -- the head of its lane and its user waits, capped, for slots to free (a task
+    -- dearer than the cap starts only when its user holds nothing)
+    local slots, cap = cost, 0
+    if id and not (blocked or other) and capping then
+      cap = tonumber(redis.call('HGET', K.caps, user) or '0')
+      if cap > 0 and cost > 1 then
+        if slots > cap then slots = cap end
+        local used = redis.call('ZCOUNT', held_key(K, user), '(' .. ms, '+inf')
+        if used > 0 and used + slots > cap then
+          full = true
+          if lane then
+            redis.call('ZADD', normal, lane, id)
+          else
+            redis.call('LPUSH', critical_key(K, user), id)
+          end
+          redis.call('SADD', K.capped, user)
+          leave_ring(K, user, timed and score)
+        end
+      end
+    end
+    if tu and (not id or full or ((blocked or other) and not more)) then  -- the user leaves
       th = th + 1
       moved_to[user] = nil
     end
     if not id then
       leave_ring(K, user, timed and score)
+    elseif full then
+      guard = guard - 1  -- the user left the ring: progress, bounded by `parks`
+      parks = parks + 1
+      if parks >= 256 then break end
     elseif other then
       if not set_aside then set_aside = select(5, constraint_lib()) end
       -- a critical task waits ahead of every normal-lane score, oldest first
@@ -223,11 +260,16 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any,
       if not known and not first_est then first_est = fair_first_est(K) end
       local est = known and tonumber(known) or first_est
       if est > lease_ms then est = lease_ms end  -- a heartbeat charges the rest
-      local charge = math.max(math.floor(est * 1000 / w + 0.5), 1)
+      -- a task of cost N is charged as if its user's weight were w / N
+      local wd = cost > 1 and w / cost or w
+      local charge = math.max(math.floor(est * 1000 / wd + 0.5), 1)
       local tag = score + charge
       local held = held_key(K, user)
-      redis.call('ZADD', held, deadline, id)
-      local cap = capping and tonumber(redis.call('HGET', K.caps, user) or '0') or 0
+      if slots > 1 then
+        redis.call('ZADD', held, unpack(slot_members(id, slots, deadline)))
+      else
+        redis.call('ZADD', held, deadline, id)
+      end
       local stays = more
       if cap > 0 and redis.call('ZCOUNT', held, '(' .. ms, '+inf') >= cap then
         redis.call('SADD', K.capped, user)
@@ -256,7 +298,8 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any,
         redis.call('ZADD', K.ring, string.format('%d', tag), user)
       end
       -- the task's 'fair' field (fair_timed): the charge, then (below) the lease's start
-      charges[#picked + 1] = string.format('%d %d %s', charge, w, known or '-')
+      charges[#picked + 1] = string.format(cost > 1 and '%d %.17g %s' or '%d %d %s', charge, wd,
+        known or '-')
       if plan then constraint_take(K, id, plan, deadline, now_us) end
       picked[#picked + 1] = id
       owners[#picked] = user
@@ -264,29 +307,41 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any,
       if not more then
         leave_ring(K, user, false)
       else
-        local rotate = true
+        local rotate, rounds = true, 1
         local w = weighted and tonumber(redis.call('HGET', K.weights, user) or '1') or 1
-        if w > 1 then
-          if redis.call('HINCRBY', K.turns, user, 1) < w then
+        if w > 1 or cost > 1 then  -- a task of cost N counts as N turns
+          local used = redis.call('HINCRBY', K.turns, user, cost)
+          if used < w then
             rotate, moved = false, false
           else
             redis.call('HDEL', K.turns, user)
+            rounds = math.floor(used / w)
           end
         end
         if rotate then
           clock = clock + 1
+          -- turns that fill more than one round sit the further rounds out: behind one
+          -- rotation of each other user in the ring for each, and ahead of the next
+          -- (half a step: a tie would go by name)
+          local at = clock
+          if rounds > 1 then
+            at = clock + (rounds - 1) * (redis.call('ZCARD', K.ring) - 1) + 0.5
+          end
           if by_head then
-            rotations[#rotations + 1] = clock
+            rotations[#rotations + 1] = at
             rotations[#rotations + 1] = user
             rotated = true
           else
-            redis.call('ZADD', K.ring, clock, user)
+            redis.call('ZADD', K.ring, at, user)
           end
         end
       end
       local held = held_key(K, user)
-      redis.call('ZADD', held, deadline, id)
-      local cap = capping and tonumber(redis.call('HGET', K.caps, user) or '0') or 0
+      if slots > 1 then
+        redis.call('ZADD', held, unpack(slot_members(id, slots, deadline)))
+      else
+        redis.call('ZADD', held, deadline, id)
+      end
       if cap > 0 and redis.call('ZCOUNT', held, '(' .. ms, '+inf') >= cap then
         if rotated then
           rotations[#rotations] = nil

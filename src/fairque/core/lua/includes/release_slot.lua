@@ -2,13 +2,19 @@
 -- @include has_ready
 -- @include ring_join
 -- @include signal_wake
--- release_slot(K, user, id, ms): the lease of task `id` ended; drop it from the
--- user's held leases and let the user back into the ring when its cap no longer holds
--- it out (waking an idle worker: parked workers do not poll). In-flight work is counted
--- from unexpired leases, never from a counter.
-local function release_slot(K, user, id, ms)
+-- @include slot_members
+-- release_slot(K, user, id, ms, cost): the lease of task `id` ended; drop it (all its
+-- slots: `cost`, the task's 'cost' field, nil or false for 1) from the user's held
+-- leases and let the user back into the ring when its cap no longer holds it out
+-- (waking an idle worker: parked workers do not poll). In-flight work is counted from
+-- unexpired leases, never from a counter.
+local function release_slot(K, user, id, ms, cost)
   local held = held_key(K, user)
-  redis.call('ZREM', held, id)
+  if cost then
+    redis.call('ZREM', held, unpack(slot_members(id, cost)))
+  else
+    redis.call('ZREM', held, id)
+  end
   if redis.call('SISMEMBER', K.capped, user) == 1 then
     local cap = tonumber(redis.call('HGET', K.caps, user) or '0')
     if cap == 0 or redis.call('ZCOUNT', held, '(' .. ms, '+inf') < cap then

@@ -29,6 +29,10 @@ Scenarios, each run in time mode and in count mode on fresh queues:
   flood: its wait p50/p99 (reported);
 * ``reweigh``: two saturated tenants at 1:1, then 1:3 set live: how many seconds until
   the shares stay within 3 points of the new ideal (target: 5 s);
+* ``groups``: two groups of weight 1, one of one tenant, one of ten, all 10 ms tasks
+  (target in time mode: 50 % and 5 % each, +-3 and +-1 points); ``groups_skew``: the
+  same with 100 ms tasks for the lone tenant and 1 to 100 ms inside the group of ten
+  (target: the same within +-3 points); count mode has no groups (reported);
 * ``dear``: 10 ms tasks of cost 3 against 10 ms tasks of cost 1 (target in time mode:
   25/75 of worker time, +-3 points: a task is charged its cost times its run);
 * ``capped_cost``: a tenant capped at 4 slots pushing cost-2 tasks of 5 to 30 ms,
@@ -219,6 +223,11 @@ class Scenario:
     tolerance: str = ""
     groups: dict[str, str] | None = None  # tenant id -> reported name (sybil)
     costs: dict[str, int] = field(default_factory=dict)  # tenant -> its tasks' cost
+    members: dict[str, str] = field(default_factory=dict)  # tenant -> its group
+
+
+#: the task lengths (ms) of the ten tenants of ``groups_skew``'s second group
+SKEW_MS = (1, 2, 5, 10, 20, 30, 50, 70, 100, 100)
 
 
 def saturating(ms: float, seconds: float, workers: int) -> int:
@@ -229,6 +238,9 @@ def saturating(ms: float, seconds: float, workers: int) -> int:
 def saturated_scenarios(seconds: float, workers: int) -> list[Scenario]:
     def t(ms: float, weight: int = 1) -> tuple[float, int, int]:
         return (ms, saturating(ms, seconds, workers), weight)
+
+    def part(ms: float) -> tuple[float, int, int]:  # a tenant of a group of ten
+        return (ms, saturating(ms, seconds, workers) // 5 + 20, 1)
 
     sybil = {f"sybil-{i}": t(10) for i in range(20)}
     return [
@@ -243,6 +255,13 @@ def saturated_scenarios(seconds: float, workers: int) -> list[Scenario]:
         Scenario("lone", {"alone": t(5)}, {"alone": 1.0}, "work-conserving"),
         Scenario("sybil", {"honest": t(10), **sybil}, {},
                  "reported", dict.fromkeys(sybil, "sybil")),
+        Scenario("groups", {"solo": t(10), **{f"b{i}": part(10) for i in range(10)}},
+                 {"solo": 0.5, **{f"b{i}": 0.05 for i in range(10)}}, "+-3 / +-1 points",
+                 members={"solo": "a", **{f"b{i}": "b" for i in range(10)}}),
+        Scenario("groups_skew",
+                 {"solo": t(100), **{f"b{i}": part(ms) for i, ms in enumerate(SKEW_MS)}},
+                 {"solo": 0.5, **{f"b{i}": 0.05 for i in range(10)}}, "+-3 points",
+                 members={"solo": "a", **{f"b{i}": "b" for i in range(10)}}),
         Scenario("dear", {"dear": t(10), "cheap": t(10)}, {"dear": 0.25, "cheap": 0.75},
                  "+-3 points (time mode)", costs={"dear": 3}),
     ]  # fmt: skip
@@ -250,8 +269,8 @@ def saturated_scenarios(seconds: float, workers: int) -> list[Scenario]:
 
 def load(q: FairQueue, scenario: Scenario) -> None:
     for user, (_, _, weight) in scenario.tenants.items():
-        if weight != 1:
-            q.set_user_limits(user, weight=weight)
+        if weight != 1 or user in scenario.members:
+            q.set_user_limits(user, weight=weight, group=scenario.members.get(user))
     # interleaved in batches, so no tenant's load is all in front of another's
     batches = {u: [Task(user_id=u, name="job", payload={"ms": ms},
                         cost=scenario.costs.get(u, 1)) for _ in range(n)]

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Iterator
 
 import pytest
@@ -129,6 +130,19 @@ def test_users_and_limits(cli_queue: tuple[list[str], FairQueue]) -> None:
     assert "'[big]'" in refused.stderr
     default = run_here(*base, "limits", "[big]", "--max-queued", "0")
     assert default.stdout.strip() == "[big]: the queue's default backlog quota"
+    for user in ("g1", "g2", "solo"):
+        q.push_many([Task(user_id=user, name="job") for _ in range(20)])
+    for user in ("g1", "g2"):
+        grouped = run_here(*base, "limits", user, "--group", "team")
+        assert grouped.stdout.strip() == f"{user}: in group team", grouped.stderr
+    heavier = run_here(*base, "group-limits", "team", "--weight", "2")
+    assert heavier.stdout.strip() == "group team: weight 2", heavier.stderr
+    shares = Counter(t.user_id for t in q.pop_batch(31, worker_id="w"))
+    assert abs(shares["g1"] + shares["g2"] - 2 * shares["solo"]) <= 2, shares
+    assert run_here(*base, "group-limits", "team", "--weight", "0").returncode == 2
+    assert run_here(*base, "limits", "g1", "--group", "bad\nid").returncode != 0
+    left = run_here(*base, "limits", "g1", "--group", "")
+    assert left.stdout.strip() == "g1: in no group"
     bad = run_here(*base, "limits", "x", "--weight", "0")
     assert bad.returncode == 2
     nothing = run_here(*base, "limits", "x")

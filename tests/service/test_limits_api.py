@@ -26,7 +26,8 @@ def refused_push(api: Api, user: str, status: int, kind: str, wait: str) -> dict
 
 def test_a_push_past_the_quota_is_429_and_writes_nothing(api: Api) -> None:
     limits = api.ok("PUT", "/users/noisy/limits", {"max_queued": 3})
-    assert limits == {"user_id": "noisy", "weight": 1, "max_in_flight": None, "max_queued": 3}
+    assert limits == {"user_id": "noisy", "weight": 1, "max_in_flight": None, "max_queued": 3,
+                      "group": None}  # fmt: skip
     for _ in range(3):
         api.push(user_id="noisy")
     problem = refused_push(api, "noisy", 429, "quota-exceeded", "5")
@@ -39,6 +40,27 @@ def test_a_push_past_the_quota_is_429_and_writes_nothing(api: Api) -> None:
     # a PUT sets every limit: the quota left out is removed
     assert api.ok("PUT", "/users/noisy/limits", {"weight": 2})["max_queued"] is None
     api.push(user_id="noisy")
+
+
+def test_groups_share_worker_time_over_http(api: Api) -> None:
+    """A user's group rides in its limits; a group's weight has its own PUT. Leased at
+    the first estimate, a group of weight 3 with two tenants gets three quarters."""
+    out = api.ok("PUT", "/users/alice/limits", {"group": "org"})
+    assert out == {"user_id": "alice", "weight": 1, "max_in_flight": None, "max_queued": None,
+                   "group": "org"}  # fmt: skip
+    api.ok("PUT", "/users/bob/limits", {"group": "org"})
+    assert api.ok("PUT", "/groups/org/limits", {"weight": 3}) == {"group_id": "org", "weight": 3}
+    for user in ("alice", "bob", "carol"):
+        api.ok("POST", "/tasks", {"tasks": [{"name": "job", "user_id": user}] * 40}, status=201)
+    leased = api.ok("POST", "/leases", {"worker_id": "w", "max_tasks": 40})["tasks"]
+    got = {u: sum(t["user_id"] == u for t in leased) for u in ("alice", "bob", "carol")}
+    assert got == {"alice": 15, "bob": 15, "carol": 10}, got
+    bad = api.call("PUT", "/groups/org/limits", {"weight": 0})
+    assert bad.status_code == 422, bad.text
+    bad = api.call("PUT", "/users/alice/limits", {"group": ""})
+    assert bad.status_code == 422, bad.text
+    # a PUT sets every limit: a group left out is left
+    assert api.ok("PUT", "/users/alice/limits", {"weight": 1})["group"] is None
 
 
 def fill(q: FairQueue) -> None:

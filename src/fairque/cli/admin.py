@@ -89,12 +89,19 @@ def limits(
             help="Backlog quota: most tasks queued, scheduled or deferred; 0: the queue's default.",
         ),
     ] = None,
+    group: Annotated[
+        str | None,
+        typer.Option(help="The group (organisation) it belongs to; '' takes it out of one."),
+    ] = None,
 ) -> None:
-    """Set a user's weight, in-flight cap and backlog quota (only those given change)."""
-    if weight is None and max_in_flight is None and max_queued is None:
-        fail("give --weight, --max-in-flight or --max-queued", EXIT_USAGE)
+    """Set a user's weight, in-flight cap, backlog quota and group (only those given
+    change)."""
+    if weight is None and max_in_flight is None and max_queued is None and group is None:
+        fail("give --weight, --max-in-flight, --max-queued or --group", EXIT_USAGE)
     with open_queue(ctx) as q:
-        q.set_user_limits(user, weight=weight, max_in_flight=max_in_flight, max_queued=max_queued)
+        q.set_user_limits(
+            user, weight=weight, max_in_flight=max_in_flight, max_queued=max_queued, group=group
+        )
     said = []
     if weight is not None:
         said.append(f"weight {weight}")
@@ -104,7 +111,23 @@ def limits(
         said.append(
             f"at most {max_queued} queued" if max_queued else "the queue's default backlog quota"
         )
+    if group is not None:
+        said.append(f"in group {group}" if group else "in no group")
     stdout.print(f"{user}: {', '.join(said)}")
+
+
+def group_limits(
+    ctx: typer.Context,
+    group: Annotated[str, typer.Argument(help="Group id.")],
+    weight: Annotated[
+        int,
+        typer.Option(min=1, max=1000, help="Its tenants' share together, against a group of 1."),
+    ],
+) -> None:
+    """Set a group's weight: the share of worker time its tenants hold together."""
+    with open_queue(ctx) as q:
+        q.set_group_limits(group, weight=weight)
+    stdout.print(f"group {group}: weight {weight}")
 
 
 def queues(
@@ -138,6 +161,7 @@ def queues(
 
 
 def register(app: typer.Typer) -> None:
-    """Add ``result``, ``users``, ``limits`` and ``queues`` to ``app``."""
+    """Add ``result``, ``users``, ``limits``, ``group-limits`` and ``queues`` to ``app``."""
     for command in (result, users, limits, queues):
         app.command()(shared(command))
+    app.command("group-limits")(shared(group_limits))

@@ -93,6 +93,7 @@ class AdminMethods:
         weight: int | None = None,
         max_in_flight: int | None = None,
         max_queued: int | None = None,
+        group: str | None = None,
     ) -> None:
         """Set the limits of ``user_id`` that are given; a limit left None stays as it is.
 
@@ -105,12 +106,25 @@ class AdminMethods:
             max_queued: its backlog quota: a push that would take its tasks in QUEUED,
                 SCHEDULED or DEFERRED past this raises ``QuotaExceeded``; 0 removes its
                 own quota (the queue's ``max_queued_per_user`` applies again).
+            group: the group (organisation) it belongs to: in time mode worker time is
+                shared between groups by their weights first, then between a group's
+                tenants by theirs; ``""`` takes it out of its group.
 
         Raises:
-            ValidationError: a limit is out of range or not an integer.
+            ValidationError: a limit is out of range or not an integer, or a bad group.
         """
         ops = self._place.for_user(user_id).ops
-        self._run(ops.set_user_limits(user_id, weight, max_in_flight, max_queued))
+        self._run(ops.set_user_limits(user_id, weight, max_in_flight, max_queued, group))
+
+    def set_group_limits(self, group_id: str, *, weight: int) -> None:
+        """Set a group's weight: the share of worker time its tenants hold together (time
+        mode), as a multiple of a group of weight 1; 1 resets it. A tenant with no group
+        is a group of one, of its own weight. Every shard of a sharded queue takes it.
+
+        Raises:
+            ValidationError: a bad group id, or a weight out of 1..1000.
+        """
+        self._drive(self._place.each(lambda p: p.ops.set_group_limits(group_id, weight)))
 
     def set_fairness(self, mode: Fairness) -> Fairness:
         """Make the queue fair by worker time (``"time"``) or by turns (``"count"``).
@@ -249,6 +263,7 @@ class AsyncAdminMethods:
         weight: int | None = None,
         max_in_flight: int | None = None,
         max_queued: int | None = None,
+        group: str | None = None,
     ) -> None:
         """Set the limits of ``user_id`` that are given; a limit left None stays as it is.
 
@@ -261,12 +276,25 @@ class AsyncAdminMethods:
             max_queued: its backlog quota: a push that would take its tasks in QUEUED,
                 SCHEDULED or DEFERRED past this raises ``QuotaExceeded``; 0 removes its
                 own quota (the queue's ``max_queued_per_user`` applies again).
+            group: the group (organisation) it belongs to: in time mode worker time is
+                shared between groups by their weights first, then between a group's
+                tenants by theirs; ``""`` takes it out of its group.
 
         Raises:
-            ValidationError: a limit is out of range or not an integer.
+            ValidationError: a limit is out of range or not an integer, or a bad group.
         """
         ops = self._place.for_user(user_id).ops
-        await self._run(ops.set_user_limits(user_id, weight, max_in_flight, max_queued))
+        await self._run(ops.set_user_limits(user_id, weight, max_in_flight, max_queued, group))
+
+    async def set_group_limits(self, group_id: str, *, weight: int) -> None:
+        """Set a group's weight: the share of worker time its tenants hold together (time
+        mode), as a multiple of a group of weight 1; 1 resets it. A tenant with no group
+        is a group of one, of its own weight. Every shard of a sharded queue takes it.
+
+        Raises:
+            ValidationError: a bad group id, or a weight out of 1..1000.
+        """
+        await self._drive(self._place.each(lambda p: p.ops.set_group_limits(group_id, weight)))
 
     async def set_fairness(self, mode: Fairness) -> Fairness:
         """Make the queue fair by worker time (``"time"``) or by turns (``"count"``).

@@ -268,6 +268,14 @@ def check_user_limits(
     return out[0], out[1], out[2]
 
 
+def check_group(group: object, field: str = "group") -> str:
+    """A group id: an identifier as a user id is (``""`` where the caller allows it is
+    its own business)."""
+    if not isinstance(group, str) or not group:
+        raise ValidationError(f"{field} must be a non-empty string, got {group!r}", field=field)
+    return check_identifier(group, field, MAX_USER_ID)
+
+
 def check_task_list(tasks: object) -> list[Any]:
     """``push_many``'s tasks as a list: an iterable of at most ``MAX_BATCH`` items."""
     if type(tasks) is list:  # the common case skips the ABC checks

@@ -140,6 +140,18 @@ class QueueKeys:
         return self._k("caps")
 
     @property
+    def groups(self) -> str:
+        """Hash user -> its group (``set_user_limits(group=)``); mirrored, with the
+        user's weight, in its tenant hash, where the lease path reads it."""
+        return self._k("groups")
+
+    @property
+    def group_weights(self) -> str:
+        """Hash group -> its weight (``set_group_limits``); mirrored in the group's
+        hash."""
+        return self._k("group_weights")
+
+    @property
     def turns(self) -> str:
         """Hash user -> turns used in the current round (weighted users only)."""
         return self._k("turns")
@@ -259,8 +271,17 @@ class QueueKeys:
         (``tag``, time-fair mode), its run-time estimate (``est``, ms), the worker time
         its leases held (``busy_us``, us), its outcomes (``done``, ``failed``), its
         wait histogram (``wait_ms:<i>``, ``wait_ms:sum``, as the queue's) and when its
-        ``active`` score last moved (``seen``, ms: at most once a second)."""
+        ``active`` score last moved (``seen``, ms: at most once a second). A member
+        of a group also holds its group (``group``) and weight (``weight``) as
+        ``set_user_limits`` set them, and, while it is in the ring, what it adds to the
+        group's ``active`` (``counted``: ``'<weight> <group>'``)."""
         return self._k(f"tenant:{user_id}")
+
+    def group(self, group_id: str) -> str:
+        """Hash of a group: its weight (``weight``, mirrored from ``group_weights``) and
+        the sum of the weights of its tenants in the ring (``active``), which the
+        group's weight is shared over."""
+        return self._k(f"group:{group_id}")
 
     def user_index(self, user_id: str) -> str:
         """Every task of a user, in any state: task id -> creation time (ms).

@@ -346,7 +346,7 @@ def _framework_error(request: Request[Any, Any, Any], exc: Exception) -> Respons
 
 def _litestar_path(path: str) -> str:
     """A route table path with Litestar's typed parameters."""
-    for name in ("queue", "task_id", "user_id", "schedule_id", "constraint_id"):
+    for name in ("queue", "task_id", "user_id", "group_id", "schedule_id", "constraint_id"):
         path = path.replace("{" + name + "}", "{" + name + ":str}")
     return path
 

@@ -36,8 +36,6 @@ from fairque.service.wire import (
     FailureItem,
     LeaseIn,
     LeasesOut,
-    LimitsIn,
-    LimitsOut,
     OutcomeBatchIn,
     OutcomeBatchOut,
     OutcomeIn,
@@ -290,20 +288,6 @@ async def list_users(ctx: Ctx) -> Reply:
     limit = query_int(ctx, "limit", 100, 1, 10_000)
     stats = await ctx.q.stats(user_limit=limit)
     return Reply(200, UsersOut([user_load(u) for u in stats.users]))
-
-
-async def set_limits(ctx: Ctx) -> Reply:
-    """PUT /users/{user_id}/limits."""
-    body: LimitsIn = ctx.body
-    user_id = ctx.path["user_id"]
-    # a PUT replaces every limit: one left out or null is removed
-    await ctx.q.set_user_limits(
-        user_id,
-        weight=body.weight,
-        max_in_flight=body.max_in_flight or 0,
-        max_queued=body.max_queued or 0,
-    )
-    return Reply(200, LimitsOut(user_id, body.weight, body.max_in_flight, body.max_queued))
 
 
 async def list_workers(ctx: Ctx) -> Reply:

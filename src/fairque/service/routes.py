@@ -8,6 +8,7 @@ from typing import Any
 from fairque.models import TaskState
 from fairque.service import constraints as con
 from fairque.service import handlers as h
+from fairque.service import limits as lim
 from fairque.service import schedules as sch
 from fairque.service import tenants as ten
 from fairque.service.auth import ADMINS, PRODUCERS, READERS, WORKERS
@@ -20,8 +21,6 @@ from fairque.service.wire import (
     FairnessOut,
     LeaseIn,
     LeasesOut,
-    LimitsIn,
-    LimitsOut,
     OutcomeBatchIn,
     OutcomeBatchOut,
     OutcomeIn,
@@ -135,9 +134,14 @@ ROUTES: tuple[Route, ...] = (
           query=(Query("limit", {"type": "integer", "minimum": 1, "maximum": 10000},
                        "at most this many users"),),
           errors=(404, 422)),
-    Route("PUT", Q + "/users/{user_id}/limits", h.set_limits, ADMINS,
-          "Set a user's weight (share of worker time, or turns) and in-flight cap", body=LimitsIn,
-          responses=((200, LimitsOut),), errors=(404, 413, 415, 422)),
+    Route("PUT", Q + "/users/{user_id}/limits", lim.set_limits, ADMINS,
+          "Set a user's weight (share of worker time, or turns), in-flight cap, backlog quota "
+          "and group", body=lim.LimitsIn,
+          responses=((200, lim.LimitsOut),), errors=(404, 413, 415, 422)),
+    Route("PUT", Q + "/groups/{group_id}/limits", lim.set_group_limits, ADMINS,
+          "Set a group's weight: its tenants' share of worker time together",
+          body=lim.GroupLimitsIn, responses=((200, lim.GroupLimitsOut),),
+          errors=(404, 413, 415, 422)),
     Route("GET", Q + "/fairness", ten.get_fairness, READERS,
           "What the queue is fair by: worker time or turns", responses=((200, FairnessOut),),
           errors=(404,)),

@@ -48,6 +48,7 @@ _PATH_PARAMS: dict[str, tuple[str, Any]] = {
     "queue": ("queue name", QueueName),
     "task_id": ("task id", Identifier),
     "user_id": ("user (tenant) id", Identifier),
+    "group_id": ("group id", Identifier),
     "schedule_id": ("schedule id", ScheduleId),
     "constraint_id": ("constraint id", ConstraintId),
 }
@@ -115,7 +116,7 @@ def _operation(spec: Route, schemas: dict[Any, dict[str, Any]]) -> dict[str, Any
         codes.add(404)
     if spec.body is not None:
         codes |= {400, 413, 415, 422}
-    if spec.query or "{task_id}" in spec.path or "{user_id}" in spec.path:
+    if spec.query or any(f"{{{p}}}" in spec.path for p in ("task_id", "user_id", "group_id")):
         codes.add(422)
     if "{schedule_id}" in spec.path:
         codes.add(422)

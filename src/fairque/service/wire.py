@@ -426,24 +426,6 @@ class UsersOut(Struct):
     users: list[UserLoad]
 
 
-class LimitsIn(Struct, forbid_unknown_fields=True, kw_only=True):
-    """A user's weight (its share against weight 1), in-flight cap (null: no cap) and
-    backlog quota (its tasks queued, scheduled or deferred; null: the queue's default)."""
-
-    weight: Annotated[int, Meta(ge=1, le=1000)] = 1
-    max_in_flight: Annotated[int, Meta(ge=1, le=1_000_000)] | None = None
-    max_queued: Annotated[int, Meta(ge=1, le=1_000_000_000)] | None = None
-
-
-class LimitsOut(Struct):
-    """The limits now in force for a user."""
-
-    user_id: str
-    weight: int
-    max_in_flight: int | None
-    max_queued: int | None
-
-
 class WorkerOut(Struct, kw_only=True):
     """A registered worker."""
 
@@ -494,6 +476,6 @@ SCHEMAS: tuple[Any, ...] = (
     WorkerSuccess, WorkerFailure, SuccessIn, FailureIn, SuccessItem, FailureItem,
     OutcomeBatchIn, OutcomeOut, Problem, FieldError, OutcomeItemOut, OutcomeBatchOut,
     ExtendIn, ExtendOut, ResultSuccess, ResultFailure, Pending, QueuesOut, QueueInfo,
-    StatsOut, UsersOut, UserLoad, LimitsIn, LimitsOut, WorkersOut, WorkerOut, PurgeOut,
+    StatsOut, UsersOut, UserLoad, WorkersOut, WorkerOut, PurgeOut,
     DispatchJob, FairnessIn, FairnessOut, TenantOut, TenantsOut,
 )  # fmt: skip

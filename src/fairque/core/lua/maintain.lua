@@ -46,7 +46,15 @@ end
 -- users not leased for 30 days
 local idle = redis.call('ZRANGEBYSCORE', K.active, '-inf', ms - 2592000000, 'LIMIT', 0, limit)
 for _, user in ipairs(idle) do
-  redis.call('DEL', tenant_key(K, user))
+  -- a group's member keeps its membership's mirrors (set_user_limits)
+  local tk = tenant_key(K, user)
+  local kept = redis.call('HMGET', tk, 'group', 'weight', 'counted')
+  redis.call('DEL', tk)
+  local back = {}
+  for i, field in ipairs({'group', 'weight', 'counted'}) do
+    if kept[i] then back[#back + 1] = field; back[#back + 1] = kept[i] end
+  end
+  if #back > 0 then redis.call('HSET', tk, unpack(back)) end
   redis.call('ZREM', K.active, user)
 end
 return removed + #idle + forget_workers(K, ms, limit)

@@ -11,7 +11,10 @@ from typing import Any, cast
 from fairque.core.checks import (
     MAX_TASK_ID,
     MAX_USER_ID,
+    MAX_WEIGHT,
     check_delays,
+    check_group,
+    check_int,
     check_task_list,
     check_user_limits,
     plain_identifier,
@@ -286,7 +289,20 @@ class TaskOperations(OperationsBase):
         weight: int | None,
         max_in_flight: int | None,
         max_queued: int | None = None,
+        group: str | None = None,
     ) -> Call[None]:
-        """Set a user's weight, in-flight cap and backlog quota; None leaves one as it is."""
+        """Set a user's weight, in-flight cap, backlog quota and group; None leaves one as
+        it is (a group of ``""`` takes the user out of its group)."""
         limits = check_user_limits(user_id, weight, max_in_flight, max_queued)
-        return self._call("set_user_limits", [user_id, *limits], lambda r: None)
+        grouping = ["", ""] if group is None else ["1", group and check_group(group)]
+        return self._call("set_user_limits", [user_id, *limits, *grouping], lambda r: None)
+
+    def set_group_limits(self, group_id: str, weight: int) -> Call[None]:
+        """Set a group's weight (1 resets it)."""
+        check_group(group_id, "group_id")
+        if isinstance(weight, bool) or not isinstance(weight, int):
+            raise ValidationError(
+                f"weight must be an integer from 1 to {MAX_WEIGHT}; got {weight!r}", field="weight"
+            )
+        check_int(weight, "weight", 1, MAX_WEIGHT)
+        return self._call("set_group_limits", [group_id, str(weight)], lambda r: None)

@@ -1,0 +1,71 @@
+"""The endpoints that set a tenant's and a group's limits (``/users/{user_id}/limits``,
+``/groups/{group_id}/limits``) and their bodies."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from msgspec import Meta, Struct
+
+from fairque.service.handlers import Ctx, Reply
+from fairque.service.wire import Identifier
+
+Weight = Annotated[int, Meta(ge=1, le=1000)]
+
+
+class LimitsIn(Struct, forbid_unknown_fields=True, kw_only=True):
+    """A user's weight (its share against weight 1), in-flight cap (null: no cap),
+    backlog quota (its tasks queued, scheduled or deferred; null: the queue's default)
+    and group (null: none; a group's weight is shared over its tenants in time mode)."""
+
+    weight: Weight = 1
+    max_in_flight: Annotated[int, Meta(ge=1, le=1_000_000)] | None = None
+    max_queued: Annotated[int, Meta(ge=1, le=1_000_000_000)] | None = None
+    group: Identifier | None = None
+
+
+class LimitsOut(Struct):
+    """The limits now in force for a user."""
+
+    user_id: str
+    weight: int
+    max_in_flight: int | None
+    max_queued: int | None
+    group: str | None
+
+
+class GroupLimitsIn(Struct, forbid_unknown_fields=True, kw_only=True):
+    """A group's weight: its tenants' share together, against a group of weight 1."""
+
+    weight: Weight = 1
+
+
+class GroupLimitsOut(Struct):
+    """The limits now in force for a group."""
+
+    group_id: str
+    weight: int
+
+
+async def set_limits(ctx: Ctx) -> Reply:
+    """PUT /users/{user_id}/limits: a PUT replaces every limit (one left out or null is
+    removed, the group too)."""
+    body: LimitsIn = ctx.body
+    user_id = ctx.path["user_id"]
+    await ctx.q.set_user_limits(
+        user_id,
+        weight=body.weight,
+        max_in_flight=body.max_in_flight or 0,
+        max_queued=body.max_queued or 0,
+        group=body.group or "",
+    )
+    limits = LimitsOut(user_id, body.weight, body.max_in_flight, body.max_queued, body.group)
+    return Reply(200, limits)
+
+
+async def set_group_limits(ctx: Ctx) -> Reply:
+    """PUT /groups/{group_id}/limits."""
+    body: GroupLimitsIn = ctx.body
+    group_id = ctx.path["group_id"]
+    await ctx.q.set_group_limits(group_id, weight=body.weight)
+    return Reply(200, GroupLimitsOut(group_id, body.weight))

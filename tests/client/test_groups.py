@@ -1,0 +1,154 @@
+"""Groups (organisations over tenants), time mode: worker time is shared between groups
+by their weights first, then between a group's tenants by theirs; a tenant with no group
+is a group of one. Each case leases against a real server at the first estimate (no
+task ended yet: every lease is charged alike), so the shares are exact counts."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+from helpers.servers import SyncClient
+from helpers.support import MakeQueue, queue_snapshot, resend
+
+from fairque import FairQueue, Task, ValidationError
+from fairque.core.keys import QueueKeys
+
+
+def load(q: FairQueue, users: dict[str, int]) -> None:
+    """``users[u]`` tasks for each user, interleaved in small batches."""
+    left = dict(users)
+    while any(left.values()):
+        for u, n in left.items():
+            if n:
+                q.push_many(Task(user_id=u, name="n") for _ in range(min(n, 50)))
+                left[u] = max(n - 50, 0)
+
+
+def served(q: FairQueue, n: int) -> Counter[str]:
+    return Counter(t.user_id for t in q.pop_batch(n, "w"))
+
+
+@pytest.mark.one_shard("a group's share is exact in each shard: tenants spread over shards")
+def test_a_group_of_ten_shares_its_half_with_its_tenants(make_queue: MakeQueue) -> None:
+    """Two groups of weight 1, one with one tenant, one with ten: 50 % and 5 % each."""
+    q = make_queue()
+    q.set_user_limits("solo", group="a")
+    team = [f"b{i}" for i in range(10)]
+    for u in team:
+        q.set_user_limits(u, group="b")
+    load(q, {"solo": 300, **dict.fromkeys(team, 60)})
+    got = served(q, 200)
+    assert abs(got["solo"] - 100) <= 2, got
+    assert all(abs(got[u] - 10) <= 1 for u in team), got
+
+
+@pytest.mark.one_shard("a group's share is exact in each shard: tenants spread over shards")
+def test_group_weights_and_tenant_weights_nest(make_queue: MakeQueue) -> None:
+    """A group of weight 3 against a tenant with no group (a group of one, weight 1);
+    inside the group, tenants of weights 1 and 2 split its three quarters 1:2."""
+    q = make_queue()
+    q.set_group_limits("org", weight=3)
+    q.set_user_limits("small", group="org")
+    q.set_user_limits("big", group="org", weight=2)
+    load(q, {"small": 200, "big": 200, "alone": 200})
+    got = served(q, 240)
+    assert abs(got["alone"] - 60) <= 2, got
+    assert abs(got["small"] - 60) <= 2, got
+    assert abs(got["big"] - 120) <= 2, got
+
+
+@pytest.mark.one_shard("a group's share is exact in each shard: tenants spread over shards")
+def test_a_tenant_without_work_leaves_its_share_to_its_group(make_queue: MakeQueue) -> None:
+    q = make_queue()
+    for u in ("b0", "b1"):
+        q.set_user_limits(u, group="b")
+    load(q, {"b0": 200, "solo": 200})
+    got = served(q, 100)  # b1 has nothing: b0 holds the whole group's half
+    assert abs(got["b0"] - 50) <= 2, got
+
+
+@pytest.mark.one_shard("reads one shard's keys")
+def test_the_group_count_follows_the_ring(make_queue: MakeQueue, redis_client: SyncClient) -> None:
+    """A group's 'active' is the weights of its tenants in the ring: joins, leaves, a
+    weight changed and a tenant moved between groups while in the ring."""
+    q = make_queue()
+    keys = QueueKeys(q.queue)
+
+    def active(group: str) -> int:
+        return int(redis_client.hget(keys.group(group), "active") or 0)
+
+    q.set_user_limits("u", group="g")
+    q.set_user_limits("v", group="g", weight=2)
+    assert (active("g"), active("h")) == (0, 0)  # nobody has work yet
+    q.enqueue("n", user_id="u")
+    q.push_many([Task(user_id="v", name="n") for _ in range(3)])
+    q.place()
+    assert active("g") == 3
+    q.set_user_limits("v", weight=5)
+    assert active("g") == 6
+    q.set_user_limits("v", group="h")
+    assert (active("g"), active("h")) == (1, 5)
+    q.set_user_limits("v", group="")
+    assert (active("g"), active("h")) == (1, 0)
+    while q.pop_batch(10, "w"):
+        pass
+    assert (active("g"), active("h")) == (0, 0)
+
+
+@pytest.mark.one_shard("sends one shard's operations itself; every shard runs the same scripts")
+def test_a_resent_grouping_changes_nothing(make_queue: MakeQueue, redis_client: SyncClient) -> None:
+    q = make_queue()
+    q.enqueue("n", user_id="u")
+    q.place()
+    resend(q, redis_client, q.ops.set_user_limits("u", 2, None, None, "g"))
+    assert int(redis_client.hget(QueueKeys(q.queue).group("g"), "active") or 0) == 2
+    resend(q, redis_client, q.ops.set_group_limits("g", 4))
+    snapshot = queue_snapshot(redis_client, q.queue)
+    q._run(q.ops.set_group_limits("g", 4))
+    assert queue_snapshot(redis_client, q.queue) == snapshot
+
+
+@pytest.mark.one_shard("a group's share is exact in each shard: tenants spread over shards")
+def test_a_live_change_of_group_takes_effect_at_the_next_lease(make_queue: MakeQueue) -> None:
+    q = make_queue()
+    for u in ("x", "y"):
+        q.set_user_limits(u, group="pair")
+    load(q, {"x": 300, "y": 300, "z": 300})
+    first = served(q, 100)
+    assert abs(first["z"] - 50) <= 2, first
+    q.set_user_limits("y", group="")  # now three groups of one
+    then = served(q, 150)
+    assert all(abs(then[u] - 50) <= 3 for u in "xyz"), then
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda q: q.set_user_limits("u", group="bad\nid"), "control characters"),
+        (lambda q: q.set_user_limits("u", group=3), "group must be a non-empty string"),
+        (lambda q: q.set_group_limits("", weight=2), "group_id must be a non-empty string"),
+        (lambda q: q.set_group_limits("g", weight=0), "weight"),
+        (lambda q: q.set_group_limits("g", weight=True), "weight"),
+    ],
+)
+def test_bad_group_input_is_a_typed_error_and_writes_nothing(
+    make_queue: MakeQueue, call: object, message: str
+) -> None:
+    q = make_queue()
+    with pytest.raises(ValidationError, match=message):
+        call(q)  # type: ignore[operator]
+    assert q.stats().users == []
+
+
+@pytest.mark.one_shard("reads one shard's keys")
+def test_a_purge_forgets_the_groups(make_queue: MakeQueue, redis_client: SyncClient) -> None:
+    q = make_queue()
+    q.set_group_limits("g", weight=2)
+    q.set_user_limits("u", group="g")
+    q.enqueue("n", user_id="u")
+    q.pop("w")
+    q.purge()
+    keys = QueueKeys(q.queue)
+    for key in (keys.groups, keys.group_weights, keys.group("g"), keys.tenant("u")):
+        assert not redis_client.exists(key), key

@@ -143,6 +143,11 @@ def test_users_and_limits(cli_queue: tuple[list[str], FairQueue]) -> None:
     assert run_here(*base, "limits", "g1", "--group", "bad\nid").returncode != 0
     left = run_here(*base, "limits", "g1", "--group", "")
     assert left.stdout.strip() == "g1: in no group"
+    shared = run_here(*base, "limits", "solo", "--floor", "0.2", "--ceiling", "0.5")
+    assert shared.stdout.strip() == (
+        "solo: at least 20% of the worker time, at most 50% while others wait"
+    ), shared.stderr
+    assert run_here(*base, "limits", "solo", "--floor", "1").returncode != 0
     bad = run_here(*base, "limits", "x", "--weight", "0")
     assert bad.returncode == 2
     nothing = run_here(*base, "limits", "x")

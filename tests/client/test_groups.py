@@ -152,3 +152,74 @@ def test_a_purge_forgets_the_groups(make_queue: MakeQueue, redis_client: SyncCli
     keys = QueueKeys(q.queue)
     for key in (keys.groups, keys.group_weights, keys.group("g"), keys.tenant("u")):
         assert not redis_client.exists(key), key
+
+
+# shares: floors and ceilings ----------------------------------------------------------
+@pytest.mark.one_shard("a share is of one shard's workers: tenants spread over shards")
+def test_a_floor_holds_against_a_heavier_tenant(make_queue: MakeQueue) -> None:
+    """A floor of 20 % against a tenant of weight 9: 20 % of the leases, not 10 %."""
+    q = make_queue()
+    q.set_user_limits("flood", weight=9)
+    q.set_user_limits("owner", floor=0.2)
+    load(q, {"flood": 400, "owner": 200})
+    got = served(q, 200)
+    assert abs(got["owner"] - 40) <= 2, got
+
+
+@pytest.mark.one_shard("a share is of one shard's workers: tenants spread over shards")
+def test_a_ceiling_holds_while_others_wait_and_lifts_when_alone(make_queue: MakeQueue) -> None:
+    q = make_queue()
+    q.set_user_limits("big", weight=8, ceiling=0.3)
+    load(q, {"big": 400, "a": 100, "b": 100})
+    got = served(q, 100)
+    assert abs(got["big"] - 30) <= 2, got
+    alone = make_queue()
+    alone.set_user_limits("big", ceiling=0.3)
+    load(alone, {"big": 50})
+    assert served(alone, 50) == {"big": 50}  # nobody waits: it may use every worker
+
+
+@pytest.mark.one_shard("reads one shard's keys")
+def test_the_ring_weights_follow_joins_leaves_and_changes(
+    make_queue: MakeQueue, redis_client: SyncClient
+) -> None:
+    """The ring's top-level weights: each ungrouped user's own, each group's once."""
+    q = make_queue()
+    keys = QueueKeys(q.queue)
+    q.set_user_limits("heavy", weight=4)
+    load(q, {"heavy": 5, "light": 5, "m1": 5, "m2": 5})
+    q.place()  # every user in the ring before the ring is counted
+
+    def weights() -> int:
+        return int(redis_client.hget(keys.meta, "weights") or 0)
+
+    q.set_user_limits("light", ceiling=0.5)  # the first share: the ring is counted
+    assert weights() == 4 + 1 + 1 + 1
+    q.set_group_limits("team", weight=3)
+    q.set_user_limits("m1", group="team")
+    q.set_user_limits("m2", group="team")
+    assert weights() == 4 + 1 + 3
+    q.set_group_limits("team", weight=2)
+    assert weights() == 4 + 1 + 2
+    q.set_user_limits("heavy", weight=1)
+    assert weights() == 1 + 1 + 2
+    while q.pop_batch(10, "w"):
+        pass
+    assert weights() == 0
+    assert int(redis_client.hget(keys.group("team"), "active") or 0) == 0
+
+
+@pytest.mark.parametrize(
+    ("floor", "ceiling", "message"),
+    [(1.0, None, "floor must be a fraction"), (-0.1, None, "floor must be a fraction"),
+     (None, 0.0, "ceiling must be a fraction"), (None, 1.5, "ceiling must be a fraction"),
+     ("0.2", None, "floor must be a fraction"), (True, None, "floor must be a fraction"),
+     (0.5, 0.4, "must be below ceiling")],
+)  # fmt: skip
+def test_a_bad_share_is_a_typed_error_and_writes_nothing(
+    make_queue: MakeQueue, floor: object, ceiling: object, message: str
+) -> None:
+    q = make_queue()
+    with pytest.raises(ValidationError, match=message):
+        q.set_user_limits("u", floor=floor, ceiling=ceiling)  # type: ignore[arg-type]
+    assert q.stats().users == []

@@ -27,7 +27,7 @@ def refused_push(api: Api, user: str, status: int, kind: str, wait: str) -> dict
 def test_a_push_past_the_quota_is_429_and_writes_nothing(api: Api) -> None:
     limits = api.ok("PUT", "/users/noisy/limits", {"max_queued": 3})
     assert limits == {"user_id": "noisy", "weight": 1, "max_in_flight": None, "max_queued": 3,
-                      "group": None}  # fmt: skip
+                      "group": None, "floor": None, "ceiling": None}  # fmt: skip
     for _ in range(3):
         api.push(user_id="noisy")
     problem = refused_push(api, "noisy", 429, "quota-exceeded", "5")
@@ -47,7 +47,7 @@ def test_groups_share_worker_time_over_http(api: Api) -> None:
     the first estimate, a group of weight 3 with two tenants gets three quarters."""
     out = api.ok("PUT", "/users/alice/limits", {"group": "org"})
     assert out == {"user_id": "alice", "weight": 1, "max_in_flight": None, "max_queued": None,
-                   "group": "org"}  # fmt: skip
+                   "group": "org", "floor": None, "ceiling": None}  # fmt: skip
     api.ok("PUT", "/users/bob/limits", {"group": "org"})
     assert api.ok("PUT", "/groups/org/limits", {"weight": 3}) == {"group_id": "org", "weight": 3}
     for user in ("alice", "bob", "carol"):
@@ -61,6 +61,21 @@ def test_groups_share_worker_time_over_http(api: Api) -> None:
     assert bad.status_code == 422, bad.text
     # a PUT sets every limit: a group left out is left
     assert api.ok("PUT", "/users/alice/limits", {"weight": 1})["group"] is None
+
+
+def test_a_floor_and_a_ceiling_over_http(api: Api) -> None:
+    """A floor of 20 % against weight 9, leased at the first estimate."""
+    api.ok("PUT", "/users/flood/limits", {"weight": 9})
+    out = api.ok("PUT", "/users/owner/limits", {"floor": 0.2, "ceiling": 0.5})
+    assert (out["floor"], out["ceiling"]) == (0.2, 0.5)
+    for user in ("flood", "owner"):
+        api.ok("POST", "/tasks", {"tasks": [{"name": "job", "user_id": user}] * 60}, status=201)
+    leased = api.ok("POST", "/leases", {"worker_id": "w", "max_tasks": 50})["tasks"]
+    assert abs(sum(t["user_id"] == "owner" for t in leased) - 10) <= 1
+    for bad in ({"floor": 1}, {"ceiling": 0}, {"floor": "0.2"}):
+        refused = api.call("PUT", "/users/owner/limits", bad)
+        assert refused.status_code == 422, refused.text
+    assert api.ok("PUT", "/users/owner/limits", {})["floor"] is None  # a PUT replaces all
 
 
 def fill(q: FairQueue) -> None:

@@ -99,6 +99,9 @@ def _stated_in_words(case: Any) -> bool:
         return bool(query.get("cursor"))  # a cursor is one the server gave
     if not isinstance(body, dict):
         return False
+    if case.operation.path.endswith("/limits"):  # a floor below its ceiling
+        floor, ceiling = body.get("floor"), body.get("ceiling")
+        return isinstance(floor, float) and isinstance(ceiling, float) and floor >= ceiling
     if "/schedules" in case.operation.path:
         named = (case.path_parameters or {}).get("schedule_id")
         if named is not None and body.get("schedule_id") not in (None, named):

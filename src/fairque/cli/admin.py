@@ -93,15 +93,26 @@ def limits(
         str | None,
         typer.Option(help="The group (organisation) it belongs to; '' takes it out of one."),
     ] = None,
+    floor: Annotated[
+        float | None,
+        typer.Option(help="Least part of the worker time it holds while it has work; 0: none."),
+    ] = None,
+    ceiling: Annotated[
+        float | None,
+        typer.Option(help="Most part of the worker time while others wait; 1: none."),
+    ] = None,
 ) -> None:
-    """Set a user's weight, in-flight cap, backlog quota and group (only those given
-    change)."""
-    if weight is None and max_in_flight is None and max_queued is None and group is None:
-        fail("give --weight, --max-in-flight, --max-queued or --group", EXIT_USAGE)
+    """Set a user's weight, in-flight cap, backlog quota, group and share of worker time
+    (only those given change)."""
+    given = (weight, max_in_flight, max_queued, group, floor, ceiling)
+    if all(v is None for v in given):
+        fail("give --weight, --max-in-flight, --max-queued, --group, --floor or --ceiling",
+             EXIT_USAGE)  # fmt: skip
     with open_queue(ctx) as q:
         q.set_user_limits(
-            user, weight=weight, max_in_flight=max_in_flight, max_queued=max_queued, group=group
-        )
+            user, weight=weight, max_in_flight=max_in_flight, max_queued=max_queued, group=group,
+            floor=floor, ceiling=ceiling,
+        )  # fmt: skip
     said = []
     if weight is not None:
         said.append(f"weight {weight}")
@@ -113,6 +124,10 @@ def limits(
         )
     if group is not None:
         said.append(f"in group {group}" if group else "in no group")
+    if floor is not None:
+        said.append(f"at least {floor:.0%} of the worker time" if floor else "no floor")
+    if ceiling is not None:
+        said.append(f"at most {ceiling:.0%} while others wait" if ceiling < 1 else "no ceiling")
     stdout.print(f"{user}: {', '.join(said)}")
 
 

@@ -94,6 +94,8 @@ class AdminMethods:
         max_in_flight: int | None = None,
         max_queued: int | None = None,
         group: str | None = None,
+        floor: float | None = None,
+        ceiling: float | None = None,
     ) -> None:
         """Set the limits of ``user_id`` that are given; a limit left None stays as it is.
 
@@ -109,12 +111,19 @@ class AdminMethods:
             group: the group (organisation) it belongs to: in time mode worker time is
                 shared between groups by their weights first, then between a group's
                 tenants by theirs; ``""`` takes it out of its group.
+            floor: in time mode, the least part of the worker time it holds while it
+                has work, whatever the others' weights (a fraction; 0 removes it).
+            ceiling: the most part of it while others wait (a fraction; 1 removes it);
+                alone, it may use every worker.
 
         Raises:
             ValidationError: a limit is out of range or not an integer, or a bad group.
         """
         ops = self._place.for_user(user_id).ops
-        self._run(ops.set_user_limits(user_id, weight, max_in_flight, max_queued, group))
+        call = ops.set_user_limits(
+            user_id, weight, max_in_flight, max_queued, group, floor, ceiling
+        )
+        self._run(call)
 
     def set_group_limits(self, group_id: str, *, weight: int) -> None:
         """Set a group's weight: the share of worker time its tenants hold together (time
@@ -264,6 +273,8 @@ class AsyncAdminMethods:
         max_in_flight: int | None = None,
         max_queued: int | None = None,
         group: str | None = None,
+        floor: float | None = None,
+        ceiling: float | None = None,
     ) -> None:
         """Set the limits of ``user_id`` that are given; a limit left None stays as it is.
 
@@ -279,12 +290,19 @@ class AsyncAdminMethods:
             group: the group (organisation) it belongs to: in time mode worker time is
                 shared between groups by their weights first, then between a group's
                 tenants by theirs; ``""`` takes it out of its group.
+            floor: in time mode, the least part of the worker time it holds while it
+                has work, whatever the others' weights (a fraction; 0 removes it).
+            ceiling: the most part of it while others wait (a fraction; 1 removes it);
+                alone, it may use every worker.
 
         Raises:
             ValidationError: a limit is out of range or not an integer, or a bad group.
         """
         ops = self._place.for_user(user_id).ops
-        await self._run(ops.set_user_limits(user_id, weight, max_in_flight, max_queued, group))
+        call = ops.set_user_limits(
+            user_id, weight, max_in_flight, max_queued, group, floor, ceiling
+        )
+        await self._run(call)
 
     async def set_group_limits(self, group_id: str, *, weight: int) -> None:
         """Set a group's weight: the share of worker time its tenants hold together (time

@@ -268,6 +268,30 @@ def check_user_limits(
     return out[0], out[1], out[2]
 
 
+def _fraction(value: object, name: str, floor: bool) -> float | None:
+    """A share's bound: None, or a number in [0, 1) (a floor) or (0, 1] (a ceiling)."""
+    if value is None:
+        return None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        number = float(value)
+        if (0 <= number < 1) if floor else (0 < number <= 1):
+            return number
+    wanted = "at least 0 and below 1 (0: none)" if floor else "above 0 and at most 1 (1: none)"
+    raise ValidationError(
+        f"{name} must be a fraction {wanted}, or None to leave it; got {value!r}", field=name
+    )
+
+
+def check_share(floor: object, ceiling: object) -> tuple[str, str]:
+    """``set_user_limits``' share arguments as the script takes them: a floor in
+    [0, 1) (0: none) and a ceiling in (0, 1] (1: none), each as text or ``""`` when not
+    given; both given, the floor below the ceiling."""
+    low, high = _fraction(floor, "floor", True), _fraction(ceiling, "ceiling", False)
+    if low is not None and high is not None and low >= high:
+        raise ValidationError(f"floor ({low}) must be below ceiling ({high})", field="floor")
+    return ("" if low is None else repr(low)), ("" if high is None else repr(high))
+
+
 def check_group(group: object, field: str = "group") -> str:
     """A group id: an identifier as a user id is (``""`` where the caller allows it is
     its own business)."""

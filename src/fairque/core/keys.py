@@ -121,7 +121,9 @@ class QueueKeys:
     def meta(self) -> str:
         """Hash of queue counters used by the scripts (ring clock, lease sequence, the
         'due' hint: no lease expires and no scheduled task is due before it; 'costly':
-        a task of cost > 1 was pushed, so a lease reads each task's cost)."""
+        a task of cost > 1 was pushed, so a lease reads each task's cost; 'counted': the
+        queue has groups or shares, so the ring's joins and leaves keep 'weights', the
+        top-level weights of the users in the ring)."""
         return self._k("meta")
 
     @property
@@ -144,6 +146,12 @@ class QueueKeys:
         """Hash user -> its group (``set_user_limits(group=)``); mirrored, with the
         user's weight, in its tenant hash, where the lease path reads it."""
         return self._k("groups")
+
+    @property
+    def shares(self) -> str:
+        """Hash user -> its share of worker time, ``'<floor> <ceiling>'`` (fractions;
+        ``set_user_limits(floor=, ceiling=)``); mirrored in its tenant hash."""
+        return self._k("shares")
 
     @property
     def group_weights(self) -> str:
@@ -273,14 +281,16 @@ class QueueKeys:
         wait histogram (``wait_ms:<i>``, ``wait_ms:sum``, as the queue's) and when its
         ``active`` score last moved (``seen``, ms: at most once a second). A member
         of a group also holds its group (``group``) and weight (``weight``) as
-        ``set_user_limits`` set them, and, while it is in the ring, what it adds to the
-        group's ``active`` (``counted``: ``'<weight> <group>'``)."""
+        ``set_user_limits`` set them (on a counted queue, every user's weight; a share
+        as ``share``), and, while it is in the ring, what it adds to the ring's sums
+        (``counted``: ``'<weight> <group>'``, see ``ring_count.lua``)."""
         return self._k(f"tenant:{user_id}")
 
     def group(self, group_id: str) -> str:
-        """Hash of a group: its weight (``weight``, mirrored from ``group_weights``) and
-        the sum of the weights of its tenants in the ring (``active``), which the
-        group's weight is shared over."""
+        """Hash of a group: its weight (``weight``, mirrored from ``group_weights``), the
+        sum of the weights of its tenants in the ring (``active``), which the group's
+        weight is shared over, and what it adds to the ring's top-level weights while
+        it has tenants there (``counted``)."""
         return self._k(f"group:{group_id}")
 
     def user_index(self, user_id: str) -> str:

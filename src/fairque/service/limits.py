@@ -15,13 +15,17 @@ Weight = Annotated[int, Meta(ge=1, le=1000)]
 
 class LimitsIn(Struct, forbid_unknown_fields=True, kw_only=True):
     """A user's weight (its share against weight 1), in-flight cap (null: no cap),
-    backlog quota (its tasks queued, scheduled or deferred; null: the queue's default)
-    and group (null: none; a group's weight is shared over its tenants in time mode)."""
+    backlog quota (its tasks queued, scheduled or deferred; null: the queue's default),
+    group (null: none; a group's weight is shared over its tenants in time mode), floor
+    (the least part of the worker time it holds while it has work; null: none) and
+    ceiling (the most while others wait; null: none; above the floor)."""
 
     weight: Weight = 1
     max_in_flight: Annotated[int, Meta(ge=1, le=1_000_000)] | None = None
     max_queued: Annotated[int, Meta(ge=1, le=1_000_000_000)] | None = None
     group: Identifier | None = None
+    floor: Annotated[float, Meta(gt=0, lt=1)] | None = None
+    ceiling: Annotated[float, Meta(gt=0, lt=1)] | None = None
 
 
 class LimitsOut(Struct):
@@ -32,6 +36,8 @@ class LimitsOut(Struct):
     max_in_flight: int | None
     max_queued: int | None
     group: str | None
+    floor: float | None
+    ceiling: float | None
 
 
 class GroupLimitsIn(Struct, forbid_unknown_fields=True, kw_only=True):
@@ -58,8 +64,13 @@ async def set_limits(ctx: Ctx) -> Reply:
         max_in_flight=body.max_in_flight or 0,
         max_queued=body.max_queued or 0,
         group=body.group or "",
+        floor=body.floor or 0.0,
+        ceiling=body.ceiling or 1.0,
     )
-    limits = LimitsOut(user_id, body.weight, body.max_in_flight, body.max_queued, body.group)
+    limits = LimitsOut(
+        user_id, body.weight, body.max_in_flight, body.max_queued, body.group, body.floor,
+        body.ceiling,
+    )  # fmt: skip
     return Reply(200, limits)
 
 

@@ -46,12 +46,13 @@ end
 -- users not leased for 30 days
 local idle = redis.call('ZRANGEBYSCORE', K.active, '-inf', ms - 2592000000, 'LIMIT', 0, limit)
 for _, user in ipairs(idle) do
-  -- a group's member keeps its membership's mirrors (set_user_limits)
+  -- a user keeps the mirrors of its limits (set_user_limits) and its count (ring_count)
   local tk = tenant_key(K, user)
-  local kept = redis.call('HMGET', tk, 'group', 'weight', 'counted')
+  local mirrors = {'group', 'weight', 'counted', 'share'}
+  local kept = redis.call('HMGET', tk, unpack(mirrors))
   redis.call('DEL', tk)
   local back = {}
-  for i, field in ipairs({'group', 'weight', 'counted'}) do
+  for i, field in ipairs(mirrors) do
     if kept[i] then back[#back + 1] = field; back[#back + 1] = kept[i] end
   end
   if #back > 0 then redis.call('HSET', tk, unpack(back)) end

@@ -50,7 +50,8 @@ local ms, us = now()
 -- the queue's counters, read once for the upkeep's 'due' hint and the lease (again when
 -- the upkeep moved something)
 local fm = redis.call('HMGET', K.meta, 'fair', 'floor', 'lease', 'clock', 'due',
-  'costly', 'grouped')
+  'costly', 'counted',
+  'weights')
 if maintenance(K, ms, ARGV[6] + 0, ARGV[4] + 0, ARGV[5] + 0, ARGV[7], ARGV[8] + 0, fm[5]) then
   fm = nil
 end

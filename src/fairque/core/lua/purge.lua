@@ -18,7 +18,8 @@ local K = {prefix = KEYS[1], ring = KEYS[2], delayed = KEYS[3], leases = KEYS[4]
   meta = KEYS[10], stats = KEYS[11], weights = KEYS[12], caps = KEYS[13], turns = KEYS[14],
   capped = KEYS[15], wake = KEYS[16], ends = KEYS[17], constraints = KEYS[18],
   constraint_due = KEYS[19], active = KEYS[20], intake = KEYS[21], backlog = KEYS[22],
-  quotas = KEYS[23], aside = KEYS[24], groups = KEYS[25], group_weights = KEYS[26]}
+  quotas = KEYS[23], aside = KEYS[24], groups = KEYS[25], group_weights = KEYS[26],
+  shares = KEYS[27]}
 local registries = {K.delayed, K.deferred, K.queued, K.leases, K.finished, K.failed,
   K.canceled}
 local budget = tonumber(ARGV[1])
@@ -80,6 +81,8 @@ if remaining == 0 then
     redis.call('DEL', tenant_key(K, u))
   end
   -- groups: the members' mirrors (tenant hashes) and each group's hash
+  local shared = redis.call('HGETALL', K.shares)
+  for i = 1, #shared, 2 do redis.call('DEL', tenant_key(K, shared[i])) end
   local members = redis.call('HGETALL', K.groups)
   for i = 1, #members, 2 do
     redis.call('DEL', tenant_key(K, members[i]), group_key(K, members[i + 1]))
@@ -87,7 +90,7 @@ if remaining == 0 then
   local weighted = redis.call('HGETALL', K.group_weights)
   for i = 1, #weighted, 2 do redis.call('DEL', group_key(K, weighted[i])) end
   redis.call('DEL', K.ring, K.capped, K.meta, K.stats, K.turns, K.weights, K.caps, K.wake,
-    K.active, K.backlog, K.quotas, K.groups, K.group_weights)
+    K.active, K.backlog, K.quotas, K.groups, K.group_weights, K.shares)
   -- a deleted task's lease would hold its buckets' slots until it expired (HGETALL:
   -- the commands the documented ACL rule allows)
   local defined = redis.call('HGETALL', K.constraints)

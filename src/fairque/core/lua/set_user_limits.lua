@@ -1,15 +1,16 @@
 #!lua flags=allow-oom
 --[[
-set_user_limits: set a user's round-robin weight, in-flight cap, backlog quota and group
-(each only when given), and re-evaluate its place in the ring at once (waking an idle
-worker when the user comes back with work). Setting the same values again changes
+set_user_limits: set a user's round-robin weight, in-flight cap, backlog quota, group and
+share (each only when given), and re-evaluate its place in the ring at once (waking an
+idle worker when the user comes back with work). Setting the same values again changes
 nothing.
 
-A user's group is kept in 'groups' and mirrored, with its weight, in its tenant hash
-('group', 'weight'), where the lease path and the ring's joins read them; the first
-user put in a group marks the queue 'grouped' (meta), and from then on a user in the
-ring counts its weight in its group's 'active' (group_count). A change of weight or
-group moves that count at once.
+A user's group is kept in 'groups', its share (floor and ceiling) in 'shares'; both are
+mirrored in its tenant hash ('group', 'share'), with its weight ('weight'), where the
+lease path and the ring's joins read them. The first group or share given makes the
+queue's ring counted (meta 'counted'): every weight is mirrored and every user in the
+ring counted (ring_count), and from then on the ring's joins and leaves keep the sums. A
+change of weight or group moves the user's count at once.
 
 ARGV[1] user
 ARGV[2] weight      turns per round (1 = default; stored only when > 1); '' unchanged
@@ -19,6 +20,9 @@ ARGV[4] max_queued  backlog quota: at most this many of its tasks in QUEUED, SCH
                     DEFERRED (0 = the queue's default); '' unchanged
 ARGV[5] '1': set the group to ARGV[6] ('' takes the user out of its group); '': unchanged
 ARGV[6] group
+ARGV[7] floor       the least part of the worker time it holds while it has work (0: none);
+                    '' unchanged
+ARGV[8] ceiling     the most part of it while others wait (1: none); '' unchanged
 
 Reply: 1.
 ]]
@@ -28,11 +32,11 @@ Reply: 1.
 -- @include leave_ring
 -- @include ring_join
 -- @include signal_wake
--- @include group_count
+-- @include ring_count
 
 local K = {prefix = KEYS[1], ring = KEYS[2], meta = KEYS[3], weights = KEYS[4], caps = KEYS[5],
   turns = KEYS[6], capped = KEYS[7], wake = KEYS[8], active = KEYS[9], quotas = KEYS[10],
-  groups = KEYS[11]}
+  groups = KEYS[11], shares = KEYS[12]}
 local user = ARGV[1]
 -- a limit given ('' leaves it as it is) is stored when above `none`, else removed
 local function set_limit(key, value, none)
@@ -47,23 +51,47 @@ set_limit(K.weights, ARGV[2], 1)
 set_limit(K.caps, ARGV[3], 0)
 set_limit(K.quotas, ARGV[4], 0)
 local tk = tenant_key(K, user)
+local counted = redis.call('HGET', K.meta, 'counted')
+local function count_ring()  -- the first group or share: the ring is counted from now on
+  if counted then return end
+  counted = '1'
+  redis.call('HSET', K.meta, 'counted', '1')
+  local weights = redis.call('HGETALL', K.weights)
+  for i = 1, #weights, 2 do
+    redis.call('HSET', tenant_key(K, weights[i]), 'weight', weights[i + 1])
+  end
+  for _, u in ipairs(redis.call('ZRANGE', K.ring, 0, -1)) do ring_count(K, u, true) end
+end
 if ARGV[5] == '1' then
   if ARGV[6] == '' then
     redis.call('HDEL', K.groups, user)
-    redis.call('HDEL', tk, 'group', 'weight')
+    redis.call('HDEL', tk, 'group')
   else
+    count_ring()
     redis.call('HSET', K.groups, user, ARGV[6])
     redis.call('HSET', tk, 'group', ARGV[6])
-    redis.call('HSET', K.meta, 'grouped', '1')
   end
 end
-if redis.call('HEXISTS', tk, 'group') == 1 then
+if ARGV[7] ~= '' or ARGV[8] ~= '' then
+  local was = redis.call('HGET', K.shares, user)
+  local floor, ceiling = '0', '1'
+  if was then floor, ceiling = string.match(was, '^(%S+) (%S+)$') end
+  if ARGV[7] ~= '' then floor = ARGV[7] end
+  if ARGV[8] ~= '' then ceiling = ARGV[8] end
+  if tonumber(floor) > 0 or tonumber(ceiling) < 1 then
+    count_ring()
+    redis.call('HSET', K.shares, user, floor .. ' ' .. ceiling)
+    redis.call('HSET', tk, 'share', floor .. ' ' .. ceiling)
+  else
+    redis.call('HDEL', K.shares, user)
+    redis.call('HDEL', tk, 'share')
+  end
+end
+if counted then
   local w = redis.call('HGET', K.weights, user)
   if w then redis.call('HSET', tk, 'weight', w) else redis.call('HDEL', tk, 'weight') end
-  -- in the ring: counted in its group as it is now (its old count taken back)
-  if redis.call('ZSCORE', K.ring, user) then group_count(K, user, true) end
-elseif redis.call('HGET', K.meta, 'grouped') and redis.call('ZSCORE', K.ring, user) then
-  group_count(K, user, false)  -- taken out of its group while in the ring
+  -- in the ring: counted as it is now (its old count taken back)
+  if redis.call('ZSCORE', K.ring, user) then ring_count(K, user, true) end
 end
 local cap = tonumber(ARGV[3] ~= '' and ARGV[3] or redis.call('HGET', K.caps, user) or '0')
 local inflight = redis.call('ZCOUNT', held_key(K, user), '(' .. now(), '+inf')

@@ -15,6 +15,7 @@ from fairque.core.checks import (
     check_delays,
     check_group,
     check_int,
+    check_share,
     check_task_list,
     check_user_limits,
     plain_identifier,
@@ -290,12 +291,16 @@ class TaskOperations(OperationsBase):
         max_in_flight: int | None,
         max_queued: int | None = None,
         group: str | None = None,
+        floor: float | None = None,
+        ceiling: float | None = None,
     ) -> Call[None]:
-        """Set a user's weight, in-flight cap, backlog quota and group; None leaves one as
-        it is (a group of ``""`` takes the user out of its group)."""
+        """Set a user's weight, in-flight cap, backlog quota, group and share; None leaves
+        one as it is (a group of ``""`` takes the user out of its group)."""
         limits = check_user_limits(user_id, weight, max_in_flight, max_queued)
         grouping = ["", ""] if group is None else ["1", group and check_group(group)]
-        return self._call("set_user_limits", [user_id, *limits, *grouping], lambda r: None)
+        share = check_share(floor, ceiling)
+        args = [user_id, *limits, *grouping, *share]
+        return self._call("set_user_limits", args, lambda r: None)
 
     def set_group_limits(self, group_id: str, weight: int) -> Call[None]:
         """Set a group's weight (1 resets it)."""

@@ -11,6 +11,7 @@
 -- @include write_tags
 -- @include backlog_add
 -- @include slot_members
+-- @include shared_weight
 -- lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any, limits, us, names,
 -- fm):
 -- lease up to
@@ -29,7 +30,7 @@
 -- otherwise a batch (count > 1) looks up weights and caps only when the queue has any.
 -- `us`: the call's time in microseconds (time mode stamps each lease's start with it).
 -- `fm`: the queue's counters (meta 'fair', 'floor', 'lease', 'clock', 'due', 'costly',
--- 'grouped') as the caller read them, or nil to read them here; a lease that ends before the 'due'
+-- 'counted', 'weights') as the caller read them, or nil to read them here; a lease that ends before the 'due'
 -- hint lowers it (due_by's rule, in the same write).
 -- A batch with no assigned users serves the ring's head each time: it reads the ring's first users once and follows them (a
 -- user that stays is the head still; one that rotates goes behind all of them; the
@@ -89,13 +90,14 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any,
   -- the queue's counters in one read and (below) one write: the mode, the floor, the
   -- lease sequence and the ring clock (nothing else moves them meanwhile)
   fm = fm or redis.call('HMGET', K.meta, 'fair', 'floor', 'lease', 'clock', 'due', 'costly',
-    'grouped')
+    'counted', 'weights')
   -- a queue that was ever pushed a task of cost > 1 (push.lua sets 'costly') reads each
   -- task's cost; any other has none to read
   local costly = fm[6] == '1'
-  -- a queue whose tenants were ever put in groups (set_user_limits sets 'grouped'): a
-  -- grouped tenant's weight is shared with the others of its group in the ring
-  local grouped = fm[7] or false
+  -- a queue whose ring is counted (set_user_limits sets 'counted' for groups and shares):
+  -- a grouped tenant's weight is shared with the others of its group in the ring, and a
+  -- share (floor, ceiling) is of the ring's top-level weights ('weights', ring_count)
+  local counted = fm[7] or false
   local first_est  -- a new user's first charge (fair_first_est), read when one is served
   local timed = fair_timed(fm[1])
   local floor = tonumber(fm[2] or '0')
@@ -118,6 +120,7 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any,
   local ests = {}  -- time mode: each user's estimate, read once per call
   local seens = {}  -- time mode: each user's tenant 'seen', read with the estimate
   local groups = {}  -- time mode: each user's group (false: none), read with them
+  local shares = {}  -- time mode: each user's share ('<floor> <ceiling>'; false: none)
   local heads, at_head = {}, 1
   local rotations = {}  -- by_head: (clock, user) pairs not yet written to the ring
   while #picked < count and guard < count + 64 do
@@ -218,7 +221,7 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any,
             redis.call('LPUSH', critical_key(K, user), id)
           end
           redis.call('SADD', K.capped, user)
-          leave_ring(K, user, timed and score, grouped)
+          leave_ring(K, user, timed and score, counted)
         end
       end
     end
@@ -227,7 +230,7 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any,
       moved_to[user] = nil
     end
     if not id then
-      leave_ring(K, user, timed and score, grouped)
+      leave_ring(K, user, timed and score, counted)
     elseif full then
       guard = guard - 1  -- the user left the ring: progress, bounded by `parks`
       parks = parks + 1
@@ -236,7 +239,7 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any,
       if not set_aside then set_aside = select(5, constraint_lib()) end
       -- a critical task waits ahead of every normal-lane score, oldest first
       set_aside(K, id, user, other, lane or (ms - 4e15))
-      if more then moved = false else leave_ring(K, user, timed and score, grouped) end
+      if more then moved = false else leave_ring(K, user, timed and score, counted) end
       guard = guard - 1  -- the task left its lane: progress, bounded by `parks`
       parks, asides = parks + 1, asides + 1
       if parks >= 256 then
@@ -247,7 +250,7 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any,
     elseif blocked then
       -- a critical task parks ahead of every normal-lane score, oldest first
       constraint_park(K, id, blocked, lane or (ms - 4e15), free_at)
-      if more then moved = false else leave_ring(K, user, timed and score, grouped) end
+      if more then moved = false else leave_ring(K, user, timed and score, counted) end
       guard = guard - 1  -- the task left its lane: progress, bounded by `parks`
       parks = parks + 1
       if parks >= 256 then
@@ -258,16 +261,11 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any,
       local w = weighted and tonumber(redis.call('HGET', K.weights, user) or '1') or 1
       local known = ests[user]
       if known == nil then
-        local got = redis.call('HMGET', tenant_key(K, user), 'est', 'seen', 'group')
+        local got = redis.call('HMGET', tenant_key(K, user), 'est', 'seen', 'group', 'share')
         known = got[1]
-        ests[user], seens[user], groups[user] = known, got[2], got[3]
+        ests[user], seens[user], groups[user], shares[user] = known, got[2], got[3], got[4]
       end
-      -- a tenant of a group holds its weight's part of the group's weight, shared over
-      -- the weights of the group's tenants in the ring (the group's 'active')
-      if grouped and groups[user] then
-        local g = redis.call('HMGET', group_key(K, groups[user]), 'weight', 'active')
-        w = w * (g[1] or 1) / math.max(tonumber(g[2] or '0'), w)
-      end
+      if counted then w = shared_weight(K, w, groups[user], shares[user]) end
       if not known and not first_est then first_est = fair_first_est(K) end
       local est = known and tonumber(known) or first_est
       if est > lease_ms then est = lease_ms end  -- a heartbeat charges the rest
@@ -304,7 +302,7 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any,
         end
       end
       if not stays then
-        leave_ring(K, user, tag, grouped)
+        leave_ring(K, user, tag, counted)
       elseif not tu then
         redis.call('ZADD', K.ring, string.format('%d', tag), user)
       end
@@ -317,7 +315,7 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any,
       owners[#picked] = user
     else
       if not more then
-        leave_ring(K, user, false, grouped)
+        leave_ring(K, user, false, counted)
       else
         local rotate, rounds = true, 1
         local w = weighted and tonumber(redis.call('HGET', K.weights, user) or '1') or 1
@@ -359,7 +357,7 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any,
           rotations[#rotations] = nil
           rotations[#rotations] = nil
         end
-        leave_ring(K, user, false, grouped)
+        leave_ring(K, user, false, counted)
         redis.call('SADD', K.capped, user)
         moved = true
       end

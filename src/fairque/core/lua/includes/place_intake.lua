@@ -1,7 +1,7 @@
 -- @include keys
 -- @include lane_score
 -- @include fair_join_tag
--- @include group_count
+-- @include ring_count
 -- place_intake(K, ordering, horizon_us, entries): put the intake's first `entries` (read
 -- by the caller with intake_head: plain tasks pushed one at a time, oldest first) into
 -- the QUEUED registry, the listing's indexes (by push time) and their users' lanes, and
@@ -14,7 +14,7 @@
 local function place_intake(K, ordering, horizon_us, entries)
   local n = #entries
   redis.call('LTRIM', K.intake, n, -1)
-  local m = redis.call('HMGET', K.meta, 'mono', 'clock', 'fair', 'floor', 'joined', 'grouped')
+  local m = redis.call('HMGET', K.meta, 'mono', 'clock', 'fair', 'floor', 'joined', 'counted')
   local mono = (m[1] or 0) + 0
   local users, normal, critical, by_user = {}, {}, {}, {}
   local names, by_name, registry = {}, {}, {}
@@ -65,7 +65,7 @@ local function place_intake(K, ordering, horizon_us, entries)
     end
   end
   if m[6] then
-    for _, user in ipairs(joining) do group_count(K, user, true) end
+    for _, user in ipairs(joining) do ring_count(K, user, true) end
   end
   local joins, meta = {}, {'mono', string.format('%d', mono)}
   if fair_timed(m[3]) then

@@ -1,14 +1,14 @@
 -- @include fair_join_tag
--- @include group_count
+-- @include ring_count
 -- ring_join(K, user): put a user with ready work into the ring, unless it is already
 -- there or held out by its in-flight cap: at the tail (count mode), or at its start
--- tag (time mode, fair_join_tag). On a queue with groups, the user counts in its
--- group's share (group_count).
+-- tag (time mode, fair_join_tag). On a counted queue (groups, shares) the user is
+-- counted in the ring's sums (ring_count).
 local function ring_join(K, user)
   if redis.call('ZSCORE', K.ring, user) then return end
   if redis.call('SISMEMBER', K.capped, user) == 1 then return end
-  local m = redis.call('HMGET', K.meta, 'fair', 'floor', 'joined', 'grouped')
-  if m[4] then group_count(K, user, true) end
+  local m = redis.call('HMGET', K.meta, 'fair', 'floor', 'joined', 'counted')
+  if m[4] then ring_count(K, user, true) end
   if fair_timed(m[1]) then
     local tag, joined = fair_join_tag(K, user, tonumber(m[2] or '0'), tonumber(m[3] or '-1'))
     redis.call('ZADD', K.ring, string.format('%d', tag), user)

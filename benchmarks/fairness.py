@@ -33,6 +33,13 @@ Scenarios, each run in time mode and in count mode on fresh queues:
   (target in time mode: 50 % and 5 % each, +-3 and +-1 points); ``groups_skew``: the
   same with 100 ms tasks for the lone tenant and 1 to 100 ms inside the group of ten
   (target: the same within +-3 points); count mode has no groups (reported);
+* ``floor``: a tenant with a floor of 20 % against a tenant of weight 9, 10 ms tasks
+  (target in time mode: 20 %, +-2 points); ``floor_skew``: the same, the floored tenant's
+  tasks 50 ms and the other's 5 ms; ``ceiling``: a tenant of weight 8 with a ceiling of
+  30 % against two of weight 1 (target: 30 %, +-2 points); ``ceiling_alone``: the same
+  tenant alone (target: every slot); ``floor_return``: the floored tenant comes back
+  after idling, against the weight-9 tenant's 100 ms tasks: how long until it holds its
+  floor of the slots (target: one task length, 0.1 s);
 * ``dear``: 10 ms tasks of cost 3 against 10 ms tasks of cost 1 (target in time mode:
   25/75 of worker time, +-3 points: a task is charged its cost times its run);
 * ``capped_cost``: a tenant capped at 4 slots pushing cost-2 tasks of 5 to 30 ms,
@@ -224,6 +231,8 @@ class Scenario:
     groups: dict[str, str] | None = None  # tenant id -> reported name (sybil)
     costs: dict[str, int] = field(default_factory=dict)  # tenant -> its tasks' cost
     members: dict[str, str] = field(default_factory=dict)  # tenant -> its group
+    #: tenant -> its (floor, ceiling)
+    limits: dict[str, tuple[float | None, float | None]] = field(default_factory=dict)
 
 
 #: the task lengths (ms) of the ten tenants of ``groups_skew``'s second group
@@ -262,6 +271,16 @@ def saturated_scenarios(seconds: float, workers: int) -> list[Scenario]:
                  {"solo": t(100), **{f"b{i}": part(ms) for i, ms in enumerate(SKEW_MS)}},
                  {"solo": 0.5, **{f"b{i}": 0.05 for i in range(10)}}, "+-3 points",
                  members={"solo": "a", **{f"b{i}": "b" for i in range(10)}}),
+        Scenario("floor", {"owner": t(10), "flood": t(10, 9)}, {"owner": 0.2, "flood": 0.8},
+                 "+-2 points (time mode)", limits={"owner": (0.2, None)}),
+        Scenario("floor_skew", {"owner": t(50), "flood": t(5, 9)},
+                 {"owner": 0.2, "flood": 0.8}, "+-2 points (time mode)",
+                 limits={"owner": (0.2, None)}),
+        Scenario("ceiling", {"big": t(10, 8), "a": t(10), "b": t(10)},
+                 {"big": 0.3, "a": 0.35, "b": 0.35}, "+-2 points (time mode)",
+                 limits={"big": (None, 0.3)}),
+        Scenario("ceiling_alone", {"big": t(10, 8)}, {"big": 1.0}, "work-conserving",
+                 limits={"big": (None, 0.3)}),
         Scenario("dear", {"dear": t(10), "cheap": t(10)}, {"dear": 0.25, "cheap": 0.75},
                  "+-3 points (time mode)", costs={"dear": 3}),
     ]  # fmt: skip
@@ -269,8 +288,10 @@ def saturated_scenarios(seconds: float, workers: int) -> list[Scenario]:
 
 def load(q: FairQueue, scenario: Scenario) -> None:
     for user, (_, _, weight) in scenario.tenants.items():
-        if weight != 1 or user in scenario.members:
-            q.set_user_limits(user, weight=weight, group=scenario.members.get(user))
+        floor, ceiling = scenario.limits.get(user, (None, None))
+        if weight != 1 or user in scenario.members or user in scenario.limits:
+            q.set_user_limits(user, weight=weight, group=scenario.members.get(user),
+                              floor=floor, ceiling=ceiling)  # fmt: skip
     # interleaved in batches, so no tenant's load is all in front of another's
     batches = {u: [Task(user_id=u, name="job", payload={"ms": ms},
                         cost=scenario.costs.get(u, 1)) for _ in range(n)]
@@ -460,6 +481,47 @@ def run_capped_cost(env: Env, mode: str, workers: int) -> dict[str, Any]:
         env.drop(q)
 
 
+#: floor_return: seconds before the floored tenant comes back
+FLOOR_IDLE = 3.0
+
+
+def run_floor_return(env: Env, mode: str, workers: int) -> dict[str, Any]:
+    """A tenant of weight 9 saturates the slots with 100 ms tasks; after ``FLOOR_IDLE``
+    seconds a tenant with a floor of 20 % pushes a backlog of 100 ms tasks: how long
+    until it holds its floor of the slots (``floor_after_s``; the target is one task
+    length), and its share of worker time from then to the end."""
+    seconds = max(env.seconds, FLOOR_IDLE + 4.0)
+    q = env.queue(mode)
+    try:
+        q.set_user_limits("flood", weight=9)
+        q.set_user_limits("owner", floor=0.2)
+        load(q, Scenario("floor_return", {"flood": (100, saturating(100, seconds, workers), 9)}))
+        futures, start, until = start_workers(env.pool, env.url, q.queue, workers, seconds)
+        time.sleep(max(start + FLOOR_IDLE - time.time(), 0.0))
+        pushed = time.time()
+        q.push_many([Task(user_id="owner", name="job", payload={"ms": 100})
+                     for _ in range(int(seconds * workers * CONCURRENCY * 10))])  # fmt: skip
+        held = [h for f in futures for h in f.result()]
+        want = int(0.2 * workers * CONCURRENCY)
+        edges = sorted([(h.leased, 1) for h in held if h.user == "owner"]
+                       + [(h.done, -1) for h in held if h.user == "owner"])  # fmt: skip
+        now, reached = 0, None
+        for at, step in edges:
+            now += step
+            if now >= want:
+                reached = at
+                break
+        return {
+            "slots": workers * CONCURRENCY,
+            "floor_slots": want,
+            "floor_after_s": None if reached is None else round(reached - pushed, 3),
+            "target_s": 0.1,
+            "after": shares(busy_in(held, pushed + 1.0, until - 0.5)),
+        }
+    finally:
+        env.drop(q)
+
+
 def _ms(seconds: float | None) -> float | None:
     return None if seconds is None else round(seconds * 1000, 2)
 
@@ -615,6 +677,7 @@ def run_at_delay(
                 "trickle": run_trickle,
                 "reweigh": run_reweigh,
                 "capped_cost": run_capped_cost,
+                "floor_return": run_floor_return,
             }
             for name, fn in others.items():
                 if only and name not in only:

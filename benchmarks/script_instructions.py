@@ -30,6 +30,10 @@ then one JSON document: the medians and fairque's ratio to the floor per phase. 
 Usage::
 
     uv run python benchmarks/script_instructions.py [--tasks N] [--users N] [--repeat N]
+        [--groups N] [--floors]
+
+``--groups 10`` puts the users in ten groups and ``--floors`` gives every tenth a floor:
+the lease phases' cost with the ring counted, against a run without.
 """
 
 from __future__ import annotations
@@ -103,11 +107,17 @@ class Counted:
 
 
 def run(
-    server: Counted, name: str, tasks: int, users: int, fairness: str | None = None
-) -> dict[str, float]:
+    server: Counted, name: str, tasks: int, users: int, fairness: str | None = None,
+    groups: int = 0, floors: bool = False,
+) -> dict[str, float]:  # fmt: skip
     q = FairQueue(redis.Redis(port=server.port), name)
     if fairness:
         q.set_fairness(fairness)  # type: ignore[arg-type]
+    for i in range(users if groups or floors else 0):  # the users' groups and shares
+        q.set_user_limits(
+            f"u{i}", group=f"g{i % groups}" if groups else None,
+            floor=0.01 if floors and i % 10 == 0 else None,
+        )  # fmt: skip
     load = [Task(user_id=f"u{i % users}", name="noop", payload={"n": i}) for i in range(5 * tasks)]
     for at in range(0, len(load), 1000):
         q.push_many(load[at : at + 1000])
@@ -264,6 +274,10 @@ def main() -> None:
     parser.add_argument(
         "--fairness", choices=["time", "count"], help="set the queues' mode (default: theirs)"
     )
+    parser.add_argument("--groups", type=int, default=0, help="put the users in N groups")
+    parser.add_argument(
+        "--floors", action="store_true", help="give every tenth user a floor of 1 %%"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as out_dir:
         server = Counted(out_dir)
@@ -279,7 +293,15 @@ def main() -> None:
                 phases = (
                     {}
                     if args.only_push
-                    else run(server, f"ir{rep}{os.getpid()}", args.tasks, args.users, args.fairness)
+                    else run(
+                        server,
+                        f"ir{rep}{os.getpid()}",
+                        args.tasks,
+                        args.users,
+                        args.fairness,
+                        args.groups,
+                        args.floors,
+                    )
                 )
                 pushed = run_push(
                     server, f"ip{rep}{os.getpid()}", args.tasks, args.users, args.fairness

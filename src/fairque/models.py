@@ -350,6 +350,10 @@ class TenantService(BaseModel):
     #: its tasks waiting now (QUEUED, SCHEDULED or DEFERRED): 0 means it was given all it
     #: asked for (0 for the sum of the others, whose backlog is not read)
     backlog: int = 0
+    #: its group (``set_user_limits(group=)``) and share (``floor``, ``ceiling``), if any
+    group: str | None = None
+    floor: float | None = None
+    ceiling: float | None = None
 
 
 class TenantReport(BaseModel):

@@ -120,6 +120,46 @@ def test_tenant_series_in_metrics(live: LiveServer) -> None:
 
 
 @VALKEY
+def test_groups_and_shares_in_the_report_the_metrics_and_the_dashboard(
+    live: LiveServer,
+) -> None:
+    """A tenant's group and share show in ``tenants()``, ``GET /tenants``, ``/metrics``
+    (``fairque_tenant_group_info``) and the dashboard's tenants page (a groups table)."""
+    queue = live.service.names[0]
+    q = FairQueue.from_url(live.service.url, queue)
+    try:
+        q.set_user_limits("m1", group="org", floor=0.25)
+        q.set_user_limits("m2", group="org", ceiling=0.5)
+        for user in ("m1", "m2", "solo"):
+            q.push(Task(user_id=user, name="n"))
+        while (task := q.pop("w")) is not None:
+            assert q.complete(task)
+        rows = {t.user_id: t for t in q.tenants().tenants}
+        assert (rows["m1"].group, rows["m1"].floor, rows["m1"].ceiling) == ("org", 0.25, None)
+        assert (rows["m2"].group, rows["m2"].floor, rows["m2"].ceiling) == ("org", None, 0.5)
+        assert (rows["solo"].group, rows["solo"].floor) == (None, None)
+        with httpx.Client(timeout=30) as http:
+            shown = http.get(f"{live.base}/v1/queues/{queue}/tenants").json()
+            by_user = {r["user_id"]: r for r in shown["tenants"]}
+            assert (by_user["m1"]["group"], by_user["m1"]["floor"]) == ("org", 0.25)
+            assert by_user["solo"]["group"] is None
+            m = scrape(live)
+            info = {
+                s.labels["user_id"]: s.labels["group"]
+                for s in m["fairque_tenant_group_info"]
+                if s.labels["queue"] == queue
+            }
+            assert info == {"m1": "org", "m2": "org"}
+            page = http.get(f"{live.base}/ui/q/{queue}/tenants").text
+            groups = page.split('id="groups-table"')[1].split("</table>")[0]
+            assert ">org<" in groups
+            assert "m1" in groups
+            assert "floor 25.0 %" in page
+    finally:
+        q.close()
+
+
+@VALKEY
 def test_dashboard_worker_time_and_mode_switch(live: LiveServer) -> None:
     queue = live.service.names[0]
     q = FairQueue.from_url(live.service.url, queue)

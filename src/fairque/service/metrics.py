@@ -170,6 +170,11 @@ def tenant_families(figures: Mapping[str, dict[str, Any]], shown: Sequence[int])
         "The user's weight now (its fair share is its weight over the busy users' weights).",
         labels=labels,
     )
+    group = GaugeMetricFamily(
+        "fairque_tenant_group_info",
+        "1 for each named user in a group (join on queue and user_id to sum by group).",
+        labels=[*labels, "group"],
+    )
     for queue, f in figures.items():
         report: TenantReport | None = f.get("tenants")
         if report is None:
@@ -180,7 +185,9 @@ def tenant_families(figures: Mapping[str, dict[str, Any]], shown: Sequence[int])
             _add_histogram(wait, [queue, tenant.user_id], tenant.wait_time, shown)
             if tenant.user_id:
                 weight.add_metric([queue, tenant.user_id], tenant.weight)
-    return [*counters.values(), wait, weight]
+            if tenant.group:
+                group.add_metric([queue, tenant.user_id, tenant.group], 1.0)
+    return [*counters.values(), wait, weight, group]
 
 
 def _le(bound: float) -> str:

@@ -37,6 +37,9 @@ def tenant_out(report: TenantReport, tenant: TenantService, weights: int) -> Ten
         fair_share=tenant.weight / weights if tenant.user_id and weights else 0.0,
         mean_wait_seconds=wait.sum / wait.count if wait.count else None,
         last_lease=iso(tenant.last_lease),
+        group=tenant.group,
+        floor=tenant.floor,
+        ceiling=tenant.ceiling,
     )
 
 

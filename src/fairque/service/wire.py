@@ -407,6 +407,10 @@ class TenantOut(Struct, kw_only=True):
     mean_wait_seconds: float | None
     #: its last lease (ISO 8601; null for the rest)
     last_lease: str | None
+    #: its group and share of worker time (null: none)
+    group: str | None = None
+    floor: float | None = None
+    ceiling: float | None = None
 
 
 class TenantsOut(Struct, kw_only=True):

@@ -129,7 +129,7 @@ class InspectionOperations(OperationsBase):
             named = [
                 _tenant(
                     text(reply[i]), int(reply[i + 1]), reply[i + 2], _int_fields(reply[i + 3])
-                ).model_copy(update={"backlog": int(reply[i + 4])})
+                ).model_copy(update={"backlog": int(reply[i + 4]), **_limits(reply[i + 3])})
                 for i in range(3, len(reply), 5)
             ]
             whole = _tenant("", 1, None, {
@@ -432,10 +432,28 @@ def _memory(info: Any) -> str | None:
     return " + ".join(str(p) for p in parts if p) or None
 
 
+#: the tenant hash's fields that are not counts (``QueueKeys.tenant``)
+_TENANT_TEXT = frozenset({"group", "share", "counted"})
+
+
 def _int_fields(flat: Any) -> dict[str, int]:
-    """A flat HGETALL reply of integer fields (an estimate's decimals are dropped)."""
+    """A flat HGETALL reply's integer fields (an estimate's decimals are dropped; the
+    tenant hash's text fields are left out)."""
     items = flat.items() if isinstance(flat, dict) else zip(flat[::2], flat[1::2], strict=True)
-    return {text(k): int(float(v)) for k, v in items}
+    return {k: int(float(v)) for k, v in ((text(k), v) for k, v in items) if k not in _TENANT_TEXT}
+
+
+def _limits(flat: Any) -> dict[str, Any]:
+    """A tenant hash's group and share (``TenantService`` fields), as far as it has them."""
+    items = flat.items() if isinstance(flat, dict) else zip(flat[::2], flat[1::2], strict=True)
+    fields = {text(k): text(v) for k, v in items if text(k) in ("group", "share")}
+    out: dict[str, Any] = {}
+    if "group" in fields:
+        out["group"] = fields["group"]
+    if "share" in fields:
+        floor, ceiling = (float(x) for x in fields["share"].split())
+        out["floor"], out["ceiling"] = floor or None, (ceiling if ceiling < 1 else None)
+    return out
 
 
 def _tenant(user: str, weight: int, last: Any, fields: dict[str, int]) -> TenantService:

@@ -263,9 +263,20 @@ def worker_time(report: TenantReport) -> dict[str, Any]:
             }
         )
     others = report.others
+    # the named users' groups, each with its members' worker time (groups first, then
+    # their tenants: a group's share is what its members got together)
+    groups: dict[str, dict[str, Any]] = {}
+    for t in report.tenants:
+        if t.group:
+            g = groups.setdefault(t.group, {"group": t.group, "tenants": [], "busy": 0.0})
+            g["tenants"].append(t.user_id)
+            g["busy"] += t.busy_seconds
+    for g in groups.values():
+        g["share"] = g["busy"] / report.busy_seconds if report.busy_seconds > 0 else None
     return {
         "mode": report.fairness,
         "rows": rows,
+        "groups": sorted(groups.values(), key=lambda g: -g["busy"]),
         "others": others if others.started or others.busy_seconds else None,
         "others_share": report.share(others),
         "busy_seconds": report.busy_seconds,

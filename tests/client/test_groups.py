@@ -223,3 +223,24 @@ def test_a_bad_share_is_a_typed_error_and_writes_nothing(
     with pytest.raises(ValidationError, match=message):
         q.set_user_limits("u", floor=floor, ceiling=ceiling)  # type: ignore[arg-type]
     assert q.stats().users == []
+
+
+@pytest.mark.one_shard("a share is of one shard's workers: tenants spread over shards")
+def test_a_group_floor_holds_for_its_tenants_together(make_queue: MakeQueue) -> None:
+    """A group of two tenants with a floor of 40 % against a tenant of weight 9: the two
+    get 20 % each; a group ceiling of 20 % holds them to 10 % each."""
+    q = make_queue()
+    q.set_user_limits("flood", weight=9)
+    for u in ("m1", "m2"):
+        q.set_user_limits(u, group="org")
+    q.set_group_limits("org", floor=0.4)
+    load(q, {"flood": 400, "m1": 200, "m2": 200})
+    got = served(q, 200)
+    assert abs(got["m1"] + got["m2"] - 80) <= 3, got
+    assert abs(got["m1"] - got["m2"]) <= 2, got
+    q.set_user_limits("flood", weight=1)
+    q.set_group_limits("org", floor=0, ceiling=0.2)
+    got = served(q, 100)
+    assert abs(got["m1"] + got["m2"] - 20) <= 3, got
+    with pytest.raises(ValidationError, match="floor"):
+        q.set_group_limits("org", floor=0.5, ceiling=0.4)

@@ -49,7 +49,9 @@ def test_groups_share_worker_time_over_http(api: Api) -> None:
     assert out == {"user_id": "alice", "weight": 1, "max_in_flight": None, "max_queued": None,
                    "group": "org", "floor": None, "ceiling": None}  # fmt: skip
     api.ok("PUT", "/users/bob/limits", {"group": "org"})
-    assert api.ok("PUT", "/groups/org/limits", {"weight": 3}) == {"group_id": "org", "weight": 3}
+    assert api.ok("PUT", "/groups/org/limits", {"weight": 3}) == {
+        "group_id": "org", "weight": 3, "floor": None, "ceiling": None
+    }  # fmt: skip
     for user in ("alice", "bob", "carol"):
         api.ok("POST", "/tasks", {"tasks": [{"name": "job", "user_id": user}] * 40}, status=201)
     leased = api.ok("POST", "/leases", {"worker_id": "w", "max_tasks": 40})["tasks"]

@@ -135,14 +135,31 @@ def group_limits(
     ctx: typer.Context,
     group: Annotated[str, typer.Argument(help="Group id.")],
     weight: Annotated[
-        int,
+        int | None,
         typer.Option(min=1, max=1000, help="Its tenants' share together, against a group of 1."),
-    ],
+    ] = None,
+    floor: Annotated[
+        float | None,
+        typer.Option(help="Least part of the worker time its tenants hold; 0: none."),
+    ] = None,
+    ceiling: Annotated[
+        float | None,
+        typer.Option(help="Most part of the worker time while others wait; 1: none."),
+    ] = None,
 ) -> None:
-    """Set a group's weight: the share of worker time its tenants hold together."""
+    """Set a group's weight and share of worker time (only those given change)."""
+    if weight is None and floor is None and ceiling is None:
+        fail("give --weight, --floor or --ceiling", EXIT_USAGE)
     with open_queue(ctx) as q:
-        q.set_group_limits(group, weight=weight)
-    stdout.print(f"group {group}: weight {weight}")
+        q.set_group_limits(group, weight=weight, floor=floor, ceiling=ceiling)
+    said = []
+    if weight is not None:
+        said.append(f"weight {weight}")
+    if floor is not None:
+        said.append(f"at least {floor:.0%} of the worker time" if floor else "no floor")
+    if ceiling is not None:
+        said.append(f"at most {ceiling:.0%} while others wait" if ceiling < 1 else "no ceiling")
+    stdout.print(f"group {group}: {', '.join(said)}")
 
 
 def queues(

@@ -125,15 +125,33 @@ class AdminMethods:
         )
         self._run(call)
 
-    def set_group_limits(self, group_id: str, *, weight: int) -> None:
-        """Set a group's weight: the share of worker time its tenants hold together (time
-        mode), as a multiple of a group of weight 1; 1 resets it. A tenant with no group
-        is a group of one, of its own weight. Every shard of a sharded queue takes it.
+    def set_group_limits(
+        self,
+        group_id: str,
+        *,
+        weight: int | None = None,
+        floor: float | None = None,
+        ceiling: float | None = None,
+    ) -> None:
+        """Set the limits of a group that are given; a limit left None stays as it is.
+
+        Args:
+            group_id: the group.
+            weight: the share of worker time its tenants hold together (time mode), as a
+                multiple of a group of weight 1; 1 resets it. A tenant with no group is a
+                group of one, of its own weight.
+            floor: the least part of the worker time its tenants hold together while they
+                have work (a fraction; 0 removes it).
+            ceiling: the most while others wait (a fraction; 1 removes it).
+
+        Every shard of a sharded queue takes them.
 
         Raises:
-            ValidationError: a bad group id, or a weight out of 1..1000.
+            ValidationError: a bad group id, a weight out of 1..1000, or a bad share.
         """
-        self._drive(self._place.each(lambda p: p.ops.set_group_limits(group_id, weight)))
+        self._drive(
+            self._place.each(lambda p: p.ops.set_group_limits(group_id, weight, floor, ceiling))
+        )
 
     def set_fairness(self, mode: Fairness) -> Fairness:
         """Make the queue fair by worker time (``"time"``) or by turns (``"count"``).
@@ -304,15 +322,33 @@ class AsyncAdminMethods:
         )
         await self._run(call)
 
-    async def set_group_limits(self, group_id: str, *, weight: int) -> None:
-        """Set a group's weight: the share of worker time its tenants hold together (time
-        mode), as a multiple of a group of weight 1; 1 resets it. A tenant with no group
-        is a group of one, of its own weight. Every shard of a sharded queue takes it.
+    async def set_group_limits(
+        self,
+        group_id: str,
+        *,
+        weight: int | None = None,
+        floor: float | None = None,
+        ceiling: float | None = None,
+    ) -> None:
+        """Set the limits of a group that are given; a limit left None stays as it is.
+
+        Args:
+            group_id: the group.
+            weight: the share of worker time its tenants hold together (time mode), as a
+                multiple of a group of weight 1; 1 resets it. A tenant with no group is a
+                group of one, of its own weight.
+            floor: the least part of the worker time its tenants hold together while they
+                have work (a fraction; 0 removes it).
+            ceiling: the most while others wait (a fraction; 1 removes it).
+
+        Every shard of a sharded queue takes them.
 
         Raises:
-            ValidationError: a bad group id, or a weight out of 1..1000.
+            ValidationError: a bad group id, a weight out of 1..1000, or a bad share.
         """
-        await self._drive(self._place.each(lambda p: p.ops.set_group_limits(group_id, weight)))
+        await self._drive(
+            self._place.each(lambda p: p.ops.set_group_limits(group_id, weight, floor, ceiling))
+        )
 
     async def set_fairness(self, mode: Fairness) -> Fairness:
         """Make the queue fair by worker time (``"time"``) or by turns (``"count"``).

@@ -154,6 +154,12 @@ class QueueKeys:
         return self._k("shares")
 
     @property
+    def group_shares(self) -> str:
+        """Hash group -> its share, ``'<floor> <ceiling>'`` (``set_group_limits``);
+        mirrored in the group's hash."""
+        return self._k("group_shares")
+
+    @property
     def group_weights(self) -> str:
         """Hash group -> its weight (``set_group_limits``); mirrored in the group's
         hash."""
@@ -287,7 +293,8 @@ class QueueKeys:
         return self._k(f"tenant:{user_id}")
 
     def group(self, group_id: str) -> str:
-        """Hash of a group: its weight (``weight``, mirrored from ``group_weights``), the
+        """Hash of a group: its weight and share (``weight``, ``share``, mirrored from
+        ``group_weights`` and ``group_shares``), the
         sum of the weights of its tenants in the ring (``active``), which the group's
         weight is shared over, and what it adds to the ring's top-level weights while
         it has tenants there (``counted``)."""

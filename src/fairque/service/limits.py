@@ -41,9 +41,13 @@ class LimitsOut(Struct):
 
 
 class GroupLimitsIn(Struct, forbid_unknown_fields=True, kw_only=True):
-    """A group's weight: its tenants' share together, against a group of weight 1."""
+    """A group's weight (its tenants' share together, against a group of weight 1),
+    floor and ceiling (of the worker time its tenants hold together; null: none; the
+    ceiling above the floor)."""
 
     weight: Weight = 1
+    floor: Annotated[float, Meta(gt=0, lt=1)] | None = None
+    ceiling: Annotated[float, Meta(gt=0, lt=1)] | None = None
 
 
 class GroupLimitsOut(Struct):
@@ -51,6 +55,8 @@ class GroupLimitsOut(Struct):
 
     group_id: str
     weight: int
+    floor: float | None
+    ceiling: float | None
 
 
 async def set_limits(ctx: Ctx) -> Reply:
@@ -75,8 +81,10 @@ async def set_limits(ctx: Ctx) -> Reply:
 
 
 async def set_group_limits(ctx: Ctx) -> Reply:
-    """PUT /groups/{group_id}/limits."""
+    """PUT /groups/{group_id}/limits: a PUT replaces every limit of the group."""
     body: GroupLimitsIn = ctx.body
     group_id = ctx.path["group_id"]
-    await ctx.q.set_group_limits(group_id, weight=body.weight)
-    return Reply(200, GroupLimitsOut(group_id, body.weight))
+    await ctx.q.set_group_limits(
+        group_id, weight=body.weight, floor=body.floor or 0.0, ceiling=body.ceiling or 1.0
+    )
+    return Reply(200, GroupLimitsOut(group_id, body.weight, body.floor, body.ceiling))

@@ -1,35 +1,57 @@
 #!lua flags=allow-oom
 --[[
-set_group_limits: set a group's weight: the share of worker time its tenants hold
-together, as a multiple of a group of weight 1 (a tenant with no group is a group of
-one, of its own weight). Kept in 'group_weights' and mirrored in the group's hash
-('weight'), where the lease path reads it with the group's 'active' (the weights of its
-tenants in the ring), and moves the group's part of the ring's top-level weights (meta
-'weights') when it has tenants in the ring. Takes effect at the next lease. Setting the same value again
-changes nothing.
+set_group_limits: set a group's weight and share (each only when given). Its weight is
+the share of worker time its tenants hold together, as a multiple of a group of weight 1
+(a tenant with no group is a group of one, of its own weight); its share, a floor and a
+ceiling of the ring's top-level weights, holds that part as a tenant's share holds a
+tenant's. Kept in 'group_weights' and 'group_shares' and mirrored in the group's hash
+('weight', 'share'), where the lease path reads them with the group's 'active' (the
+weights of its tenants in the ring); a new weight moves the group's part of the ring's
+top-level weights (meta 'weights') when it has tenants in the ring. Takes effect at the
+next lease. Setting the same values again changes nothing.
 
 ARGV[1] group
-ARGV[2] weight      1..1000 (1 = default; stored only when > 1)
+ARGV[2] weight      1..1000 (1 = default; stored only when > 1); '' unchanged
+ARGV[3] floor       the least part of the worker time its tenants hold together while
+                    they have work (0: none); '' unchanged
+ARGV[4] ceiling     the most while others wait (1: none); '' unchanged
 
 Reply: 1.
 ]]
 -- @include keys
 
-local K = {prefix = KEYS[1], group_weights = KEYS[2], meta = KEYS[3]}
+local K = {prefix = KEYS[1], group_weights = KEYS[2], meta = KEYS[3],
+  group_shares = KEYS[4]}
 local group, weight = ARGV[1], ARGV[2]
 local gk = group_key(K, group)
-if tonumber(weight) > 1 then
-  redis.call('HSET', K.group_weights, group, weight)
-  redis.call('HSET', gk, 'weight', weight)
-else
-  redis.call('HDEL', K.group_weights, group)
-  redis.call('HDEL', gk, 'weight')
+if weight ~= '' then
+  if tonumber(weight) > 1 then
+    redis.call('HSET', K.group_weights, group, weight)
+    redis.call('HSET', gk, 'weight', weight)
+  else
+    redis.call('HDEL', K.group_weights, group)
+    redis.call('HDEL', gk, 'weight')
+  end
+  -- a group with tenants in the ring counts in the ring's top-level weights
+  -- (ring_count): at its new weight from now on
+  local was = redis.call('HGET', gk, 'counted')
+  if was then
+    redis.call('HINCRBY', K.meta, 'weights', weight - was)
+    redis.call('HSET', gk, 'counted', weight)
+  end
 end
--- a group with tenants in the ring counts in the ring's top-level weights (ring_count):
--- at its new weight from now on
-local was = redis.call('HGET', gk, 'counted')
-if was then
-  redis.call('HINCRBY', K.meta, 'weights', weight - was)
-  redis.call('HSET', gk, 'counted', weight)
+if ARGV[3] ~= '' or ARGV[4] ~= '' then
+  local was = redis.call('HGET', K.group_shares, group)
+  local floor, ceiling = '0', '1'
+  if was then floor, ceiling = string.match(was, '^(%S+) (%S+)$') end
+  if ARGV[3] ~= '' then floor = ARGV[3] end
+  if ARGV[4] ~= '' then ceiling = ARGV[4] end
+  if tonumber(floor) > 0 or tonumber(ceiling) < 1 then
+    redis.call('HSET', K.group_shares, group, floor .. ' ' .. ceiling)
+    redis.call('HSET', gk, 'share', floor .. ' ' .. ceiling)
+  else
+    redis.call('HDEL', K.group_shares, group)
+    redis.call('HDEL', gk, 'share')
+  end
 end
 return 1

@@ -302,12 +302,21 @@ class TaskOperations(OperationsBase):
         args = [user_id, *limits, *grouping, *share]
         return self._call("set_user_limits", args, lambda r: None)
 
-    def set_group_limits(self, group_id: str, weight: int) -> Call[None]:
-        """Set a group's weight (1 resets it)."""
+    def set_group_limits(
+        self,
+        group_id: str,
+        weight: int | None,
+        floor: float | None = None,
+        ceiling: float | None = None,
+    ) -> Call[None]:
+        """Set a group's weight (1 resets it) and share; None leaves one as it is."""
         check_group(group_id, "group_id")
-        if isinstance(weight, bool) or not isinstance(weight, int):
+        if weight is not None and (isinstance(weight, bool) or not isinstance(weight, int)):
             raise ValidationError(
                 f"weight must be an integer from 1 to {MAX_WEIGHT}; got {weight!r}", field="weight"
             )
-        check_int(weight, "weight", 1, MAX_WEIGHT)
-        return self._call("set_group_limits", [group_id, str(weight)], lambda r: None)
+        if weight is not None:
+            check_int(weight, "weight", 1, MAX_WEIGHT)
+        share = check_share(floor, ceiling)
+        args = [group_id, "" if weight is None else str(weight), *share]
+        return self._call("set_group_limits", args, lambda r: None)

@@ -140,6 +140,8 @@ def test_users_and_limits(cli_queue: tuple[list[str], FairQueue]) -> None:
     shares = Counter(t.user_id for t in q.pop_batch(31, worker_id="w"))
     assert abs(shares["g1"] + shares["g2"] - 2 * shares["solo"]) <= 2, shares
     assert run_here(*base, "group-limits", "team", "--weight", "0").returncode == 2
+    capped = run_here(*base, "group-limits", "team", "--max-in-flight", "2")
+    assert capped.stdout.strip() == "group team: at most 2 in flight", capped.stderr
     assert run_here(*base, "limits", "g1", "--group", "bad\nid").returncode != 0
     left = run_here(*base, "limits", "g1", "--group", "")
     assert left.stdout.strip() == "g1: in no group"

@@ -5,13 +5,15 @@ task ended yet: every lease is charged alike), so the shares are exact counts.""
 
 from __future__ import annotations
 
+import threading
+import time
 from collections import Counter
 
 import pytest
 from helpers.servers import SyncClient
-from helpers.support import MakeQueue, queue_snapshot, resend
+from helpers.support import MakeQueue, expire_lease, queue_snapshot, resend
 
-from fairque import FairQueue, Task, ValidationError
+from fairque import FairQueue, Task, TaskState, ValidationError
 from fairque.core.keys import QueueKeys
 
 
@@ -244,3 +246,95 @@ def test_a_group_floor_holds_for_its_tenants_together(make_queue: MakeQueue) -> 
     assert abs(got["m1"] + got["m2"] - 20) <= 3, got
     with pytest.raises(ValidationError, match="floor"):
         q.set_group_limits("org", floor=0.5, ceiling=0.4)
+
+
+# a group's in-flight cap -------------------------------------------------------------
+@pytest.mark.one_shard("a group's cap holds in each shard: tenants spread over shards")
+def test_a_group_cap_holds_its_tenants_together(make_queue: MakeQueue) -> None:
+    q = make_queue()
+    for u in ("m1", "m2", "m3"):
+        q.set_user_limits(u, group="org")
+    q.set_group_limits("org", max_in_flight=3)
+    load(q, {"m1": 5, "m2": 5, "m3": 5, "solo": 5})
+    first = q.pop_batch(20, "w")
+    grouped = [t for t in first if t.user_id != "solo"]
+    assert len(grouped) == 3, Counter(t.user_id for t in first)
+    assert sum(t.user_id == "solo" for t in first) == 5  # others are not held back
+    assert q.pop_batch(20, "w") == []
+    assert q.complete(grouped[0])
+    assert len(q.pop_batch(20, "w")) == 1  # one slot freed: one more of the group
+    q.set_group_limits("org", max_in_flight=5)  # a raised cap lets them back at once
+    assert len(q.pop_batch(20, "w")) == 2
+    q.set_group_limits("org", max_in_flight=0)  # removed
+    assert len(q.pop_batch(20, "w")) == 15 - 6
+
+
+@pytest.mark.one_shard("a group's cap holds in each shard: tenants spread over shards")
+def test_a_group_cap_counts_cost_and_every_end_frees_it(
+    make_queue: MakeQueue, redis_client: SyncClient
+) -> None:
+    q = make_queue(retry_base_seconds=0, lease_seconds=5)
+    for u in ("m1", "m2"):
+        q.set_user_limits(u, group="org")
+    q.set_group_limits("org", max_in_flight=4)
+    q.push_many(Task(user_id=u, name="n", cost=2) for u in ("m1", "m2") for _ in range(6))
+    keys = QueueKeys(q.queue)
+
+    def lease_two() -> list[Task]:
+        got = q.pop_batch(10, "w")
+        assert len(got) == 2, got  # 4 slots of cost 2
+        assert redis_client.zcard(keys.group_held("org")) == 4
+        return got
+
+    a, b = lease_two()
+    q.extend(a, 10)
+    assert redis_client.zcard(keys.group_held("org")) == 4
+    assert q.complete(a)
+    assert q.fail(b, "boom", retry=False) == TaskState.FAILED
+    c, d = lease_two()
+    q.requeue(c)
+    assert q.cancel(d.task_id or "")
+    e, f = lease_two()
+    expire_lease(redis_client, q.queue, e.task_id or "")
+    expire_lease(redis_client, q.queue, f.task_id or "")
+    q.reclaim()
+    assert redis_client.zcard(keys.group_held("org")) == 0
+    assert len(q.pop_batch(10, "w")) == 2
+
+
+@pytest.mark.one_shard("a group's cap holds in each shard: tenants spread over shards")
+def test_a_group_cap_holds_under_racing_workers(make_queue: MakeQueue) -> None:
+    """Four threads lease and complete as fast as they can: the group never holds more
+    than its cap, counted by the tasks each thread held at once."""
+    q = make_queue()
+    for u in ("m1", "m2", "m3"):
+        q.set_user_limits(u, group="org")
+    q.set_group_limits("org", max_in_flight=2)
+    load(q, {"m1": 40, "m2": 40, "m3": 40})
+    lock = threading.Lock()
+    held, most = [0], [0]
+
+    def work() -> None:
+        idle = 0
+        while idle < 50:
+            task = q.pop("w")
+            if task is None:  # the group at its cap, or nothing left: look again
+                idle += 1
+                time.sleep(0.002)
+                continue
+            idle = 0
+            with lock:
+                held[0] += 1
+                most[0] = max(most[0], held[0])
+            time.sleep(0.001)
+            with lock:  # counted out before the completion frees the slot
+                held[0] -= 1
+            assert q.complete(task)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert most[0] <= 2
+    assert q.stats().counts[TaskState.FINISHED] == 120

@@ -50,7 +50,7 @@ def test_groups_share_worker_time_over_http(api: Api) -> None:
                    "group": "org", "floor": None, "ceiling": None}  # fmt: skip
     api.ok("PUT", "/users/bob/limits", {"group": "org"})
     assert api.ok("PUT", "/groups/org/limits", {"weight": 3}) == {
-        "group_id": "org", "weight": 3, "floor": None, "ceiling": None
+        "group_id": "org", "weight": 3, "floor": None, "ceiling": None, "max_in_flight": None
     }  # fmt: skip
     for user in ("alice", "bob", "carol"):
         api.ok("POST", "/tasks", {"tasks": [{"name": "job", "user_id": user}] * 40}, status=201)
@@ -63,6 +63,12 @@ def test_groups_share_worker_time_over_http(api: Api) -> None:
     assert bad.status_code == 422, bad.text
     # a PUT sets every limit: a group left out is left
     assert api.ok("PUT", "/users/alice/limits", {"weight": 1})["group"] is None
+    # a group's cap: bob alone in "org" now, at most one in flight
+    api.ok("POST", "/tasks", {"tasks": [{"name": "job", "user_id": "bob"}] * 3}, status=201)
+    capped = api.ok("PUT", "/groups/org/limits", {"weight": 3, "max_in_flight": 1})
+    assert capped["max_in_flight"] == 1
+    more = api.ok("POST", "/leases", {"worker_id": "w", "max_tasks": 10})["tasks"]
+    assert [t["user_id"] for t in more].count("bob") == 0  # 15 of bob's are held already
 
 
 def test_a_floor_and_a_ceiling_over_http(api: Api) -> None:

@@ -146,12 +146,19 @@ def group_limits(
         float | None,
         typer.Option(help="Most part of the worker time while others wait; 1: none."),
     ] = None,
+    max_in_flight: Annotated[
+        int | None,
+        typer.Option("--max-in-flight", min=0, help="Most slots its tenants hold; 0: no cap."),
+    ] = None,
 ) -> None:
-    """Set a group's weight and share of worker time (only those given change)."""
-    if weight is None and floor is None and ceiling is None:
-        fail("give --weight, --floor or --ceiling", EXIT_USAGE)
+    """Set a group's weight, share of worker time and in-flight cap (only those given
+    change)."""
+    if weight is None and floor is None and ceiling is None and max_in_flight is None:
+        fail("give --weight, --floor, --ceiling or --max-in-flight", EXIT_USAGE)
     with open_queue(ctx) as q:
-        q.set_group_limits(group, weight=weight, floor=floor, ceiling=ceiling)
+        q.set_group_limits(
+            group, weight=weight, floor=floor, ceiling=ceiling, max_in_flight=max_in_flight
+        )
     said = []
     if weight is not None:
         said.append(f"weight {weight}")
@@ -159,6 +166,8 @@ def group_limits(
         said.append(f"at least {floor:.0%} of the worker time" if floor else "no floor")
     if ceiling is not None:
         said.append(f"at most {ceiling:.0%} while others wait" if ceiling < 1 else "no ceiling")
+    if max_in_flight is not None:
+        said.append(f"at most {max_in_flight} in flight" if max_in_flight else "no in-flight cap")
     stdout.print(f"group {group}: {', '.join(said)}")
 
 

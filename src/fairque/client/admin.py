@@ -132,6 +132,7 @@ class AdminMethods:
         weight: int | None = None,
         floor: float | None = None,
         ceiling: float | None = None,
+        max_in_flight: int | None = None,
     ) -> None:
         """Set the limits of a group that are given; a limit left None stays as it is.
 
@@ -143,14 +144,18 @@ class AdminMethods:
             floor: the least part of the worker time its tenants hold together while they
                 have work (a fraction; 0 removes it).
             ceiling: the most while others wait (a fraction; 1 removes it).
+            max_in_flight: at most this many slots held by its tenants' leases at once
+                (a task of cost N holds N), counted from unexpired leases; 0 removes it.
 
-        Every shard of a sharded queue takes them.
+        Every shard of a sharded queue takes them (a cap holds in each shard).
 
         Raises:
             ValidationError: a bad group id, a weight out of 1..1000, or a bad share.
         """
         self._drive(
-            self._place.each(lambda p: p.ops.set_group_limits(group_id, weight, floor, ceiling))
+            self._place.each(
+                lambda p: p.ops.set_group_limits(group_id, weight, floor, ceiling, max_in_flight)
+            )
         )
 
     def set_fairness(self, mode: Fairness) -> Fairness:
@@ -329,6 +334,7 @@ class AsyncAdminMethods:
         weight: int | None = None,
         floor: float | None = None,
         ceiling: float | None = None,
+        max_in_flight: int | None = None,
     ) -> None:
         """Set the limits of a group that are given; a limit left None stays as it is.
 
@@ -340,14 +346,18 @@ class AsyncAdminMethods:
             floor: the least part of the worker time its tenants hold together while they
                 have work (a fraction; 0 removes it).
             ceiling: the most while others wait (a fraction; 1 removes it).
+            max_in_flight: at most this many slots held by its tenants' leases at once
+                (a task of cost N holds N), counted from unexpired leases; 0 removes it.
 
-        Every shard of a sharded queue takes them.
+        Every shard of a sharded queue takes them (a cap holds in each shard).
 
         Raises:
             ValidationError: a bad group id, a weight out of 1..1000, or a bad share.
         """
         await self._drive(
-            self._place.each(lambda p: p.ops.set_group_limits(group_id, weight, floor, ceiling))
+            self._place.each(
+                lambda p: p.ops.set_group_limits(group_id, weight, floor, ceiling, max_in_flight)
+            )
         )
 
     async def set_fairness(self, mode: Fairness) -> Fairness:

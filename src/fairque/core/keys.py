@@ -123,7 +123,8 @@ class QueueKeys:
         'due' hint: no lease expires and no scheduled task is due before it; 'costly':
         a task of cost > 1 was pushed, so a lease reads each task's cost; 'counted': the
         queue has groups or shares, so the ring's joins and leaves keep 'weights', the
-        top-level weights of the users in the ring)."""
+        top-level weights of the users in the ring; 'group_caps': a group's in-flight cap
+        was set, so a grouped tenant's lease looks for it)."""
         return self._k("meta")
 
     @property
@@ -152,6 +153,12 @@ class QueueKeys:
         """Hash user -> its share of worker time, ``'<floor> <ceiling>'`` (fractions;
         ``set_user_limits(floor=, ceiling=)``); mirrored in its tenant hash."""
         return self._k("shares")
+
+    @property
+    def group_caps(self) -> str:
+        """Hash group -> the most slots its tenants' leases hold at once
+        (``set_group_limits(max_in_flight=)``); mirrored in the group's hash."""
+        return self._k("group_caps")
 
     @property
     def group_shares(self) -> str:
@@ -293,12 +300,23 @@ class QueueKeys:
         return self._k(f"tenant:{user_id}")
 
     def group(self, group_id: str) -> str:
-        """Hash of a group: its weight and share (``weight``, ``share``, mirrored from
-        ``group_weights`` and ``group_shares``), the
+        """Hash of a group: its weight, share and cap (``weight``, ``share``, ``cap``,
+        mirrored from ``group_weights``, ``group_shares`` and ``group_caps``), the
         sum of the weights of its tenants in the ring (``active``), which the group's
         weight is shared over, and what it adds to the ring's top-level weights while
         it has tenants there (``counted``)."""
         return self._k(f"group:{group_id}")
+
+    def group_held(self, group_id: str) -> str:
+        """A group's unexpired leases (every lease of a tenant in the group, on a counted
+        queue), for its in-flight cap: task id -> lease deadline (ms), one member per slot
+        as in ``held``; the task's ``gheld`` field names the group."""
+        return self._k(f"gheld:{group_id}")
+
+    def group_capped(self, group_id: str) -> str:
+        """Set of a group's tenants with ready work held out of the ring by the group's
+        in-flight cap (let back in as its leases end)."""
+        return self._k(f"gcapped:{group_id}")
 
     def user_index(self, user_id: str) -> str:
         """Every task of a user, in any state: task id -> creation time (ms).

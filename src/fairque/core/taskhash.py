@@ -62,6 +62,8 @@ failure_reason         reason        -              the last failure's kind, e.g
                                                     in virtual us; the weight over the
                                                     cost and the estimate, ms or '-', at
                                                     the lease; its start, us)
+-                      gheld         -              the group whose in-flight cap the
+                                                    current lease holds slots of
 =====================  ============  =============  ===========================================
 """
 
@@ -184,6 +186,7 @@ FIELDS: tuple[Field, ...] = (
     Field(None, "cons", "cons", None),
     Field(None, "parked", None, None),
     Field(None, "fair", None, None),
+    Field(None, "gheld", None, None),
 )
 _TASK_FIELDS = frozenset(Task.model_fields)
 

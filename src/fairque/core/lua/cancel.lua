@@ -63,7 +63,7 @@ elseif state == 'DEFERRED' then
   detach_waiting(K, id)
 elseif state == 'STARTED' then
   redis.call('HSET', task_key(K, id), 'cut_lease', f[5])
-  end_attempt(K, id, user, ms, nil, nil, {ms - (f[7] or ms), f[8], nil, us})
+  end_attempt(K, id, user, ms, nil, nil, nil, {ms - (f[7] or ms), f[8], nil, us})
 end
 if state ~= 'STARTED' then backlog_add(K, user, -1) end
 finalize(K, id, 'CANCELED', K.canceled, ms, tonumber(ARGV[2]), 'canceled', req .. ' 1')

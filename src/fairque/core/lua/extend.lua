@@ -27,7 +27,7 @@ local K = {prefix = KEYS[1], leases = KEYS[2], stats = KEYS[3], ring = KEYS[4],
   meta = KEYS[5]}
 local id = ARGV[1]
 local held, f = lease_fence(K, id, ARGV[2], 'user', 'deadline', 'cut_lease', 'cons', 'started',
-  'fair', 'cost')
+  'fair', 'cost', 'gheld')
 local ms = now()
 if f[1] == 'CANCELED' and f[5] == ARGV[2] then
   return redis.error_reply('FQERR -7 task ' .. id .. ' was canceled')
@@ -51,4 +51,7 @@ if f[9] then  -- a task of cost > 1: the further slots it holds
   redis.call('ZADD', held_key(K, f[3]), 'XX', unpack(slot_members(id, f[9], deadline)))
 end
 constraint_extend(K, id, deadline, f[6], f[9])
+if f[10] then  -- the slots it holds of its group's cap
+  redis.call('ZADD', group_held_key(K, f[10]), 'XX', unpack(slot_members(id, f[9], deadline)))
+end
 return deadline

@@ -27,7 +27,7 @@ local out, moved, lost, shorter = {}, {}, 0, false
 for i = 2, #ARGV, 3 do
   local id = ARGV[i]
   local held, f = lease_fence(K, id, ARGV[i + 1], 'user', 'deadline', 'cons', 'started',
-    'fair', 'cost')
+    'fair', 'cost', 'gheld')
   if held and tonumber(f[4]) > ms then
     local fair = fair_heartbeat(K, f[3], ms - (f[6] or ms), f[7], ARGV[i + 2])
     if fair then
@@ -40,6 +40,9 @@ for i = 2, #ARGV, 3 do
       redis.call('ZADD', held_key(K, f[3]), 'XX', unpack(slot_members(id, f[8], deadline)))
     end
     constraint_extend(K, id, deadline, f[5], f[8])
+    if f[9] then  -- the slots it holds of its group's cap
+      redis.call('ZADD', group_held_key(K, f[9]), 'XX', unpack(slot_members(id, f[8], deadline)))
+    end
     if deadline < tonumber(f[4]) then shorter = true end
     moved[#moved + 1] = deadline
     moved[#moved + 1] = id

@@ -38,7 +38,7 @@ if not held then
   return redis.error_reply('FQERR -1 lease lost for task ' .. id)
 end
 local ms, us = now()
-end_attempt(K, id, f[3], ms, nil, nil, {ms - (f[6] or ms), f[7], nil, us, ARGV[6]})
+end_attempt(K, id, f[3], ms, nil, nil, nil, {ms - (f[6] or ms), f[7], nil, us, ARGV[6]})
 redis.call('HINCRBY', K.stats, 'requeued', 1)
 backlog_add(K, f[3], 1)
 signal_wake(K, 1)

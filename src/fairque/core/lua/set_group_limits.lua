@@ -1,6 +1,6 @@
 #!lua flags=allow-oom
 --[[
-set_group_limits: set a group's weight and share (each only when given). Its weight is
+set_group_limits: set a group's weight, share and in-flight cap (each only when given). Its weight is
 the share of worker time its tenants hold together, as a multiple of a group of weight 1
 (a tenant with no group is a group of one, of its own weight); its share, a floor and a
 ceiling of the ring's top-level weights, holds that part as a tenant's share holds a
@@ -15,13 +15,20 @@ ARGV[2] weight      1..1000 (1 = default; stored only when > 1); '' unchanged
 ARGV[3] floor       the least part of the worker time its tenants hold together while
                     they have work (0: none); '' unchanged
 ARGV[4] ceiling     the most while others wait (1: none); '' unchanged
+ARGV[5] cap         the most slots its tenants' leases hold at once (0: none), counted
+                    from unexpired leases (the group's 'gheld' set); '' unchanged. The
+                    first cap marks the queue 'group_caps' (meta), so leases look for it;
+                    tenants the cap held out come back as far as the new cap lets them
 
 Reply: 1.
 ]]
 -- @include keys
+-- @include now
+-- @include group_release
 
 local K = {prefix = KEYS[1], group_weights = KEYS[2], meta = KEYS[3],
-  group_shares = KEYS[4]}
+  group_shares = KEYS[4], group_caps = KEYS[5], ring = KEYS[6], capped = KEYS[7],
+  caps = KEYS[8], wake = KEYS[9]}
 local group, weight = ARGV[1], ARGV[2]
 local gk = group_key(K, group)
 if weight ~= '' then
@@ -53,5 +60,16 @@ if ARGV[3] ~= '' or ARGV[4] ~= '' then
     redis.call('HDEL', K.group_shares, group)
     redis.call('HDEL', gk, 'share')
   end
+end
+if ARGV[5] ~= '' then
+  if tonumber(ARGV[5]) > 0 then
+    redis.call('HSET', K.group_caps, group, ARGV[5])
+    redis.call('HSET', gk, 'cap', ARGV[5])
+    redis.call('HSET', K.meta, 'group_caps', '1')
+  else
+    redis.call('HDEL', K.group_caps, group)
+    redis.call('HDEL', gk, 'cap')
+  end
+  group_release(K, nil, group, nil, now())
 end
 return 1

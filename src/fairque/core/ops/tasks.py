@@ -11,10 +11,8 @@ from typing import Any, cast
 from fairque.core.checks import (
     MAX_TASK_ID,
     MAX_USER_ID,
-    MAX_WEIGHT,
     check_delays,
     check_group,
-    check_int,
     check_share,
     check_task_list,
     check_user_limits,
@@ -308,15 +306,12 @@ class TaskOperations(OperationsBase):
         weight: int | None,
         floor: float | None = None,
         ceiling: float | None = None,
+        max_in_flight: int | None = None,
     ) -> Call[None]:
-        """Set a group's weight (1 resets it) and share; None leaves one as it is."""
+        """Set a group's weight (1 resets it), share and in-flight cap (0 removes it); None
+        leaves one as it is."""
         check_group(group_id, "group_id")
-        if weight is not None and (isinstance(weight, bool) or not isinstance(weight, int)):
-            raise ValidationError(
-                f"weight must be an integer from 1 to {MAX_WEIGHT}; got {weight!r}", field="weight"
-            )
-        if weight is not None:
-            check_int(weight, "weight", 1, MAX_WEIGHT)
+        weight_arg, cap_arg, _ = check_user_limits(group_id, weight, max_in_flight)
         share = check_share(floor, ceiling)
-        args = [group_id, "" if weight is None else str(weight), *share]
+        args = [group_id, weight_arg, *share, cap_arg]
         return self._call("set_group_limits", args, lambda r: None)

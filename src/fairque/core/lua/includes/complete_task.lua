@@ -7,6 +7,7 @@
 -- @include finalize
 -- @include handler_ms
 -- @include slot_members
+-- @include group_release
 -- complete_task(K, id, token, has_result, result, ms, us, ordering, horizon_us, acc,
 -- run_us): finish a leased task if `token` still holds its lease, store its result
 -- (when the task keeps results) and release the dependents waiting only for it.
@@ -29,7 +30,7 @@ local function complete_task(K, id, token, has_result, result, ms, us, ordering,
                              acc, run_us)
   local req = 'L' .. token
   local held, f = lease_fence(K, id, token, 'user', 'keep_result', 'result_ttl', 'op',
-    'started', 'cons', 'name', 'fair', 'retries', 'cost')
+    'started', 'cons', 'name', 'fair', 'retries', 'cost', 'gheld')
   if not held then
 -- @include replayed
 -- @include last_op
@@ -47,8 +48,8 @@ local function complete_task(K, id, token, has_result, result, ms, us, ordering,
   local found = redis.call('EXISTS', K.capped, blocked, watch)
   local waited = found > 0 and redis.call('EXISTS', blocked, watch) or 0
   if found > waited then
-    end_attempt(K, id, f[3], ms, f[8], f[12], {ran, f[10], 'done', us, run_us}, 'error',
-      'traceback', 'reason', 'details')
+    end_attempt(K, id, f[3], ms, f[8], f[12], f[13], {ran, f[10], 'done', us, run_us},
+      'error', 'traceback', 'reason', 'details')
   else
     -- end_attempt with its release_slot down to the ZREM: nobody is capped
     if acc.later then
@@ -63,6 +64,10 @@ local function complete_task(K, id, token, has_result, result, ms, us, ordering,
     else
       redis.call('HDEL', task_key(K, id), 'lease', 'deadline', 'fair', 'error',
         'traceback', 'reason', 'details')
+    end
+    if f[13] then
+      redis.call('HDEL', task_key(K, id), 'gheld')
+      group_release(K, id, f[13], f[12], ms)
     end
     if f[12] then
       redis.call('ZREM', held_key(K, f[3]), unpack(slot_members(id, f[12])))

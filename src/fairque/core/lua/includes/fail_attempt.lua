@@ -23,15 +23,15 @@ local function fail_attempt(K, id, err, retry, ms, base_ms, failed_ttl_ms, delay
                             max_retries, extra, us, run_us)
   local tk = task_key(K, id)
   local f = redis.call('HMGET', tk, 'user', 'retries', 'max_retries', 'started', 'cons',
-    'deadline', 'fair', 'cost')
+    'deadline', 'fair', 'cost', 'gheld')
   if not f[1] then
     redis.call('ZREM', K.leases, id)
     return 'MISSING'
   end
   -- a reclaimed lease (no `req`) held its worker's slot until its deadline
   local ran = (req and ms or tonumber(f[6] or ms)) - tonumber(f[4] or ms)
-  end_attempt(K, id, f[1], ms, f[5], f[8], {ran, f[7], 'failed', req and us or false, run_us},
-    'traceback', 'reason', 'details')
+  end_attempt(K, id, f[1], ms, f[5], f[8], f[9],
+    {ran, f[7], 'failed', req and us or false, run_us}, 'traceback', 'reason', 'details')
   if extra and #extra > 0 then redis.call('HSET', tk, unpack(extra)) end
   if req then observe(K, 'run_ms', {handler_ms(ran, run_us)}) end
   local n = tonumber(f[2] or 0)

@@ -9,6 +9,8 @@ local function normal_key(K, user) return K.prefix .. 'norm:' .. user end
 local function held_key(K, user) return K.prefix .. 'held:' .. user end
 local function tenant_key(K, user) return K.prefix .. 'tenant:' .. user end
 local function group_key(K, group) return K.prefix .. 'group:' .. group end
+local function group_held_key(K, group) return K.prefix .. 'gheld:' .. group end
+local function group_capped_key(K, group) return K.prefix .. 'gcapped:' .. group end
 local function deps_waiting_key(K, id) return K.prefix .. 'deps:waiting:' .. id end
 local function deps_blocked_key(K, id) return K.prefix .. 'deps:blocked:' .. id end
 local function fetch_key(K, req) return K.prefix .. 'fetch:' .. req end

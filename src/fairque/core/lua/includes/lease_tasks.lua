@@ -30,7 +30,7 @@
 -- otherwise a batch (count > 1) looks up weights and caps only when the queue has any.
 -- `us`: the call's time in microseconds (time mode stamps each lease's start with it).
 -- `fm`: the queue's counters (meta 'fair', 'floor', 'lease', 'clock', 'due', 'costly',
--- 'counted', 'weights') as the caller read them, or nil to read them here; a lease that ends before the 'due'
+-- 'counted', 'weights', 'group_caps') as the caller read them, or nil to read them here; a lease that ends before the 'due'
 -- hint lowers it (due_by's rule, in the same write).
 -- A batch with no assigned users serves the ring's head each time: it reads the ring's first users once and follows them (a
 -- user that stays is the head still; one that rotates goes behind all of them; the
@@ -90,7 +90,7 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any,
   -- the queue's counters in one read and (below) one write: the mode, the floor, the
   -- lease sequence and the ring clock (nothing else moves them meanwhile)
   fm = fm or redis.call('HMGET', K.meta, 'fair', 'floor', 'lease', 'clock', 'due', 'costly',
-    'counted', 'weights')
+    'counted', 'weights', 'group_caps')
   -- a queue that was ever pushed a task of cost > 1 (push.lua sets 'costly') reads each
   -- task's cost; any other has none to read
   local costly = fm[6] == '1'
@@ -98,6 +98,9 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any,
   -- a grouped tenant's weight is shared with the others of its group in the ring, and a
   -- share (floor, ceiling) is of the ring's top-level weights ('weights', ring_count)
   local counted = fm[7] or false
+  -- a queue with a group's in-flight cap ever set (set_group_limits sets 'group_caps'):
+  -- a grouped tenant's lease takes slots of its group's cap, counted from leases
+  local group_caps = fm[9] or false
   local first_est  -- a new user's first charge (fair_first_est), read when one is served
   local timed = fair_timed(fm[1])
   local floor = tonumber(fm[2] or '0')
@@ -121,6 +124,7 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any,
   local seens = {}  -- time mode: each user's tenant 'seen', read with the estimate
   local groups = {}  -- time mode: each user's group (false: none), read with them
   local shares = {}  -- time mode: each user's share ('<floor> <ceiling>'; false: none)
+  local gtaken = {}  -- the group whose cap each leased task holds slots of (or nil)
   local heads, at_head = {}, 1
   local rotations = {}  -- by_head: (clock, user) pairs not yet written to the ring
   while #picked < count and guard < count + 64 do
@@ -206,24 +210,57 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any,
     -- the slots the lease holds in its user's held set: its cost, at most the user's
     -- cap; a task of cost > 1 that does not fit in the cap's free slots goes back to
     -- the head of its lane and its user waits, capped, for slots to free (a task
-    -- dearer than the cap starts only when its user holds nothing)
+    -- dearer than the cap starts only when its user holds nothing). A grouped tenant's
+    -- lease also takes slots of its group (at most the group's cap: a group at its cap
+    -- holds its tenants out as they come up, each in the group's capped set, and
+    -- group_release lets them back)
     local slots, cap = cost, 0
     if id and not (blocked or other) and capping then
       cap = tonumber(redis.call('HGET', K.caps, user) or '0')
       if cap > 0 and cost > 1 then
         if slots > cap then slots = cap end
         local used = redis.call('ZCOUNT', held_key(K, user), '(' .. ms, '+inf')
-        if used > 0 and used + slots > cap then
-          full = true
-          if lane then
-            redis.call('ZADD', normal, lane, id)
+        if used > 0 and used + slots > cap then full = true end
+      end
+    end
+    -- (a grouped tenant's lease holds slots of its group whether or not the group has a
+    -- cap yet, so a cap set later counts the leases already running)
+    local gheld
+    if id and counted and not (blocked or other or full) then
+      local g = groups[user]
+      if g == nil then
+        g = redis.call('HGET', tenant_key(K, user), 'group')
+        groups[user] = g
+      end
+      if g then
+        local gslots = cost
+        local gh = group_held_key(K, g)
+        local gcap = group_caps and tonumber(redis.call('HGET', group_key(K, g), 'cap') or '0')
+          or 0
+        if gcap > 0 then
+          gslots = math.min(cost, gcap)
+          local used = redis.call('ZCOUNT', gh, '(' .. ms, '+inf')
+          if used >= gcap or (used > 0 and used + gslots > gcap) then full = g end
+        end
+        if not full then
+          gheld = g
+          if gslots > 1 then
+            redis.call('ZADD', gh, unpack(slot_members(id, gslots, deadline)))
           else
-            redis.call('LPUSH', critical_key(K, user), id)
+            redis.call('ZADD', gh, deadline, id)
           end
-          redis.call('SADD', K.capped, user)
-          leave_ring(K, user, timed and score, counted)
         end
       end
+    end
+    if full then
+      if lane then
+        redis.call('ZADD', normal, lane, id)
+      else
+        redis.call('LPUSH', critical_key(K, user), id)
+      end
+      redis.call('SADD', K.capped, user)
+      if full ~= true then redis.call('SADD', group_capped_key(K, full), user) end
+      leave_ring(K, user, timed and score, counted)
     end
     if tu and (not id or full or ((blocked or other) and not more)) then  -- the user leaves
       th = th + 1
@@ -311,6 +348,7 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any,
       charges[#picked + 1] = string.format(exact and '%d %d %s' or '%d %.17g %s', charge, wd,
         known or '-')
       if plan then constraint_take(K, id, plan, deadline, now_us) end
+      gtaken[#picked + 1] = gheld
       picked[#picked + 1] = id
       owners[#picked] = user
     else
@@ -362,6 +400,7 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any,
         moved = true
       end
       if plan then constraint_take(K, id, plan, deadline, now_us) end
+      gtaken[#picked + 1] = gheld
       picked[#picked + 1] = id
       owners[#picked] = user
     end
@@ -395,7 +434,11 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any,
     token = token + 1
     local tk = task_key(K, id)
     local charge = charges[i]
-    if charge then
+    if gtaken[i] then  -- it holds slots of its group's cap (group_release frees them)
+      redis.call('HSET', tk, 'state', 'STARTED', 'lease', token, 'worker', worker,
+        'deadline', deadline, 'started', ms, 'gheld', gtaken[i])
+      if charge then redis.call('HSET', tk, 'fair', charge .. ' ' .. fstart) end
+    elseif charge then
       redis.call('HSET', tk, 'state', 'STARTED', 'lease', token, 'worker', worker,
         'deadline', deadline, 'started', ms, 'fair', charge .. ' ' .. fstart)
     else

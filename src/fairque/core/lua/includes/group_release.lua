@@ -15,10 +15,13 @@ local function group_release(K, id, group, cost, ms)
   local gc = group_capped_key(K, group)
   if redis.call('SCARD', gc) == 0 then return end
   local cap = tonumber(redis.call('HGET', group_key(K, group), 'cap') or '0')
-  local free = cap > 0 and cap - redis.call('ZCOUNT', gh, '(' .. ms, '+inf') or 1000000
+  local free = cap > 0 and cap - redis.call('ZCOUNT', gh, '(' .. ms, '+inf') or 1000
   if free <= 0 then return end
   local woken = 0
-  for _, user in ipairs(redis.call('SPOP', gc, math.min(free, 1000))) do
+  local back = redis.call('SMEMBERS', gc)
+  while #back > free do table.remove(back) end
+  redis.call('SREM', gc, unpack(back))
+  for _, user in ipairs(back) do
     local own = tonumber(redis.call('HGET', K.caps, user) or '0')
     if own == 0 or redis.call('ZCOUNT', held_key(K, user), '(' .. ms, '+inf') < own then
       redis.call('SREM', K.capped, user)

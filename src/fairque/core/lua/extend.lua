@@ -18,10 +18,9 @@ Errors: 'FQERR -7' (CancelRequested, a LeaseLost) when the task was canceled whi
 -- @include now
 -- @include keys
 -- @include lease_fence
--- @include constraint_extend
+-- @include extend_slots
 -- @include fair_heartbeat
 -- @include due_by
--- @include slot_members
 
 local K = {prefix = KEYS[1], leases = KEYS[2], stats = KEYS[3], ring = KEYS[4],
   meta = KEYS[5]}
@@ -46,12 +45,5 @@ end
 redis.call('ZADD', K.leases, deadline, id)
 -- a shorter extension than the lease had may end before the queue's 'due' hint
 if deadline < tonumber(f[4]) then due_by(K, deadline) end
-redis.call('ZADD', held_key(K, f[3]), deadline, id)
-if f[9] then  -- a task of cost > 1: the further slots it holds
-  redis.call('ZADD', held_key(K, f[3]), 'XX', unpack(slot_members(id, f[9], deadline)))
-end
-constraint_extend(K, id, deadline, f[6], f[9])
-if f[10] then  -- the slots it holds of its group's cap
-  redis.call('ZADD', group_held_key(K, f[10]), 'XX', unpack(slot_members(id, f[9], deadline)))
-end
+extend_slots(K, id, f[3], deadline, f[6], f[9], f[10])
 return deadline

@@ -14,10 +14,9 @@ lease was lost.
 -- @include now
 -- @include keys
 -- @include lease_fence
--- @include constraint_extend
+-- @include extend_slots
 -- @include fair_heartbeat
 -- @include due_by
--- @include slot_members
 
 local K = {prefix = KEYS[1], leases = KEYS[2], stats = KEYS[3], ring = KEYS[4],
   meta = KEYS[5]}
@@ -35,14 +34,7 @@ for i = 2, #ARGV, 3 do
     else
       redis.call('HSET', task_key(K, id), 'deadline', deadline)
     end
-    redis.call('ZADD', held_key(K, f[3]), deadline, id)
-    if f[8] then  -- a task of cost > 1: the further slots it holds
-      redis.call('ZADD', held_key(K, f[3]), 'XX', unpack(slot_members(id, f[8], deadline)))
-    end
-    constraint_extend(K, id, deadline, f[5], f[8])
-    if f[9] then  -- the slots it holds of its group's cap
-      redis.call('ZADD', group_held_key(K, f[9]), 'XX', unpack(slot_members(id, f[8], deadline)))
-    end
+    extend_slots(K, id, f[3], deadline, f[5], f[8], f[9])
     if deadline < tonumber(f[4]) then shorter = true end
     moved[#moved + 1] = deadline
     moved[#moved + 1] = id

@@ -1,11 +1,11 @@
 #!lua flags=allow-oom
 --[[
-set_group_limits: set a group's weight, share and in-flight cap (each only when given). Its weight is
-the share of worker time its tenants hold together, as a multiple of a group of weight 1
-(a tenant with no group is a group of one, of its own weight); its share, a floor and a
-ceiling of the ring's top-level weights, holds that part as a tenant's share holds a
-tenant's. Kept in 'group_weights' and 'group_shares' and mirrored in the group's hash
-('weight', 'share'), where the lease path reads them with the group's 'active' (the
+set_group_limits: set a group's weight, share and in-flight cap (each only when given).
+Its weight is the share of worker time its tenants hold together, as a multiple of a
+group of weight 1 (a tenant with no group is a group of one, of its own weight); its
+share, a floor and a ceiling of the ring's top-level weights, holds that part as a
+tenant's share holds a tenant's. Kept in 'group_weights', 'group_shares' and
+'group_caps' and mirrored in the group's hash ('weight', 'share', 'cap'), where the lease path reads them with the group's 'active' (the
 weights of its tenants in the ring); a new weight moves the group's part of the ring's
 top-level weights (meta 'weights') when it has tenants in the ring. Takes effect at the
 next lease. Setting the same values again changes nothing.
@@ -25,6 +25,7 @@ Reply: 1.
 -- @include keys
 -- @include now
 -- @include group_release
+-- @include share_set
 
 local K = {prefix = KEYS[1], group_weights = KEYS[2], meta = KEYS[3],
   group_shares = KEYS[4], group_caps = KEYS[5], ring = KEYS[6], capped = KEYS[7],
@@ -48,18 +49,7 @@ if weight ~= '' then
   end
 end
 if ARGV[3] ~= '' or ARGV[4] ~= '' then
-  local was = redis.call('HGET', K.group_shares, group)
-  local floor, ceiling = '0', '1'
-  if was then floor, ceiling = string.match(was, '^(%S+) (%S+)$') end
-  if ARGV[3] ~= '' then floor = ARGV[3] end
-  if ARGV[4] ~= '' then ceiling = ARGV[4] end
-  if tonumber(floor) > 0 or tonumber(ceiling) < 1 then
-    redis.call('HSET', K.group_shares, group, floor .. ' ' .. ceiling)
-    redis.call('HSET', gk, 'share', floor .. ' ' .. ceiling)
-  else
-    redis.call('HDEL', K.group_shares, group)
-    redis.call('HDEL', gk, 'share')
-  end
+  share_set(K.group_shares, group, gk, ARGV[3], ARGV[4])
 end
 if ARGV[5] ~= '' then
   if tonumber(ARGV[5]) > 0 then

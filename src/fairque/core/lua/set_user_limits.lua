@@ -33,6 +33,7 @@ Reply: 1.
 -- @include ring_join
 -- @include signal_wake
 -- @include ring_count
+-- @include share_set
 
 local K = {prefix = KEYS[1], ring = KEYS[2], meta = KEYS[3], weights = KEYS[4], caps = KEYS[5],
   turns = KEYS[6], capped = KEYS[7], wake = KEYS[8], active = KEYS[9], quotas = KEYS[10],
@@ -72,20 +73,8 @@ if ARGV[5] == '1' then
     redis.call('HSET', tk, 'group', ARGV[6])
   end
 end
-if ARGV[7] ~= '' or ARGV[8] ~= '' then
-  local was = redis.call('HGET', K.shares, user)
-  local floor, ceiling = '0', '1'
-  if was then floor, ceiling = string.match(was, '^(%S+) (%S+)$') end
-  if ARGV[7] ~= '' then floor = ARGV[7] end
-  if ARGV[8] ~= '' then ceiling = ARGV[8] end
-  if tonumber(floor) > 0 or tonumber(ceiling) < 1 then
-    count_ring()
-    redis.call('HSET', K.shares, user, floor .. ' ' .. ceiling)
-    redis.call('HSET', tk, 'share', floor .. ' ' .. ceiling)
-  else
-    redis.call('HDEL', K.shares, user)
-    redis.call('HDEL', tk, 'share')
-  end
+if (ARGV[7] ~= '' or ARGV[8] ~= '') and share_set(K.shares, user, tk, ARGV[7], ARGV[8]) then
+  count_ring()
 end
 if counted then
   local w = redis.call('HGET', K.weights, user)

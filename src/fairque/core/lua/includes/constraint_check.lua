@@ -1,7 +1,8 @@
 -- @include keys
 -- constraint_check(K, cons, ms, now_us, cost): may a task of `cost` slots and tokens (a
--- number) in the constraint buckets `cons` (the task hash's JSON array) start now? Returns the plan for constraint_take, or nil, the
--- first bucket at its limit and when (ms) that limit frees: a rate limit's next GCRA
+-- number) in the constraint buckets `cons` (the task hash's JSON array) start now?
+-- Returns the plan for constraint_take, or nil, the first bucket at its limit and when
+-- (ms) that limit frees: a rate limit's next GCRA
 -- slot (to the microsecond: a fraction of a ms), a concurrency limit's earliest lease
 -- deadline (its use is counted from unexpired leases, pruned here). A bucket whose
 -- constraint was removed limits nothing.

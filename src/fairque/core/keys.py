@@ -308,9 +308,9 @@ class QueueKeys:
         return self._k(f"group:{group_id}")
 
     def group_held(self, group_id: str) -> str:
-        """A group's unexpired leases (every lease of a tenant in the group, on a counted
-        queue), for its in-flight cap: task id -> lease deadline (ms), one member per slot
-        as in ``held``; the task's ``gheld`` field names the group."""
+        """A group's unexpired leases (every lease of a tenant in the group, on a queue
+        with group caps), for its in-flight cap: task id -> lease deadline (ms), one
+        member per slot as in ``held``; the task's ``gheld`` field names the group."""
         return self._k(f"gheld:{group_id}")
 
     def group_capped(self, group_id: str) -> str:

@@ -7,7 +7,6 @@
 -- @include finalize
 -- @include handler_ms
 -- @include slot_members
--- @include group_release
 -- complete_task(K, id, token, has_result, result, ms, us, ordering, horizon_us, acc,
 -- run_us): finish a leased task if `token` still holds its lease, store its result
 -- (when the task keeps results) and release the dependents waiting only for it.
@@ -47,7 +46,7 @@ local function complete_task(K, id, token, has_result, result, ms, us, ordering,
   local blocked, watch = deps_blocked_key(K, id), watch_key(K, id)
   local found = redis.call('EXISTS', K.capped, blocked, watch)
   local waited = found > 0 and redis.call('EXISTS', blocked, watch) or 0
-  if found > waited then
+  if found > waited or f[13] then  -- (f[13]: it holds slots of its group's cap)
     end_attempt(K, id, f[3], ms, f[8], f[12], f[13], {ran, f[10], 'done', us, run_us},
       'error', 'traceback', 'reason', 'details')
   else
@@ -64,10 +63,6 @@ local function complete_task(K, id, token, has_result, result, ms, us, ordering,
     else
       redis.call('HDEL', task_key(K, id), 'lease', 'deadline', 'fair', 'error',
         'traceback', 'reason', 'details')
-    end
-    if f[13] then
-      redis.call('HDEL', task_key(K, id), 'gheld')
-      group_release(K, id, f[13], f[12], ms)
     end
     if f[12] then
       redis.call('ZREM', held_key(K, f[3]), unpack(slot_members(id, f[12])))

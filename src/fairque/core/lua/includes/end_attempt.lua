@@ -2,7 +2,10 @@
 -- @include release_slot
 -- @include constraint_free
 -- @include fair_settle
--- @include group_release
+-- @include slot_members
+-- @include has_ready
+-- @include ring_join
+-- @include signal_wake
 -- end_attempt(K, id, user, ms, cons, cost, gheld, run, ...): take a STARTED task out of
 -- the lease registry, drop its lease fields (and the further fields named after `run`)
 -- and free its user's in-flight slots, its constraint buckets' slots and its group's.
@@ -18,6 +21,9 @@ local function end_attempt(K, id, user, ms, cons, cost, gheld, run, ...)
   constraint_free(K, id, ms, cons, cost)
   redis.call('HDEL', task_key(K, id), 'lease', 'deadline', 'fair', 'gheld', ...)
   release_slot(K, user, id, ms, cost)
-  if gheld then group_release(K, id, gheld, cost, ms) end
+  if gheld then  -- (made only on this path: a script makes every function it defines)
+-- @include group_release
+    group_release(K, id, gheld, cost, ms)
+  end
   fair_settle(K, user, run)
 end

@@ -11,7 +11,6 @@
 -- @include write_tags
 -- @include backlog_add
 -- @include slot_members
--- @include shared_weight
 -- lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any, limits, us, names,
 -- fm):
 -- lease up to
@@ -223,10 +222,11 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any,
         if used > 0 and used + slots > cap then full = true end
       end
     end
-    -- (a grouped tenant's lease holds slots of its group whether or not the group has a
-    -- cap yet, so a cap set later counts the leases already running)
+    -- (on a queue with group caps, a grouped tenant's lease holds slots of its group
+    -- whether or not its group has a cap yet, so a cap set later counts the leases
+    -- already running; the first cap of a queue counts the leases taken after it)
     local gheld
-    if id and counted and not (blocked or other or full) then
+    if id and group_caps and not (blocked or other or full) then
       local g = groups[user]
       if g == nil then
         g = redis.call('HGET', tenant_key(K, user), 'group')
@@ -235,8 +235,7 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any,
       if g then
         local gslots = cost
         local gh = group_held_key(K, g)
-        local gcap = group_caps and tonumber(redis.call('HGET', group_key(K, g), 'cap') or '0')
-          or 0
+        local gcap = tonumber(redis.call('HGET', group_key(K, g), 'cap') or '0')
         if gcap > 0 then
           gslots = math.min(cost, gcap)
           local used = redis.call('ZCOUNT', gh, '(' .. ms, '+inf')
@@ -302,7 +301,10 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any,
         known = got[1]
         ests[user], seens[user], groups[user], shares[user] = known, got[2], got[3], got[4]
       end
-      if counted then w = shared_weight(K, w, groups[user], shares[user]) end
+      if counted then
+-- @include shared_weight
+        w = shared_weight(K, w, groups[user], shares[user])
+      end
       if not known and not first_est then first_est = fair_first_est(K) end
       local est = known and tonumber(known) or first_est
       if est > lease_ms then est = lease_ms end  -- a heartbeat charges the rest

@@ -70,6 +70,40 @@ def users(
     stdout.print(table)
 
 
+#: the options ``limits`` and ``group-limits`` share
+Floor = Annotated[
+    float | None,
+    typer.Option(help="Least part of the worker time held while it has work; 0: none."),
+]
+Ceiling = Annotated[
+    float | None, typer.Option(help="Most part of the worker time while others wait; 1: none.")
+]
+MaxInFlight = Annotated[
+    int | None, typer.Option("--max-in-flight", min=0, help="Most slots leased at once; 0: no cap.")
+]
+
+
+def _said(
+    weight: int | None,
+    max_in_flight: int | None,
+    floor: float | None,
+    ceiling: float | None,
+    between: list[str] | None = None,
+) -> str:
+    """The limits given, in words (``between``: more, after the cap)."""
+    said = []
+    if weight is not None:
+        said.append(f"weight {weight}")
+    if max_in_flight is not None:
+        said.append(f"at most {max_in_flight} in flight" if max_in_flight else "no in-flight cap")
+    said.extend(between or [])
+    if floor is not None:
+        said.append(f"at least {floor:.0%} of the worker time" if floor else "no floor")
+    if ceiling is not None:
+        said.append(f"at most {ceiling:.0%} while others wait" if ceiling < 1 else "no ceiling")
+    return ", ".join(said)
+
+
 def limits(
     ctx: typer.Context,
     user: Annotated[str, typer.Argument(help="User (tenant) id.")],
@@ -77,10 +111,7 @@ def limits(
         int | None,
         typer.Option(min=1, help="Share against weight 1: of worker time, or turns (count mode)."),
     ] = None,
-    max_in_flight: Annotated[
-        int | None,
-        typer.Option("--max-in-flight", min=0, help="Most tasks leased at once; 0: no cap."),
-    ] = None,
+    max_in_flight: MaxInFlight = None,
     max_queued: Annotated[
         int | None,
         typer.Option(
@@ -93,14 +124,8 @@ def limits(
         str | None,
         typer.Option(help="The group (organisation) it belongs to; '' takes it out of one."),
     ] = None,
-    floor: Annotated[
-        float | None,
-        typer.Option(help="Least part of the worker time it holds while it has work; 0: none."),
-    ] = None,
-    ceiling: Annotated[
-        float | None,
-        typer.Option(help="Most part of the worker time while others wait; 1: none."),
-    ] = None,
+    floor: Floor = None,
+    ceiling: Ceiling = None,
 ) -> None:
     """Set a user's weight, in-flight cap, backlog quota, group and share of worker time
     (only those given change)."""
@@ -113,22 +138,14 @@ def limits(
             user, weight=weight, max_in_flight=max_in_flight, max_queued=max_queued, group=group,
             floor=floor, ceiling=ceiling,
         )  # fmt: skip
-    said = []
-    if weight is not None:
-        said.append(f"weight {weight}")
-    if max_in_flight is not None:
-        said.append(f"at most {max_in_flight} in flight" if max_in_flight else "no in-flight cap")
+    between = []
     if max_queued is not None:
-        said.append(
+        between.append(
             f"at most {max_queued} queued" if max_queued else "the queue's default backlog quota"
         )
     if group is not None:
-        said.append(f"in group {group}" if group else "in no group")
-    if floor is not None:
-        said.append(f"at least {floor:.0%} of the worker time" if floor else "no floor")
-    if ceiling is not None:
-        said.append(f"at most {ceiling:.0%} while others wait" if ceiling < 1 else "no ceiling")
-    stdout.print(f"{user}: {', '.join(said)}")
+        between.append(f"in group {group}" if group else "in no group")
+    stdout.print(f"{user}: {_said(weight, max_in_flight, floor, ceiling, between)}")
 
 
 def group_limits(
@@ -138,18 +155,9 @@ def group_limits(
         int | None,
         typer.Option(min=1, max=1000, help="Its tenants' share together, against a group of 1."),
     ] = None,
-    floor: Annotated[
-        float | None,
-        typer.Option(help="Least part of the worker time its tenants hold; 0: none."),
-    ] = None,
-    ceiling: Annotated[
-        float | None,
-        typer.Option(help="Most part of the worker time while others wait; 1: none."),
-    ] = None,
-    max_in_flight: Annotated[
-        int | None,
-        typer.Option("--max-in-flight", min=0, help="Most slots its tenants hold; 0: no cap."),
-    ] = None,
+    floor: Floor = None,
+    ceiling: Ceiling = None,
+    max_in_flight: MaxInFlight = None,
 ) -> None:
     """Set a group's weight, share of worker time and in-flight cap (only those given
     change)."""
@@ -159,16 +167,7 @@ def group_limits(
         q.set_group_limits(
             group, weight=weight, floor=floor, ceiling=ceiling, max_in_flight=max_in_flight
         )
-    said = []
-    if weight is not None:
-        said.append(f"weight {weight}")
-    if floor is not None:
-        said.append(f"at least {floor:.0%} of the worker time" if floor else "no floor")
-    if ceiling is not None:
-        said.append(f"at most {ceiling:.0%} while others wait" if ceiling < 1 else "no ceiling")
-    if max_in_flight is not None:
-        said.append(f"at most {max_in_flight} in flight" if max_in_flight else "no in-flight cap")
-    stdout.print(f"group {group}: {', '.join(said)}")
+    stdout.print(f"group {group}: {_said(weight, max_in_flight, floor, ceiling)}")
 
 
 def queues(

@@ -109,6 +109,29 @@ def test_a_resent_grouping_changes_nothing(make_queue: MakeQueue, redis_client: 
     snapshot = queue_snapshot(redis_client, q.queue)
     q._run(q.ops.set_group_limits("g", 4))
     assert queue_snapshot(redis_client, q.queue) == snapshot
+    # a share and a cap, resent: each changes the keyspace once
+    resend(q, redis_client, q.ops.set_user_limits("u", None, None, None, None, 0.2, 0.8))
+    resend(q, redis_client, q.ops.set_group_limits("g", None, 0.1, 0.9, 3))
+    assert redis_client.hget(QueueKeys(q.queue).group("g"), "cap") == b"3"
+
+
+@pytest.mark.one_shard("sends one shard's operations itself; every shard runs the same scripts")
+def test_a_resent_lease_and_completion_hold_a_group_slot_once(
+    make_queue: MakeQueue, redis_client: SyncClient
+) -> None:
+    q = make_queue()
+    q.set_user_limits("u", group="g")
+    q.set_group_limits("g", max_in_flight=2)
+    q.push_many(Task(user_id="u", name="n", cost=2) for _ in range(2))
+    gheld = QueueKeys(q.queue).group_held("g")
+    first, second = resend(q, redis_client, q.ops.pop(5, "w", None, None, None))
+    assert [t.task_id for t in first] == [t.task_id for t in second]
+    assert len(first) == 1
+    assert redis_client.zcard(gheld) == 2  # its two slots, held once
+    _, again = resend(q, redis_client, q.ops.complete(first[0], None))
+    assert again is True
+    assert redis_client.zcard(gheld) == 0
+    assert len(q.pop_batch(5, "w")) == 1
 
 
 @pytest.mark.one_shard("a group's share is exact in each shard: tenants spread over shards")

@@ -110,14 +110,24 @@ class ServerFull(ServerError):
 
 
 class QuotaExceeded(FairqueError):
-    """A push would take a tenant past its backlog quota (``max_queued``); nothing was
-    written. ``user_id``, ``quota`` and ``queued`` (its backlog now) say whose and how far."""
+    """A push would take a tenant past its backlog quota (``max_queued``), or its group
+    past the group's; nothing was written. ``user_id``, ``quota`` and ``queued`` (the
+    backlog now) say whose and how far; ``group_id`` names the group when it was the
+    group's quota (None: the tenant's own)."""
 
-    def __init__(self, message: str, user_id: str = "", quota: int = 0, queued: int = 0) -> None:
+    def __init__(
+        self,
+        message: str,
+        user_id: str = "",
+        quota: int = 0,
+        queued: int = 0,
+        group_id: str | None = None,
+    ) -> None:
         super().__init__(message)
         self.user_id = user_id
         self.quota = quota
         self.queued = queued
+        self.group_id = group_id
 
 
 class ScheduleNotFound(FairqueError, KeyError):
@@ -171,12 +181,23 @@ def script_error(code: int, detail: str) -> FairqueError:
 
 
 def quota_exceeded(detail: str) -> QuotaExceeded:
-    """``QuotaExceeded`` from a script's ``<quota> <backlog> <user>``."""
-    quota, queued, user = [*detail.split(" ", 2), "", ""][:3]
+    """``QuotaExceeded`` from a script's ``<quota> <backlog> <user>`` (``...
+    <user>\\t<group>`` for a group's quota)."""
+    quota, queued, who = [*detail.split(" ", 2), "", ""][:3]
+    user, _, group = who.partition("\t")  # ids hold no control characters
     try:
         limit, have = int(quota), int(queued)
     except ValueError:
         return QuotaExceeded(detail)
+    if group:
+        return QuotaExceeded(
+            f"group {group!r} (of tenant {user!r}) has {have} tasks waiting (queued,"
+            f" scheduled or deferred); its backlog quota is {limit}: nothing was pushed",
+            user_id=user,
+            quota=limit,
+            queued=have,
+            group_id=group,
+        )
     return QuotaExceeded(
         f"tenant {user!r} has {have} tasks waiting (queued, scheduled or deferred);"
         f" its backlog quota is {limit}: nothing was pushed",

@@ -22,12 +22,13 @@ from fairque.core.checks import (
 )
 from fairque.core.histogram import HISTOGRAM_BOUNDS_SECONDS, HISTOGRAM_STEPS_PER_DOUBLING
 from fairque.errors import ValidationError, pydantic_message
-from fairque.reads import BucketUse, StartedTask, UserLoad, WaitPlace
+from fairque.reads import BucketUse, GroupLoad, StartedTask, UserLoad, WaitPlace
 
 __all__ = [
     "HISTOGRAM_BOUNDS_SECONDS",
     "HISTOGRAM_STEPS_PER_DOUBLING",
     "BucketUse",
+    "GroupLoad",
     "Histogram",
     "Priority",
     "QueueMetrics",

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["BucketUse", "StartedTask", "UserLoad", "WaitPlace"]
+__all__ = ["BucketUse", "GroupLoad", "StartedTask", "UserLoad", "WaitPlace"]
 
 
 @dataclass(frozen=True)
@@ -59,6 +59,24 @@ class UserLoad:
     def ready(self) -> int:
         """Tasks waiting in its lanes."""
         return self.critical + self.normal
+
+
+@dataclass(frozen=True)
+class GroupLoad:
+    """A group's limits (``set_group_limits``) and its backlog now."""
+
+    group_id: str
+    weight: int = 1
+    floor: float | None = None
+    ceiling: float | None = None
+    max_in_flight: int | None = None
+    max_queued: int | None = None
+    #: its tenants' tasks in QUEUED, SCHEDULED or DEFERRED together (what its quota
+    #: counts): kept from the first group quota set on the queue on (0 before)
+    queued: int = 0
+    #: the weights of its tenants with ready work in the ring (time mode; on a queue
+    #: with groups or shares), over which its weight is shared
+    active: int = 0
 
 
 @dataclass(frozen=True)

@@ -142,6 +142,19 @@ def test_users_and_limits(cli_queue: tuple[list[str], FairQueue]) -> None:
     assert run_here(*base, "group-limits", "team", "--weight", "0").returncode == 2
     capped = run_here(*base, "group-limits", "team", "--max-in-flight", "2")
     assert capped.stdout.strip() == "group team: at most 2 in flight", capped.stderr
+    queued = sum(load.queued for load in q.user_loads(["g1", "g2"]))
+    quota = run_here(*base, "group-limits", "team", "--max-queued", str(queued))
+    assert quota.stdout.strip() == f"group team: at most {queued} queued", quota.stderr
+    shown = run_here(*base, "group-limits", "team")
+    assert shown.stdout.strip() == (
+        f"group team: weight 2, at most 2 in flight, {queued} queued of at most {queued}"
+    ), shown.stderr
+    full = run_here(*base, "enqueue", "job", "--user", "g2")
+    assert full.returncode == 1
+    assert "group 'team'" in full.stderr, full.stderr
+    assert run_here(*base, "group-limits", "team", "--max-queued", "-1").returncode == 2
+    unbound = run_here(*base, "group-limits", "team", "--max-queued", "0")
+    assert unbound.stdout.strip() == "group team: no backlog quota"
     assert run_here(*base, "limits", "g1", "--group", "bad\nid").returncode != 0
     left = run_here(*base, "limits", "g1", "--group", "")
     assert left.stdout.strip() == "g1: in no group"

@@ -130,6 +130,7 @@ def test_groups_and_shares_in_the_report_the_metrics_and_the_dashboard(
     try:
         q.set_user_limits("m1", group="org", floor=0.25)
         q.set_user_limits("m2", group="org", ceiling=0.5)
+        q.set_group_limits("org", weight=2, max_queued=50, floor=0.3)
         for user in ("m1", "m2", "solo"):
             q.push(Task(user_id=user, name="n"))
         while (task := q.pop("w")) is not None:
@@ -152,8 +153,10 @@ def test_groups_and_shares_in_the_report_the_metrics_and_the_dashboard(
             assert info == {"m1": "org", "m2": "org"}
             page = http.get(f"{live.base}/ui/q/{queue}/tenants").text
             groups = page.split('id="groups-table"')[1].split("</table>")[0]
-            assert ">org<" in groups
+            assert ">org " in groups
+            assert "floor 30.0 %" in groups
             assert "m1" in groups
+            assert '<td class="backlog">0 of 50</td>' in groups
             assert "floor 25.0 %" in page
     finally:
         q.close()

@@ -50,7 +50,8 @@ def test_groups_share_worker_time_over_http(api: Api) -> None:
                    "group": "org", "floor": None, "ceiling": None}  # fmt: skip
     api.ok("PUT", "/users/bob/limits", {"group": "org"})
     assert api.ok("PUT", "/groups/org/limits", {"weight": 3}) == {
-        "group_id": "org", "weight": 3, "floor": None, "ceiling": None, "max_in_flight": None
+        "group_id": "org", "weight": 3, "floor": None, "ceiling": None, "max_in_flight": None,
+        "max_queued": None,
     }  # fmt: skip
     for user in ("alice", "bob", "carol"):
         api.ok("POST", "/tasks", {"tasks": [{"name": "job", "user_id": user}] * 40}, status=201)
@@ -72,6 +73,26 @@ def test_groups_share_worker_time_over_http(api: Api) -> None:
     assert [t["user_id"] for t in more].count("bob") == 1
     more = api.ok("POST", "/leases", {"worker_id": "w", "max_tasks": 10})["tasks"]
     assert [t["user_id"] for t in more].count("bob") == 0
+
+
+def test_a_group_backlog_quota_over_http(api: Api) -> None:
+    """A push past a group's quota is a 429 naming the group; nothing is written."""
+    for user in ("a", "b"):
+        api.ok("PUT", f"/users/{user}/limits", {"group": "org"})
+    out = api.ok("PUT", "/groups/org/limits", {"max_queued": 3})
+    assert out["max_queued"] == 3
+    api.ok("POST", "/tasks", {"tasks": [{"name": "job", "user_id": "a"}] * 2}, status=201)
+    api.push(user_id="b")
+    refused = api.call("POST", "/tasks", {"tasks": [{"name": "job", "user_id": "b"}]})
+    assert refused.status_code == 429, refused.text
+    assert refused.headers["Retry-After"]
+    assert "group 'org'" in refused.json()["detail"]
+    assert api.ok("GET", "/stats")["counts"]["QUEUED"] == 3
+    for bad in ({"max_queued": 0}, {"max_queued": "3"}, {"max_queued": 2**40}):
+        assert api.call("PUT", "/groups/org/limits", bad).status_code == 422
+    # a PUT replaces every limit: the quota left out is removed
+    assert api.ok("PUT", "/groups/org/limits", {})["max_queued"] is None
+    api.push(user_id="b")
 
 
 def test_a_floor_and_a_ceiling_over_http(api: Api) -> None:

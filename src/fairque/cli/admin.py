@@ -11,7 +11,7 @@ from rich.table import Table
 
 from fairque.cli.base import EXIT_USAGE, fail, open_queue, shared, stderr, stdout
 from fairque.errors import ResultTimeout, TaskCanceled, TaskFailed
-from fairque.models import TaskState
+from fairque.models import GroupLoad, TaskState
 
 
 def result(
@@ -104,6 +104,19 @@ def _said(
     return ", ".join(said)
 
 
+def _group_said(load: GroupLoad) -> str:
+    """A group's limits and backlog, in words."""
+    said = [f"weight {load.weight}"]
+    said.append(f"at most {load.max_in_flight} in flight" if load.max_in_flight else "no cap")
+    if load.floor:
+        said.append(f"at least {load.floor:.0%} of the worker time")
+    if load.ceiling:
+        said.append(f"at most {load.ceiling:.0%} while others wait")
+    quota = f" of at most {load.max_queued}" if load.max_queued else ""
+    said.append(f"{load.queued} queued{quota}")
+    return ", ".join(said)
+
+
 def limits(
     ctx: typer.Context,
     user: Annotated[str, typer.Argument(help="User (tenant) id.")],
@@ -158,16 +171,32 @@ def group_limits(
     floor: Floor = None,
     ceiling: Ceiling = None,
     max_in_flight: MaxInFlight = None,
+    max_queued: Annotated[
+        int | None,
+        typer.Option(
+            "--max-queued",
+            min=0,
+            help="Backlog quota: most of its tenants' tasks queued, scheduled or deferred"
+            " together; 0: none.",
+        ),
+    ] = None,
 ) -> None:
-    """Set a group's weight, share of worker time and in-flight cap (only those given
-    change)."""
-    if weight is None and floor is None and ceiling is None and max_in_flight is None:
-        fail("give --weight, --floor, --ceiling or --max-in-flight", EXIT_USAGE)
+    """Set a group's weight, share of worker time, in-flight cap and backlog quota (only
+    those given change); with none given, show them and the group's backlog."""
+    if all(v is None for v in (weight, floor, ceiling, max_in_flight, max_queued)):
+        with open_queue(ctx) as q:
+            (load,) = q.group_loads([group])
+        stdout.print(f"group {group}: {_group_said(load)}")
+        return
     with open_queue(ctx) as q:
         q.set_group_limits(
-            group, weight=weight, floor=floor, ceiling=ceiling, max_in_flight=max_in_flight
-        )
-    stdout.print(f"group {group}: {_said(weight, max_in_flight, floor, ceiling)}")
+            group, weight=weight, floor=floor, ceiling=ceiling, max_in_flight=max_in_flight,
+            max_queued=max_queued,
+        )  # fmt: skip
+    between = []
+    if max_queued is not None:
+        between.append(f"at most {max_queued} queued" if max_queued else "no backlog quota")
+    stdout.print(f"group {group}: {_said(weight, max_in_flight, floor, ceiling, between)}")
 
 
 def queues(

@@ -200,12 +200,17 @@ class QueueKeys:
     def backlog(self) -> str:
         """Hash user -> its tasks waiting to run (QUEUED, SCHEDULED or DEFERRED), kept by
         the scripts that move tasks in and out of those states; a push checks it
-        against the user's quota. A user with none has no field."""
+        against the user's quota. A user with none has no field. The field ``"\0groups"``
+        (no user id holds a control character) marks a queue that also keeps its
+        groups' backlogs, in each group's hash (``backlog``): set with the first group
+        quota (``set_group_limits(max_queued=)``)."""
         return self._k("backlog")
 
     @property
     def quotas(self) -> str:
-        """Hash user -> its backlog quota (``max_queued``), over the queue's default."""
+        """Hash user -> its backlog quota (``max_queued``), over the queue's default;
+        with the field ``"\0groups"`` as in ``backlog``, so a push of a grouped tenant's
+        task looks for its group's quota."""
         return self._k("quotas")
 
     @property
@@ -301,7 +306,8 @@ class QueueKeys:
 
     def group(self, group_id: str) -> str:
         """Hash of a group: its weight, share and cap (``weight``, ``share``, ``cap``,
-        mirrored from ``group_weights``, ``group_shares`` and ``group_caps``), the
+        mirrored from ``group_weights``, ``group_shares`` and ``group_caps``), its backlog
+        quota and backlog (``quota``, ``backlog``: kept on a queue with group quotas), the
         sum of the weights of its tenants in the ring (``active``), which the group's
         weight is shared over, and what it adds to the ring's top-level weights while
         it has tenants there (``counted``)."""

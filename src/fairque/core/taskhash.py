@@ -70,7 +70,7 @@ failure_reason         reason        -              the last failure's kind, e.g
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, NamedTuple
@@ -90,6 +90,13 @@ from fairque.models import Priority, Task, TaskState
 def text(value: Any) -> str:
     """A reply value as text (bytes from a raw client, str from a decoding one)."""
     return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def hash_items(reply: Any) -> Iterable[tuple[Any, Any]]:
+    """A hash read's (``HGETALL``) field and value pairs, whether the client answered a
+    dict or a flat list (an empty reply: none)."""
+    flat = reply or []
+    return flat.items() if isinstance(flat, dict) else zip(flat[::2], flat[1::2], strict=True)
 
 
 def raw(value: Any) -> bytes:

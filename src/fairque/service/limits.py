@@ -43,13 +43,15 @@ class LimitsOut(Struct):
 class GroupLimitsIn(Struct, forbid_unknown_fields=True, kw_only=True):
     """A group's weight (its tenants' share together, against a group of weight 1),
     floor and ceiling (of the worker time its tenants hold together; null: none; the
-    ceiling above the floor) and in-flight cap (slots its tenants' leases hold at once;
-    null: no cap)."""
+    ceiling above the floor), in-flight cap (slots its tenants' leases hold at once;
+    null: no cap) and backlog quota (its tenants' tasks queued, scheduled or deferred
+    together; null: none)."""
 
     weight: Weight = 1
     floor: Annotated[float, Meta(gt=0, lt=1)] | None = None
     ceiling: Annotated[float, Meta(gt=0, lt=1)] | None = None
     max_in_flight: Annotated[int, Meta(ge=1, le=1_000_000)] | None = None
+    max_queued: Annotated[int, Meta(ge=1, le=1_000_000_000)] | None = None
 
 
 class GroupLimitsOut(Struct):
@@ -60,6 +62,7 @@ class GroupLimitsOut(Struct):
     floor: float | None
     ceiling: float | None
     max_in_flight: int | None
+    max_queued: int | None
 
 
 async def set_limits(ctx: Ctx) -> Reply:
@@ -89,7 +92,9 @@ async def set_group_limits(ctx: Ctx) -> Reply:
     group_id = ctx.path["group_id"]
     await ctx.q.set_group_limits(
         group_id, weight=body.weight, floor=body.floor or 0.0, ceiling=body.ceiling or 1.0,
-        max_in_flight=body.max_in_flight or 0,
+        max_in_flight=body.max_in_flight or 0, max_queued=body.max_queued or 0,
     )  # fmt: skip
-    limits = GroupLimitsOut(group_id, body.weight, body.floor, body.ceiling, body.max_in_flight)
+    limits = GroupLimitsOut(
+        group_id, body.weight, body.floor, body.ceiling, body.max_in_flight, body.max_queued
+    )
     return Reply(200, limits)

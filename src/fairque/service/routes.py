@@ -139,7 +139,8 @@ ROUTES: tuple[Route, ...] = (
           "and group", body=lim.LimitsIn,
           responses=((200, lim.LimitsOut),), errors=(404, 413, 415, 422)),
     Route("PUT", Q + "/groups/{group_id}/limits", lim.set_group_limits, ADMINS,
-          "Set a group's weight: its tenants' share of worker time together",
+          "Set a group's weight (its tenants' share of worker time together), share, "
+          "in-flight cap and backlog quota",
           body=lim.GroupLimitsIn, responses=((200, lim.GroupLimitsOut),),
           errors=(404, 413, 415, 422)),
     Route("GET", Q + "/fairness", ten.get_fairness, READERS,

@@ -39,7 +39,7 @@ _TITLES = {
     404: "Not found", 405: "Method not allowed", 406: "Accept names no type this API speaks",
     409: "Conflict (lease lost, already ended...)", 413: "Body too large",
     415: "Body media type not supported", 422: "Validation failed",
-    429: "Over the tenant's backlog quota (retry after Retry-After)",
+    429: "Over the tenant's or its group's backlog quota (retry after Retry-After)",
     503: "The queue server is unavailable or at its memory limit (retry after Retry-After)",
 }  # fmt: skip
 

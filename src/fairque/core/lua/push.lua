@@ -44,7 +44,8 @@ Errors: 'FQERR -32' (StaleConstraints) when the queue's constraints changed sinc
         client read them (it reloads them and pushes again); 'FQERR -3 <id>' (DuplicateTask) when on_dup is 'error'; 'FQERR -5'
         (DependencyNotFound) for an unknown upstream id; 'FQERR -34 <quota> <backlog> <user>'
         (QuotaExceeded) when the batch's new tasks would take a user's backlog past its
-        quota. Nothing is written then.
+        quota ('... <user>\t<group>': its group's backlog past the group's quota).
+        Nothing is written then.
 ]]
 -- @include now
 -- @include keys
@@ -119,6 +120,27 @@ for i, user in ipairs(adders) do
   queued[i] = queued[i] or '0'
   if quota ~= '0' and queued[i] + adding[user] > quota + 0 then
     return redis.error_reply('FQERR -34 ' .. quota .. ' ' .. queued[i] .. ' ' .. user)
+  end
+end
+-- a queue that keeps its groups' backlogs (set_group_limits marks the quotas): the new
+-- tasks join their users' groups' backlogs too, each held to its group's quota
+local in_group = {}
+if has_own and redis.call('HEXISTS', K.quotas, '\0groups') == 1 then
+  local gadd, gfirst = {}, {}
+  for _, user in ipairs(adders) do
+    local group = redis.call('HGET', tenant_key(K, user), 'group')
+    if group then
+      in_group[user] = group
+      if not gadd[group] then gadd[group] = 0; gfirst[group] = user end
+      gadd[group] = gadd[group] + adding[user]
+    end
+  end
+  for group, add in pairs(gadd) do
+    local g = redis.call('HMGET', group_key(K, group), 'backlog', 'quota')
+    if g[2] and (g[1] or 0) + add > g[2] + 0 then
+      return redis.error_reply('FQERR -34 ' .. g[2] .. ' ' .. (g[1] or '0') .. ' '
+        .. gfirst[group] .. '\t' .. group)
+    end
   end
 end
 
@@ -281,6 +303,9 @@ for i, user in ipairs(adders) do
   end
 end
 add_all('HSET', K.backlog, counts)
+for user, group in pairs(in_group) do
+  if adding[user] > 0 then redis.call('HINCRBY', group_key(K, group), 'backlog', adding[user]) end
+end
 -- one token per ready (or newly scheduled) task, bounded, wakes as many idle workers
 if ready > 0 then signal_wake(K, ready) end
 return reply

@@ -26,7 +26,8 @@ Reply: one entry, as push.lua's: {0, 'QUEUED', created_ms} for a new task, {1, <
 Errors: 'FQERR -32' (StaleConstraints) when the queue's constraints changed since the
         client read them; 'FQERR -3 <id>' (DuplicateTask) when on_dup is 'error';
         'FQERR -34 <quota> <backlog> <user>' (QuotaExceeded) when the user's backlog is
-        at its quota. Nothing is written then.
+        at its quota ('... <user>\t<group>' when its group's backlog is at the
+        group's quota). Nothing is written then.
 ]]
 -- @include now
 -- @include keys
@@ -59,12 +60,31 @@ end
 
 -- the task joins its user's backlog first: the count answers the quota check, and a
 -- push past the quota takes it back, so the refusal leaves nothing written
-local quota = ARGV[12]
-if not fresh then quota = redis.call('HGET', K.quotas, user) or quota end
+local quota, kept = ARGV[12], nil
+if not fresh then
+  kept = redis.call('HMGET', K.quotas, user, '\0groups')
+  quota = kept[1] or quota
+end
 local queued = redis.call('HINCRBY', K.backlog, user, 1)
+-- on a queue that keeps its groups' backlogs (set_group_limits marks the quotas too, so
+-- such a queue never takes the fresh path), the task joins its user's group's as well
+local group, have, limit
+if kept and kept[2] then
+  group = redis.call('HGET', tenant_key(K, user), 'group')
+  if group then
+    local gk = group_key(K, group)
+    have = redis.call('HINCRBY', gk, 'backlog', 1)
+    limit = redis.call('HGET', gk, 'quota')
+  end
+end
 if quota ~= '0' and queued > quota + 0 then
   backlog_add(K, user, -1)
   return redis.error_reply('FQERR -34 ' .. quota .. ' ' .. (queued - 1) .. ' ' .. user)
+end
+if limit and have > limit + 0 then
+  backlog_add(K, user, -1)
+  return redis.error_reply('FQERR -34 ' .. limit .. ' ' .. (have - 1) .. ' ' .. user .. '\t'
+    .. group)
 end
 local ms = now()
 if task_stock(prio, ARGV[9], ARGV[10], ARGV[11]) then

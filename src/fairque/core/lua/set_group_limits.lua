@@ -1,6 +1,7 @@
 #!lua flags=allow-oom
 --[[
-set_group_limits: set a group's weight, share and in-flight cap (each only when given).
+set_group_limits: set a group's weight, share, in-flight cap and backlog quota (each only
+when given).
 Its weight is the share of worker time its tenants hold together, as a multiple of a
 group of weight 1 (a tenant with no group is a group of one, of its own weight); its
 share, a floor and a ceiling of the ring's top-level weights, holds that part as a
@@ -19,6 +20,12 @@ ARGV[5] cap         the most slots its tenants' leases hold at once (0: none), c
                     from unexpired leases (the group's 'gheld' set); '' unchanged. The
                     first cap marks the queue 'group_caps' (meta), so leases look for it;
                     tenants the cap held out come back as far as the new cap lets them
+ARGV[6] max_queued  backlog quota: at most this many of its tenants' tasks in QUEUED,
+                    SCHEDULED or DEFERRED together (0: none); '' unchanged. The first
+                    quota makes the queue keep its groups' backlogs (the group hash's
+                    'backlog', the sum of its tenants' backlogs, counted from theirs now):
+                    the field "\0groups" in the backlog hash (backlog_add reads it) and in
+                    the quotas (so push_one.lua leaves its fast path)
 
 Reply: 1.
 ]]
@@ -29,7 +36,7 @@ Reply: 1.
 
 local K = {prefix = KEYS[1], group_weights = KEYS[2], meta = KEYS[3],
   group_shares = KEYS[4], group_caps = KEYS[5], ring = KEYS[6], capped = KEYS[7],
-  caps = KEYS[8], wake = KEYS[9]}
+  caps = KEYS[8], wake = KEYS[9], groups = KEYS[10], backlog = KEYS[11], quotas = KEYS[12]}
 local group, weight = ARGV[1], ARGV[2]
 local gk = group_key(K, group)
 if weight ~= '' then
@@ -61,5 +68,22 @@ if ARGV[5] ~= '' then
     redis.call('HDEL', gk, 'cap')
   end
   group_release(K, nil, group, nil, now())
+end
+if ARGV[6] ~= '' then
+  if tonumber(ARGV[6]) > 0 then
+    redis.call('HSET', gk, 'quota', ARGV[6])
+    if redis.call('HEXISTS', K.backlog, '\0groups') == 0 then
+      -- the first group quota: every group's backlog from its tenants' backlogs now
+      local groups = redis.call('HGETALL', K.groups)
+      for i = 1, #groups, 2 do
+        local b = redis.call('HGET', K.backlog, groups[i])
+        if b then redis.call('HINCRBY', group_key(K, groups[i + 1]), 'backlog', b) end
+      end
+      redis.call('HSET', K.backlog, '\0groups', '1')
+      redis.call('HSET', K.quotas, '\0groups', '1')
+    end
+  else
+    redis.call('HDEL', gk, 'quota')
+  end
 end
 return 1

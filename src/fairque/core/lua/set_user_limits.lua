@@ -10,7 +10,9 @@ mirrored in its tenant hash ('group', 'share'), with its weight ('weight'), wher
 lease path and the ring's joins read them. The first group or share given makes the
 queue's ring counted (meta 'counted'): every weight is mirrored and every user in the
 ring counted (ring_count), and from then on the ring's joins and leaves keep the sums. A
-change of weight or group moves the user's count at once.
+change of weight or group moves the user's count at once, and on a queue that keeps its
+groups' backlogs (see set_group_limits), the user's backlog from its old group's to its
+new group's.
 
 ARGV[1] user
 ARGV[2] weight      turns per round (1 = default; stored only when > 1); '' unchanged
@@ -37,7 +39,7 @@ Reply: 1.
 
 local K = {prefix = KEYS[1], ring = KEYS[2], meta = KEYS[3], weights = KEYS[4], caps = KEYS[5],
   turns = KEYS[6], capped = KEYS[7], wake = KEYS[8], active = KEYS[9], quotas = KEYS[10],
-  groups = KEYS[11], shares = KEYS[12]}
+  groups = KEYS[11], shares = KEYS[12], backlog = KEYS[13]}
 local user = ARGV[1]
 -- a limit given ('' leaves it as it is) is stored when above `none`, else removed
 local function set_limit(key, value, none)
@@ -64,6 +66,7 @@ local function count_ring()  -- the first group or share: the ring is counted fr
   for _, u in ipairs(redis.call('ZRANGE', K.ring, 0, -1)) do ring_count(K, u, true) end
 end
 if ARGV[5] == '1' then
+  local was = redis.call('HGET', K.groups, user)
   if ARGV[6] == '' then
     redis.call('HDEL', K.groups, user)
     redis.call('HDEL', tk, 'group')
@@ -71,6 +74,16 @@ if ARGV[5] == '1' then
     count_ring()
     redis.call('HSET', K.groups, user, ARGV[6])
     redis.call('HSET', tk, 'group', ARGV[6])
+  end
+  -- on a queue that keeps its groups' backlogs, the user's backlog moves with it
+  local b = was ~= ARGV[6] and redis.call('HEXISTS', K.backlog, '\0groups') == 1
+    and redis.call('HGET', K.backlog, user)
+  if b then
+    if was then
+      local gk = group_key(K, was)
+      if redis.call('HINCRBY', gk, 'backlog', -b) <= 0 then redis.call('HDEL', gk, 'backlog') end
+    end
+    if ARGV[6] ~= '' then redis.call('HINCRBY', group_key(K, ARGV[6]), 'backlog', b) end
   end
 end
 if (ARGV[7] ~= '' or ARGV[8] ~= '') and share_set(K.shares, user, tk, ARGV[7], ARGV[8]) then

@@ -17,7 +17,7 @@ from fairque.core.checks import check_int as _check_int
 from fairque.core.ops.base import OperationsBase
 from fairque.core.ops.plain import histogram_from
 from fairque.core.records import Call
-from fairque.core.taskhash import ms_to_dt, raw, text
+from fairque.core.taskhash import hash_items, ms_to_dt, raw, text
 from fairque.errors import ValidationError
 from fairque.memory import MemoryReport, NodeMemory
 from fairque.models import (
@@ -293,11 +293,7 @@ class InspectionOperations(OperationsBase):
         """Every weight set, by user."""
 
         def parse(reply: Any) -> dict[str, int]:
-            flat = reply or []
-            items = (
-                flat.items() if isinstance(flat, dict) else zip(flat[::2], flat[1::2], strict=True)
-            )
-            return {text(u): _number(w) or 1 for u, w in items}
+            return {text(u): _number(w) or 1 for u, w in hash_items(reply)}
 
         return Call(None, (self.keys.weights,), ("HGETALL",), parse)
 
@@ -439,14 +435,13 @@ _TENANT_TEXT = frozenset({"group", "share", "counted"})
 def _int_fields(flat: Any) -> dict[str, int]:
     """A flat HGETALL reply's integer fields (an estimate's decimals are dropped; the
     tenant hash's text fields are left out)."""
-    items = flat.items() if isinstance(flat, dict) else zip(flat[::2], flat[1::2], strict=True)
-    return {k: int(float(v)) for k, v in ((text(k), v) for k, v in items) if k not in _TENANT_TEXT}
+    items = ((text(k), v) for k, v in hash_items(flat))
+    return {k: int(float(v)) for k, v in items if k not in _TENANT_TEXT}
 
 
 def _limits(flat: Any) -> dict[str, Any]:
     """A tenant hash's group and share (``TenantService`` fields), as far as it has them."""
-    items = flat.items() if isinstance(flat, dict) else zip(flat[::2], flat[1::2], strict=True)
-    fields = {text(k): text(v) for k, v in items if text(k) in ("group", "share")}
+    fields = {text(k): text(v) for k, v in hash_items(flat) if text(k) in ("group", "share")}
     out: dict[str, Any] = {}
     if "group" in fields:
         out["group"] = fields["group"]

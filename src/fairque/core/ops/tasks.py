@@ -22,9 +22,10 @@ from fairque.core.checks import seconds_ms as _seconds_ms
 from fairque.core.dependencies import dependency_order
 from fairque.core.ops.base import OperationsBase
 from fairque.core.records import Call, Pushed, request_id
-from fairque.core.taskhash import ms_to_dt, text
+from fairque.core.taskhash import hash_items, ms_to_dt, text
 from fairque.errors import ValidationError
 from fairque.models import FAIRNESS_MODES, Fairness, Priority, Task, TaskOutcome, TaskState
+from fairque.reads import GroupLoad
 
 #: result.lua's codes of the ended states
 _OUTCOME_STATES = {1: TaskState.FINISHED, 2: TaskState.FAILED, 3: TaskState.CANCELED}
@@ -307,11 +308,40 @@ class TaskOperations(OperationsBase):
         floor: float | None = None,
         ceiling: float | None = None,
         max_in_flight: int | None = None,
+        max_queued: int | None = None,
     ) -> Call[None]:
-        """Set a group's weight (1 resets it), share and in-flight cap (0 removes it); None
-        leaves one as it is."""
+        """Set a group's weight (1 resets it), share, in-flight cap and backlog quota (0
+        removes either); None leaves one as it is."""
         check_group(group_id, "group_id")
-        weight_arg, cap_arg, _ = check_user_limits(group_id, weight, max_in_flight)
+        weight_arg, cap_arg, quota_arg = check_user_limits(
+            group_id, weight, max_in_flight, max_queued
+        )
         share = check_share(floor, ceiling)
-        args = [group_id, weight_arg, *share, cap_arg]
+        args = [group_id, weight_arg, *share, cap_arg, quota_arg]
         return self._call("set_group_limits", args, lambda r: None)
+
+    def group_hash(self, group_id: str) -> Call[dict[str, str]]:
+        """A group's hash (its limits, backlog and ring weight), for ``group_load``."""
+        check_group(group_id, "group_id")
+
+        def parse(reply: Any) -> dict[str, str]:
+            return {text(k): text(v) for k, v in hash_items(reply)}
+
+        return Call(None, (self.keys.group(group_id),), ("HGETALL",), parse)
+
+
+def group_load(group_id: str, hashes: Sequence[dict[str, str]]) -> GroupLoad:
+    """A group's ``GroupLoad`` from its hash in each partition: its limits as they were
+    set (each partition holds them), its backlog and ring weight summed."""
+    limits = next((h for h in hashes if h.keys() - {"backlog", "active", "counted"}), {})
+    floor, ceiling = (float(x) for x in limits.get("share", "0 1").split())
+    return GroupLoad(
+        group_id,
+        weight=int(limits.get("weight", 1)),
+        floor=floor or None,
+        ceiling=ceiling if ceiling < 1 else None,
+        max_in_flight=int(limits["cap"]) if "cap" in limits else None,
+        max_queued=int(limits["quota"]) if "quota" in limits else None,
+        queued=sum(int(h.get("backlog", 0)) for h in hashes),
+        active=sum(int(h.get("active", 0)) for h in hashes),
+    )

@@ -227,7 +227,7 @@ class Ui:
             page=_int(params.get("page"), 1),
             user=params.get("user") or None,
         )
-        data["service"] = views.worker_time(await q.tenants(views.TENANT_ROWS))
+        data["service"] = await views.worker_time(q, await q.tenants(views.TENANT_ROWS))
         return self.render(request, "tenants.html", queue=q.queue, page="tenants", **data)
 
     async def set_fairness(self, request: AnyRequest) -> Response[Any]:

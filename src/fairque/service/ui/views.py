@@ -246,10 +246,11 @@ async def tenants(
 TENANT_ROWS = 20
 
 
-def worker_time(report: TenantReport) -> dict[str, Any]:
+async def worker_time(q: AsyncFairQueue, report: TenantReport) -> dict[str, Any]:
     """The tenants page's worker-time table: each named user's share of the worker time
     the queue's leases held, next to its demand-aware fair share (``fair_shares``), from
-    the counters the scripts keep (since each user's first lease)."""
+    the counters the scripts keep (since each user's first lease); and the named users'
+    groups, with their limits and backlogs."""
     rows = []
     for t, fair in zip(report.tenants, report.fair_shares(), strict=True):
         share = report.share(t)
@@ -271,8 +272,9 @@ def worker_time(report: TenantReport) -> dict[str, Any]:
             g = groups.setdefault(t.group, {"group": t.group, "tenants": [], "busy": 0.0})
             g["tenants"].append(t.user_id)
             g["busy"] += t.busy_seconds
-    for g in groups.values():
+    for g, load in zip(groups.values(), await q.group_loads(groups), strict=True):
         g["share"] = g["busy"] / report.busy_seconds if report.busy_seconds > 0 else None
+        g["load"] = load
     return {
         "mode": report.fairness,
         "rows": rows,

@@ -124,7 +124,8 @@ class QueueKeys:
         a task of cost > 1 was pushed, so a lease reads each task's cost; 'counted': the
         queue has groups or shares, so the ring's joins and leaves keep 'weights', the
         top-level weights of the users in the ring; 'group_caps': a group's in-flight cap
-        was set, so a grouped tenant's lease looks for it)."""
+        was set, so a grouped tenant's lease looks for it; 'group_backlogs': a group's
+        backlog quota was set, so the queue keeps its groups' backlogs)."""
         return self._k("meta")
 
     @property

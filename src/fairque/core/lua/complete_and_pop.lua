@@ -83,7 +83,7 @@ if count > 0 then
     -- when the upkeep moved something)
     local fm = redis.call('HMGET', K.meta, 'fair', 'floor', 'lease', 'clock', 'due',
       'costly', 'counted',
-      'weights', 'group_caps')
+      'weights', 'group_caps', 'group_backlogs')
     if maintenance(K, ms, ARGV[6] + 0, ARGV[4] + 0, ARGV[5] + 0, ordering, horizon_us,
         fm[5]) then
       fm = nil

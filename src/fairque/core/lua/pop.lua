@@ -51,7 +51,7 @@ local ms, us = now()
 -- the upkeep moved something)
 local fm = redis.call('HMGET', K.meta, 'fair', 'floor', 'lease', 'clock', 'due',
   'costly', 'counted',
-  'weights', 'group_caps')
+  'weights', 'group_caps', 'group_backlogs')
 if maintenance(K, ms, ARGV[6] + 0, ARGV[4] + 0, ARGV[5] + 0, ARGV[7], ARGV[8] + 0, fm[5]) then
   fm = nil
 end

@@ -25,7 +25,8 @@ ARGV[6] max_queued  backlog quota: at most this many of its tenants' tasks in QU
                     quota makes the queue keep its groups' backlogs (the group hash's
                     'backlog', the sum of its tenants' backlogs, counted from theirs now):
                     the field "\0groups" in the backlog hash (backlog_add reads it) and in
-                    the quotas (so push_one.lua leaves its fast path)
+                    the quotas (so push_one.lua leaves its fast path), and meta
+                    'group_backlogs' (the lease path reads it with its other marks)
 
 Reply: 1.
 ]]
@@ -81,6 +82,7 @@ if ARGV[6] ~= '' then
       end
       redis.call('HSET', K.backlog, '\0groups', '1')
       redis.call('HSET', K.quotas, '\0groups', '1')
+      redis.call('HSET', K.meta, 'group_backlogs', '1')
     end
   else
     redis.call('HDEL', gk, 'quota')

@@ -29,7 +29,7 @@
 -- otherwise a batch (count > 1) looks up weights and caps only when the queue has any.
 -- `us`: the call's time in microseconds (time mode stamps each lease's start with it).
 -- `fm`: the queue's counters (meta 'fair', 'floor', 'lease', 'clock', 'due', 'costly',
--- 'counted', 'weights', 'group_caps') as the caller read them, or nil to read them here; a lease that ends before the 'due'
+-- 'counted', 'weights', 'group_caps', 'group_backlogs') as the caller read them, or nil to read them here; a lease that ends before the 'due'
 -- hint lowers it (due_by's rule, in the same write).
 -- A batch with no assigned users serves the ring's head each time: it reads the ring's first users once and follows them (a
 -- user that stays is the head still; one that rotates goes behind all of them; the
@@ -89,7 +89,7 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any,
   -- the queue's counters in one read and (below) one write: the mode, the floor, the
   -- lease sequence and the ring clock (nothing else moves them meanwhile)
   fm = fm or redis.call('HMGET', K.meta, 'fair', 'floor', 'lease', 'clock', 'due', 'costly',
-    'counted', 'weights', 'group_caps')
+    'counted', 'weights', 'group_caps', 'group_backlogs')
   -- a queue that was ever pushed a task of cost > 1 (push.lua sets 'costly') reads each
   -- task's cost; any other has none to read
   local costly = fm[6] == '1'
@@ -485,7 +485,8 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any,
     local user = owners[i]
     taken[user] = (taken[user] or 0) + 1
   end
-  for user, c in pairs(taken) do backlog_add(K, user, -c) end
+  -- (and their groups', on a queue that keeps them: meta 'group_backlogs')
+  for user, c in pairs(taken) do backlog_add(K, user, -c, fm[10] == '1') end
   observe(K, 'wait_ms', waits)
   local seen = {}
   for user, values in pairs(by_user) do

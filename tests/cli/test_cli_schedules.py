@@ -61,10 +61,11 @@ def test_schedule_commands(server: ServerInfo) -> None:
     assert added.returncode == 0, added.stderr
     assert added.stdout.startswith("nightly: cron '30 2 * * *' (Europe/Berlin); next ")
     made = cli(*base, "schedule", "add", "tick", "--name", "tick", "--user", "u", "--every",
-                   "30", "--paused")  # fmt: skip
+                   "30", "--paused", "--cost", "2")  # fmt: skip
     assert made.returncode == 0, made.stderr
+    assert json.loads(cli(*base, "schedule", "show", "tick").stdout)["cost"] == 2
     other = cli(*base, "schedule", "add", "tick", "--name", "tick", "--user", "u", "--every",
-                    "45")  # fmt: skip
+                    "45", "--cost", "2")  # fmt: skip
     assert other.returncode == 1
     assert "already exists with another definition (--replace replaces it)" in other.stderr
     replaced = cli(*base, "schedule", "add", "tick", "--name", "tick", "--user", "u",
@@ -98,6 +99,7 @@ def test_schedule_commands(server: ServerInfo) -> None:
         ["add", "x", "--name", "n", "--user", "u"],  # neither --cron nor --every
         ["add", "x", "--name", "n", "--user", "u", "--cron", "99 * * * *"],
         ["add", "x", "--name", "n", "--user", "u", "--every", "5", "--payload", "{"],
+        ["add", "x", "--name", "n", "--user", "u", "--every", "5", "--cost", "0"],
     ]
     for args in bad:
         refused = cli(*base, "schedule", *args)

@@ -213,6 +213,40 @@ def test_a_stock_firing_stores_no_stock_fields(
     )
 
 
+def test_a_schedule_fires_tasks_of_its_cost(
+    make_queue: MakeQueue, redis_client: SyncClient
+) -> None:
+    """A schedule's cost rides with each task it fires (a cost-3 task holds 3 of its
+    user's slots); a cost of 1 is left out of the stored definition, so a schedule
+    stored before costs existed reads as unchanged."""
+    q = make_queue()
+    assert "cost" not in every(60).definition()
+    assert '"cost":3' in every(60, cost=3).definition()
+    added = q.add_schedule(every(60, cost=3))
+    assert added.cost == 3
+    q.add_schedule(every(60, cost=3))  # the same definition again: no change
+    with pytest.raises(ScheduleExists):
+        q.add_schedule(every(60))  # another cost is another definition
+    assert added.created_at is not None
+    lead(q)
+    entry = stored(q)
+    assert entry.schedule.cost == 3
+    base = round(added.created_at.timestamp() * 1000)
+    fire_at(q, entry, base + 1000)
+    out = fire_at(q, stored(q), base + 61_000)
+    task = q.get(out.task_ids[0])
+    assert task is not None
+    assert task.cost == 3
+    q.set_user_limits("ops", max_in_flight=4)
+    q.enqueue("other", {}, user_id="ops", cost=2)
+    leased = q.pop_batch(5, "w")
+    assert [t.cost for t in leased] == [3]  # the cost-2 task does not fit beside it
+    with pytest.raises(ValidationError, match="cost"):
+        every(60, cost=0)
+    with pytest.raises(ValidationError, match="cost"):
+        every(60, cost=1001)
+
+
 @pytest.mark.one_shard("a global limit below the shard count is not split (docs/howto/shards.md)")
 def test_fired_tasks_count_in_the_queues_constraints(make_queue: MakeQueue) -> None:
     q = make_queue()

@@ -43,9 +43,10 @@ def test_schedule_endpoints(api: Api) -> None:
     assert replaced["cron"] == "0 3 * * *"
     assert replaced["revision"] == 2
     added = api.call("PUT", "/schedules/tick", {"name": "t", "user_id": "u",
-                                                "interval_seconds": 60})  # fmt: skip
+                                                "interval_seconds": 60, "cost": 4})  # fmt: skip
     assert added.status_code == 201, added.text
-    assert added.json()["schedule_id"] == "tick"
+    assert (added.json()["schedule_id"], added.json()["cost"]) == ("tick", 4)
+    assert body["cost"] == 1
 
     paused = api.ok("POST", "/schedules/tick/pause")
     assert paused["enabled"] is False
@@ -73,6 +74,8 @@ def test_schedule_endpoints(api: Api) -> None:
         ({**NIGHTLY, "interval_seconds": 60}, "schedule"),
         ({**NIGHTLY, "start_at": "yesterday"}, "start_at"),
         ({**NIGHTLY, "misfire": "later"}, "misfire"),
+        ({**NIGHTLY, "cost": 0}, "cost"),
+        ({**NIGHTLY, "cost": 1001}, "cost"),
     ],
 )
 def test_bad_schedules_are_refused(api: Api, body: dict[str, Any], field: str) -> None:

@@ -81,6 +81,10 @@ def add(
     timeout: Annotated[
         float | None, typer.Option(metavar="SECONDS", help="Handler timeout.")
     ] = None,
+    cost: Annotated[
+        int,
+        typer.Option(help="Slots and rate tokens each task takes (1..1000)."),
+    ] = 1,
     start_at: Annotated[
         datetime | None,
         typer.Option("--start-at", help="No slot before this (UTC unless it names a zone)."),
@@ -108,7 +112,7 @@ def add(
     fields: dict[str, Any] = {
         "schedule_id": schedule_id, "name": name, "user_id": user, "cron": cron,
         "interval_seconds": every, "timezone": tz, "priority": priority,
-        "max_retries": max_retries, "timeout": timeout, "start_at": start_at,
+        "max_retries": max_retries, "timeout": timeout, "cost": cost, "start_at": start_at,
         "misfire": misfire, "misfire_grace_seconds": grace,
         "catch_up_limit": catch_up_limit, "enabled": not paused,
     }  # fmt: skip

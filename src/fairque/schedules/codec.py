@@ -205,7 +205,7 @@ class ScheduleCodec:
             1 if schedule.keep_result else 0, round(ttl * 1000),
             self.codec.constraints.version,
             self.codec.constraints.buckets(schedule.name, schedule.payload, schedule.user_id),
-            len(ids), *ids,
+            schedule.cost, len(ids), *ids,
         ]  # fmt: skip
 
         def parse(reply: Sequence[Any]) -> FireOutcome:

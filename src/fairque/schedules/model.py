@@ -50,7 +50,7 @@ import orjson
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from fairque.core.checks import MAX_SECONDS, MAX_TASK_ID, identifier_problem
+from fairque.core.checks import MAX_COST, MAX_SECONDS, MAX_TASK_ID, identifier_problem
 from fairque.errors import ValidationError, pydantic_message
 from fairque.models import Priority, Task
 
@@ -68,7 +68,7 @@ MAX_SLOTS_PER_PASS = 10_000
 TIMING_FIELDS = ("cron", "interval_seconds", "timezone", "start_at")
 DEFINITION_FIELDS = (
     "name", "user_id", "priority", "max_retries", "timeout", "keep_result", "result_ttl",
-    *TIMING_FIELDS, "misfire", "misfire_grace_seconds", "catch_up_limit",
+    "cost", *TIMING_FIELDS, "misfire", "misfire_grace_seconds", "catch_up_limit",
 )  # fmt: skip
 
 
@@ -108,8 +108,8 @@ class Schedule(BaseModel):
     """A cron or interval schedule that enqueues a task at each slot.
 
     The task template: ``name``, ``user_id``, ``payload``, ``priority``,
-    ``max_retries``, ``timeout``, ``keep_result`` and ``result_ttl``, checked as a
-    ``Task`` checks them. The timing: exactly one of ``cron`` (croniter syntax, read
+    ``max_retries``, ``timeout``, ``keep_result``, ``result_ttl`` and ``cost``, checked
+    as a ``Task`` checks them. The timing: exactly one of ``cron`` (croniter syntax, read
     in ``timezone``) and ``interval_seconds`` (at least 0.1), with an optional
     ``start_at`` (no slot before it; an interval's first slot). ``misfire``,
     ``misfire_grace_seconds`` and ``catch_up_limit``: what happens to slots found
@@ -136,6 +136,7 @@ class Schedule(BaseModel):
     )
     keep_result: bool = Field(default=True, strict=True)
     result_ttl: int | None = Field(default=None, ge=0, le=MAX_SECONDS, strict=True)
+    cost: int = Field(default=1, ge=1, le=MAX_COST, strict=True)
     cron: str | None = Field(default=None, strict=True)
     interval_seconds: float | None = Field(
         default=None, ge=MIN_INTERVAL, le=MAX_SECONDS, allow_inf_nan=False, strict=True
@@ -217,7 +218,7 @@ class Schedule(BaseModel):
             Task(
                 user_id=self.user_id, name=self.name, payload=self.payload,
                 priority=self.priority, max_retries=self.max_retries, timeout=self.timeout,
-                keep_result=self.keep_result, result_ttl=self.result_ttl,
+                keep_result=self.keep_result, result_ttl=self.result_ttl, cost=self.cost,
             )  # fmt: skip
         except ValidationError as exc:
             raise ValueError(str(exc).removeprefix("invalid task: ")) from None
@@ -225,8 +226,11 @@ class Schedule(BaseModel):
 
     # what the queue stores -------------------------------------------------------
     def definition(self) -> str:
-        """The definition as canonical JSON (the payload and ``enabled`` apart)."""
+        """The definition as canonical JSON (the payload and ``enabled`` apart; a cost
+        of 1 is left out, as definitions stored before costs existed have it)."""
         data = self.model_dump(mode="json", include=set(DEFINITION_FIELDS))
+        if data["cost"] == 1:
+            del data["cost"]
         return orjson.dumps(data, option=orjson.OPT_SORT_KEYS).decode()
 
     def timing(self) -> str:

@@ -26,7 +26,7 @@ Misfire = Literal["skip", "run_once", "catch_up"]
 
 #: the task template of a schedule: these fields of the outward task, as ``TaskIn`` has them
 TEMPLATE = ("name", "user_id", "payload", "priority", "max_retries", "timeout_seconds",
-            "keep_result", "result_ttl_seconds")  # fmt: skip
+            "keep_result", "result_ttl_seconds", "cost")  # fmt: skip
 #: how a schedule fires
 TIMING: list[tuple[str, Any, Any]] = [
     ("cron", Annotated[str, Meta(min_length=1, max_length=256)] | None, None),
@@ -84,6 +84,7 @@ class ScheduleOut(Struct, kw_only=True):
     timeout_seconds: float | None
     keep_result: bool
     result_ttl_seconds: int | None
+    cost: int
     cron: str | None
     interval_seconds: float | None
     timezone: str
@@ -119,7 +120,7 @@ def schedule_out(s: Schedule, queue: str) -> ScheduleOut:
         schedule_id=s.schedule_id, queue=queue, name=s.name, user_id=s.user_id,
         payload=s.payload, priority=wire_priority(s.priority), max_retries=s.max_retries,
         timeout_seconds=s.timeout, keep_result=s.keep_result, result_ttl_seconds=s.result_ttl,
-        cron=s.cron, interval_seconds=s.interval_seconds, timezone=s.timezone,
+        cost=s.cost, cron=s.cron, interval_seconds=s.interval_seconds, timezone=s.timezone,
         start_at=iso(s.start_at), enabled=s.enabled, misfire=s.misfire,
         misfire_grace_seconds=s.misfire_grace_seconds, catch_up_limit=s.catch_up_limit,
         next_fire_at=iso(s.next_fire_at), last_fire_at=iso(s.last_fire_at), fired=s.fired,
@@ -137,7 +138,8 @@ def schedule_from_wire(item: ScheduleIn, schedule_id: str) -> Schedule:
             payload=item.payload,
             priority=EnginePriority.CRITICAL if item.priority == "critical" else item.priority,
             max_retries=item.max_retries, timeout=item.timeout_seconds,
-            keep_result=item.keep_result, result_ttl=item.result_ttl_seconds, cron=item.cron,
+            keep_result=item.keep_result, result_ttl=item.result_ttl_seconds, cost=item.cost,
+            cron=item.cron,
             interval_seconds=item.interval_seconds, timezone=item.timezone, start_at=start_at,
             enabled=item.enabled, misfire=item.misfire,
             misfire_grace_seconds=item.misfire_grace_seconds,

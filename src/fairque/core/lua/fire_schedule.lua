@@ -23,8 +23,10 @@ ARGV[17] keep_result
 ARGV[18] result_ttl_ms
 ARGV[19] cver       the constraints version the leader matched the template against
 ARGV[20] cons       the template's constraint buckets (JSON array, '' for none)
-ARGV[21] n          number of slots fired; then one task id per slot
-                    (fairque.schedules.slot_task_id), from ARGV[22]
+ARGV[21] cost       the template's cost ('1', or more: stored as push stores it, the
+                    queue marked 'costly')
+ARGV[22] n          number of slots fired; then one task id per slot
+                    (fairque.schedules.slot_task_id), from ARGV[23]
 
 Each task is written as push writes a new task due now (QUEUED), listing indexes
 included. A task id that
@@ -66,11 +68,11 @@ end
 local cons = ARGV[20]
 local ordering, horizon_us = ARGV[10], tonumber(ARGV[11])
 local user, name, prio = ARGV[12], ARGV[13], tonumber(ARGV[14])
-local timeout_ms, n = tonumber(ARGV[16]), tonumber(ARGV[21])
+local timeout_ms, cost, n = tonumber(ARGV[16]), ARGV[21], tonumber(ARGV[22])
 local ms, us = now()
 local created = 0
 local stock = task_stock(ARGV[14], ARGV[15], ARGV[17], ARGV[18])
-for i = 22, 21 + n do
+for i = 23, 22 + n do
   local tid = ARGV[i]
   local tk = task_key(K, tid)
   if redis.call('EXISTS', tk, gone_key(K, tid)) == 0 then
@@ -83,6 +85,7 @@ for i = 22, 21 + n do
     end
     if timeout_ms >= 0 then fields[#fields + 1] = 'timeout'; fields[#fields + 1] = timeout_ms end
     if cons ~= '' then fields[#fields + 1] = 'cons'; fields[#fields + 1] = cons end
+    if cost ~= '1' then fields[#fields + 1] = 'cost'; fields[#fields + 1] = cost end
     redis.call('HSET', tk, unpack(fields))
     -- the listing's indexes, by creation time, as push keeps them (see list_tasks)
     redis.call('ZADD', user_index_key(K, user), ms, tid)
@@ -105,6 +108,7 @@ if created > 0 then
   redis.call('HINCRBY', K.stats, 'pushed', created)
   redis.call('HINCRBY', K.stats, 'schedule_fired', created)
   backlog_add(K, user, created)
+  if cost ~= '1' then redis.call('HSET', K.meta, 'costly', '1') end
   signal_wake(K, created)
 end
 return {1, created}

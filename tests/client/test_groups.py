@@ -1,7 +1,8 @@
-"""Groups (organisations over tenants), time mode: worker time is shared between groups
-by their weights first, then between a group's tenants by theirs; a tenant with no group
-is a group of one. Each case leases against a real server at the first estimate (no
-task ended yet: every lease is charged alike), so the shares are exact counts."""
+"""Groups (organisations over tenants): worker time (time mode) or turns (count mode)
+are shared between groups by their weights first, then between a group's tenants by
+theirs; a tenant with no group is a group of one. Each case leases against a real
+server at the first estimate (no task ended yet: every lease is charged alike), so the
+shares are exact counts in both modes."""
 
 from __future__ import annotations
 
@@ -15,6 +16,11 @@ from helpers.support import MakeQueue, expire_lease, queue_snapshot, resend
 
 from fairque import FairQueue, Task, TaskState, ValidationError
 from fairque.core.keys import QueueKeys
+from fairque.models import Fairness
+
+#: groups hold in both modes: of worker time (time) and of turns (count); shares (floors
+#: and ceilings) are of worker time
+FAIR_MODES: list[Fairness] = ["time", "count"]
 
 
 def load(q: FairQueue, users: dict[str, int]) -> None:
@@ -32,9 +38,13 @@ def served(q: FairQueue, n: int) -> Counter[str]:
 
 
 @pytest.mark.one_shard("a group's share is exact in each shard: tenants spread over shards")
-def test_a_group_of_ten_shares_its_half_with_its_tenants(make_queue: MakeQueue) -> None:
+@pytest.mark.parametrize("mode", FAIR_MODES)
+def test_a_group_of_ten_shares_its_half_with_its_tenants(
+    make_queue: MakeQueue, mode: Fairness
+) -> None:
     """Two groups of weight 1, one with one tenant, one with ten: 50 % and 5 % each."""
     q = make_queue()
+    q.set_fairness(mode)
     q.set_user_limits("solo", group="a")
     team = [f"b{i}" for i in range(10)]
     for u in team:
@@ -46,10 +56,12 @@ def test_a_group_of_ten_shares_its_half_with_its_tenants(make_queue: MakeQueue) 
 
 
 @pytest.mark.one_shard("a group's share is exact in each shard: tenants spread over shards")
-def test_group_weights_and_tenant_weights_nest(make_queue: MakeQueue) -> None:
+@pytest.mark.parametrize("mode", FAIR_MODES)
+def test_group_weights_and_tenant_weights_nest(make_queue: MakeQueue, mode: Fairness) -> None:
     """A group of weight 3 against a tenant with no group (a group of one, weight 1);
     inside the group, tenants of weights 1 and 2 split its three quarters 1:2."""
     q = make_queue()
+    q.set_fairness(mode)
     q.set_group_limits("org", weight=3)
     q.set_user_limits("small", group="org")
     q.set_user_limits("big", group="org", weight=2)
@@ -61,13 +73,36 @@ def test_group_weights_and_tenant_weights_nest(make_queue: MakeQueue) -> None:
 
 
 @pytest.mark.one_shard("a group's share is exact in each shard: tenants spread over shards")
-def test_a_tenant_without_work_leaves_its_share_to_its_group(make_queue: MakeQueue) -> None:
+@pytest.mark.parametrize("mode", FAIR_MODES)
+def test_a_tenant_without_work_leaves_its_share_to_its_group(
+    make_queue: MakeQueue, mode: Fairness
+) -> None:
     q = make_queue()
+    q.set_fairness(mode)
     for u in ("b0", "b1"):
         q.set_user_limits(u, group="b")
     load(q, {"b0": 200, "solo": 200})
     got = served(q, 100)  # b1 has nothing: b0 holds the whole group's half
     assert abs(got["b0"] - 50) <= 2, got
+
+
+@pytest.mark.one_shard("a group's share is exact in each shard: tenants spread over shards")
+def test_count_mode_shares_turns_by_group_then_tenant(make_queue: MakeQueue) -> None:
+    """Count mode: a tenant of weight 3, a group of weight 2 (tenants of weights 1 and 3)
+    and a tenant of weight 1 whose tasks cost 2 turns each: turns 3 : 2 (0.5 + 1.5) : 1."""
+    q = make_queue()
+    q.set_fairness("count")
+    q.set_user_limits("heavy", weight=3)
+    q.set_group_limits("org", weight=2)
+    q.set_user_limits("g1", group="org")
+    q.set_user_limits("g3", group="org", weight=3)
+    load(q, {"heavy": 300, "g1": 100, "g3": 200})
+    q.push_many(Task(user_id="dear", name="n", cost=2) for _ in range(100))
+    got = served(q, 240 - 20)  # 240 turns: the 20 tasks of "dear" take 40
+    assert abs(got["heavy"] - 120) <= 3, got
+    assert abs(got["g1"] - 20) <= 2, got
+    assert abs(got["g3"] - 60) <= 3, got
+    assert abs(got["dear"] - 20) <= 2, got
 
 
 @pytest.mark.one_shard("reads one shard's keys")
@@ -135,8 +170,12 @@ def test_a_resent_lease_and_completion_hold_a_group_slot_once(
 
 
 @pytest.mark.one_shard("a group's share is exact in each shard: tenants spread over shards")
-def test_a_live_change_of_group_takes_effect_at_the_next_lease(make_queue: MakeQueue) -> None:
+@pytest.mark.parametrize("mode", FAIR_MODES)
+def test_a_live_change_of_group_takes_effect_at_the_next_lease(
+    make_queue: MakeQueue, mode: Fairness
+) -> None:
     q = make_queue()
+    q.set_fairness(mode)
     for u in ("x", "y"):
         q.set_user_limits(u, group="pair")
     load(q, {"x": 300, "y": 300, "z": 300})

@@ -122,9 +122,9 @@ class AdminMethods:
             max_queued: its backlog quota: a push that would take its tasks in QUEUED,
                 SCHEDULED or DEFERRED past this raises ``QuotaExceeded``; 0 removes its
                 own quota (the queue's ``max_queued_per_user`` applies again).
-            group: the group (organisation) it belongs to: in time mode worker time is
-                shared between groups by their weights first, then between a group's
-                tenants by theirs; ``""`` takes it out of its group.
+            group: the group (organisation) it belongs to: worker time (in count mode,
+                turns) is shared between groups by their weights first, then between a
+                group's tenants by theirs; ``""`` takes it out of its group.
             floor: in time mode, the least part of the worker time it holds while it
                 has work, whatever the others' weights (a fraction; 0 removes it).
             ceiling: the most part of it while others wait (a fraction; 1 removes it);
@@ -153,9 +153,9 @@ class AdminMethods:
 
         Args:
             group_id: the group.
-            weight: the share of worker time its tenants hold together (time mode), as a
-                multiple of a group of weight 1; 1 resets it. A tenant with no group is a
-                group of one, of its own weight.
+            weight: the share of worker time (time mode) or of turns (count mode) its
+                tenants hold together, as a multiple of a group of weight 1; 1 resets it.
+                A tenant with no group is a group of one, of its own weight.
             floor: the least part of the worker time its tenants hold together while they
                 have work (a fraction; 0 removes it).
             ceiling: the most while others wait (a fraction; 1 removes it).
@@ -346,9 +346,9 @@ class AsyncAdminMethods:
             max_queued: its backlog quota: a push that would take its tasks in QUEUED,
                 SCHEDULED or DEFERRED past this raises ``QuotaExceeded``; 0 removes its
                 own quota (the queue's ``max_queued_per_user`` applies again).
-            group: the group (organisation) it belongs to: in time mode worker time is
-                shared between groups by their weights first, then between a group's
-                tenants by theirs; ``""`` takes it out of its group.
+            group: the group (organisation) it belongs to: worker time (in count mode,
+                turns) is shared between groups by their weights first, then between a
+                group's tenants by theirs; ``""`` takes it out of its group.
             floor: in time mode, the least part of the worker time it holds while it
                 has work, whatever the others' weights (a fraction; 0 removes it).
             ceiling: the most part of it while others wait (a fraction; 1 removes it);
@@ -377,9 +377,9 @@ class AsyncAdminMethods:
 
         Args:
             group_id: the group.
-            weight: the share of worker time its tenants hold together (time mode), as a
-                multiple of a group of weight 1; 1 resets it. A tenant with no group is a
-                group of one, of its own weight.
+            weight: the share of worker time (time mode) or of turns (count mode) its
+                tenants hold together, as a multiple of a group of weight 1; 1 resets it.
+                A tenant with no group is a group of one, of its own weight.
             floor: the least part of the worker time its tenants hold together while they
                 have work (a fraction; 0 removes it).
             ceiling: the most while others wait (a fraction; 1 removes it).

@@ -97,6 +97,12 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any,
   -- a grouped tenant's weight is shared with the others of its group in the ring, and a
   -- share (floor, ceiling) is of the ring's top-level weights ('weights', ring_count)
   local counted = fm[7] or false
+  -- shared_weight, made only on a counted queue (a function made costs every run)
+  local weigh
+  if counted then
+-- @include shared_weight
+    weigh = shared_weight
+  end
   -- a queue with a group's in-flight cap ever set (set_group_limits sets 'group_caps'):
   -- a grouped tenant's lease takes slots of its group's cap, counted from leases
   local group_caps = fm[9] or false
@@ -109,7 +115,8 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any,
   local by_ring_head = #assigned == 0 and (any or #steal == 0)
   -- (not on a costly queue: a task of cost N puts its user N rounds back, past users
   -- that the read list would serve first)
-  local by_head = count > 1 and by_ring_head and not timed and not costly
+  -- (nor on a counted one: a grouped or shared user's turn may put it rounds back too)
+  local by_head = count > 1 and by_ring_head and not timed and not costly and not counted
   local owners, charges = {}, {}
   -- time mode, a batch from the ring's head: the ring's first users and their tags are
   -- read once, in order (`tu`, `tt` from index `th` on, with `beyond` the tag and user
@@ -301,10 +308,7 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any,
         known = got[1]
         ests[user], seens[user], groups[user], shares[user] = known, got[2], got[3], got[4]
       end
-      if counted then
--- @include shared_weight
-        w = shared_weight(K, w, groups[user], shares[user])
-      end
+      if counted then w = weigh(K, w, groups[user], shares[user]) end
       if not known and not first_est then first_est = fair_first_est(K) end
       local est = known and tonumber(known) or first_est
       if est > lease_ms then est = lease_ms end  -- a heartbeat charges the rest
@@ -357,26 +361,47 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any,
       if not more then
         leave_ring(K, user, false, counted)
       else
-        local rotate, rounds = true, 1
+        local rotate, at = true, nil
         local w = weighted and tonumber(redis.call('HGET', K.weights, user) or '1') or 1
-        if w > 1 or cost > 1 then  -- a task of cost N counts as N turns
-          local used = redis.call('HINCRBY', K.turns, user, cost)
-          if used < w then
-            rotate, moved = false, false
-          else
-            redis.call('HDEL', K.turns, user)
-            rounds = math.floor(used / w)
+        if counted then
+          -- a counted queue (groups) serves by strides: the clock counts turns (a task
+          -- of cost N takes N), and a user of turn weight `e` (its weight, or its part
+          -- of its group's) goes back in `N / e - 1` rounds past the clock, a round being
+          -- the turns of the ring's top-level weights (meta 'weights': the sum of the
+          -- turn weights); so users are served in proportion to their turn weights, and
+          -- one of weight 1 goes to the ring's tail. (Shares are of worker time: time
+          -- mode only.)
+          local g = groups[user]
+          if g == nil then
+            g = redis.call('HGET', tenant_key(K, user), 'group')
+            groups[user] = g
+          end
+          local e = g and weigh(K, w, g, nil, true) or w
+          clock = clock + cost
+          at = clock + (cost / e - 1) * math.max(tonumber(fm[8] or '1'), 1)
+        else
+          local rounds = 1
+          if w > 1 or cost > 1 then  -- a task of cost N counts as N turns
+            local used = redis.call('HINCRBY', K.turns, user, cost)
+            if used < w then
+              rotate, moved = false, false
+            else
+              redis.call('HDEL', K.turns, user)
+              rounds = math.floor(used / w)
+            end
+          end
+          if rotate then
+            clock = clock + 1
+            at = clock
+            -- turns that fill more than one round sit the further rounds out: behind one
+            -- rotation of each other user in the ring for each, and ahead of the next
+            -- (half a step: a tie would go by name)
+            if rounds > 1 then
+              at = clock + (rounds - 1) * (redis.call('ZCARD', K.ring) - 1) + 0.5
+            end
           end
         end
         if rotate then
-          clock = clock + 1
-          -- turns that fill more than one round sit the further rounds out: behind one
-          -- rotation of each other user in the ring for each, and ahead of the next
-          -- (half a step: a tie would go by name)
-          local at = clock
-          if rounds > 1 then
-            at = clock + (rounds - 1) * (redis.call('ZCARD', K.ring) - 1) + 0.5
-          end
           if by_head then
             rotations[#rotations + 1] = at
             rotations[#rotations + 1] = user

@@ -151,6 +151,10 @@ def test_groups_and_shares_in_the_report_the_metrics_and_the_dashboard(
                 if s.labels["queue"] == queue
             }
             assert info == {"m1": "org", "m2": "org"}
+            for name, want in (("fairque_group_weight", 2), ("fairque_group_tasks_waiting", 0),
+                               ("fairque_group_backlog_quota", 50)):  # fmt: skip
+                got = [s.value for s in m[name] if s.labels["queue"] == queue]
+                assert got == [want], (name, got)
             page = http.get(f"{live.base}/ui/q/{queue}/tenants").text
             groups = page.split('id="groups-table"')[1].split("</table>")[0]
             assert ">org " in groups

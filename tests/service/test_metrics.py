@@ -171,7 +171,7 @@ def test_two_queues_give_one_block_per_family(live: LiveServer) -> None:
         assert types["fairque_task_wait_seconds"] == "histogram"
         # samples of named users only, or of the server's nodes (one server, all queues)
         per_user = ("fairque_user_", "fairque_tenant_weight", "fairque_tenant_group_info",
-                    "fairque_server_")  # fmt: skip
+                    "fairque_group_", "fairque_server_")  # fmt: skip
         for name in [n for n in types if not n.startswith(per_user)]:  # per queue
             queues = {
                 s.labels.get("queue") for f in text_string_to_metric_families(response.text)

@@ -99,7 +99,9 @@ async def _queue_figures(q: AsyncFairQueue, top: int, tenants: int) -> dict[str,
     shown = list(dict.fromkeys([*ranked, *sorted(held)[:top]]))
     loads = await q.user_loads(shown)
     engine_metrics = await q.metrics()
+    named = [] if service is None else [t.group for t in service.tenants if t.group]
     return {
+        "groups": await q.group_loads(named) if tenants > 0 else [],
         "stats": stats,
         "workers": len(workers),
         "oldest": None if oldest is None else max(0.0, (now - oldest) / 1000),
@@ -175,6 +177,20 @@ def tenant_families(figures: Mapping[str, dict[str, Any]], shown: Sequence[int])
         "1 for each named user in a group (join on queue and user_id to sum by group).",
         labels=[*labels, "group"],
     )
+    group_weight = GaugeMetricFamily(
+        "fairque_group_weight", "The weight of a named user's group now.",
+        labels=["queue", "group"],
+    )  # fmt: skip
+    group_backlog = GaugeMetricFamily(
+        "fairque_group_tasks_waiting",
+        "A named user's group's tasks queued, scheduled or deferred (kept from the queue's"
+        " first group quota on).",
+        labels=["queue", "group"],
+    )
+    group_quota = GaugeMetricFamily(
+        "fairque_group_backlog_quota", "A named user's group's backlog quota, if it has one.",
+        labels=["queue", "group"],
+    )  # fmt: skip
     for queue, f in figures.items():
         report: TenantReport | None = f.get("tenants")
         if report is None:
@@ -187,7 +203,12 @@ def tenant_families(figures: Mapping[str, dict[str, Any]], shown: Sequence[int])
                 weight.add_metric([queue, tenant.user_id], tenant.weight)
             if tenant.group:
                 group.add_metric([queue, tenant.user_id, tenant.group], 1.0)
-    return [*counters.values(), wait, weight, group]
+        for load in f.get("groups", ()):
+            group_weight.add_metric([queue, load.group_id], load.weight)
+            group_backlog.add_metric([queue, load.group_id], load.queued)
+            if load.max_queued:
+                group_quota.add_metric([queue, load.group_id], load.max_queued)
+    return [*counters.values(), wait, weight, group, group_weight, group_backlog, group_quota]
 
 
 def _le(bound: float) -> str:

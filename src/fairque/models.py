@@ -14,6 +14,7 @@ from fairque.common.fairshare import weighted_shares
 from fairque.core.checks import (
     MAX_COST,
     MAX_DEPENDENCIES,
+    MAX_PROGRESS_MESSAGE,
     MAX_SECONDS,
     MAX_TASK_ID,
     MAX_USER_ID,
@@ -145,7 +146,35 @@ class Task(BaseModel):
     #: the last failed attempt's traceback and kind (e.g. ``"timeout"``), when given
     traceback: str | None = None
     failure_reason: str | None = None
+    #: how far its handler got, as it last reported (``report_progress``): a fraction
+    #: from 0 to 1 and a message
+    progress: float | None = None
+    progress_message: str | None = None
     _run_us: str = PrivateAttr(default="")  # run_seconds as a script takes it
+    #: progress reported and not yet sent (the next heartbeat takes it): '' none
+    _progress: str = PrivateAttr(default="")
+
+    def report_progress(self, fraction: float, message: str = "") -> None:
+        """Say how far the leased task got: ``fraction`` from 0 to 1 and a short
+        ``message``. The next heartbeat (``extend``, or a worker's own) takes it to the
+        server, where ``get()`` reads it as ``progress`` and ``progress_message``.
+
+        Raises:
+            ValidationError: ``fraction`` is not a number from 0 to 1, or ``message``
+                is not a string of at most 1,000 characters without control characters.
+        """
+        if isinstance(fraction, bool) or not isinstance(fraction, int | float):
+            raise ValidationError(f"fraction must be a number from 0 to 1, got {fraction!r}")
+        if not 0 <= fraction <= 1:  # (NaN fails this too)
+            raise ValidationError(f"fraction must be from 0 to 1, got {fraction!r}")
+        if not isinstance(message, str) or len(message) > MAX_PROGRESS_MESSAGE:
+            raise ValidationError(
+                f"message must be a string of at most {MAX_PROGRESS_MESSAGE} characters"
+            )
+        if message and identifier_problem(message, "message", MAX_PROGRESS_MESSAGE):
+            raise ValidationError("message must be valid Unicode without control characters")
+        self.progress, self.progress_message = float(fraction), message
+        self._progress = f"{float(fraction)!r}\n{message}"
 
     @property
     def run_seconds(self) -> float | None:

@@ -186,6 +186,24 @@ def test_extend_moves_the_deadline_and_stale_is_409(api: Api) -> None:
     assert stale.json()["task_state"] == "CANCELED"
 
 
+def test_an_extend_carries_the_handler_s_progress(api: Api) -> None:
+    api.push(task_id="p")
+    [task] = api.lease(lease_seconds=30)
+    assert task["progress"] is None
+    token = task["lease_token"]
+    body = {"lease_token": token, "progress": 0.75, "progress_message": "three quarters"}
+    api.ok("POST", "/tasks/p/extend", body)
+    shown = api.ok("GET", "/tasks/p")
+    assert (shown["progress"], shown["progress_message"]) == (0.75, "three quarters")
+    page = api.http.get(f"/ui/q/{api.queue}/task", params={"id": "p"}).text
+    assert "three quarters" in page.split('id="progress"')[1].split("</tr>")[0]
+    for bad in ({"progress": 1.5}, {"progress": "half"},
+                {"progress": 0.5, "progress_message": "two\nlines"}):  # fmt: skip
+        refused = api.call("POST", "/tasks/p/extend", {"lease_token": token, **bad})
+        assert refused.status_code == 422, refused.text
+    assert api.ok("GET", "/tasks/p")["progress"] == 0.75
+
+
 def test_lease_request_carries_the_previous_outcomes(api: Api) -> None:
     for i in range(3):
         api.push(task_id=f"c{i}", user_id=f"u{i}")

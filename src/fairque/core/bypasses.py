@@ -28,5 +28,6 @@ def stored_task(values: dict[str, Any]) -> Task:
     _set_dict(task, "__dict__", values)
     _set_dict(task, "__pydantic_fields_set__", set(_ALL_FIELDS_SET))
     _set_dict(task, "__pydantic_extra__", None)
-    _set_dict(task, "__pydantic_private__", {"_run_us": ""})  # Task.run_seconds: none yet
+    # Task.run_seconds: none yet; no progress reported yet
+    _set_dict(task, "__pydantic_private__", {"_run_us": "", "_progress": ""})
     return task

@@ -55,6 +55,8 @@ MAX_COST = 1_000
 MAX_IN_FLIGHT = 1_000_000
 #: the largest backlog quota ``set_user_limits(max_queued=)`` takes
 MAX_QUEUED = 1_000_000_000
+#: the longest message a handler's progress report carries (``Task.report_progress``)
+MAX_PROGRESS_MESSAGE = 1_000
 
 # control characters and lone surrogates (which cannot be encoded as UTF-8)
 _BAD_CHAR = re.compile(r"[\x00-\x1f\x7f\ud800-\udfff]")

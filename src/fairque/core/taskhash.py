@@ -41,6 +41,9 @@ started_at             started       -              start of the current attempt
 ended_at               ended         -              when the task ended
 traceback              traceback     -              the last failure's traceback (fail)
 failure_reason         reason        -              the last failure's kind, e.g. 'timeout'
+progress               progress      -              the handler's last reported fraction
+                                                    done (a heartbeat carries it)
+progress_message       progress_msg  -              the message reported with it
 -                      details       -              the last failure's data, serialized
 -                      result        -              the serialized result (complete writes
                                                     it; a None result is stored too)
@@ -184,6 +187,8 @@ FIELDS: tuple[Field, ...] = (
     Field("ended_at", "ended", None, ms_to_dt),
     Field("traceback", "traceback", None, _text),
     Field("failure_reason", "reason", None, _text),
+    Field("progress", "progress", None, float),
+    Field("progress_message", "progress_msg", None, _text),
     Field(None, "details", None, None),
     Field(None, "result", None, None),
     Field(None, "consumed", None, None),

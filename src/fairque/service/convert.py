@@ -127,6 +127,8 @@ def _fields(task: Task, queue: str) -> dict[str, Any]:
         "keep_result": task.keep_result,
         "result_ttl_seconds": task.result_ttl,
         "cost": task.cost,
+        "progress": task.progress,
+        "progress_message": task.progress_message,
         "error": task.error,
         "worker_id": task.worker_id,
     }

@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from fairque.client.aio import AsyncFairQueue
-from fairque.errors import CancelRequested, LeaseLost
+from fairque.errors import CancelRequested, LeaseLost, ValidationError
 from fairque.models import Task, TaskState, UserStats
 from fairque.service import listing
 from fairque.service.convert import (
@@ -443,6 +443,11 @@ async def extend(ctx: Ctx) -> Reply:
     body: ExtendIn = ctx.body
     task_id = ctx.path["task_id"]
     handle = lease_handle(task_id, body.lease_token, body.run_seconds)
+    if body.progress is not None:
+        try:
+            handle.report_progress(body.progress, body.progress_message)
+        except ValidationError as exc:  # (the schema checked the rest: its characters)
+            raise invalid("progress_message", str(exc)) from None
     try:
         deadline = await ctx.q.extend(handle, body.seconds)
         if ctx.pullers is not None:

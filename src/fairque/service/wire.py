@@ -152,6 +152,8 @@ class TaskOut(Struct, kw_only=True):
         int | None, Meta(description="How long a kept result lives (null: the queue's default)")
     ]
     cost: Annotated[int, Meta(description="Its slots and rate tokens (fair share: runs x cost)")]
+    progress: Annotated[float | None, Meta(description="How far its handler got, 0 to 1")]
+    progress_message: Annotated[str | None, Meta(description="The progress report's message")]
     error: Annotated[str | None, Meta(description="The last failure's message")]
     worker_id: Annotated[
         str | None,
@@ -307,6 +309,11 @@ class ExtendIn(Struct, forbid_unknown_fields=True, kw_only=True):
     lease_token: Annotated[str, Meta(min_length=1, max_length=128)]
     seconds: Seconds | None = None
     run_seconds: RunSeconds | None = None
+    #: how far the handler got (0 to 1), kept as the task's progress with the message
+    progress: Annotated[float, Meta(ge=0, le=1)] | None = None
+    progress_message: Annotated[
+        str, Meta(max_length=1000, extra_json_schema={"pattern": "^[^\\u0000-\\u001f\\u007f]*$"})
+    ] = ""
 
 
 class ExtendOut(Struct):

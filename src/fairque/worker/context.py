@@ -71,6 +71,21 @@ class Context:
         """The running task's user."""
         return self.task.user_id
 
+    def progress(self, fraction: float, message: str = "") -> None:
+        """Report how far the task got: ``fraction`` from 0 to 1 and a short ``message``.
+
+        No round trip of its own: the worker's next heartbeat carries it (one every
+        ``heartbeat_interval_seconds``, a third of the lease by default), and from then
+        ``get()``, the HTTP API, ``fairque task`` and the dashboard show it. Callable
+        from async and sync handlers alike; a later report replaces an earlier one not
+        yet sent.
+
+        Raises:
+            ValidationError: ``fraction`` is not a number from 0 to 1, or ``message`` is
+                too long (1,000 characters) or holds control characters.
+        """
+        self.task.report_progress(fraction, message)
+
     async def upstream_results(self) -> dict[str, Any]:
         """The results of the tasks this task depends on, by task id.
 

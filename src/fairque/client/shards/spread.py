@@ -393,6 +393,7 @@ class Shards(ShardedRules, ShardedSchedules, ShardedReads, Placement):
 
     def extend_many(self, tasks: Sequence[Task], seconds: float | None) -> Flow[list[bool]]:
         groups: dict[int, list[int]] = {}
+        sent = [task._progress for task in tasks]
         routed = [self._route(task) for task in tasks]
         for i, (shard, _) in enumerate(routed):
             groups.setdefault(shard, []).append(i)
@@ -408,8 +409,10 @@ class Shards(ShardedRules, ShardedSchedules, ShardedReads, Placement):
         for s, answer in zip(shards, answers, strict=True):
             for i, ok in zip(groups[s], answer, strict=True):
                 out[i] = ok
-        for task, copy in zip(tasks, copies, strict=True):  # the new deadlines, as a plain
-            task.lease_deadline = copy.lease_deadline  # queue sets them on the caller's
+        for task, copy, progress in zip(tasks, copies, sent, strict=True):  # the new
+            task.lease_deadline = copy.lease_deadline  # deadlines, as a plain queue sets
+            if not copy._progress and task._progress == progress:  # them on the caller's,
+                task._progress = ""  # and the progress the heartbeat took
         return out
 
     # reads and changes by task id ---------------------------------------------------

@@ -6,6 +6,8 @@ ARGV[1] id
 ARGV[2] token
 ARGV[3] ms          new lease length from now
 ARGV[4] run_us      the handler's run so far as the worker measured it ('': not reported)
+ARGV[5] progress    '<fraction>\n<message>' as the handler reported it, kept as the
+                    task's 'progress' and 'progress_msg' ('': none new)
 
 Reply: the new deadline (ms since the epoch, server time). A resend moves it again,
        to now + ms: the same answer as a second heartbeat.
@@ -21,6 +23,7 @@ Errors: 'FQERR -7' (CancelRequested, a LeaseLost) when the task was canceled whi
 -- @include extend_slots
 -- @include fair_heartbeat
 -- @include due_by
+-- @include progress_fields
 
 local K = {prefix = KEYS[1], leases = KEYS[2], stats = KEYS[3], ring = KEYS[4],
   meta = KEYS[5]}
@@ -37,11 +40,9 @@ if not held or tonumber(f[4]) <= ms then
 end
 local deadline = ms + tonumber(ARGV[3])
 local fair = fair_heartbeat(K, f[3], ms - (f[7] or ms), f[8], ARGV[4])
-if fair then
-  redis.call('HSET', task_key(K, id), 'deadline', deadline, 'fair', fair)
-else
-  redis.call('HSET', task_key(K, id), 'deadline', deadline)
-end
+local fields = {'deadline', deadline}
+if fair then fields[3], fields[4] = 'fair', fair end
+redis.call('HSET', task_key(K, id), unpack(progress_fields(fields, ARGV[5])))
 redis.call('ZADD', K.leases, deadline, id)
 -- a shorter extension than the lease had may end before the queue's 'due' hint
 if deadline < tonumber(f[4]) then due_by(K, deadline) end

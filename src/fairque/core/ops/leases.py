@@ -269,7 +269,14 @@ class LeaseOperations(OperationsBase):
             task.lease_deadline = deadline
             return deadline
 
-        return self._call("extend", [task_id, token, ms, task._run_us], parse)
+        sent = task._progress
+
+        def parse_sent(reply: Any) -> datetime:
+            if task._progress == sent:  # taken: the next heartbeat sends none
+                task._progress = ""
+            return parse(reply)
+
+        return self._call("extend", [task_id, token, ms, task._run_us, sent], parse_sent)
 
     def extend_many(self, tasks: Sequence[Task], seconds: float | None) -> Call[list[bool]]:
         """Extend several held leases in one call; False for each lease that was lost."""
@@ -277,15 +284,19 @@ class LeaseOperations(OperationsBase):
         if ms <= 0:
             raise ValidationError("seconds must be positive")
         args: list[Any] = [ms]
-        for task in tasks:
+        sent = [task._progress for task in tasks]
+        for task, progress in zip(tasks, sent, strict=True):
             args.extend(self._lease_of(task))
             args.append(task._run_us)
+            args.append(progress)
 
         def parse(reply: list[Any]) -> list[bool]:
             out = []
-            for task, deadline in zip(tasks, reply, strict=True):
+            for task, deadline, progress in zip(tasks, reply, sent, strict=True):
                 if int(deadline) >= 0:
                     task.lease_deadline = ms_to_dt(deadline)
+                    if task._progress == progress:  # taken: the next heartbeat sends none
+                        task._progress = ""
                 out.append(int(deadline) >= 0)
             return out
 

@@ -28,6 +28,8 @@ TWINS: list[tuple[str, str, str]] = [
      "src/fairque/client/inspection.py"),
     ("src/fairque/constraints/api.py", "AsyncConstraintMethods", "src/fairque/constraints/api.py"),
     ("src/fairque/schedules/api.py", "AsyncScheduleMethods", "src/fairque/schedules/api.py"),
+    ("src/fairque/client/deadletters.py", "AsyncDeadLetterMethods",
+     "src/fairque/client/deadletters.py"),
     ("src/fairque/client/aio.py", "AsyncFairQueue", "src/fairque/client/queue.py"),
 ]  # fmt: skip
 
@@ -37,6 +39,7 @@ RENAMES: dict[str, str] = {
     "AsyncInspectionMethods": "InspectionMethods",
     "AsyncConstraintMethods": "ConstraintMethods",
     "AsyncScheduleMethods": "ScheduleMethods",
+    "AsyncDeadLetterMethods": "DeadLetterMethods",
     "AsyncWaits": "Waits",
     "AsyncFairQueue": "FairQueue",
     "AsyncQuickSender": "QuickSender",

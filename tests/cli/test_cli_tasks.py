@@ -151,6 +151,29 @@ def test_bulk_retry_counts_asks_and_retries(q: FairQueue, server: ServerInfo) ->
     assert "no FAILED task(s) of user 'alice' in queue" in none_left.stdout
 
 
+def test_dead_letters_by_error_and_age_dry_run_and_delete(q: FairQueue, server: ServerInfo) -> None:
+    failed(q, {"alice": 5, "bob": 4})
+    dry = cli(q, server, "retry", "--state", "FAILED", "--error", "boom", "--dry-run")
+    assert dry.exit_code == 0, dry.output
+    assert "9 FAILED task(s) with error 'boom' in queue" in dry.stdout
+    aged = cli(q, server, "retry", "--state", "FAILED", "--older-than", "3600", "--yes")
+    assert "no FAILED task(s) ended over 3600 s ago" in aged.stdout
+    assert q.stats().counts[TaskState.FAILED] == 9  # neither changed anything
+    asked = cli(q, server, "delete", "--state", "FAILED", "--user", "bob", stdin="n\n")
+    assert asked.exit_code == 1
+    assert "Delete 4 FAILED task(s) of user 'bob' in queue" in asked.stdout
+    gone = cli(q, server, "delete", "--state", "FAILED", "--user", "bob", "--yes")
+    assert gone.exit_code == 0, gone.output
+    assert "deleted 4 FAILED task(s) of user 'bob'" in gone.stdout
+    assert q.stats().counts[TaskState.FAILED] == 5
+    for bad in (["delete"], ["delete", "--state", "QUEUED"],
+                ["retry", "--state", "FAILED", "--older-than", "-1"],
+                ["retry", "some-id", "--dry-run"]):  # fmt: skip
+        refused = cli(q, server, *bad)
+        assert refused.exit_code == 2, (bad, refused.output)
+    assert q.stats().counts[TaskState.FAILED] == 5
+
+
 def test_bulk_cancel(q: FairQueue, server: ServerInfo) -> None:
     mine = [q.enqueue("job", user_id="alice").task_id or "" for _ in range(9)]
     theirs = q.enqueue("job", user_id="bob")

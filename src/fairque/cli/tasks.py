@@ -1,12 +1,15 @@
-"""Commands on many tasks: ``tasks`` (list), and ``retry`` / ``cancel`` of one task or of
-every task a filter matches.
+"""Commands on many tasks: ``tasks`` (list), ``retry`` / ``cancel`` of one task or of
+every task a filter matches, and ``delete`` of every dead letter a filter matches.
 
 Listing walks the engine's ``list_tasks`` pages (newest first, at most ``PAGE``
 tasks a call), following the cursor until the limit is reached, so a long listing
-never holds the server for long. A bulk ``retry`` or ``cancel`` first collects the ids that
+never holds the server for long. A bulk ``cancel`` first collects the ids that
 match (one walk that changes nothing), asks for a confirmation with their count,
 then acts on each id: a task that changed state or expired in between is skipped
-and counted, and a task that fails again meanwhile is not retried twice.
+and counted. A bulk ``retry`` or ``delete`` counts with the engine's dry run
+(``bulk_retry``, ``bulk_delete``), asks, then moves the matches in batches: a task
+that changed state in between is skipped and counted, and a task that fails again
+meanwhile is not retried twice.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from rich.table import Table
 
 from fairque.cli.base import EXIT_USAGE, fail, no_task, open_queue, shared, stdout
 from fairque.client.queue import FairQueue
-from fairque.errors import InvalidTransition, TaskNotFound
+from fairque.errors import TaskNotFound, ValidationError
 from fairque.models import Task, TaskState
 
 #: Tasks per ``list_tasks`` call (the engine's largest page).
@@ -46,6 +49,18 @@ NameOption = Annotated[
     str | None, typer.Option("--name", metavar="NAME", help="Only this task name.")
 ]
 YesOption = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for a confirmation.")]
+ErrorOption = Annotated[
+    str | None, typer.Option("--error", metavar="TEXT", help="Only tasks whose error holds it.")
+]
+OlderOption = Annotated[
+    float | None,
+    typer.Option("--older-than", metavar="SECONDS", help="Only tasks that ended this long ago."),
+]
+NewerOption = Annotated[
+    float | None,
+    typer.Option("--newer-than", metavar="SECONDS", help="Only tasks that ended within this."),
+]
+DryRunOption = Annotated[bool, typer.Option("--dry-run", help="Count the matches; change nothing.")]
 
 
 def parse_state(value: str | None, allowed: tuple[TaskState, ...] = tuple(TaskState)) -> TaskState:
@@ -216,12 +231,50 @@ def _bulk(
     stdout.print(f"{moved} {done} {matches} in queue {q.queue!r}{note}", highlight=False)
 
 
-def _retry_one(q: FairQueue, task_id: str) -> bool:
-    try:
-        q.retry(task_id)
-    except (TaskNotFound, InvalidTransition):
-        return False
-    return True
+def _dead_letters(
+    ctx: typer.Context,
+    retry: bool,
+    state: TaskState,
+    chosen: dict[str, Any],
+    yes: bool,
+    dry_run: bool,
+) -> None:
+    """Count what ``chosen`` matches (the engine's dry run), confirm it, then retry or
+    delete the matches (``bulk_retry``, ``bulk_delete``)."""
+    words = {
+        "user_id": "of user {!r}",
+        "name": "named {!r}",
+        "error": "with error {!r}",
+        "older_than": "ended over {:g} s ago",
+        "newer_than": "ended within {:g} s",
+    }
+    given = {k: v for k, v in chosen.items() if v is not None}  # fmt: skip
+    matches = " ".join([f"{state.value} task(s)", *(words[k].format(v) for k, v in given.items())])
+    verb = "retry" if retry else "delete"
+    with open_queue(ctx) as q:
+        action = q.bulk_retry if retry else q.bulk_delete
+        try:
+            count = action(state=state, dry_run=True, **given)
+        except ValidationError as exc:
+            fail(str(exc), EXIT_USAGE)
+        if not count or dry_run:
+            found = f"{count} {matches}" if count else f"no {matches}"
+            stdout.print(f"{found} in queue {q.queue!r}", highlight=False)
+            return
+        if not yes:
+            try:
+                agreed = typer.confirm(
+                    f"{verb.capitalize()} {count} {matches} in queue {q.queue!r}?"
+                )
+            except typer.Abort:  # no answer (end of input) is no
+                _decline()
+            if not agreed:
+                _decline()
+        done = action(state=state, **given)
+    skipped = count - done
+    note = f" ({skipped} skipped: they changed state or expired meanwhile)" if skipped else ""
+    moved = "re-queued" if retry else "deleted"
+    stdout.print(f"{moved} {done} {matches} in queue {q.queue!r}{note}", highlight=False)
 
 
 def _cancel_one(q: FairQueue, task_id: str) -> bool:
@@ -231,9 +284,18 @@ def _cancel_one(q: FairQueue, task_id: str) -> bool:
         return False
 
 
-def _one_or_filter(task_id: str | None, state: str | None, user: str | None, name: str | None,
-                   command: str) -> None:  # fmt: skip
-    if task_id is not None and (state, user, name) != (None, None, None):
+def _one_or_filter(
+    task_id: str | None,
+    state: str | None,
+    user: str | None,
+    name: str | None,
+    command: str,
+    more: tuple[Any, ...] = (),
+    dry_run: bool = False,
+) -> None:
+    if task_id is not None and (
+        (state, user, name) != (None, None, None) or any(v is not None for v in more) or dry_run
+    ):
         fail("give a task id or --state (with --user, --name), not both", EXIT_USAGE)
     if task_id is None and state is None:
         fail(f"give a task id, or --state to {command} every task that matches", EXIT_USAGE)
@@ -245,21 +307,29 @@ def retry(
     state: RetryStateOption = None,
     user: UserOption = None,
     name: NameOption = None,
+    error: ErrorOption = None,
+    older_than: OlderOption = None,
+    newer_than: NewerOption = None,
+    dry_run: DryRunOption = False,
     yes: YesOption = False,
 ) -> None:
     """Re-queue a FAILED or CANCELED task, or every task a filter matches.
 
     TASK_ID re-queues one task with a fresh retry budget; --state FAILED|CANCELED
-    [--user U] [--name N] re-queues every task that matches: the ids are collected,
-    counted and confirmed first (--yes does not ask), each is re-queued once, and
-    the tasks that changed state meanwhile are counted as skipped.
+    [--user U] [--name N] [--error TEXT] [--older-than S] [--newer-than S] re-queues
+    every task that matches: they are counted and confirmed first (--yes does not ask;
+    --dry-run only counts), then re-queued in batches, and the tasks that changed state
+    meanwhile are counted as skipped.
 
     Exit codes: 0 done (also when nothing matches); 1 an unknown task, a task in
     another state, a declined confirmation, a server failure; 2 bad usage.
     """
-    _one_or_filter(task_id, state, user, name, "retry")
+    filters = (error, older_than, newer_than)
+    _one_or_filter(task_id, state, user, name, "retry", filters, dry_run)
     if task_id is None:
-        _bulk(ctx, "retry", parse_state(state, RETRYABLE), user, name, yes, _retry_one)
+        chosen = {"user_id": user, "name": name, "error": error, "older_than": older_than,
+                  "newer_than": newer_than}  # fmt: skip
+        _dead_letters(ctx, True, parse_state(state, RETRYABLE), chosen, yes, dry_run)
         return
     with open_queue(ctx) as q:
         try:
@@ -267,6 +337,33 @@ def retry(
         except TaskNotFound:
             no_task(task_id, q.queue)
     stdout.print(f"re-queued {task_id}", highlight=False)
+
+
+def delete(
+    ctx: typer.Context,
+    state: RetryStateOption = None,
+    user: UserOption = None,
+    name: NameOption = None,
+    error: ErrorOption = None,
+    older_than: OlderOption = None,
+    newer_than: NewerOption = None,
+    dry_run: DryRunOption = False,
+    yes: YesOption = False,
+) -> None:
+    """Delete now every FAILED or CANCELED task a filter matches (dead letters).
+
+    --state FAILED|CANCELED [--user U] [--name N] [--error TEXT] [--older-than S]
+    [--newer-than S]: the matches are counted and confirmed first (--yes does not ask;
+    --dry-run only counts), then deleted in batches, as their expiry would later.
+
+    Exit codes: 0 done (also when nothing matches); 1 a declined confirmation, a
+    server failure; 2 bad usage.
+    """
+    if state is None:
+        fail("give --state FAILED or CANCELED (with --user, --name, ...)", EXIT_USAGE)
+    chosen = {"user_id": user, "name": name, "error": error, "older_than": older_than,
+              "newer_than": newer_than}  # fmt: skip
+    _dead_letters(ctx, False, parse_state(state, RETRYABLE), chosen, yes, dry_run)
 
 
 def cancel(
@@ -302,6 +399,6 @@ def cancel(
 
 
 def register(app: typer.Typer) -> None:
-    """Add ``tasks``, ``retry`` and ``cancel`` to ``app``."""
-    for command in (tasks, retry, cancel):
+    """Add ``tasks``, ``retry``, ``cancel`` and ``delete`` to ``app``."""
+    for command in (tasks, retry, cancel, delete):
         app.command()(shared(command))

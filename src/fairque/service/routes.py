@@ -7,6 +7,7 @@ from typing import Any
 
 from fairque.models import TaskState
 from fairque.service import constraints as con
+from fairque.service import deadletters as dl
 from fairque.service import handlers as h
 from fairque.service import limits as lim
 from fairque.service import schedules as sch
@@ -122,6 +123,14 @@ ROUTES: tuple[Route, ...] = (
           responses=((200, TaskOut),), errors=(404, 409)),
     Route("POST", T + "/retry", h.retry_task, ADMINS, "Queue a FAILED or CANCELED task again",
           responses=((200, TaskOut),), errors=(404, 409)),
+    Route("POST", Q + "/dead-letters/retry", dl.retry_dead_letters, ADMINS,
+          "Queue again every FAILED (or CANCELED) task a filter picks (dry run: count them)",
+          body=dl.DeadLettersIn, responses=((200, dl.DeadLettersOut),),
+          errors=(404, 413, 415, 422)),
+    Route("POST", Q + "/dead-letters/delete", dl.delete_dead_letters, ADMINS,
+          "Delete every FAILED (or CANCELED) task a filter picks (dry run: count them)",
+          body=dl.DeadLettersIn, responses=((200, dl.DeadLettersOut),),
+          errors=(404, 413, 415, 422)),
     Route("GET", "/v1/queues", h.list_queues, READERS, "The queues this server serves",
           responses=((200, QueuesOut),)),
     Route("GET", Q + "/stats", h.queue_stats, READERS, "Counts, counters and per-user load",

@@ -15,13 +15,10 @@ task is not FAILED or CANCELED.
 ]]
 -- @include now
 -- @include keys
--- @include task_stock
--- @include mono_us
--- @include enqueue_ready
 -- @include signal_wake
 -- @include replayed
 -- @include last_op
--- @include backlog_add
+-- @include requeue_ended
 
 local K = {prefix = KEYS[1], ring = KEYS[2], queued = KEYS[3], failed = KEYS[4],
   canceled = KEYS[5], meta = KEYS[6], capped = KEYS[7], wake = KEYS[8], ends = KEYS[9],
@@ -35,16 +32,6 @@ if f[1] ~= 'FAILED' and f[1] ~= 'CANCELED' then
   return redis.error_reply('FQERR -4 task ' .. id .. ' is ' .. f[1] .. ', not FAILED or CANCELED')
 end
 local ms, us = now()
-redis.call('ZREM', K.failed, id)
-redis.call('ZREM', K.canceled, id)
-redis.call('ZREM', K.ends, f[2] .. '\n' .. f[5] .. '\n' .. id)  -- kept again: stays indexed
-redis.call('PERSIST', tk)
-redis.call('PERSIST', deps_blocked_key(K, id))
-redis.call('HSET', tk, 'op', req .. ' QUEUED')
-redis.call('HDEL', tk, 'retries', 'error', 'ended', 'result', 'run_at', 'traceback', 'reason',
-  'details', 'consumed', 'cut_lease')
-local prio = tonumber(f[3] or task_stock())
-enqueue_ready(K, id, f[2], prio, mono_us(K, us), ms, ARGV[2], tonumber(ARGV[3]))
-backlog_add(K, f[2], 1)
+requeue_ended(K, id, f[2], f[3], f[5], req, ARGV[2], tonumber(ARGV[3]), ms, us)
 signal_wake(K, 1)
 return 'QUEUED'

@@ -271,6 +271,17 @@ class TaskOperations(OperationsBase):
         args = [task_id, self.options.ordering, self._horizon_us, request_id()]
         return self._call("retry", args, lambda r: TaskState(text(r)))
 
+    def bulk_retry(self, task_ids: Sequence[str], state: TaskState) -> Call[int]:
+        """Re-queue those of ``task_ids`` in ``state`` (FAILED or CANCELED) with a fresh
+        retry budget; answers how many."""
+        args = [self.options.ordering, self._horizon_us, request_id(), state.value, *task_ids]
+        return self._call("bulk_retry", args, int)
+
+    def bulk_delete(self, task_ids: Sequence[str], state: TaskState) -> Call[int]:
+        """Delete those of ``task_ids`` in ``state`` (FAILED or CANCELED) now; answers
+        how many."""
+        return self._call("bulk_delete", [request_id(), state.value, *task_ids], int)
+
     def purge(self, limit: int) -> Call[tuple[int, int]]:
         """Delete up to ``limit`` tasks; returns (deleted, remaining)."""
         return self._call("purge", [limit], lambda r: (int(r[0]), int(r[1])))

@@ -189,6 +189,16 @@ def _decline() -> NoReturn:
     fail("aborted; nothing was changed")
 
 
+def _confirm(question: str) -> None:
+    """Ask ``question``; anything but yes (no answer too: end of input) aborts."""
+    try:
+        agreed = typer.confirm(question)
+    except typer.Abort:
+        _decline()
+    if not agreed:
+        _decline()
+
+
 def _bulk(
     ctx: typer.Context,
     verb: str,
@@ -216,14 +226,7 @@ def _bulk(
             stdout.print(f"no {matches} in queue {q.queue!r}", highlight=False)
             return
         if not yes:
-            try:
-                agreed = typer.confirm(
-                    f"{verb.capitalize()} {len(ids)} {matches} in queue {q.queue!r}?"
-                )
-            except typer.Abort:  # no answer (end of input) is no
-                _decline()
-            if not agreed:
-                _decline()
+            _confirm(f"{verb.capitalize()} {len(ids)} {matches} in queue {q.queue!r}?")
         done = sum(1 for task_id in ids if act(q, task_id))
         skipped = len(ids) - done
     moved = "re-queued" if verb == "retry" else "canceled"
@@ -262,14 +265,7 @@ def _dead_letters(
             stdout.print(f"{found} in queue {q.queue!r}", highlight=False)
             return
         if not yes:
-            try:
-                agreed = typer.confirm(
-                    f"{verb.capitalize()} {count} {matches} in queue {q.queue!r}?"
-                )
-            except typer.Abort:  # no answer (end of input) is no
-                _decline()
-            if not agreed:
-                _decline()
+            _confirm(f"{verb.capitalize()} {count} {matches} in queue {q.queue!r}?")
         done = action(state=state, **given)
     skipped = count - done
     note = f" ({skipped} skipped: they changed state or expired meanwhile)" if skipped else ""

@@ -173,6 +173,7 @@ def test_group_loads_read_every_limit(make_queue: MakeQueue) -> None:
         q.group_loads(["bad\x00id"])
 
 
+@pytest.mark.server_kinds("valkey")  # input checks: one kind suffices
 @pytest.mark.parametrize("value", [-1, True, 2.5, "3", 1_000_000_001])
 def test_a_bad_group_quota_is_refused_and_changes_nothing(
     make_queue: MakeQueue, redis_client: SyncClient, value: object

@@ -99,6 +99,7 @@ def test_report_progress_then_extend(make_queue: MakeQueue) -> None:
     assert q.complete(task, "ok")
 
 
+@pytest.mark.server_kinds("valkey")  # input checks: one kind suffices
 @pytest.mark.parametrize(
     ("fraction", "message"),
     [

@@ -94,14 +94,14 @@ class DeadLetterFilter:
 
 
 def bulk_flow(
-    ops: Operations,
     place: Placement,
     chosen: DeadLetterFilter,
     act: Callable[[Operations, list[str]], Call[int]] | None,
 ) -> Flow[int]:
-    """Walk the tasks ``chosen`` picks; with ``act`` None count them, else send them to
-    ``act`` in batches per partition and answer how many it moved."""
-    now: int = yield ops.server_time()
+    """Walk the tasks ``chosen`` picks (across every partition of ``place``); with
+    ``act`` None count them, else send them to ``act`` in batches per partition and
+    answer how many it moved."""
+    now: int = yield place.home.ops.server_time()
     picked: dict[int, tuple[Operations, list[str]]] = {}
     cursor: str | None = None
     while True:
@@ -173,7 +173,7 @@ class DeadLetterMethods:
         """
         chosen = DeadLetterFilter.of(state, name, user_id, error, older_than, newer_than)
         act = None if dry_run else _retry(chosen.state)
-        return self._drive(bulk_flow(self.ops, self._place, chosen, act))
+        return self._drive(self._place.bulk(chosen, act))
 
     def bulk_delete(
         self,
@@ -198,7 +198,7 @@ class DeadLetterMethods:
         """
         chosen = DeadLetterFilter.of(state, name, user_id, error, older_than, newer_than)
         act = None if dry_run else _delete(chosen.state)
-        return self._drive(bulk_flow(self.ops, self._place, chosen, act))
+        return self._drive(self._place.bulk(chosen, act))
 
 
 class AsyncDeadLetterMethods:
@@ -243,7 +243,7 @@ class AsyncDeadLetterMethods:
         """
         chosen = DeadLetterFilter.of(state, name, user_id, error, older_than, newer_than)
         act = None if dry_run else _retry(chosen.state)
-        return await self._drive(bulk_flow(self.ops, self._place, chosen, act))
+        return await self._drive(self._place.bulk(chosen, act))
 
     async def bulk_delete(
         self,
@@ -268,4 +268,4 @@ class AsyncDeadLetterMethods:
         """
         chosen = DeadLetterFilter.of(state, name, user_id, error, older_than, newer_than)
         act = None if dry_run else _delete(chosen.state)
-        return await self._drive(bulk_flow(self.ops, self._place, chosen, act))
+        return await self._drive(self._place.bulk(chosen, act))

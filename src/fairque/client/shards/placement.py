@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from fairque.client.base import Flow, QueueBase
+from fairque.client.deadletters import DeadLetterFilter, bulk_flow
 from fairque.client.inspection import InspectionFlows
 from fairque.constraints.model import Constraint, ConstraintInfo, ConstraintSet
 from fairque.core.ops.shards import Layout
@@ -40,6 +41,7 @@ from fairque.schedules.model import Schedule
 
 if TYPE_CHECKING:
     from fairque.client.shards.placed import Placed
+    from fairque.core.ops import Operations
 
 T = TypeVar("T")
 
@@ -99,6 +101,15 @@ class Placement(ABC):
     def locate(self, task_id: str) -> Flow[QueueBase]:
         """The partition holding ``task_id`` (shard 0's when none does: it answers as
         for an unknown id)."""
+
+    def bulk(
+        self,
+        chosen: DeadLetterFilter,
+        act: Callable[[Operations, list[str]], Call[int]] | None,
+    ) -> Flow[int]:
+        """A bulk action on the dead letters ``chosen`` picks, over every partition
+        (``fairque.client.deadletters``): how many it counted (``act`` None) or moved."""
+        return bulk_flow(self, chosen, act)
 
     @abstractmethod
     def each(self, build: Callable[[QueueBase], Call[T]]) -> Flow[list[T]]:

@@ -150,7 +150,10 @@ def test_sigterm_finishes_running_tasks_and_leaves_the_rest_queued(
         Task(user_id=f"u{i}", name="record", payload={"sleep": 1.0}) for i in range(4)
     )
     rest = q.push_many(Task(user_id="later", name="record") for _ in range(10))
-    proc = spawn(queue, "--concurrency", "4", FAIRQUE_WORKER__SHUTDOWN_GRACE_SECONDS="20")
+    # (no lease ahead: the four leases are the four long tasks' running handlers, not a
+    # task waiting for a slot, which the shutdown would give back)
+    proc = spawn(queue, "--concurrency", "4", FAIRQUE_WORKER__SHUTDOWN_GRACE_SECONDS="20",
+                 FAIRQUE_WORKER__LEASE_AHEAD="0")  # fmt: skip
     wait_until(lambda: q.stats().counts[TaskState.STARTED] == 4, 30, "four tasks to start")
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=30) == 0

@@ -201,7 +201,6 @@ def _confirm(question: str) -> None:
 
 def _bulk(
     ctx: typer.Context,
-    verb: str,
     state: TaskState,
     user: str | None,
     name: str | None,
@@ -220,18 +219,17 @@ def _bulk(
     )
     with open_queue(ctx) as q:
         # the ids first (a walk that changes nothing, so its cursors stay valid), then
-        # the changes: a task that fails again at once is not retried twice
+        # the changes
         ids = [t.task_id or "" for page, _ in walk(q, state, user, name) for t in page]
         if not ids:
             stdout.print(f"no {matches} in queue {q.queue!r}", highlight=False)
             return
         if not yes:
-            _confirm(f"{verb.capitalize()} {len(ids)} {matches} in queue {q.queue!r}?")
+            _confirm(f"Cancel {len(ids)} {matches} in queue {q.queue!r}?")
         done = sum(1 for task_id in ids if act(q, task_id))
         skipped = len(ids) - done
-    moved = "re-queued" if verb == "retry" else "canceled"
     note = f" ({skipped} skipped: they changed state or expired meanwhile)" if skipped else ""
-    stdout.print(f"{moved} {done} {matches} in queue {q.queue!r}{note}", highlight=False)
+    stdout.print(f"canceled {done} {matches} in queue {q.queue!r}{note}", highlight=False)
 
 
 def _dead_letters(
@@ -382,7 +380,7 @@ def cancel(
     """
     _one_or_filter(task_id, state, user, name, "cancel")
     if task_id is None:
-        _bulk(ctx, "cancel", parse_state(state, CANCELABLE), user, name, yes, _cancel_one)
+        _bulk(ctx, parse_state(state, CANCELABLE), user, name, yes, _cancel_one)
         return
     with open_queue(ctx) as q:
         try:

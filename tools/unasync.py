@@ -30,6 +30,7 @@ TWINS: list[tuple[str, str, str]] = [
     ("src/fairque/schedules/api.py", "AsyncScheduleMethods", "src/fairque/schedules/api.py"),
     ("src/fairque/client/deadletters.py", "AsyncDeadLetterMethods",
      "src/fairque/client/deadletters.py"),
+    ("src/fairque/client/waiting.py", "AsyncWaitMethods", "src/fairque/client/waiting.py"),
     ("src/fairque/client/aio.py", "AsyncFairQueue", "src/fairque/client/queue.py"),
 ]  # fmt: skip
 
@@ -41,6 +42,7 @@ RENAMES: dict[str, str] = {
     "AsyncScheduleMethods": "ScheduleMethods",
     "AsyncDeadLetterMethods": "DeadLetterMethods",
     "AsyncWaits": "Waits",
+    "AsyncWaitMethods": "WaitMethods",
     "AsyncFairQueue": "FairQueue",
     "AsyncQuickSender": "QuickSender",
     "open_async": "open_blocking",

@@ -117,6 +117,10 @@ class WorkerConfig(BaseModel):
     lease_seconds: float | None = Field(default=None, gt=0)
     heartbeat_interval_seconds: float | None = Field(default=None, gt=0)
     shutdown_grace_seconds: float = Field(default=30.0, ge=0)
+    #: how long a sync handler whose task was canceled (or whose lease was lost) may
+    #: run on after ``ctx.cancelled`` turns true before the worker gives up on its
+    #: thread (an async handler is cancelled at once)
+    cancel_grace_seconds: float = Field(default=5.0, ge=0, le=3600)
     #: how long a starting worker waits for an unreachable server before it gives up
     wait_for_server_seconds: float = Field(default=30.0, ge=0, le=86_400)
     #: seconds between maintenance rounds (dependency clean-up, registry trims); 0 = none

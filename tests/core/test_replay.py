@@ -189,6 +189,22 @@ def test_resent_cancel_and_retry(make_queue: MakeQueue, redis_client: SyncClient
 
 
 @pytest.mark.one_shard("sends one shard's operations itself; every shard runs the same scripts")
+def test_a_resent_cancel_of_a_running_task_signals_its_worker_once(
+    make_queue: MakeQueue, redis_client: SyncClient
+) -> None:
+    q = make_queue()
+    q.enqueue("n", user_id="u")
+    task = q.pop("w")
+    assert task is not None
+    assert task.task_id is not None
+    assert resend(q, redis_client, q.ops.cancel(task.task_id)) == (True, True)
+    stop = q.wait_for_cancel("w", 0.5)
+    assert stop is not None
+    assert (stop.task_id, stop.lease_token) == (task.task_id, task.lease_token)
+    assert q.wait_for_cancel("w", 0.05) is None  # one signal, not two
+
+
+@pytest.mark.one_shard("sends one shard's operations itself; every shard runs the same scripts")
 def test_resent_extend_and_limits(make_queue: MakeQueue, redis_client: SyncClient) -> None:
     q = make_queue()
     q.enqueue("n", user_id="u")

@@ -6,6 +6,7 @@ the tests can prove every task ran and none completed twice.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 from typing import Any
@@ -38,3 +39,34 @@ def record(ctx: Context, payload: Any) -> int:
     if isinstance(payload, dict):
         time.sleep(float(payload.get("sleep", 0)))
     return int(client().hincrby(runs_key(ctx.queue.queue), ctx.task_id, 1))
+
+
+def started_key(queue: str) -> str:
+    """List of the ids of the stoppable tasks whose handlers started."""
+    return f"fq:{{{queue}}}:test:started"
+
+
+def stopped_key(queue: str) -> str:
+    """Hash task id -> when (``time.time()``) its stoppable handler saw it must stop."""
+    return f"fq:{{{queue}}}:test:stopped"
+
+
+@task(name="stoppable_async")
+async def stoppable_async(ctx: Context, payload: Any) -> str:
+    """Run until cancelled; record when the cancel came."""
+    client().rpush(started_key(ctx.queue.queue), ctx.task_id)
+    try:
+        await asyncio.sleep(300)
+    except asyncio.CancelledError:
+        client().hset(stopped_key(ctx.queue.queue), ctx.task_id, repr(time.time()))
+        raise
+    return "never"
+
+
+@task(name="stoppable_sync")
+def stoppable_sync(ctx: Context, payload: Any) -> str:
+    """Sleep until ``ctx.cancelled``; record when it turned true."""
+    client().rpush(started_key(ctx.queue.queue), ctx.task_id)
+    ctx.wait_cancelled(300)
+    client().hset(stopped_key(ctx.queue.queue), ctx.task_id, repr(time.time()))
+    return "late"

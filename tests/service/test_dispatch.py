@@ -120,9 +120,11 @@ def test_dispatch_records_every_kind_of_answer(
     name = unique_queue("dispatch")
     q = FairQueue.from_url(server.url, name, retry_base_seconds=0.1)
     endpoint = Endpoint(queue=name, url=served.base + "/jobs", concurrency=3,
-                        timeout_seconds=10, lease_seconds=1)  # fmt: skip
+                        timeout_seconds=10, lease_seconds=2)  # fmt: skip
     halt = run_in_thread(server.url, DispatchSettings(endpoints=[endpoint]))
     try:
+        # a 2 s lease: a loaded machine once let a 1 s lease lapse while the first
+        # three jobs (1.45 s, cold connections) were still on the wire
         ids = {
             kind: str(q.enqueue(kind, arg, user_id=f"u{i % 2}", timeout=10).task_id)
             for i, (kind, arg) in enumerate(
@@ -133,7 +135,7 @@ def test_dispatch_records_every_kind_of_answer(
         assert q.result(ids["double"], timeout=15) == 42
         assert q.result(ids["json"], timeout=15) == [1]
         assert q.result(ids["flaky"], timeout=15) == "flaky"
-        assert q.result(ids["slow"], timeout=15) == "slow"  # its 1 s lease was extended
+        assert q.result(ids["slow"], timeout=15) == "slow"  # its 2 s lease was extended
         for kind in ("refuse", "bad", "garbage"):
             with pytest.raises(TaskFailed):
                 q.result(ids[kind], timeout=15)

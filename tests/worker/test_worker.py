@@ -290,6 +290,11 @@ async def test_lease_lost_at_every_exit_is_reported_not_applied(h: Harness) -> N
 
     ids = [cast(str, (await q.enqueue("gated", p, user_id=p)).task_id) for p in ("ok", "raise")]
     ids.append(cast(str, (await q.enqueue("gated", "hang", user_id="hang")).task_id))
+
+    async def deaf(worker_id: str, timeout: float) -> None:
+        await asyncio.sleep(timeout)  # a worker whose wait for cancels is down
+
+    q.wait_for_cancel = deaf  # type: ignore[method-assign]
     worker = h.start(q, reg, hooks=(rec,), shutdown_grace_seconds=0.1)  # heartbeat: 10 s
     await eventually(lambda: worker.in_flight == 3)
     for task_id in ids:  # canceled behind the worker's back: complete/fail/requeue lose

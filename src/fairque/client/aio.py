@@ -21,7 +21,7 @@ from fairque.client.base import Flow, connect, replayable_tasks, run_flow_async
 from fairque.client.inspection import AsyncInspectionMethods
 from fairque.client.quicksend import FAILED, AsyncQuickSender
 from fairque.client.shards.layout import layout_flow, probe_layout
-from fairque.client.waits import AsyncWaits
+from fairque.client.waiting import AsyncWaitMethods
 from fairque.common.urls import url_errors
 from fairque.constraints.api import AsyncConstraintMethods
 from fairque.core.records import Call, LeaseRequest, Pushed
@@ -43,7 +43,7 @@ class AsyncFairQueue(
     AsyncConstraintMethods,
     AsyncScheduleMethods,
     AsyncInspectionMethods,
-    AsyncWaits,
+    AsyncWaitMethods,
 ):
     """A fair, multi-tenant task queue on one Redis-compatible server or cluster: the
     asyncio client.
@@ -434,35 +434,6 @@ class AsyncFairQueue(
     async def next_wakeup(self) -> float | None:
         """Seconds until a scheduled task is due or a lease expires; None if neither."""
         return await self._drive(self._place.next_wakeup())
-
-    async def wait_for_work(self, timeout: float) -> bool:
-        """Block until a push signals ready work (True) or ``timeout`` seconds pass."""
-        return await self._wait_any(self._place.waits(schedules=False), timeout)
-
-    async def wait_and_pop(
-        self, timeout: float, count: int = 1, worker_id: str = "",
-        lease_seconds: float | None = None, *,
-        assigned_users: Sequence[str] | None = None,
-        steal_targets: Sequence[str] | None = None, request_id: str | None = None,
-        names: Sequence[str] | None = None,
-    ) -> list[Task]:  # fmt: skip
-        """Wait like ``wait_for_work``, then lease up to ``count`` tasks, in one round trip.
-
-        The lease is pipelined behind the blocking wait, so the server runs it the
-        moment a push wakes this client (or the wait times out), with no second round
-        trip: this is how an idle worker picks up new work.
-
-        Returns:
-            The leased tasks (empty when nothing was ready).
-        """
-        request = LeaseRequest(
-            count, worker_id, lease_seconds, assigned_users, steal_targets, request_id, names
-        )
-        flow = self._place.wait_and_lease(timeout, request)
-        if flow is not None:
-            return await self._drive(flow)
-        await self.wait_for_work(timeout)  # one wait cannot carry a lease over shards
-        return (await self._drive_resendable(self._place.lease(request)))[1]
 
     async def wake(self, n: int = 1) -> int:
         """Wake up to ``n`` idle workers (1..64); returns the tokens now waiting."""

@@ -17,7 +17,7 @@ from fairque.client.base import Flow, connect, replayable_tasks, run_flow
 from fairque.client.inspection import InspectionMethods
 from fairque.client.quicksend import FAILED, QuickSender
 from fairque.client.shards.layout import layout_flow
-from fairque.client.waits import Waits
+from fairque.client.waiting import WaitMethods
 from fairque.common.urls import url_errors
 from fairque.constraints.api import ConstraintMethods
 from fairque.core.records import Call, LeaseRequest, Pushed
@@ -34,7 +34,7 @@ class FairQueue(
     ConstraintMethods,
     ScheduleMethods,
     InspectionMethods,
-    Waits,
+    WaitMethods,
 ):
     """A fair, multi-tenant task queue on one Redis-compatible server or cluster: the
     blocking client.
@@ -425,35 +425,6 @@ class FairQueue(
     def next_wakeup(self) -> float | None:
         """Seconds until a scheduled task is due or a lease expires; None if neither."""
         return self._drive(self._place.next_wakeup())
-
-    def wait_for_work(self, timeout: float) -> bool:
-        """Block until a push signals ready work (True) or ``timeout`` seconds pass."""
-        return self._wait_any(self._place.waits(schedules=False), timeout)
-
-    def wait_and_pop(
-        self, timeout: float, count: int = 1, worker_id: str = "",
-        lease_seconds: float | None = None, *,
-        assigned_users: Sequence[str] | None = None,
-        steal_targets: Sequence[str] | None = None, request_id: str | None = None,
-        names: Sequence[str] | None = None,
-    ) -> list[Task]:  # fmt: skip
-        """Wait like ``wait_for_work``, then lease up to ``count`` tasks, in one round trip.
-
-        The lease is pipelined behind the blocking wait, so the server runs it the
-        moment a push wakes this client (or the wait times out), with no second round
-        trip: this is how an idle worker picks up new work.
-
-        Returns:
-            The leased tasks (empty when nothing was ready).
-        """
-        request = LeaseRequest(
-            count, worker_id, lease_seconds, assigned_users, steal_targets, request_id, names
-        )
-        flow = self._place.wait_and_lease(timeout, request)
-        if flow is not None:
-            return self._drive(flow)
-        self.wait_for_work(timeout)  # one wait cannot carry a lease over shards
-        return self._drive_resendable(self._place.lease(request))[1]
 
     def wake(self, n: int = 1) -> int:
         """Wake up to ``n`` idle workers (1..64); returns the tokens now waiting."""

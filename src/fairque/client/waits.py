@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 from fairque.client.shards.placed import Placed
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
     from fairque.core.records import Call
 
 T = TypeVar("T")
+W = TypeVar("W")
 
 #: Longest blocking wait on one server while the blocking client waits on several in
 #: turns (one BLPOP cannot span the slots of a cluster's shards).
@@ -33,8 +35,9 @@ class Waits(Placed):
 
         def _run(self, call: Call[T]) -> T: ...
 
-    def _wait_any(self, waits: list[Wait], timeout: float) -> bool:
-        """Block until one of ``waits`` answers True (False: ``timeout`` passed)."""
+    def _wait_any(self, waits: Sequence[Wait[W]], timeout: float, empty: W) -> W:
+        """Block until one of ``waits`` answers (a true value); ``empty`` when
+        ``timeout`` passed."""
         timeout = self._bounded(timeout)
         if len(waits) == 1:
             return self._run(waits[0](timeout))
@@ -43,9 +46,10 @@ class Waits(Placed):
             for wait in waits:
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    return False
-                if self._run(wait(min(left, TURN_SECONDS))):
-                    return True
+                    return empty
+                answer = self._run(wait(min(left, TURN_SECONDS)))
+                if answer:
+                    return answer
 
 
 class AsyncWaits(Placed):
@@ -56,17 +60,21 @@ class AsyncWaits(Placed):
 
         async def _run(self, call: Call[T]) -> T: ...
 
-    async def _wait_any(self, waits: list[Wait], timeout: float) -> bool:
-        """Block until one of ``waits`` answers True (False: ``timeout`` passed)."""
+    async def _wait_any(self, waits: Sequence[Wait[W]], timeout: float, empty: W) -> W:
+        """Block until one of ``waits`` answers (a true value); ``empty`` when
+        ``timeout`` passed. The waits still blocked then are cancelled (a reply one of
+        them was being sent is lost: waits for wake-ups and cancels lose nothing
+        that a later read does not make up)."""
         timeout = self._bounded(timeout)
         if len(waits) == 1:
             return await self._run(waits[0](timeout))
         pending = [asyncio.ensure_future(self._run(wait(timeout))) for wait in waits]
         try:
             for next_done in asyncio.as_completed(pending):
-                if await next_done:
-                    return True
-            return False
+                answer = await next_done
+                if answer:
+                    return answer
+            return empty
         finally:
             for wait in pending:
                 wait.cancel()

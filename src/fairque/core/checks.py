@@ -233,6 +233,14 @@ def check_worker_id(worker_id: object) -> str:
     return check_text(worker_id, "worker_id", MAX_WORKER_ID)
 
 
+def check_stopped_worker(worker_id: object) -> str:
+    """The worker whose cancels to wait for: a worker id, not empty (a lease names
+    its worker)."""
+    if not check_worker_id(worker_id):
+        raise ValidationError("waiting for cancels needs the worker's id, got ''")
+    return worker_id  # type: ignore[return-value]
+
+
 def check_pop(count: object, worker_id: object, lease_seconds: object) -> int:
     """A pop's count, worker id and lease; returns the lease in milliseconds."""
     check_int(count, "count", 1, MAX_POP_COUNT)

@@ -374,6 +374,13 @@ class QueueKeys:
         """List the ending script pushes a token to, waking ``result()`` waiters."""
         return self._k(f"done:{task_id}")
 
+    def stops(self, worker_id: str) -> str:
+        """List of ``'<task id> <lease token>'``: leases of ``worker_id`` a cancel took
+        away. The worker blocks on it (``wait_for_cancel``) and stops those handlers at
+        once; a minute after the last cancel it expires (a worker away longer learns of
+        the cancel from its next heartbeat)."""
+        return self._k(f"stops:{worker_id}")
+
     def schedule(self, schedule_id: str) -> str:
         """Hash of one schedule: definition, payload, cursor, counters (fairque.schedules.model)."""
         return self._k(f"schedule:{schedule_id}")

@@ -9,6 +9,7 @@ The leader's methods (``due_schedules``, ``fire_schedule`` and the lock) are wha
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from fairque.schedules.codec import DueSchedules, FireOutcome, StoredSchedule
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
     from fairque.core.records import Call
 
 T = TypeVar("T")
+W = TypeVar("W")
 
 
 def schedule_from(schedule: Schedule | None, fields: dict[str, Any]) -> Schedule:
@@ -45,7 +47,7 @@ class ScheduleMethods:
 
         def _list(self) -> None: ...
 
-        def _wait_any(self, waits: list[Wait], timeout: float) -> bool: ...
+        def _wait_any(self, waits: Sequence[Wait[W]], timeout: float, empty: W) -> W: ...
 
         def _bounded(self, seconds: float) -> float: ...
 
@@ -152,7 +154,7 @@ class ScheduleMethods:
 
     def wait_for_schedules(self, timeout: float) -> bool:
         """Block until a schedule changes (True) or ``timeout`` seconds pass."""
-        return self._wait_any(self._place.waits(schedules=True), timeout)
+        return self._wait_any(self._place.waits(schedules=True), timeout, False)
 
     def wait_for_handover(self, timeout: float) -> bool:
         """Block until the leading scheduler releases its lock (True) or ``timeout``
@@ -174,7 +176,7 @@ class AsyncScheduleMethods:
 
         async def _list(self) -> None: ...
 
-        async def _wait_any(self, waits: list[Wait], timeout: float) -> bool: ...
+        async def _wait_any(self, waits: Sequence[Wait[W]], timeout: float, empty: W) -> W: ...
 
         def _bounded(self, seconds: float) -> float: ...
 
@@ -281,7 +283,7 @@ class AsyncScheduleMethods:
 
     async def wait_for_schedules(self, timeout: float) -> bool:
         """Block until a schedule changes (True) or ``timeout`` seconds pass."""
-        return await self._wait_any(self._place.waits(schedules=True), timeout)
+        return await self._wait_any(self._place.waits(schedules=True), timeout, False)
 
     async def wait_for_handover(self, timeout: float) -> bool:
         """Block until the leading scheduler releases its lock (True) or ``timeout``

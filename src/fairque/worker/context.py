@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from fairque.models import Task
@@ -55,6 +56,22 @@ class Context:
     queue: AsyncFairQueue
     worker_id: str
     logger: logging.LoggerAdapter[logging.Logger]
+    _stop: threading.Event = field(default_factory=threading.Event, repr=False)
+
+    @property
+    def cancelled(self) -> bool:
+        """True once the worker stops this task's handler: the task was canceled
+        (``cancel`` from any client reaches the worker at once), or its lease was
+        lost. An async handler is cancelled as well (``asyncio.CancelledError``); a
+        sync one should poll this (or sleep with ``wait_cancelled``) and return: its
+        thread is given up ``cancel_grace_seconds`` later. Whatever it returns then
+        is not recorded (the task is CANCELED, or another worker has it)."""
+        return self._stop.is_set()
+
+    def wait_cancelled(self, seconds: float) -> bool:
+        """Sleep up to ``seconds``, waking as soon as the handler is told to stop;
+        answers ``cancelled`` (for sync handlers: a sleep a cancel cuts short)."""
+        return self._stop.wait(seconds)
 
     @property
     def attempt(self) -> int:

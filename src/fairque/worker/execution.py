@@ -31,7 +31,8 @@ class Execution:
     """One leased task on this worker, the queue it came from and where its outcome goes."""
 
     __slots__ = (
-        "acker", "begun", "ctx", "error", "executor", "job", "queue", "report", "result",
+        "acker", "begun", "canceled", "ctx", "error", "executor", "job", "queue", "report",
+        "result",
         "run_from", "stage", "stopped", "task", "timed_out", "took",
     )  # fmt: skip
 
@@ -53,6 +54,8 @@ class Execution:
         self.ctx: Context | None = None
         #: cancelled by the worker (a stop, a lost lease): the task is given back
         self.stopped = False
+        #: its task was canceled while this worker held it (``cancel``)
+        self.canceled = False
         #: cancelled by the watchdog: the handler ran past its execution timeout
         self.timed_out = False
         #: what was filed with the acknowledger, and how long the handler took

@@ -187,14 +187,16 @@ class Executor:
         # the loop's own create_task (any task factory applies), without asyncio's wrapper
         execution.job = asyncio.get_running_loop().create_task(self._execute(execution))
 
-    def lease_lost(self, execution: Execution) -> None:
-        """The heartbeat found the lease of ``execution``'s task lost: stop its handler,
-        or forget it while it waits for a slot."""
+    def lease_lost(self, execution: Execution, canceled: bool = False) -> None:
+        """The lease of ``execution``'s task is lost (the heartbeat found it so), or a
+        cancel took it away: stop its handler, or forget it while it waits for a slot."""
         if execution not in self._executions:
             return
         task = execution.task
+        execution.canceled = canceled
         if execution.stage is Stage.WAITING:
-            log.warning("task %s: lease lost before it started; dropping it", task.task_id)
+            why = "was canceled" if canceled else "lost its lease"
+            log.warning("task %s %s before it started; dropping it", task.task_id, why)
             task.lease_token = None
             self._cancel(execution)
             if not execution.begun:  # its task will never run: nothing to wait for
@@ -202,9 +204,41 @@ class Executor:
             return
         if execution.stage is not Stage.HANDLING:
             return  # its handler ended: the queue will answer its report with the loss
-        log.warning("task %s: lease lost (canceled or reclaimed); stopping it", task.task_id)
+        if canceled:
+            log.info("task %s was canceled; stopping its handler", task.task_id)
+        else:
+            log.warning("task %s: lease lost (canceled or reclaimed); stopping it", task.task_id)
         task.lease_token = None
-        self._cancel(execution)
+        self._stop_handler(execution)
+
+    def canceled(self, queue: AsyncFairQueue, task_id: str, lease_token: str) -> bool:
+        """A cancel took the lease ``lease_token`` of ``task_id`` (from ``queue``) away:
+        stop its handler if this worker still runs it under that lease."""
+        for execution in self._executions:
+            task = execution.task
+            if task.task_id == task_id and execution.queue is queue:
+                if task.lease_token != lease_token:
+                    return False  # an earlier lease of the task (or already stopped)
+                self.lease_lost(execution, canceled=True)
+                return True
+        return False
+
+    def _stop_handler(self, execution: Execution) -> None:
+        """Tell a running handler to stop (``ctx.cancelled``): an async one is
+        cancelled at once; a sync one is given up ``cancel_grace_seconds`` later
+        unless it returns first."""
+        ctx, grace = execution.ctx, self.config.cancel_grace_seconds
+        handler = self.registry.get(execution.task.name)
+        if ctx is None or handler is None or handler.is_async or not grace:
+            self._cancel(execution)
+            return
+        ctx._stop.set()
+        execution.stopped = True
+        asyncio.get_running_loop().call_later(grace, self._give_up, execution)
+
+    def _give_up(self, execution: Execution) -> None:
+        if execution in self._executions and execution.stage is Stage.HANDLING:
+            self._cancel(execution)  # its grace is over: give up on its thread
 
     def give_back_waiting(self) -> int:
         """The worker stops: the tasks leased ahead are given back without running
@@ -238,6 +272,8 @@ class Executor:
 
     def _cancel(self, execution: Execution) -> None:
         execution.stopped = True
+        if execution.ctx is not None:
+            execution.ctx._stop.set()
         if execution.job is not None:
             execution.job.cancel()
 
@@ -275,7 +311,7 @@ class Executor:
         if ctx is None or report is None:  # given back without running: no line, no hooks
             self._settle(execution)
             return
-        log_end(ctx, report, state, execution.error, execution.took)
+        log_end(ctx, report, state, execution.error, execution.took, execution.canceled)
         if not self.hooks:
             self._settle(execution)
             return

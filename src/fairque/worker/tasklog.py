@@ -52,14 +52,18 @@ def log_end(
     state: TaskState | None,
     error: BaseException | None,
     took: float,
+    canceled: bool = False,
 ) -> None:
     """The line that ends a task's execution on this worker (``state``: the queue's
-    answer; None when it did not record the report)."""
+    answer; None when it did not record the report; ``canceled``: its task was
+    canceled while it ran)."""
     task, logger = ctx.task, ctx.logger
     if state is not None and type(report) is Finished and not logger.isEnabledFor(logging.DEBUG):
         return  # the usual line, not logged: skip building it
     about = f"{task.name} for user {task.user_id}, attempt {task.retry_count + 1}, {took:.3f}s"
-    if state is None:  # the lease was lost, or the stopping worker gave up reporting
+    if canceled:
+        log_line(logger, logging.INFO, "task %s canceled (%s)", task.task_id, about)
+    elif state is None:  # the lease was lost, or the stopping worker gave up reporting
         what = {Finished: "finished", Failed: "failed"}.get(type(report), "was given back")
         log_line(
             logger, logging.WARNING,

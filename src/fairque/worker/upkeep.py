@@ -1,12 +1,16 @@
-"""The worker's upkeep beside its loop: the heartbeat and the maintenance rounds.
+"""The worker's upkeep beside its loop: the heartbeat, the wait for cancels and the
+maintenance rounds.
 
 The heartbeat, every ``heartbeat_seconds``, extends the leases of every task the
 worker holds (one ``extend_many``), stops a handler whose lease turns out lost, and
-refreshes the worker's registration. Between heartbeats the registration is refreshed
-every ``COUNTS_SECONDS`` when its counts changed, so the dashboard's and ``fairque
-status``'s figures lag the worker by seconds, not by a heartbeat. Maintenance, every
-``maintenance_interval_seconds``, runs the bounded clean-ups nothing else runs.
-Neither ever raises: an outage or an error is logged and the next round tries again.
+refreshes the worker's registration. The wait for cancels blocks on the worker's
+stop list (``wait_for_cancel``): a ``cancel`` of a task this worker runs, sent by any
+client, stops its handler at once, not at the next heartbeat. Between heartbeats the
+registration is refreshed every ``COUNTS_SECONDS`` when its counts changed, so the
+dashboard's and ``fairque status``'s figures lag the worker by seconds, not by a
+heartbeat. Maintenance, every ``maintenance_interval_seconds``, runs the bounded
+clean-ups nothing else runs. None of them ever raises: an outage or an error is
+logged and the next round tries again.
 """
 
 from __future__ import annotations
@@ -31,6 +35,11 @@ log = logging.getLogger("fairque.worker")
 #: Seconds between refreshes of a worker's registered counts (processed, failed, in
 #: flight) when they changed, between heartbeats; one small write per worker at most.
 COUNTS_SECONDS = 2.0
+#: Longest single wait for a cancel (short: on Python 3.11 a cancellation of the
+#: worker that lands while the wait is sent is swallowed until the wait ends), and the
+#: pause after a failed wait (the heartbeat reports an outage)
+STOP_WAIT_SECONDS = 1.0
+STOP_RETRY_SECONDS = 1.0
 CLEANUP_BATCH = 500
 CLEANUP_STEPS = 10
 MAINTAIN_BATCH = 1000
@@ -85,6 +94,7 @@ class Upkeep:
         self._loops = [
             asyncio.create_task(self._heartbeat_loop()),
             asyncio.create_task(self._maintenance_loop()),
+            asyncio.create_task(self._stop_loop()),
         ]
 
     async def stop(self) -> None:
@@ -178,6 +188,24 @@ class Upkeep:
         for execution, ok in zip(held, extended, strict=True):
             if not ok:
                 self.executor.lease_lost(execution)
+
+    async def _stop_loop(self) -> None:
+        """Wait for cancels of this worker's leases; stop each handler concerned.
+
+        A failed wait is retried after a pause, quietly: the heartbeat reports an
+        outage, and finds any cancel this loop missed (``extend`` answers it)."""
+        while not self._closing:
+            try:
+                stop = await self.queue.wait_for_cancel(self.worker_id, STOP_WAIT_SECONDS)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.debug("worker %s: waiting for cancels failed (%s)", self.worker_id, exc)
+                await asyncio.sleep(STOP_RETRY_SECONDS)
+                continue
+            if stop is not None:
+                self.executor.canceled(self.queue, stop.task_id, stop.lease_token)
+            pass_on_cancellation()
 
     async def _maintenance_loop(self) -> None:
         interval = self.config.maintenance_interval_seconds

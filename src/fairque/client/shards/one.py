@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 from fairque.client.base import Flow, QueueBase
 from fairque.client.shards.placement import Placement, Wait, flows_of, one_call
 from fairque.constraints.model import Constraint, ConstraintInfo, ConstraintSet
+from fairque.core.ops.plain import Stop
 from fairque.core.ops.shards import Layout
 from fairque.core.records import Call, Leased, LeaseRequest, Pushed
 from fairque.errors import ValidationError
@@ -63,11 +64,15 @@ class OnePlace(Placement):
     def each(self, build: Callable[[QueueBase], Call[T]]) -> Flow[list[T]]:
         return [(yield build(self.home))]
 
-    def waits(self, schedules: bool) -> list[Wait]:
+    def waits(self, schedules: bool) -> list[Wait[bool]]:
         ops = self.home.ops
         if schedules:
             return [ops.schedule_codec.wait_for_schedules]
         return [ops.wait_for_work]
+
+    def stop_waits(self, worker_id: str) -> list[Wait[Stop | None]]:
+        ops = self.home.ops
+        return [lambda timeout: ops.wait_for_cancel(worker_id, timeout)]
 
     def push_many(
         self, tasks: Iterable[Task], delays: Sequence[float | None] | None

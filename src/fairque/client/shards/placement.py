@@ -21,6 +21,7 @@ from fairque.client.base import Flow, QueueBase
 from fairque.client.deadletters import DeadLetterFilter, bulk_flow
 from fairque.client.inspection import InspectionFlows
 from fairque.constraints.model import Constraint, ConstraintInfo, ConstraintSet
+from fairque.core.ops.plain import Stop
 from fairque.core.ops.shards import Layout
 from fairque.core.records import Call, Leased, LeaseRequest, Pushed
 from fairque.errors import ConstraintNotFound
@@ -45,8 +46,10 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
+W = TypeVar("W")
+
 #: A blocking wait on one server: the call for a timeout in seconds.
-Wait = Callable[[float], Call[bool]]
+Wait = Callable[[float], Call[W]]
 
 
 class Partition(InspectionFlows, QueueBase):
@@ -116,9 +119,14 @@ class Placement(ABC):
         """``build``'s call on every partition, in one pipeline; their answers."""
 
     @abstractmethod
-    def waits(self, schedules: bool) -> list[Wait]:
+    def waits(self, schedules: bool) -> list[Wait[bool]]:
         """The blocking waits for work (or, with ``schedules``, for a schedule change)
         whose first True ends the wait: one where one server can watch every shard."""
+
+    @abstractmethod
+    def stop_waits(self, worker_id: str) -> list[Wait[Stop | None]]:
+        """The blocking waits for a cancel of one of ``worker_id``'s leases, whose
+        first answer ends the wait: one where one server can watch every shard."""
 
     # flows written once over the primitives ---------------------------------------
     def by_id(self, task_id: str, build: Callable[[QueueBase], Call[T]]) -> Flow[T]:

@@ -17,6 +17,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
+from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import redis
@@ -29,6 +30,7 @@ from fairque.client.shards.reads import ShardedReads
 from fairque.client.shards.rules import ShardedRules
 from fairque.client.shards.schedules import ShardedSchedules
 from fairque.core.checks import MAX_USER_ID, check_delays, check_identifier, check_task_list
+from fairque.core.ops.plain import Stop
 from fairque.core.ops.shards import Layout
 from fairque.core.records import Call, Leased, LeaseRequest, Pushed, ShardState, request_id
 from fairque.core.shards import shard_of
@@ -164,7 +166,7 @@ class Shards(ShardedRules, ShardedSchedules, ShardedReads, Placement):
     def each(self, build: Callable[[Any], Call[T]]) -> Flow[list[T]]:
         return (yield from self._pipeline(tuple(build(p) for p in self._parts)))
 
-    def waits(self, schedules: bool) -> list[Wait]:
+    def waits(self, schedules: bool) -> list[Wait[bool]]:
         ops = [p.ops for p in self._parts]
         if self._cluster:
             if schedules:
@@ -174,6 +176,12 @@ class Shards(ShardedRules, ShardedSchedules, ShardedReads, Placement):
         if schedules:
             return [lambda timeout: home.wait_for_any_schedule(ops, timeout)]
         return [lambda timeout: home.wait_for_any(ops, timeout)]
+
+    def stop_waits(self, worker_id: str) -> list[Wait[Stop | None]]:
+        # each stop's token is marked with its shard, as the lease's was (``_mark``)
+        marked = [(p.ops, f"{TOKEN_MARK}{i}") for i, p in enumerate(self._parts)]
+        each = [[m] for m in marked] if self._cluster else [marked]
+        return [partial(self.home.ops.wait_for_any_cancel, m, worker_id) for m in each]
 
     # pushes ---------------------------------------------------------------------
     def push_many(

@@ -2,8 +2,11 @@
 --[[
 cancel: cancel a task that has not ended. A leased task loses its lease, so its
 worker's complete() returns False; the lease's token is kept in 'cut_lease', so
-the worker's next extend() learns that the task was canceled (CancelRequested). A DEFERRED task leaves its upstreams' blocked
-sets; dependents of the canceled task are canceled too (unless they wait).
+the worker's next extend() learns that the task was canceled (CancelRequested),
+and '<id> <token>' goes on the worker's stop list (kept a minute, its last
+STOPS_KEPT entries), which the worker blocks on: it stops the handler at once. A
+DEFERRED task leaves its upstreams' blocked sets; dependents of the canceled task
+are canceled too (unless they wait).
 
 ARGV[1] id
 ARGV[2] ttl_ms      how long the canceled task stays readable
@@ -31,8 +34,9 @@ local K = {prefix = KEYS[1], ring = KEYS[2], delayed = KEYS[3], leases = KEYS[4]
   caps = KEYS[10], turns = KEYS[11], capped = KEYS[12], wake = KEYS[13], ends = KEYS[14],
   constraint_due = KEYS[15], active = KEYS[16], intake = KEYS[17], backlog = KEYS[18]}
 local id, req = ARGV[1], ARGV[3]
+local STOPS_KEPT = 1000
 local f = redis.call('HMGET', task_key(K, id), 'state', 'user', 'prio', 'op', 'lease', 'parked',
-  'started', 'fair', 'created', 'name')
+  'started', 'fair', 'created', 'name', 'worker')
 local state, user, prio = f[1], f[2], f[3] or task_stock()
 if replayed(last_op(K, id, state, f[4]), req) then return 1 end
 if not state then return redis.error_reply('FQERR -2 no task ' .. id) end
@@ -63,6 +67,12 @@ elseif state == 'DEFERRED' then
   detach_waiting(K, id)
 elseif state == 'STARTED' then
   redis.call('HSET', task_key(K, id), 'cut_lease', f[5])
+  if f[11] and f[11] ~= '' then
+    local stops = stops_key(K, f[11])
+    redis.call('RPUSH', stops, id .. ' ' .. f[5])
+    redis.call('LTRIM', stops, -STOPS_KEPT, -1)
+    redis.call('PEXPIRE', stops, 60000)
+  end
   end_attempt(K, id, user, ms, nil, nil, nil, {ms - (f[7] or ms), f[8], nil, us})
 end
 if state ~= 'STARTED' then backlog_add(K, user, -1) end

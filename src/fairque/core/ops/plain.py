@@ -8,10 +8,10 @@ inherits these builders; everything that changes a task's state is a script ther
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from fairque.core.checks import check_int as _check_int
-from fairque.core.checks import check_wait, check_xcom_key, dump_value
+from fairque.core.checks import check_stopped_worker, check_wait, check_xcom_key, dump_value
 from fairque.core.checks import seconds_ms as _seconds_ms
 from fairque.core.keys import QUEUE_REGISTRY
 from fairque.core.ops.base import OperationsBase
@@ -95,10 +95,18 @@ class PlainOperations(OperationsBase):
 
     def wait_for_work(self, timeout: float) -> Call[bool]:
         """Block until a push signals ready work or ``timeout`` seconds pass."""
-        timeout = check_wait(timeout)
-        # BLPOP's timeout has millisecond resolution; never round a short wait to 0 (forever)
-        wait = max(round(timeout, 3), 0.001)
+        wait = blocking_seconds(timeout)
         return Call(None, (self.keys.wake,), ("BLPOP", wait), lambda r: r is not None)
+
+    def wait_for_cancel(self, worker_id: str, timeout: float) -> Call[Stop | None]:
+        """Block until a cancel takes a lease of ``worker_id`` away, or ``timeout``
+        seconds pass: the task and the token of the lease it took (one per call)."""
+        wait = blocking_seconds(timeout)
+        return Call(None, (self.stops_key(worker_id),), ("BLPOP", wait), stop_of)
+
+    def stops_key(self, worker_id: str) -> str:
+        """The list cancels of ``worker_id``'s leases go to (``QueueKeys.stops``)."""
+        return self.keys.stops(check_stopped_worker(worker_id))
 
     def wake(self, n: int) -> Call[int]:
         """Push ``n`` wake-up tokens, so up to ``n`` idle workers look at the queue again."""
@@ -141,3 +149,24 @@ def histogram_from(fields: dict[str, int], name: str) -> Histogram:
     '<name>:sum' in ms)."""
     counts = [fields.get(f"{name}:{i}", 0) for i in range(1, len(HISTOGRAM_BOUNDS_SECONDS) + 2)]
     return Histogram(counts=counts, sum=fields.get(f"{name}:sum", 0) / 1000, count=sum(counts))
+
+
+class Stop(NamedTuple):
+    """A lease a cancel took away: what ``wait_for_cancel`` answers."""
+
+    task_id: str
+    lease_token: str
+
+
+def stop_of(reply: Any) -> Stop | None:
+    """A BLPOP reply on a stop list (``[key, '<task id> <token>']``), or None."""
+    if reply is None:
+        return None
+    task_id, _, token = text(reply[1]).partition(" ")
+    return Stop(task_id, token)
+
+
+def blocking_seconds(timeout: float) -> float:
+    """A BLPOP timeout: millisecond resolution, and a short wait never rounded to 0
+    (which would block forever)."""
+    return max(round(check_wait(timeout), 3), 0.001)

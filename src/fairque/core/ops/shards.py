@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fairque.core.checks import check_wait
 from fairque.core.ops.base import OperationsBase
+from fairque.core.ops.plain import PlainOperations, Stop, blocking_seconds, stop_of
 from fairque.core.records import Call, ShardState, shard_state_of
 from fairque.core.taskhash import text
 
@@ -41,16 +41,32 @@ class ShardOperations(OperationsBase):
     def wait_for_any(self, shards: Sequence[OperationsBase], timeout: float) -> Call[bool]:
         """Block until a push signals ready work on any of ``shards`` (one BLPOP over
         their wake lists: a server that is not a cluster only) or ``timeout`` passes."""
-        wait = max(round(check_wait(timeout), 3), 0.001)
         keys = tuple(ops.keys.wake for ops in shards)
-        return Call(None, keys, ("BLPOP", wait), lambda r: r is not None)
+        return Call(None, keys, ("BLPOP", blocking_seconds(timeout)), lambda r: r is not None)
 
     def wait_for_any_schedule(self, shards: Sequence[OperationsBase], timeout: float) -> Call[bool]:
         """Block until a schedule changes on any of ``shards`` (one BLPOP over their
         schedules' wake-up lists: not on a cluster) or ``timeout`` passes."""
-        wait = max(round(check_wait(timeout), 3), 0.001)
         keys = tuple(ops.keys.schedules_wake for ops in shards)
-        return Call(None, keys, ("BLPOP", wait), lambda r: r is not None)
+        return Call(None, keys, ("BLPOP", blocking_seconds(timeout)), lambda r: r is not None)
+
+    def wait_for_any_cancel(
+        self, shards: Sequence[tuple[PlainOperations, str]], worker_id: str, timeout: float
+    ) -> Call[Stop | None]:
+        """Block until a cancel takes a lease of ``worker_id`` away on any of ``shards``
+        (one BLPOP over their stop lists: on a cluster, one shard per call) or
+        ``timeout`` passes. Each shard comes with the mark its lease tokens carry on
+        this client; the answer's token carries it too."""
+        keys = tuple(ops.stops_key(worker_id) for ops, _ in shards)
+        marks = {key: mark for key, (_, mark) in zip(keys, shards, strict=True)}
+
+        def parse(reply: Any) -> Stop | None:
+            stop = stop_of(reply)
+            if stop is None:
+                return None
+            return Stop(stop.task_id, stop.lease_token + marks[text(reply[0])])
+
+        return Call(None, keys, ("BLPOP", blocking_seconds(timeout)), parse)
 
     def lift_floor(self, position: int) -> Call[int]:
         """Lift this shard's floor, and its ring below it, to ``position`` (time mode)."""

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from fairque.client.queue import FairQueue
 from fairque.constraints.model import Constraint, ConstraintInfo
 from fairque.core.options import QueueOptions
+from fairque.dedup import Dedup
 from fairque.errors import (
     CancelRequested,
     ConfigError,
@@ -88,6 +89,7 @@ __all__ = [
     "ConstraintInfo",
     "ConstraintNotFound",
     "Context",
+    "Dedup",
     "DependencyCycleError",
     "DependencyNotFound",
     "DuplicateTask",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import pydantic
 from redis.exceptions import ResponseError
 
 
@@ -205,3 +206,15 @@ def quota_exceeded(detail: str) -> QuotaExceeded:
         quota=limit,
         queued=have,
     )
+
+
+def invalid_model(exc: pydantic.ValidationError, what: str = "task") -> ValidationError:
+    """A model's errors (``what``: "task"...) as one ``ValidationError``, a problem per
+    field."""
+    problems = []
+    for err in exc.errors():
+        field = ".".join(str(p) for p in err["loc"])
+        # a validator's message names its field ("priority must be..."): said once
+        problems.append((field, pydantic_message(err).removeprefix(f"{field} ")))
+    text = "; ".join(f"{field or what}: {message}" for field, message in problems)
+    return ValidationError(f"invalid {what}: {text}", problems)

@@ -22,7 +22,8 @@ from fairque.core.checks import (
     run_us_text,
 )
 from fairque.core.histogram import HISTOGRAM_BOUNDS_SECONDS, HISTOGRAM_STEPS_PER_DOUBLING
-from fairque.errors import ValidationError, pydantic_message
+from fairque.dedup import Dedup
+from fairque.errors import ValidationError, invalid_model
 from fairque.reads import BucketUse, GroupLoad, StartedTask, UserLoad, WaitPlace
 
 __all__ = [
@@ -78,17 +79,6 @@ def _check_identifier(value: str, what: str, limit: int) -> str:
     return value
 
 
-def _invalid(exc: pydantic.ValidationError) -> ValidationError:
-    """The task model's errors as one ``ValidationError``, a problem per field."""
-    problems = []
-    for err in exc.errors():
-        field = ".".join(str(p) for p in err["loc"])
-        # a validator's message names its field ("priority must be..."): said once
-        problems.append((field, pydantic_message(err).removeprefix(f"{field} ")))
-    text = "; ".join(f"{field or 'task'}: {message}" for field, message in problems)
-    return ValidationError(f"invalid task: {text}", problems)
-
-
 class Task(BaseModel):
     """One unit of work owned by a user (tenant).
 
@@ -137,6 +127,8 @@ class Task(BaseModel):
     keep_result: bool = Field(default=True, strict=True)
     result_ttl: int | None = Field(default=None, ge=0, le=MAX_SECONDS, strict=True)
     cost: int = Field(default=1, ge=1, le=MAX_COST, strict=True)
+    #: what a push does when its tenant has a task with the same key waiting (``Dedup``)
+    dedup: Dedup | None = None
     error: str | None = None
     lease_token: str | None = None
     worker_id: str | None = None
@@ -191,13 +183,13 @@ class Task(BaseModel):
         try:
             super().__init__(**data)
         except pydantic.ValidationError as exc:
-            raise _invalid(exc) from None
+            raise invalid_model(exc) from None
 
     def __setattr__(self, name: str, value: Any) -> None:
         try:
             super().__setattr__(name, value)
         except pydantic.ValidationError as exc:
-            raise _invalid(exc) from None
+            raise invalid_model(exc) from None
 
     @field_validator("user_id")
     @classmethod
@@ -213,6 +205,13 @@ class Task(BaseModel):
     @classmethod
     def _task_id(cls, value: str | None) -> str | None:
         return None if value is None else _check_identifier(value, "task_id", MAX_TASK_ID)
+
+    @field_validator("dedup", mode="before")
+    @classmethod
+    def _dedup(cls, value: Any) -> Any:
+        if value is None or isinstance(value, Dedup):
+            return value
+        raise ValueError(f"dedup must be a Dedup, got {type(value).__name__}")
 
     @field_validator("priority", mode="before")
     @classmethod

@@ -246,3 +246,23 @@ def test_a_bulk_retry_skips_what_changed_meanwhile(
     unknown = cli(q, server, "cancel", "nope")
     assert unknown.exit_code == 1
     assert f"no task 'nope' in queue '{q.queue}'" in unknown.stderr
+
+
+def test_enqueue_with_a_dedup_key_merges(q: FairQueue, server: ServerInfo) -> None:
+    """``--dedup-key`` and its mode: a second push answers the waiting task's id with the
+    new payload (replace); a debounce without a window is refused (exit 2, nothing
+    written)."""
+    opts = ("--user", "u", "--dedup-key", "k", "--dedup-mode", "replace", "--json")
+    first = cli(q, server, "enqueue", "job", '{"v": 1}', *opts)
+    again = cli(q, server, "enqueue", "job", '{"v": 2}', *opts)
+    assert first.exit_code == again.exit_code == 0, again.output
+    [task_id] = json.loads(first.stdout)["task_ids"]
+    assert json.loads(again.stdout)["task_ids"] == [task_id]
+    stored = q.get(task_id)
+    assert stored is not None
+    assert stored.payload == {"v": 2}
+    refused = cli(q, server, "enqueue", "job", "--user", "u", "--dedup-key", "d",
+                  "--dedup-mode", "debounce")  # fmt: skip
+    assert refused.exit_code == 2
+    assert "debounce_seconds" in refused.output
+    assert q.stats().counters.get("pushed") == 1

@@ -175,6 +175,41 @@ def test_tasks_of_any_state(open_ui: tuple[LiveServer, FairQueue]) -> None:
         assert every.text.count("/task?id=t") == 3
 
 
+@VALKEY
+def test_dead_letters_retried_and_deleted_in_bulk(open_ui: tuple[LiveServer, FairQueue]) -> None:
+    """FAILED tasks a filter picks: the confirmation page counts them (the engine's dry
+    run), the confirmed form (with its CSRF token) retries or deletes them, and no
+    other task is touched; a bulk delete of a state that holds no dead letters is
+    refused."""
+    live, q = open_ui
+    base = f"{live.base}/ui/q/{q.queue}"
+    q.push_many([Task(user_id=f"u{i % 2}", name="mail", task_id=f"m{i}", max_retries=0)
+                 for i in range(6)])  # fmt: skip
+    for task in q.pop_batch(6, "w"):
+        q.fail(task, "boom", retry=False)
+    q.push(Task(user_id="u0", name="other", task_id="keep"))
+    with httpx.Client(timeout=30) as http:
+        page = http.get(f"{base}/tasks", params={"state": "FAILED", "user": "u0"})
+        assert 'id="bulk-delete"' in page.text
+        csrf = http.cookies["fq_csrf"]
+        confirm = http.get(
+            f"{base}/bulk", params={"state": "FAILED", "user": "u0", "action": "delete"}
+        )
+        assert "<b>3</b> tasks" in confirm.text
+        form = {"state": "FAILED", "user": "u0", "name": "", "csrf": csrf}
+        deleted = http.post(f"{base}/bulk", data={**form, "action": "delete"})
+        assert "3+of+3+tasks+deleted" in deleted.headers["location"]
+        retried = http.post(f"{base}/bulk", data={**form, "user": "u1", "action": "retry"})
+        assert "3+of+3+tasks+queued+again" in retried.headers["location"]
+        refused = http.get(f"{base}/bulk", params={"state": "QUEUED", "action": "delete"})
+        assert refused.status_code == 422
+        no_token = http.post(f"{base}/bulk", data={"state": "FAILED", "action": "delete"})
+        assert no_token.status_code == 403
+    assert [q.get(f"m{i}") for i in (0, 2, 4)] == [None, None, None]
+    assert {q.get(f"m{i}").state for i in (1, 3, 5)} == {TaskState.QUEUED}  # type: ignore[union-attr]
+    assert q.get("keep").state is TaskState.QUEUED  # type: ignore[union-attr]
+
+
 def test_histogram_quantile() -> None:
     bounds = (1.0, 2.0, 4.0)
     assert histogram_quantile(bounds, [0, 0, 0, 0], 0.5) is None

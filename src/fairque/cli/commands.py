@@ -196,6 +196,14 @@ def enqueue(
         int | None,
         typer.Option(help="Slots and rate tokens it takes (1..1000).", show_default="1"),
     ] = None,
+    dedup_key: Annotated[
+        str | None, typer.Option("--dedup-key", help="Merge into its waiting task of this key.")
+    ] = None,
+    dedup_mode: Annotated[str | None, typer.Option(help="keep, replace or debounce.")] = None,
+    debounce: Annotated[float | None, typer.Option(help="Debounce window (seconds).")] = None,
+    debounce_max: Annotated[
+        float | None, typer.Option("--debounce-max", help="Longest debounced wait (seconds).")
+    ] = None,
     file: Annotated[
         Path | None,
         typer.Option("--file", "-f", help="JSON lines, one task per line ('-': standard input)."),
@@ -207,22 +215,20 @@ def enqueue(
     """Enqueue one task, or every task of a JSON-lines file: all or nothing.
 
     Each line of a file is one JSON object in the HTTP API's task shape (blank lines
-    are skipped): name (string, required), user_id (string, required), payload (any
-    JSON value), priority (1..5, or "critical"; default 3), delay_seconds or
-    execute_after (ISO 8601), task_id (string), depends_on (list of task ids, in the
-    file or already queued), on_dependency_failure ("cancel" or "wait"), max_retries
-    (integer), timeout_seconds, keep_result (true or false), result_ttl_seconds
-    (integer), cost (integer 1..1000: the slots and rate tokens it takes). Numbers
-    are never read from strings; delay, timeout, result_ttl and priority 6 are still
-    read. Example:
+    are skipped): name and user_id (required), payload, priority (1..5 or
+    "critical"), delay_seconds or execute_after (ISO 8601), task_id, depends_on,
+    on_dependency_failure, max_retries, timeout_seconds, keep_result,
+    result_ttl_seconds, cost, dedup_key, dedup_mode, debounce_seconds,
+    debounce_max_seconds. Numbers are never read from strings. Example:
     {"name": "send_email", "user_id": "alice", "payload": {"to": "a@example.com"}}
 
     The whole file is checked before anything is sent (every problem is reported as
     file:line: field: problem, exit code 2) and then pushed in one atomic batch:
-    every task or none. A file of more than 10,000 tasks or 64 MiB is refused;
-    split it.
+    every task or none. A file of more than 10,000 tasks or 64 MiB is refused.
     """
-    single = (payload, user, priority, delay, task_id, max_retries, cost)
+    dedup = {"dedup_key": dedup_key, "dedup_mode": dedup_mode, "debounce_seconds": debounce,
+             "debounce_max_seconds": debounce_max}  # fmt: skip
+    single = (payload, user, priority, delay, task_id, max_retries, cost, *dedup.values())
     if file is not None and (name is not None or any(v is not None for v in single)):
         fail("give a task (name and options) or --file, not both", EXIT_USAGE)
     if file is None and (name is None or user is None):
@@ -238,7 +244,7 @@ def enqueue(
     if file is None:
         item = {
             "name": name, "user_id": user, "priority": priority, "delay": delay,
-            "task_id": task_id, "max_retries": max_retries, "cost": cost,
+            "task_id": task_id, "max_retries": max_retries, "cost": cost, **dedup,
         }  # fmt: skip
         batch = out.TaskBatch()
         try:

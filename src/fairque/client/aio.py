@@ -25,6 +25,7 @@ from fairque.client.waiting import AsyncWaitMethods
 from fairque.common.urls import url_errors
 from fairque.constraints.api import AsyncConstraintMethods
 from fairque.core.records import Call, LeaseRequest, Pushed
+from fairque.dedup import Dedup
 from fairque.errors import StaleConstraints
 from fairque.models import (
     Priority,
@@ -192,8 +193,10 @@ class AsyncFairQueue(
         task_id: str | None = None, max_retries: int | None = None,
         timeout: float | None = None, keep_result: bool = True, result_ttl: int | None = None,
         on_dependency_failure: Literal["cancel", "wait"] = "cancel", cost: int = 1,
+        dedup: Dedup | None = None,
     ) -> Task:  # fmt: skip
-        """Build and push a task in one call (``delay`` in seconds or a timedelta)."""
+        """Build and push a task in one call (``delay`` in seconds or a timedelta);
+        with ``dedup``, the answer may be the task already waiting with its key."""
 
         part = self._place.for_user(user_id)
 
@@ -203,6 +206,7 @@ class AsyncFairQueue(
                 execute_after=execute_after, depends_on=depends_on, task_id=task_id,
                 max_retries=max_retries, timeout=timeout, keep_result=keep_result,
                 result_ttl=result_ttl, on_dependency_failure=on_dependency_failure, cost=cost,
+                dedup=dedup,
             )  # fmt: skip
 
         try:  # the common case, without the flow's machinery

@@ -23,6 +23,7 @@ from datetime import datetime, timezone
 from typing import Any, Literal
 
 from fairque.core.checks import MAX_COST, MAX_DEPENDENCIES, MAX_SECONDS, MAX_TASK_ID
+from fairque.dedup import Dedup
 from fairque.errors import ValidationError
 from fairque.models import Priority, Task
 
@@ -77,6 +78,16 @@ FIELDS: tuple[SpecField, ...] = (
               "the slots of its tenant's cap and of its concurrency limits and the tokens of "
               "its rate limits it takes, and the multiple of its run that fair share counts",
               "cost", default=1, low=1, high=MAX_COST),
+    SpecField("dedup_key", "id", "merge into the task its tenant has waiting with this key "
+              "(QUEUED, SCHEDULED or DEFERRED) instead of adding one: see dedup_mode", None),
+    SpecField("dedup_mode", "choice", 'with dedup_key: "keep" (answer the waiting task; the '
+              'default), "replace" (give it this payload) or "debounce" (give it this payload '
+              "and start it debounce_seconds from now)", None,
+              choices=("keep", "replace", "debounce")),
+    SpecField("debounce_seconds", "seconds", "the debounce window", None, low=0,
+              high=MAX_SECONDS),
+    SpecField("debounce_max_seconds", "seconds", "the longest a debounced task waits after "
+              "its first push (default: ten windows)", None, low=0, high=MAX_SECONDS),
 )  # fmt: skip
 BY_NAME = {f.name: f for f in FIELDS}
 #: the outward name of each engine name a problem may carry
@@ -188,11 +199,38 @@ def task_of(item: Mapping[str, Any]) -> tuple[Task, float | None]:
             "give delay_seconds or execute_after, not both",
             [("delay_seconds", "give delay_seconds or execute_after, not both")],
         )
+    values["dedup"] = dedup_of(item)
     try:
         task = Task(**values)
     except ValidationError as exc:
         raise ValidationError(str(exc), [(outward(f), m) for f, m in exc.problems]) from None
     return task, delay
+
+
+#: the outward names of ``Dedup``'s fields (a problem of the whole: the window's)
+_DEDUP_NAMES = {"key": "dedup_key", "mode": "dedup_mode", "window": "debounce_seconds",
+                "max_wait": "debounce_max_seconds", "": "debounce_seconds"}  # fmt: skip
+
+
+def dedup_of(item: Mapping[str, Any]) -> Dedup | None:
+    """The ``Dedup`` the outward fields ``dedup_key``... ask for (None: no key).
+
+    Raises:
+        ValidationError: a bad key or mode, a window without a debounce, or a
+            debounce without one; the problems carry outward names.
+    """
+    given = {name: item.get(outer) for name, outer in _DEDUP_NAMES.items() if name}
+    if given["key"] is None:
+        extra = [_DEDUP_NAMES[n] for n, v in given.items() if v is not None]
+        if extra:
+            problem = "needs dedup_key"
+            raise ValidationError(f"{extra[0]}: {problem}", [(n, problem) for n in extra])
+        return None
+    try:
+        return Dedup(**{name: value for name, value in given.items() if value is not None})
+    except ValidationError as exc:
+        problems = [(_DEDUP_NAMES.get(f, f), m) for f, m in exc.problems]
+        raise ValidationError(str(exc), problems) from None
 
 
 def parse_time(value: str, field: str) -> datetime:

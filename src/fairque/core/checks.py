@@ -51,6 +51,8 @@ MAX_WEIGHT = 1_000
 #: Largest task cost: the slots of a cap or concurrency limit and the tokens of a rate
 #: limit one task takes (each slot is one member of a sorted set while it runs).
 MAX_COST = 1_000
+#: Longest dedup key (``Dedup.key``), in characters
+MAX_DEDUP_KEY = 256
 #: Largest per-user in-flight cap.
 MAX_IN_FLIGHT = 1_000_000
 #: the largest backlog quota ``set_user_limits(max_queued=)`` takes

@@ -215,6 +215,14 @@ class QueueKeys:
         return self._k("quotas")
 
     @property
+    def dedup(self) -> str:
+        """Hash ``'<user>\0<dedup key>'`` -> the id of the task that user pushed with
+        that key (``Dedup``): a push with the key merges into it while it waits. A
+        name whose task no longer waits is stale: a push replaces it, ``maintain``
+        drops it."""
+        return self._k("dedup")
+
+    @property
     def wake(self) -> str:
         """List of wake-up tokens: push adds some, idle workers block on it."""
         return self._k("wake")

@@ -33,6 +33,8 @@ keep_result            keep_result   keep_result    '1' keep the result, '0' dro
 result_ttl             result_ttl    result_ttl_ms  how long a result is kept
 cost                   cost          cost           slots and tokens it takes (kept only
                                                     when more than 1)
+dedup                  dedup         dedup          '<mode> <window ms> <max wait ms>
+                                                    <key>' of a push with a ``Dedup``
 error                  error         -              the last error message
 lease_token            lease         -              fencing token of the current lease
 worker_id              worker        -              the worker holding the lease, or the last one
@@ -55,6 +57,8 @@ progress_message       progress_msg  -              the message reported with it
                                                     recorded transition (a resend's answer)
 -                      pushed        -              request id of the push that created the
                                                     task (a resend still answers "created")
+-                      dreq          -              request id of the last push merged into
+                                                    the task (its resend merges nothing)
 -                      cons          cons           JSON array of the constraint buckets the
                                                     task counts in (fairque.constraints.model)
 -                      parked        -              the constraint bucket the task is parked
@@ -86,6 +90,7 @@ from fairque.core.checks import seconds_ms
 from fairque.core.codec import Serializer
 from fairque.core.options import QueueOptions
 from fairque.core.records import Leased
+from fairque.dedup import Dedup
 from fairque.errors import PayloadTooLarge, SerializationError, ValidationError
 from fairque.models import Priority, Task, TaskState
 
@@ -148,6 +153,21 @@ def _flag(value: bytes) -> bool:
     return value == b"1"
 
 
+def _dedup(value: bytes) -> Dedup:
+    mode, window, wait, key = value.decode().split(" ", 3)
+    if mode != "debounce":
+        return Dedup(key=key, mode=mode)
+    return Dedup(key=key, mode=mode, window=int(window) / 1000, max_wait=int(wait) / 1000)
+
+
+def dedup_text(dedup: Dedup | None) -> str:
+    """A ``Dedup`` as the push record's ``dedup`` slot and the hash's field ('': none)."""
+    if dedup is None:
+        return ""
+    window = round((dedup.window or 0) * 1000)
+    return f"{dedup.mode} {window} {round(dedup.wait_cap * 1000)} {dedup.key}"
+
+
 _text = bytes.decode
 #: Converters whose results ``task_from_hash`` keeps, by stored value (at most
 #: ``_MEMO_SIZE`` per field): the values repeat from task to task, and the results are
@@ -179,6 +199,7 @@ FIELDS: tuple[Field, ...] = (
     Field("keep_result", "keep_result", "keep_result", _flag, STOCK["keep_result"]),
     Field("result_ttl", "result_ttl", "result_ttl_ms", _ms_whole_seconds, STOCK["result_ttl"]),
     Field("cost", "cost", "cost", int, 1),
+    Field("dedup", "dedup", "dedup", _dedup),
     Field("error", "error", None, _text),
     Field("lease_token", "lease", None, _text),
     Field("worker_id", "worker", None, _text),
@@ -195,6 +216,7 @@ FIELDS: tuple[Field, ...] = (
     Field(None, "cut_lease", None, None),
     Field(None, "op", None, None),
     Field(None, "pushed", None, None),
+    Field(None, "dreq", None, None),
     Field(None, "cons", "cons", None),
     Field(None, "parked", None, None),
     Field(None, "fair", None, None),
@@ -204,7 +226,7 @@ _TASK_FIELDS = frozenset(Task.model_fields)
 
 
 class PushRecord(NamedTuple):
-    """One task's values in ``push.lua``'s ARGV, in its order (15 per task).
+    """One task's values in ``push.lua``'s ARGV, in its order (16 per task).
 
     The slots are named as ``push.lua``'s header names them; ``-1`` stands for "none"
     in the numeric slots. ``delay_ms`` is the one slot no hash field keeps: the script
@@ -226,6 +248,7 @@ class PushRecord(NamedTuple):
     on_dep_fail: str
     cons: str
     cost: int
+    dedup: str
 
 
 #: A task's field values before the queue fills its defaults (``TaskCodec.encode_plain``).
@@ -396,6 +419,7 @@ class TaskCodec:
             on_dep_fail=values["on_dependency_failure"],
             cons=self.constraints.buckets(values["name"], values["payload"], values["user_id"]),
             cost=values["cost"],
+            dedup=dedup_text(values["dedup"]),
         )
 
     def encode_plain(
@@ -431,7 +455,8 @@ class TaskCodec:
         cons = constraints.buckets(name, payload, user_id) if constraints.constraints else ""
         # the slots of PushRecord, in its order
         record = (task_id, user_id, name, data, int(priority), max_retries, -1, -1, -1,
-                  1 if keep_result else 0, round(ttl_s * 1000), "", "cancel", cons, 1)  # fmt: skip
+                  1 if keep_result else 0, round(ttl_s * 1000), "", "cancel", cons, 1,
+                  "")  # fmt: skip
         return values, record
 
     @staticmethod

@@ -107,6 +107,7 @@ def task_out(task: Task, queue: str) -> TaskOut:
 
 
 def _fields(task: Task, queue: str) -> dict[str, Any]:
+    dedup = task.dedup
     return {
         "task_id": task.task_id,
         "queue": queue,
@@ -127,6 +128,10 @@ def _fields(task: Task, queue: str) -> dict[str, Any]:
         "keep_result": task.keep_result,
         "result_ttl_seconds": task.result_ttl,
         "cost": task.cost,
+        "dedup_key": dedup.key if dedup else None,
+        "dedup_mode": dedup.mode if dedup else None,
+        "debounce_seconds": dedup.window if dedup else None,
+        "debounce_max_seconds": dedup.max_wait if dedup else None,
         "progress": task.progress,
         "progress_message": task.progress_message,
         "error": task.error,

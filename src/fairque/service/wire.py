@@ -152,6 +152,10 @@ class TaskOut(Struct, kw_only=True):
         int | None, Meta(description="How long a kept result lives (null: the queue's default)")
     ]
     cost: Annotated[int, Meta(description="Its slots and rate tokens (fair share: runs x cost)")]
+    dedup_key: Annotated[str | None, Meta(description="Its dedup key (see dedup_mode)")]
+    dedup_mode: Annotated[str | None, Meta(description="keep, replace or debounce")]
+    debounce_seconds: Annotated[float | None, Meta(description="Its debounce window")]
+    debounce_max_seconds: Annotated[float | None, Meta(description="Its debounce's bound")]
     progress: Annotated[float | None, Meta(description="How far its handler got, 0 to 1")]
     progress_message: Annotated[str | None, Meta(description="The progress report's message")]
     error: Annotated[str | None, Meta(description="The last failure's message")]

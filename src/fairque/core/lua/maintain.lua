@@ -4,8 +4,10 @@ maintain: bounded housekeeping that keeps a queue from growing without an operat
 Removes up to `limit` expired ids from each terminal registry (their task data has
 already expired), takes up to `limit` expired tasks out of their user's and name's
 listing indexes (from `ends`), removes up to `limit` expired worker
-registrations, and forgets up to `limit` users not leased for 30 days (their tenant
-hash: counts, estimate, saved tag; a user that returns starts afresh at the floor).
+registrations, forgets up to `limit` users not leased for 30 days (their tenant
+hash: counts, estimate, saved tag; a user that returns starts afresh at the floor),
+and looks at about `limit` names of the dedup hash (HSCAN, from where the last call
+stopped: meta 'dedup_at'), dropping those whose task no longer waits.
 It first places the intake's first tasks (as a lease call does), so tasks pushed one at a
 time reach their lanes while no worker leases. Workers call it periodically; running it
 twice is harmless.
@@ -25,7 +27,8 @@ Reply: the number of registry entries and worker registrations removed.
 
 local K = {prefix = KEYS[1], finished = KEYS[2], failed = KEYS[3], canceled = KEYS[4],
   workers = KEYS[5], workers_seen = KEYS[6], ends = KEYS[7], active = KEYS[8],
-  intake = KEYS[9], ring = KEYS[10], capped = KEYS[11], meta = KEYS[12], queued = KEYS[13]}
+  intake = KEYS[9], ring = KEYS[10], capped = KEYS[11], meta = KEYS[12], queued = KEYS[13],
+  dedup = KEYS[14]}
 local ms = now()
 local limit = tonumber(ARGV[1])
 local entries = intake_head(K)
@@ -57,5 +60,21 @@ for _, user in ipairs(idle) do
   end
   if #back > 0 then redis.call('HSET', tk, unpack(back)) end
   redis.call('ZREM', K.active, user)
+end
+-- dedup names of tasks that no longer wait (a push would replace them; a key not
+-- pushed again would keep its name for ever)
+local scan = redis.call('HSCAN', K.dedup, redis.call('HGET', K.meta, 'dedup_at') or '0',
+  'COUNT', limit)
+local names = scan[2]
+for i = 1, #names, 2 do
+  local state = redis.call('HGET', task_key(K, names[i + 1]), 'state')
+  if state ~= 'QUEUED' and state ~= 'SCHEDULED' and state ~= 'DEFERRED' then
+    redis.call('HDEL', K.dedup, names[i])
+  end
+end
+if scan[1] == '0' then
+  redis.call('HDEL', K.meta, 'dedup_at')
+else
+  redis.call('HSET', K.meta, 'dedup_at', scan[1])
 end
 return removed + #idle + forget_workers(K, ms, limit)

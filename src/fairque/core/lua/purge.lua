@@ -19,7 +19,7 @@ local K = {prefix = KEYS[1], ring = KEYS[2], delayed = KEYS[3], leases = KEYS[4]
   capped = KEYS[15], wake = KEYS[16], ends = KEYS[17], constraints = KEYS[18],
   constraint_due = KEYS[19], active = KEYS[20], intake = KEYS[21], backlog = KEYS[22],
   quotas = KEYS[23], aside = KEYS[24], groups = KEYS[25], group_weights = KEYS[26],
-  shares = KEYS[27], group_shares = KEYS[28], group_caps = KEYS[29]}
+  shares = KEYS[27], group_shares = KEYS[28], group_caps = KEYS[29], dedup = KEYS[30]}
 local registries = {K.delayed, K.deferred, K.queued, K.leases, K.finished, K.failed,
   K.canceled}
 local budget = tonumber(ARGV[1])
@@ -96,7 +96,7 @@ if remaining == 0 then
   end
   redis.call('DEL', K.ring, K.capped, K.meta, K.stats, K.turns, K.weights, K.caps, K.wake,
     K.active, K.backlog, K.quotas, K.groups, K.group_weights, K.shares,
-    K.group_shares, K.group_caps)
+    K.group_shares, K.group_caps, K.dedup)
   -- a deleted task's lease would hold its buckets' slots until it expired (HGETALL:
   -- the commands the documented ACL rule allows)
   local defined = redis.call('HGETALL', K.constraints)

@@ -16,18 +16,30 @@ Every id is looked up first: a push of an id that exists (or ended within the la
 minute: its tombstone, see finalize) is a no-op that returns the stored task, so a
 resent push never writes a task twice.
 
+A task with a dedup key merges into the task its user has waiting with that key
+(QUEUED, SCHEDULED or DEFERRED; the dedup hash names it, and a task it names that no
+longer waits is no longer a match), or into an earlier task of the batch with that
+key; it is not created. By its mode: 'keep' changes nothing; 'replace' gives the
+waiting task its payload; 'debounce' gives it its payload and moves a SCHEDULED (or
+DEFERRED) task's start to now + window, never past its creation + max wait (a
+debounced task with no due time of its own starts a window after its push). A merge
+records the request in the task's 'dreq': a resent push merges nothing again. A task
+that holds a key is named in the dedup hash; maintain drops names of tasks that no
+longer wait.
+
 ARGV[1] ordering    'aging' | 'strict'
 ARGV[2] horizon_us  aging horizon in microseconds
 ARGV[3] on_dup      'return' (existing task is a no-op) | 'error' (DuplicateTask, except
                     for a resend of the push that created it)
-ARGV[4] n           number of tasks; then 15 values per task:
+ARGV[4] n           number of tasks; then 16 values per task:
         id, user, name, payload, prio (1..6), max_retries, delay_ms (-1 none),
         run_at_ms (-1 none), timeout_ms (-1 none), keep_result (0|1), result_ttl_ms,
         deps (JSON array of task ids, '' for none), on_dep_fail ('cancel'|'wait'),
         cons (JSON array of the constraint buckets the task counts in, '' for none),
         cost (the slots and tokens it takes: '1', or more; a task of cost 1 stores no
         'cost' field, one of more marks the queue 'costly' in its meta, so the lease
-        path reads costs only where there are some)
+        path reads costs only where there are some),
+        dedup ('' or '<mode> <window ms> <max wait ms> <key>': see below)
 ARGV[5] failed_ttl_ms  how long a task canceled at push stays readable
 ARGV[6] req         request id (unique per call; the same when a call is resent). It is
                     kept in the task's 'pushed' field, so a resend of the push that
@@ -38,7 +50,8 @@ ARGV[8] max_queued  the queue's default backlog quota per user ('0': none)
 
 Reply: one entry per task: {0, state, created_ms} for a new task,
        {1, <HGETALL of the existing task>, mine} for an id that already exists (mine:
-       1 when this same request created it, i.e. this call is a resend, else 0), or
+       1 when this same request created it, i.e. this call is a resend, else 0) and
+       for a task merged into the one waiting with its dedup key (mine: 0), or
        {2, state} for an id whose task ended and expired within the last minute.
 Errors: 'FQERR -32' (StaleConstraints) when the queue's constraints changed since the
         client read them (it reloads them and pushes again); 'FQERR -3 <id>' (DuplicateTask) when on_dup is 'error'; 'FQERR -5'
@@ -62,12 +75,12 @@ Errors: 'FQERR -32' (StaleConstraints) when the queue's constraints changed sinc
 local K = {prefix = KEYS[1], ring = KEYS[2], delayed = KEYS[3], queued = KEYS[4],
   deferred = KEYS[5], canceled = KEYS[6], meta = KEYS[7], stats = KEYS[8], capped = KEYS[9],
   wake = KEYS[10], ends = KEYS[11], constraints = KEYS[12], intake = KEYS[13],
-  backlog = KEYS[14], quotas = KEYS[15]}
+  backlog = KEYS[14], quotas = KEYS[15], dedup = KEYS[16]}
 
 -- numbers are read with Lua's string coercion (x + 0), cheaper than tonumber
 local ordering, horizon_us, on_dup = ARGV[1], ARGV[2] + 0, ARGV[3]
 local n, failed_ttl_ms, req = ARGV[4] + 0, ARGV[5] + 0, ARGV[6]
-local W, B = 15, 9
+local W, B = 16, 9
 if (redis.call('HGET', K.constraints, '~version') or '0') ~= ARGV[7] then
   return redis.error_reply('FQERR -32 constraints changed')
 end
@@ -79,13 +92,31 @@ for i = 0, n - 1 do in_batch[ARGV[B + i * W]] = true end
 local existing = {}
 -- the new tasks per user, for the quotas (a resent task is not new)
 local adding, adders = {}, {}
+-- dedup: the task each merging push merges into, the key's holder in this batch, and
+-- the targets this request merged into before (a resend: they take nothing again)
+local merge, holder, merged_before = {}, {}, {}
 for i = 0, n - 1 do
   local b = B + i * W
   local id = ARGV[b]
   local tk = task_key(K, id)
   local exists = redis.call('EXISTS', tk, gone_key(K, id)) > 0
   existing[id] = exists
-  if not exists then
+  if not exists and ARGV[b + 15] ~= '' then
+    local field = ARGV[b + 1] .. '\0' .. string.match(ARGV[b + 15], '^%S+ %S+ %S+ (.*)$')
+    local target = holder[field]
+    if not target then
+      local named = redis.call('HGET', K.dedup, field)
+      if named then
+        local f = redis.call('HMGET', task_key(K, named), 'state', 'dreq')
+        if f[1] == 'QUEUED' or f[1] == 'SCHEDULED' or f[1] == 'DEFERRED' then
+          target = named
+          merged_before[named] = f[2] == req
+        end
+      end
+    end
+    if target then merge[id] = target else holder[field] = id end
+  end
+  if not exists and not merge[id] then
     local user = ARGV[b + 1]
     if not adding[user] then adding[user] = 0; adders[#adders + 1] = user end
     adding[user] = adding[user] + 1
@@ -181,16 +212,34 @@ for i = 0, n - 1 do
   local keep, ttl = ARGV[b + 9], ARGV[b + 10]
   local deps, on_dep_fail, cons, cost = ARGV[b + 11], ARGV[b + 12], ARGV[b + 13], ARGV[b + 14]
   local tk = task_key(K, id)
-  if existing[id] then
+  local dedup = ARGV[b + 15]
+  if merge[id] then
+    local target = merge[id]
+    local ttk = task_key(K, target)
+    local mode, win, most = string.match(dedup, '^(%S+) (%S+) (%S+)')
+    if mode ~= 'keep' and not merged_before[target] then
+      redis.call('HSET', ttk, 'payload', payload, 'dreq', req)
+      local f = redis.call('HMGET', ttk, 'state', 'created')
+      if mode == 'debounce' and f[1] ~= 'QUEUED' then
+        local start = math.min(ms + win, f[2] + most)
+        redis.call('HSET', ttk, 'run_at', start)
+        if f[1] == 'SCHEDULED' then redis.call('ZADD', K.delayed, start, target) end
+      end
+    end
+    reply[#reply + 1] = {1, redis.call('HGETALL', ttk), 0}
+  elseif existing[id] then
     reply[#reply + 1] = stored_entry(K, id, req)
   else
     local due = -1
     if run_at_ms >= 0 then due = run_at_ms elseif delay_ms >= 0 then due = ms + delay_ms end
+    if due < 0 and string.sub(dedup, 1, 9) == 'debounce ' then
+      due = ms + string.match(dedup, '^%S+ (%S+)')  -- a debounce starts a window later
+    end
     -- the common task (no dependencies, due now) is written whole in one command
     local plain = deps == '' and due <= ms
     -- (a stock task leaves four fields out: see task_stock)
     local stock = task_stock(ARGV[b + 4], max_retries, keep, ttl)
-    if plain and stock and timeout_ms < 0 and cons == '' and cost == '1' then  -- no table
+    if plain and stock and timeout_ms < 0 and cons == '' and cost == '1' and dedup == '' then
       redis.call('HSET', tk, 'id', id, 'user', user, 'name', name, 'payload', payload,
         'created', ms, 'state', 'QUEUED', 'pushed', req)
     else
@@ -207,6 +256,7 @@ for i = 0, n - 1 do
         fields[#fields + 1] = 'cost'; fields[#fields + 1] = cost
         costly = true
       end
+      if dedup ~= '' then fields[#fields + 1] = 'dedup'; fields[#fields + 1] = dedup end
       fields[#fields + 1] = 'pushed'; fields[#fields + 1] = req
       redis.call('HSET', tk, unpack(fields))
     end
@@ -285,7 +335,11 @@ for i = 0, n - 1 do
       ready = ready + 1
     end
     created = created + 1
-    if state == 'CANCELED' then adding[user] = adding[user] - 1 end
+    if state == 'CANCELED' then
+      adding[user] = adding[user] - 1
+    elseif dedup ~= '' then  -- it holds its key while it waits
+      redis.call('HSET', K.dedup, user .. '\0' .. string.match(dedup, '^%S+ %S+ %S+ (.*)$'), id)
+    end
     reply[#reply + 1] = {0, state, ms}
   end
 end

@@ -23,8 +23,16 @@ from fairque.core.dependencies import dependency_order
 from fairque.core.ops.base import OperationsBase
 from fairque.core.records import Call, Pushed, request_id
 from fairque.core.taskhash import hash_items, ms_to_dt, text
+from fairque.dedup import Dedup
 from fairque.errors import ValidationError
-from fairque.models import FAIRNESS_MODES, Fairness, Priority, Task, TaskOutcome, TaskState
+from fairque.models import (
+    FAIRNESS_MODES,
+    Fairness,
+    Priority,
+    Task,
+    TaskOutcome,
+    TaskState,
+)
 from fairque.reads import GroupLoad
 
 #: result.lua's codes of the ended states
@@ -34,11 +42,11 @@ _PRIORITY_TYPES = (int, Priority)
 
 def _plain(record: Sequence[Any]) -> bool:
     """Whether a push record (``PushRecord``'s slots) is a plain task, one that
-    ``push_one.lua`` takes: no delay, due time, timeout, dependencies or buckets, and
-    a cost of 1."""
+    ``push_one.lua`` takes: no delay, due time, timeout, dependencies, buckets or
+    dedup key, and a cost of 1."""
     return (
         record[6] == -1 and record[7] == -1 and record[8] == -1 and not record[11]
-        and not record[13] and record[14] == 1
+        and not record[13] and record[14] == 1 and not record[15]
     )  # fmt: skip
 
 
@@ -159,6 +167,7 @@ class TaskOperations(OperationsBase):
         result_ttl: int | None,
         on_dependency_failure: str,
         cost: int = 1,
+        dedup: Dedup | None = None,
     ) -> Call[Task]:
         """Build one task and push it (``enqueue``).
 
@@ -176,6 +185,7 @@ class TaskOperations(OperationsBase):
             and on_dependency_failure == "cancel"
             and cost == 1
             and type(cost) is int
+            and dedup is None
             and type(keep_result) is bool
             and type(priority) in _PRIORITY_TYPES
             and 1 <= priority <= 6
@@ -193,7 +203,7 @@ class TaskOperations(OperationsBase):
                 user_id=user_id, name=name, payload=payload, priority=priority, task_id=task_id,
                 max_retries=max_retries, execute_after=execute_after, depends_on=depends_on,
                 timeout=timeout, keep_result=keep_result, result_ttl=result_ttl,
-                on_dependency_failure=on_dependency_failure, cost=cost,
+                on_dependency_failure=on_dependency_failure, cost=cost, dedup=dedup,
             )  # fmt: skip
             batch = self.push_many([task], [delay])
             return Call(batch.script, batch.keys, batch.args, lambda r: batch.parse(r)[0])

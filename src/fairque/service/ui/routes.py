@@ -301,29 +301,36 @@ class Ui:
     async def bulk_page(self, request: AnyRequest) -> Response[Any]:
         q = await self.queue(request)
         filt = _needs_state(_filter(request))
-        action = "retry" if request.query_params.get("action") == "retry" else "cancel"
-        ids, more = await views.matching_ids(
-            q, filt["state_"], filt["user"], filt["name"], BULK_LIMIT
-        )
+        action = _bulk_action(request.query_params.get("action"))
+        if action == "cancel":
+            ids, more = await views.matching_ids(
+                q, filt["state_"], filt["user"], filt["name"], BULK_LIMIT
+            )
+            count = len(ids)
+        else:  # dead letters: the engine counts them (its dry run)
+            count, more = await _dead_letters(q, action, filt, dry_run=True), False
         return self.render(
             request, "bulk.html", queue=q.queue, page="tasks", filt=filt, action=action,
-            count=len(ids), more=more, limit=BULK_LIMIT,
+            count=count, more=more, limit=BULK_LIMIT,
         )  # fmt: skip
 
     async def bulk(self, request: AnyRequest) -> Response[Any]:
         q = await self.queue(request)
         form = await self.form(request)
         filt = _needs_state(_filter(request, form))
-        action = "retry" if form.get("action") == "retry" else "cancel"
-        ids, _ = await views.matching_ids(q, filt["state_"], filt["user"], filt["name"], BULK_LIMIT)
-        done = 0
-        for start in range(0, len(ids), BULK_BATCH):
-            done += await _act_many(q, action, ids[start : start + BULK_BATCH])
-        verb = "queued again" if action == "retry" else "canceled"
+        action = _bulk_action(form.get("action"))
+        if action == "cancel":
+            ids, _ = await views.matching_ids(
+                q, filt["state_"], filt["user"], filt["name"], BULK_LIMIT
+            )
+            done, total = 0, len(ids)
+            for start in range(0, len(ids), BULK_BATCH):
+                done += await _cancel_many(q, ids[start : start + BULK_BATCH])
+        else:  # in the engine's batches, each one script
+            done = total = await _dead_letters(q, action, filt, dry_run=False)
+        verb = {"retry": "queued again", "delete": "deleted"}.get(action, "canceled")
         query = {k: v for k, v in filt.items() if k != "state_" and v}
-        return _redirect(
-            f"/ui/q/{q.queue}/tasks", msg=f"{done} of {len(ids)} tasks {verb}", **query
-        )
+        return _redirect(f"/ui/q/{q.queue}/tasks", msg=f"{done} of {total} tasks {verb}", **query)
 
     async def set_limits(self, request: AnyRequest) -> Response[Any]:
         q = await self.queue(request)
@@ -402,15 +409,26 @@ class Ui:
         return out
 
 
-async def _act_many(q: AsyncFairQueue, action: str, ids: list[str]) -> int:
-    """Retry or cancel one batch concurrently; how many were done (ended or moved
-    tasks are skipped)."""
+def _bulk_action(value: Any) -> str:
+    """A bulk action's name: ``retry`` and ``delete`` (of dead letters), else ``cancel``."""
+    return value if value in ("retry", "delete") else "cancel"
+
+
+async def _dead_letters(q: AsyncFairQueue, action: str, filt: dict[str, Any], dry_run: bool) -> int:
+    """Retry or delete the FAILED or CANCELED tasks the filter picks (``bulk_retry`` /
+    ``bulk_delete``); how many (with ``dry_run``: how many match)."""
+    act = q.bulk_retry if action == "retry" else q.bulk_delete
+    return await act(
+        state=filt["state_"], name=filt["name"] or None, user_id=filt["user"] or None,
+        dry_run=dry_run,
+    )  # fmt: skip
+
+
+async def _cancel_many(q: AsyncFairQueue, ids: list[str]) -> int:
+    """Cancel one batch concurrently; how many were canceled (ended tasks are skipped)."""
 
     async def one(task_id: str) -> bool:
         try:
-            if action == "retry":
-                await q.retry(task_id)
-                return True
             return await q.cancel(task_id)
         except FairqueError:
             return False

@@ -27,9 +27,11 @@ const maxTasks = Number(process.env.MAX_TASKS ?? 10);
 const exitWhenIdle = Number(process.env.EXIT_WHEN_IDLE ?? 0);
 const MSGPACK = "application/msgpack";
 
-// handlers by task name: the payload in, the result out (throw to fail)
+// handlers by task name: the payload in, the result out (throw to fail); the second
+// argument carries the task's W3C trace context: a handler that calls other services
+// forwards it as their `traceparent` header, so their spans join the task's trace
 const handlers = {
-  square: (payload) => ({ value: payload.n * payload.n }),
+  square: (payload, { traceparent }) => ({ value: payload.n * payload.n, traceparent }),
   concat: (payload) => payload.parts.join(""),
   explode: (payload) => {
     throw new Error(`cannot handle ${JSON.stringify(payload)}`);
@@ -64,7 +66,7 @@ function run(task) {
   const began = process.hrtime.bigint();
   const ran = () => Number(process.hrtime.bigint() - began) / 1e9;
   try {
-    const result = handler(task.payload);
+    const result = handler(task.payload, { traceparent: task.traceparent ?? null });
     return {
       type: "success", task_id: task.task_id, lease_token: task.lease_token,
       finished_at: finishedAt(), run_seconds: ran(), result,

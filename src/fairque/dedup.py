@@ -72,3 +72,17 @@ class Dedup(BaseModel):
         """The longest a debounced task waits after its first push (``max_wait``, or
         ten windows)."""
         return self.max_wait if self.max_wait is not None else 10 * (self.window or 0)
+
+    def stored(self) -> str:
+        """As a push carries it and the task hash keeps it (``dedup``): ``'<mode>
+        <window ms> <max wait ms> <key>'``."""
+        window, wait = round((self.window or 0) * 1000), round(self.wait_cap * 1000)
+        return f"{self.mode} {window} {wait} {self.key}"
+
+    @classmethod
+    def from_stored(cls, value: bytes) -> Dedup:
+        """The ``Dedup`` of a task hash's ``dedup`` field."""
+        mode, window, wait, key = value.decode().split(" ", 3)
+        if mode != "debounce":
+            return cls(key=key, mode=mode)
+        return cls(key=key, mode=mode, window=int(window) / 1000, max_wait=int(wait) / 1000)

@@ -18,6 +18,7 @@ from fairque.core.checks import (
     MAX_SECONDS,
     MAX_TASK_ID,
     MAX_USER_ID,
+    TRACEPARENT,
     identifier_problem,
     run_us_text,
 )
@@ -129,6 +130,9 @@ class Task(BaseModel):
     cost: int = Field(default=1, ge=1, le=MAX_COST, strict=True)
     #: what a push does when its tenant has a task with the same key waiting (``Dedup``)
     dedup: Dedup | None = None
+    #: the W3C ``traceparent`` of the span that pushed it (``fairque[otel]``): a
+    #: worker's span of its run continues that trace
+    trace_context: str | None = Field(default=None, strict=True)
     error: str | None = None
     lease_token: str | None = None
     worker_id: str | None = None
@@ -205,6 +209,13 @@ class Task(BaseModel):
     @classmethod
     def _task_id(cls, value: str | None) -> str | None:
         return None if value is None else _check_identifier(value, "task_id", MAX_TASK_ID)
+
+    @field_validator("trace_context")
+    @classmethod
+    def _trace(cls, value: str | None) -> str | None:
+        if value is not None and not TRACEPARENT.fullmatch(value):
+            raise ValueError("trace_context must be a W3C traceparent (version-trace-span-flags)")
+        return value
 
     @field_validator("dedup", mode="before")
     @classmethod

@@ -12,6 +12,7 @@ import sys
 import threading
 import uuid
 from collections.abc import Callable, Coroutine, Iterator
+from pathlib import Path
 from typing import Any
 
 import redis
@@ -308,3 +309,20 @@ def resend(q: FairQueue, client: SyncClient, call: Call[Any]) -> tuple[Any, Any]
     second = q._run(call)
     assert queue_snapshot(client, q.queue) == before, "the resend changed the keyspace"
     return first, second
+
+
+#: the tests' folder: worker processes import handler modules from it (``helpers.*``)
+TESTS = Path(__file__).resolve().parents[1]
+
+
+def worker_env(server: ServerInfo, **extra: str) -> dict[str, str]:
+    """The environment of a ``fairque`` process on ``server`` that imports the tests'
+    helper modules (no ``FAIRQUE_`` variable of this process leaks in)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FAIRQUE_")}
+    env.update(
+        FAIRQUE_URL=server.url,
+        FAIRQUE_REDIS__CLUSTER="true" if server.cluster else "false",
+        PYTHONPATH=os.pathsep.join([str(TESTS), env.get("PYTHONPATH", "")]),
+        **extra,
+    )
+    return env

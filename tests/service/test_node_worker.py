@@ -117,7 +117,13 @@ def test_node_worker_runs_every_task(served: tuple[str, str]) -> None:
             tasks.append({"name": "concat", "user_id": user, "payload": {"parts": ["a", str(i)]}})
         else:
             tasks.append({"name": "square", "user_id": user, "payload": {"n": i}})
-    pushed = api.ok("POST", "/tasks", {"tasks": tasks}, status=201, msgpack=True)["tasks"]
+    # pushed in a trace (no tracer in this server: the tasks keep the request's context)
+    traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    response = api.call("POST", "/tasks", {"tasks": tasks}, msgpack=True,
+                        headers={"traceparent": traceparent})  # fmt: skip
+    assert response.status_code == 201, response.text
+    assert response.headers["traceparent"] == traceparent  # the context it was given
+    pushed = api.data(response)["tasks"]
     env = {**os.environ, "FAIRQUE_API": base, "FAIRQUE_QUEUE": queue, "EXIT_WHEN_IDLE": "2",
            "WORKER_ID": "node-test"}  # fmt: skip
     result = subprocess.run(
@@ -130,7 +136,9 @@ def test_node_worker_runs_every_task(served: tuple[str, str]) -> None:
                          params={"wait_seconds": "10"})  # fmt: skip
         if sent["name"] == "square":
             assert outcome["type"] == "success"
-            assert outcome["result"] == {"value": sent["payload"]["n"] ** 2}
+            # the handler got the task's trace context to forward
+            assert outcome["result"] == {"value": sent["payload"]["n"] ** 2,
+                                         "traceparent": traceparent}  # fmt: skip
         elif sent["name"] == "concat":
             assert outcome["result"] == "".join(sent["payload"]["parts"])
         else:

@@ -313,7 +313,7 @@ async def test_a_burst_worker_waits_for_its_retries_in_flight(h: Harness) -> Non
 def test_the_burst_cli_worker_finishes_every_task_and_exits_0(
     server: ServerInfo, redis_client: SyncClient, tmp_path: Path
 ) -> None:
-    from test_worker_processes import worker_env
+    from helpers.support import worker_env
 
     queue = unique_queue("burst")
     with FairQueue.from_url(server.url, queue) as q:

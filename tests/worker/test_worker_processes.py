@@ -17,26 +17,13 @@ from typing import Any
 import pytest
 from helpers.proc_handlers import runs_key, started_key, stopped_key
 from helpers.servers import ServerInfo, SyncClient
-from helpers.support import unique_queue
+from helpers.support import TESTS, unique_queue, worker_env
 
 from fairque import FairQueue, Task, TaskState
 from fairque.cli.embedded import EmbeddedServer, free_port
 
 # the command line's own behaviour: the engine's tests cover the standalone Redis kind
 pytestmark = pytest.mark.server_kinds("valkey", "cluster")
-
-TESTS = Path(__file__).resolve().parents[1]
-
-
-def worker_env(server: ServerInfo, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FAIRQUE_")}
-    env.update(
-        FAIRQUE_URL=server.url,
-        FAIRQUE_REDIS__CLUSTER="true" if server.cluster else "false",
-        PYTHONPATH=os.pathsep.join([str(TESTS), env.get("PYTHONPATH", "")]),
-        **extra,
-    )
-    return env
 
 
 @pytest.fixture

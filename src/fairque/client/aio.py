@@ -8,7 +8,7 @@ construction.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Sequence, Sized
 from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any, Literal, TypeVar
@@ -35,6 +35,7 @@ from fairque.models import (
     TaskState,
 )
 from fairque.schedules.api import AsyncScheduleMethods
+from fairque.tracing import sending
 
 T = TypeVar("T")
 
@@ -164,10 +165,11 @@ class AsyncFairQueue(
             ValidationError: the payload does not serialize or is too large.
         """
         part = self._place.for_user(task.user_id)
-        try:  # the common case, without the flow's machinery
-            return await self._run_push(part.ops.push(task))
-        except StaleConstraints:
-            return await self._drive(part._repush_flow(lambda: part.ops.push(task)))
+        with sending(self.queue, 1, task.user_id):
+            try:  # the common case, without the flow's machinery
+                return await self._run_push(part.ops.push(task))
+            except StaleConstraints:
+                return await self._drive(part._repush_flow(lambda: part.ops.push(task)))
 
     async def push_many(
         self, tasks: Iterable[Task], *, delays: Sequence[float | None] | None = None
@@ -183,8 +185,10 @@ class AsyncFairQueue(
             them) is False when task i's id already existed (nothing was written for
             it). A resend of this same call after a lost reply answers as it did.
         """
-        flow = self._place.push_many(replayable_tasks(tasks), delays)
-        return await run_flow_async(flow, self._run_push, self._send_pipeline)
+        batch = replayable_tasks(tasks)
+        with sending(self.queue, len(batch) if isinstance(batch, Sized) else 0, None):
+            flow = self._place.push_many(batch, delays)
+            return await run_flow_async(flow, self._run_push, self._send_pipeline)
 
     async def enqueue(
         self, name: str, payload: Any = None, *, user_id: str,
@@ -209,10 +213,11 @@ class AsyncFairQueue(
                 dedup=dedup,
             )  # fmt: skip
 
-        try:  # the common case, without the flow's machinery
-            return await self._run_push(call())
-        except StaleConstraints:
-            return await self._drive(part._repush_flow(call))
+        with sending(self.queue, 1, user_id):
+            try:  # the common case, without the flow's machinery
+                return await self._run_push(call())
+            except StaleConstraints:
+                return await self._drive(part._repush_flow(call))
 
     async def pop(
         self, worker_id: str = "", lease_seconds: float | None = None, *,

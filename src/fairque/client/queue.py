@@ -4,7 +4,7 @@ by flavour is written here: how a queue is opened from a URL."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Sequence, Sized
 from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any, Literal, TypeVar
@@ -25,6 +25,7 @@ from fairque.dedup import Dedup
 from fairque.errors import StaleConstraints
 from fairque.models import Priority, Task, TaskOutcome, TaskPage, TaskState
 from fairque.schedules.api import ScheduleMethods
+from fairque.tracing import sending
 
 T = TypeVar("T")
 
@@ -155,10 +156,11 @@ class FairQueue(
             ValidationError: the payload does not serialize or is too large.
         """
         part = self._place.for_user(task.user_id)
-        try:  # the common case, without the flow's machinery
-            return self._run_push(part.ops.push(task))
-        except StaleConstraints:
-            return self._drive(part._repush_flow(lambda: part.ops.push(task)))
+        with sending(self.queue, 1, task.user_id):
+            try:  # the common case, without the flow's machinery
+                return self._run_push(part.ops.push(task))
+            except StaleConstraints:
+                return self._drive(part._repush_flow(lambda: part.ops.push(task)))
 
     def push_many(
         self, tasks: Iterable[Task], *, delays: Sequence[float | None] | None = None
@@ -174,8 +176,10 @@ class FairQueue(
             them) is False when task i's id already existed (nothing was written for
             it). A resend of this same call after a lost reply answers as it did.
         """
-        flow = self._place.push_many(replayable_tasks(tasks), delays)
-        return run_flow(flow, self._run_push, self._send_pipeline)
+        batch = replayable_tasks(tasks)
+        with sending(self.queue, len(batch) if isinstance(batch, Sized) else 0, None):
+            flow = self._place.push_many(batch, delays)
+            return run_flow(flow, self._run_push, self._send_pipeline)
 
     def enqueue(
         self, name: str, payload: Any = None, *, user_id: str,
@@ -200,10 +204,11 @@ class FairQueue(
                 dedup=dedup,
             )  # fmt: skip
 
-        try:  # the common case, without the flow's machinery
-            return self._run_push(call())
-        except StaleConstraints:
-            return self._drive(part._repush_flow(call))
+        with sending(self.queue, 1, user_id):
+            try:  # the common case, without the flow's machinery
+                return self._run_push(call())
+            except StaleConstraints:
+                return self._drive(part._repush_flow(call))
 
     def pop(
         self, worker_id: str = "", lease_seconds: float | None = None, *,

@@ -53,6 +53,8 @@ MAX_WEIGHT = 1_000
 MAX_COST = 1_000
 #: Longest dedup key (``Dedup.key``), in characters
 MAX_DEDUP_KEY = 256
+#: A W3C trace context's ``traceparent`` (version, trace id, parent span id, flags)
+TRACEPARENT = re.compile(r"[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")
 #: Largest per-user in-flight cap.
 MAX_IN_FLIGHT = 1_000_000
 #: the largest backlog quota ``set_user_limits(max_queued=)`` takes

@@ -35,6 +35,8 @@ cost                   cost          cost           slots and tokens it takes (k
                                                     when more than 1)
 dedup                  dedup         dedup          '<mode> <window ms> <max wait ms>
                                                     <key>' of a push with a ``Dedup``
+trace_context          trace         trace          the W3C traceparent of the span that
+                                                    pushed it (tracing on)
 error                  error         -              the last error message
 lease_token            lease         -              fencing token of the current lease
 worker_id              worker        -              the worker holding the lease, or the last one
@@ -153,21 +155,6 @@ def _flag(value: bytes) -> bool:
     return value == b"1"
 
 
-def _dedup(value: bytes) -> Dedup:
-    mode, window, wait, key = value.decode().split(" ", 3)
-    if mode != "debounce":
-        return Dedup(key=key, mode=mode)
-    return Dedup(key=key, mode=mode, window=int(window) / 1000, max_wait=int(wait) / 1000)
-
-
-def dedup_text(dedup: Dedup | None) -> str:
-    """A ``Dedup`` as the push record's ``dedup`` slot and the hash's field ('': none)."""
-    if dedup is None:
-        return ""
-    window = round((dedup.window or 0) * 1000)
-    return f"{dedup.mode} {window} {round(dedup.wait_cap * 1000)} {dedup.key}"
-
-
 _text = bytes.decode
 #: Converters whose results ``task_from_hash`` keeps, by stored value (at most
 #: ``_MEMO_SIZE`` per field): the values repeat from task to task, and the results are
@@ -199,7 +186,8 @@ FIELDS: tuple[Field, ...] = (
     Field("keep_result", "keep_result", "keep_result", _flag, STOCK["keep_result"]),
     Field("result_ttl", "result_ttl", "result_ttl_ms", _ms_whole_seconds, STOCK["result_ttl"]),
     Field("cost", "cost", "cost", int, 1),
-    Field("dedup", "dedup", "dedup", _dedup),
+    Field("dedup", "dedup", "dedup", Dedup.from_stored),
+    Field("trace_context", "trace", "trace", _text),
     Field("error", "error", None, _text),
     Field("lease_token", "lease", None, _text),
     Field("worker_id", "worker", None, _text),
@@ -226,7 +214,7 @@ _TASK_FIELDS = frozenset(Task.model_fields)
 
 
 class PushRecord(NamedTuple):
-    """One task's values in ``push.lua``'s ARGV, in its order (16 per task).
+    """One task's values in ``push.lua``'s ARGV, in its order (17 per task).
 
     The slots are named as ``push.lua``'s header names them; ``-1`` stands for "none"
     in the numeric slots. ``delay_ms`` is the one slot no hash field keeps: the script
@@ -249,6 +237,7 @@ class PushRecord(NamedTuple):
     cons: str
     cost: int
     dedup: str
+    trace: str
 
 
 #: A task's field values before the queue fills its defaults (``TaskCodec.encode_plain``).
@@ -419,7 +408,8 @@ class TaskCodec:
             on_dep_fail=values["on_dependency_failure"],
             cons=self.constraints.buckets(values["name"], values["payload"], values["user_id"]),
             cost=values["cost"],
-            dedup=dedup_text(values["dedup"]),
+            dedup="" if values["dedup"] is None else values["dedup"].stored(),
+            trace=values["trace_context"] or "",
         )
 
     def encode_plain(
@@ -456,7 +446,7 @@ class TaskCodec:
         # the slots of PushRecord, in its order
         record = (task_id, user_id, name, data, int(priority), max_retries, -1, -1, -1,
                   1 if keep_result else 0, round(ttl_s * 1000), "", "cancel", cons, 1,
-                  "")  # fmt: skip
+                  "", "")  # fmt: skip
         return values, record
 
     @staticmethod

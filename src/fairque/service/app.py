@@ -59,6 +59,7 @@ from fairque.service.pullers import Pullers
 from fairque.service.routes import ROUTES, Route
 from fairque.service.settings import Role, ServerSettings
 from fairque.service.ui.routes import Ui
+from fairque.tracing import valid_traceparent
 
 log = logging.getLogger("fairque.service")
 
@@ -247,6 +248,7 @@ class Service:
                 queue=q,
                 peer=request.client.host if request.client is not None else "",
                 pullers=self.pullers,
+                traceparent=valid_traceparent(request.headers.get("traceparent")),
             )
             if spec.body is not None:
                 kind = body_media(request.headers.get("content-type"))
@@ -260,12 +262,13 @@ class Service:
                     reply = await _watching(request, ctx, spec.operation)
                 else:
                     reply = await spec.operation(ctx)
+            headers = reply.headers
+            if ctx.traceparent is not None:  # the trace context it was given, answered
+                headers = {**headers, "traceparent": ctx.traceparent}
             return Response(
-                encode(reply.value, media),
-                status_code=reply.status,
-                media_type=media,
-                headers=reply.headers,
-            )
+                encode(reply.value, media), status_code=reply.status, media_type=media,
+                headers=headers,
+            )  # fmt: skip
         except ProblemError as exc:
             return problem_response(exc, accept)
 

@@ -132,6 +132,7 @@ def _fields(task: Task, queue: str) -> dict[str, Any]:
         "dedup_mode": dedup.mode if dedup else None,
         "debounce_seconds": dedup.window if dedup else None,
         "debounce_max_seconds": dedup.max_wait if dedup else None,
+        "traceparent": task.trace_context,
         "progress": task.progress,
         "progress_message": task.progress_message,
         "error": task.error,

@@ -38,6 +38,7 @@ from fairque.service.convert import wire_priority
 from fairque.service.media import MSGPACK_TYPES
 from fairque.service.settings import DispatchSettings, Endpoint
 from fairque.service.wire import DispatchJob, WorkerFailure, WorkerSuccess
+from fairque.tracing import running_trace
 from fairque.worker import Context, Fail, Handler, Registry, Worker
 
 #: the worker's own execution timeout is the endpoint's plus this margin: the POST's
@@ -101,9 +102,13 @@ class Dispatch:
             user_id=task.user_id, priority=wire_priority(task.priority),
             attempt=task.retry_count + 1, timeout_seconds=timeout,
         )  # fmt: skip
+        headers = _HEADERS
+        traceparent = running_trace() or task.trace_context
+        if traceparent is not None:  # the endpoint's work joins the task's trace
+            headers = {**_HEADERS, "traceparent": traceparent}
         try:
             response = await self.http.post(
-                endpoint.url, content=_job.encode(job), headers=_HEADERS, timeout=timeout
+                endpoint.url, content=_job.encode(job), headers=headers, timeout=timeout
             )
         except httpx.TimeoutException:
             raise Fail(f"timeout: no answer from {endpoint.url} in {timeout:g}s",

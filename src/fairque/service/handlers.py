@@ -58,6 +58,7 @@ from fairque.service.wire import (
     WorkerOut,
     WorkersOut,
 )
+from fairque.tracing import sending
 
 #: the longest a result request may wait, seconds
 MAX_RESULT_WAIT = 60.0
@@ -77,6 +78,8 @@ class Ctx:
     #: the client's address, and the registry of pull workers it may be one of
     peer: str = ""
     pullers: Pullers | None = None
+    #: the W3C trace context the request came with (a valid ``traceparent`` header)
+    traceparent: str | None = None
 
     @property
     def q(self) -> AsyncFairQueue:
@@ -158,12 +161,13 @@ async def push(ctx: Ctx) -> Reply:
     if isinstance(body, TaskBatchIn):
         items = [task_from_wire(item, f"tasks[{i}].") for i, item in enumerate(body.tasks)]
         delays = [delay for _, delay in items]
-        with engine_errors():
+        # the tasks continue the request's trace (fairque.tracing)
+        with engine_errors(), sending(ctx.q.queue, len(items), None, ctx.traceparent):
             pushed = await ctx.q.push_many([task for task, _ in items], delays=delays)
         return Reply(201, TaskBatchOut([task_out(t, ctx.q.queue) for t in pushed]))
     assert isinstance(body, TaskIn)
     task, delay = task_from_wire(body)
-    with engine_errors():
+    with engine_errors(), sending(ctx.q.queue, 1, task.user_id, ctx.traceparent):
         pushed = await ctx.q.push_many([task], delays=[delay])
     stored = pushed[0]
     if not pushed.created[0]:

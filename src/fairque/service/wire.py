@@ -156,6 +156,7 @@ class TaskOut(Struct, kw_only=True):
     dedup_mode: Annotated[str | None, Meta(description="keep, replace or debounce")]
     debounce_seconds: Annotated[float | None, Meta(description="Its debounce window")]
     debounce_max_seconds: Annotated[float | None, Meta(description="Its debounce's bound")]
+    traceparent: Annotated[str | None, Meta(description="W3C trace context it was pushed in")]
     progress: Annotated[float | None, Meta(description="How far its handler got, 0 to 1")]
     progress_message: Annotated[str | None, Meta(description="The progress report's message")]
     error: Annotated[str | None, Meta(description="The last failure's message")]

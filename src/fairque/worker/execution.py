@@ -7,10 +7,12 @@ import asyncio
 import enum
 import math
 import time
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 from fairque.client.aio import AsyncFairQueue
 from fairque.models import Task
+from fairque.tracing import current, processing, settled
 from fairque.worker.acker import Acknowledger, Answer, Report
 from fairque.worker.context import Context
 
@@ -32,8 +34,7 @@ class Execution:
 
     __slots__ = (
         "acker", "begun", "canceled", "ctx", "error", "executor", "job", "queue", "report",
-        "result",
-        "run_from", "stage", "stopped", "task", "timed_out", "took",
+        "result", "run_from", "span", "stage", "stopped", "task", "timed_out", "took",
     )  # fmt: skip
 
     def __init__(
@@ -63,6 +64,8 @@ class Execution:
         self.result: Any = None
         self.error: BaseException | None = None
         self.took = 0.0
+        #: its handler's consumer span (``fairque.tracing``; None: tracing off)
+        self.span: Any = None
 
     def stamp_run(self) -> None:
         """Set the task's ``run_seconds`` to its handler's run so far (0 before it
@@ -72,8 +75,17 @@ class Execution:
         start = self.run_from
         self.task.run_seconds = 0.0 if start is None else time.monotonic() - start
 
+    def traced(self) -> AbstractContextManager[Any]:
+        """Start the span of its handler's run (tracing on) and make it the current
+        span while the handler runs; the answer ends it."""
+        self.span = span = processing(self.queue.queue, self.task)
+        return current(span)
+
     def answered(self, answer: Answer) -> None:
         """The acknowledger's answer to the report (see ``Executor._answered``)."""
+        if self.span is not None:
+            settled(self.span, answer.value)
+            self.span = None
         self.executor._answered(self, answer)
 
 

@@ -212,8 +212,8 @@ class Executor:
         self._stop_handler(execution)
 
     def canceled(self, queue: AsyncFairQueue, task_id: str, lease_token: str) -> bool:
-        """A cancel took the lease ``lease_token`` of ``task_id`` (from ``queue``) away:
-        stop its handler if this worker still runs it under that lease."""
+        """A cancel took the lease ``lease_token`` of ``task_id`` (from ``queue``) away: stop
+        its handler if this worker still runs it under that lease."""
         for execution in self._executions:
             task = execution.task
             if task.task_id == task_id and execution.queue is queue:
@@ -224,9 +224,8 @@ class Executor:
         return False
 
     def _stop_handler(self, execution: Execution) -> None:
-        """Tell a running handler to stop (``ctx.cancelled``): an async one is
-        cancelled at once; a sync one is given up ``cancel_grace_seconds`` later
-        unless it returns first."""
+        """Tell a running handler to stop (``ctx.cancelled``): an async one is cancelled
+        at once; a sync one is given up ``cancel_grace_seconds`` later unless it returns."""
         ctx, grace = execution.ctx, self.config.cancel_grace_seconds
         handler = self.registry.get(execution.task.name)
         if ctx is None or handler is None or handler.is_async or not grace:
@@ -236,9 +235,9 @@ class Executor:
         execution.stopped = True
         asyncio.get_running_loop().call_later(grace, self._give_up, execution)
 
-    def _give_up(self, execution: Execution) -> None:
+    def _give_up(self, execution: Execution) -> None:  # its grace is over: give up its thread
         if execution in self._executions and execution.stage is Stage.HANDLING:
-            self._cancel(execution)  # its grace is over: give up on its thread
+            self._cancel(execution)
 
     def give_back_waiting(self) -> int:
         """The worker stops: the tasks leased ahead are given back without running
@@ -372,7 +371,8 @@ class Executor:
             began = execution.run_from = time.monotonic()
             self._expect_end((task.user_id, task.name))
             try:
-                report, result, error = await self._handle(execution, ctx, handler)
+                with execution.traced():
+                    report, result, error = await self._handle(execution, ctx, handler)
             except asyncio.CancelledError:
                 task.run_seconds = took = time.monotonic() - began
                 self._file(execution, GivenBack(task), took=took)

@@ -31,7 +31,7 @@ ARGV[1] ordering    'aging' | 'strict'
 ARGV[2] horizon_us  aging horizon in microseconds
 ARGV[3] on_dup      'return' (existing task is a no-op) | 'error' (DuplicateTask, except
                     for a resend of the push that created it)
-ARGV[4] n           number of tasks; then 16 values per task:
+ARGV[4] n           number of tasks; then 17 values per task:
         id, user, name, payload, prio (1..6), max_retries, delay_ms (-1 none),
         run_at_ms (-1 none), timeout_ms (-1 none), keep_result (0|1), result_ttl_ms,
         deps (JSON array of task ids, '' for none), on_dep_fail ('cancel'|'wait'),
@@ -39,7 +39,8 @@ ARGV[4] n           number of tasks; then 16 values per task:
         cost (the slots and tokens it takes: '1', or more; a task of cost 1 stores no
         'cost' field, one of more marks the queue 'costly' in its meta, so the lease
         path reads costs only where there are some),
-        dedup ('' or '<mode> <window ms> <max wait ms> <key>': see below)
+        dedup ('' or '<mode> <window ms> <max wait ms> <key>': see below),
+        trace ('' or the W3C traceparent of the span that pushed it)
 ARGV[5] failed_ttl_ms  how long a task canceled at push stays readable
 ARGV[6] req         request id (unique per call; the same when a call is resent). It is
                     kept in the task's 'pushed' field, so a resend of the push that
@@ -80,7 +81,7 @@ local K = {prefix = KEYS[1], ring = KEYS[2], delayed = KEYS[3], queued = KEYS[4]
 -- numbers are read with Lua's string coercion (x + 0), cheaper than tonumber
 local ordering, horizon_us, on_dup = ARGV[1], ARGV[2] + 0, ARGV[3]
 local n, failed_ttl_ms, req = ARGV[4] + 0, ARGV[5] + 0, ARGV[6]
-local W, B = 16, 9
+local W, B = 17, 9
 if (redis.call('HGET', K.constraints, '~version') or '0') ~= ARGV[7] then
   return redis.error_reply('FQERR -32 constraints changed')
 end
@@ -239,7 +240,9 @@ for i = 0, n - 1 do
     local plain = deps == '' and due <= ms
     -- (a stock task leaves four fields out: see task_stock)
     local stock = task_stock(ARGV[b + 4], max_retries, keep, ttl)
-    if plain and stock and timeout_ms < 0 and cons == '' and cost == '1' and dedup == '' then
+    local trace = ARGV[b + 16]
+    if plain and stock and timeout_ms < 0 and cons == '' and cost == '1' and dedup == ''
+        and trace == '' then
       redis.call('HSET', tk, 'id', id, 'user', user, 'name', name, 'payload', payload,
         'created', ms, 'state', 'QUEUED', 'pushed', req)
     else
@@ -257,6 +260,7 @@ for i = 0, n - 1 do
         costly = true
       end
       if dedup ~= '' then fields[#fields + 1] = 'dedup'; fields[#fields + 1] = dedup end
+      if trace ~= '' then fields[#fields + 1] = 'trace'; fields[#fields + 1] = trace end
       fields[#fields + 1] = 'pushed'; fields[#fields + 1] = req
       redis.call('HSET', tk, unpack(fields))
     end

@@ -34,6 +34,7 @@ from fairque.models import (
     TaskState,
 )
 from fairque.reads import GroupLoad
+from fairque.tracing import pushing_trace
 
 #: result.lua's codes of the ended states
 _OUTCOME_STATES = {1: TaskState.FINISHED, 2: TaskState.FAILED, 3: TaskState.CANCELED}
@@ -42,11 +43,11 @@ _PRIORITY_TYPES = (int, Priority)
 
 def _plain(record: Sequence[Any]) -> bool:
     """Whether a push record (``PushRecord``'s slots) is a plain task, one that
-    ``push_one.lua`` takes: no delay, due time, timeout, dependencies, buckets or
-    dedup key, and a cost of 1."""
+    ``push_one.lua`` takes: no delay, due time, timeout, dependencies, buckets, dedup
+    key or trace context, and a cost of 1."""
     return (
         record[6] == -1 and record[7] == -1 and record[8] == -1 and not record[11]
-        and not record[13] and record[14] == 1 and not record[15]
+        and not record[13] and record[14] == 1 and not record[15] and not record[16]
     )  # fmt: skip
 
 
@@ -84,6 +85,7 @@ class TaskOperations(OperationsBase):
         tasks = check_task_list(tasks)
         delays = check_delays(delays, len(tasks))
         encode = self.codec.encode
+        trace = pushing_trace()  # the producer span's (fairque.tracing), if any
         given: list[tuple[Task, dict[str, Any]]] = []
         records = []
         seen: set[str] = set()
@@ -91,6 +93,8 @@ class TaskOperations(OperationsBase):
             if not isinstance(task, Task):
                 raise ValidationError(f"expected a Task, got {type(task).__name__}")
             values = dict(task.__dict__)
+            if trace is not None and values["trace_context"] is None:
+                values["trace_context"] = trace
             record = encode(values, delays[i] if delays is not None else None)
             if record.id in seen:
                 raise ValidationError(f"task id {record.id!r} appears twice in one batch")
@@ -133,6 +137,9 @@ class TaskOperations(OperationsBase):
             return Call(batch.script, batch.keys, batch.args, lambda r: batch.parse(r)[0])
         codec = self.codec
         values = dict(task.__dict__)
+        trace = pushing_trace()
+        if trace is not None and values["trace_context"] is None:
+            values["trace_context"] = trace
         record = codec.encode(values)
         if not _plain(record):
             args = [*self._push_head(1), *record]
@@ -176,8 +183,10 @@ class TaskOperations(OperationsBase):
         and anything those checks doubt, takes the full model, whose errors are the
         ones users see.
         """
+        trace = pushing_trace()
         simple = (
-            delay is None
+            trace is None
+            and delay is None
             and execute_after is None
             and not depends_on
             and timeout is None
@@ -204,6 +213,7 @@ class TaskOperations(OperationsBase):
                 max_retries=max_retries, execute_after=execute_after, depends_on=depends_on,
                 timeout=timeout, keep_result=keep_result, result_ttl=result_ttl,
                 on_dependency_failure=on_dependency_failure, cost=cost, dedup=dedup,
+                trace_context=trace,
             )  # fmt: skip
             batch = self.push_many([task], [delay])
             return Call(batch.script, batch.keys, batch.args, lambda r: batch.parse(r)[0])

@@ -89,3 +89,17 @@ def test_the_async_client_does_not_import_the_sync_one() -> None:
         node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module
     }
     assert "fairque.client.queue" not in imported
+
+
+def test_a_pipeline_reply_that_is_a_lost_connection_is_raised(make_queue: Any) -> None:
+    """A cluster pipeline answers a command whose node went away with the error in its
+    place (``raise_on_error=False``): the flow raises it, as one command would, rather
+    than parse it as a reply."""
+    import redis
+
+    q = make_queue()
+    flow = q._pipeline((q.ops.wait_for_work(0.01), q.ops.wake(1)))
+    assert isinstance(next(flow), tuple)
+    lost = redis.ConnectionError("Connection closed by server.")
+    with pytest.raises(redis.ConnectionError, match="closed by server"):
+        flow.send([True, lost])

@@ -305,6 +305,8 @@ class QueueBase:
                 out.append((yield call))
             elif isinstance(raw, ResponseError):
                 self._reraise(raw)
+            elif isinstance(raw, Exception):  # a cluster pipeline's lost connection
+                raise raw
             else:
                 out.append(call.parse(raw))
         return out

@@ -104,8 +104,10 @@ def sending(
     """Run a push of ``count`` tasks (of ``user_id``, when it is one task) inside a
     producer span; the tasks it creates store the span's context. ``parent``: a
     traceparent received with the push (an HTTP request's) that the span continues,
-    or, without a tracer, that the tasks store as it is. Tracing off and no parent:
-    nothing at all."""
+    or, without a tracer, that the tasks store as it is. Tracing off and no parent, or
+    a push inside another's span: nothing at all."""
+    if _PUSHING.get() is not None:
+        return _NOTHING  # inside a push's span already (the HTTP service's): one span
     tracer = _tracer()
     if tracer is None:
         return _NOTHING if parent is None else _pushing(valid_traceparent(parent))

@@ -88,6 +88,26 @@ def test_a_waiting_deferred_task_takes_the_payload(make_queue: MakeQueue) -> Non
     assert stored.payload == 2
 
 
+def test_a_deferred_debounced_task_keeps_its_new_start_past_its_upstream(
+    make_queue: MakeQueue,
+) -> None:
+    """A debounce that finds its task DEFERRED moves its start too: released by its
+    upstream, it is SCHEDULED for that start, not QUEUED."""
+    q = make_queue()
+    up = q.enqueue("up", None, user_id="u")
+    dedup: dict[str, Any] = {"key": "k", "mode": "debounce", "window": 30.0}
+    held = q.enqueue("job", 1, user_id="u", depends_on=[up.task_id or ""], dedup=Dedup(**dedup))
+    assert push(q, 2, **dedup).task_id == held.task_id
+    upstream = q.pop("w")
+    assert upstream is not None
+    assert upstream.task_id == up.task_id
+    assert q.complete(upstream, None)
+    released = q.get(held.task_id or "")
+    assert released is not None
+    assert (released.state, released.payload) == (TaskState.SCHEDULED, 2)
+    assert q.pop("w") is None
+
+
 def test_debounced_pushes_run_once_with_the_last_payload(make_queue: MakeQueue) -> None:
     """100 pushes within the window: one task, due a window after the last push, with
     the last payload."""

@@ -16,7 +16,7 @@ import pytest
 from helpers.servers import ServerInfo
 from helpers.support import unique_queue
 
-from fairque import FairQueue, TaskState
+from fairque import FairQueue, Task, TaskState
 from fairque.errors import TaskFailed
 from fairque.service.dispatch import matches, run_dispatch
 from fairque.service.settings import DispatchSettings, Endpoint
@@ -26,6 +26,7 @@ from service.harness import Uvicorn
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 DOC = Path(__file__).resolve().parents[2] / "docs" / "worker-openapi.json"
+TRACE = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 
 
 class PushWorker:
@@ -33,6 +34,7 @@ class PushWorker:
 
     def __init__(self) -> None:
         self.jobs: list[dict[str, Any]] = []
+        self.headers: list[dict[bytes, bytes]] = []
 
     async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -52,6 +54,7 @@ class PushWorker:
         assert headers[b"content-type"] == b"application/msgpack"
         job = msgspec.msgpack.decode(body)
         self.jobs.append(job)
+        self.headers.append(headers)
         status, media, reply = await self.answer(job)
         await send({"type": "http.response.start", "status": status,
                     "headers": [(b"content-type", media.encode())]})  # fmt: skip
@@ -212,7 +215,8 @@ def test_a_task_no_endpoint_takes_fails_once_for_good(
     halt = run_in_thread(server.url, DispatchSettings(endpoints=[endpoint], worker_id="d2"))
     try:
         stray = str(q.enqueue("sms.send", None, user_id="u", max_retries=3).task_id)
-        mail = str(q.enqueue("mail.send", None, user_id="u").task_id)
+        # pushed in a trace: the endpoint gets its context (no tracer in this process)
+        mail = str(q.push(Task(user_id="u", name="mail.send", trace_context=TRACE)).task_id)
         with pytest.raises(TaskFailed, match="no endpoint of dispatcher d2 takes task name"):
             q.result(stray, timeout=15)
         assert q.result(mail, timeout=15) == "mail.send"
@@ -226,6 +230,7 @@ def test_a_task_no_endpoint_takes_fails_once_for_good(
         halt()
         q.close()
     assert [job["name"] for job in app.jobs] == ["mail.send"]
+    assert app.headers[0][b"traceparent"] == TRACE.encode()
 
 
 @pytest.mark.parametrize("server", ["valkey"], indirect=True)

@@ -24,13 +24,16 @@ from fairque.cli.commands import app
 pytestmark = pytest.mark.server_kinds("valkey", "cluster")
 
 HANDLERS = """
+import pathlib
 import time
+import uuid
 
 import fairque
 
 
 @fairque.task(name="nap")
 def nap(payload):
+    (pathlib.Path(__file__).parent / f"started-{uuid.uuid4().hex}").touch()  # beside it
     time.sleep(payload)
     return payload
 """

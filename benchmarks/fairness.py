@@ -233,6 +233,11 @@ class Scenario:
     members: dict[str, str] = field(default_factory=dict)  # tenant -> its group
     #: tenant -> its (floor, ceiling)
     limits: dict[str, tuple[float | None, float | None]] = field(default_factory=dict)
+    #: a global constraint on every task (``define_constraint``'s keywords): the limit,
+    #: not the workers, is the bottleneck
+    constraint: dict[str, Any] = field(default_factory=dict)
+    #: load each tenant's whole backlog before the next one's (push order = tenant order)
+    in_order: bool = False
 
 
 #: the task lengths (ms) of the ten tenants of ``groups_skew``'s second group
@@ -283,10 +288,25 @@ def saturated_scenarios(seconds: float, workers: int) -> list[Scenario]:
                  limits={"big": (None, 0.3)}),
         Scenario("dear", {"dear": t(10), "cheap": t(10)}, {"dear": 0.25, "cheap": 0.75},
                  "+-3 points (time mode)", costs={"dear": 3}),
+        # a limit as the bottleneck: 4 at once (or 200 starts a second) across every
+        # tenant, the first tenant's whole backlog pushed before the second's
+        Scenario("limit", {"first": t(10), "second": t(10)}, {"first": 0.5, "second": 0.5},
+                 "+-5 points", constraint={"concurrency": 4}, in_order=True),
+        Scenario("limit_weights", {"first": t(10, 1), "second": t(10, 3)},
+                 {"first": 0.25, "second": 0.75}, "+-3 points",
+                 constraint={"concurrency": 4}, in_order=True),
+        Scenario("limit_cost", {"dear": t(10), "cheap": t(10)},
+                 {"dear": 0.5, "cheap": 0.5}, "+-5 points of cost x run time",
+                 costs={"dear": 4}, constraint={"concurrency": 4}, in_order=True),
+        Scenario("limit_rate", {"first": t(10), "second": t(10)},
+                 {"first": 0.5, "second": 0.5}, "+-5 points",
+                 constraint={"rate": 200, "per": 1.0}, in_order=True),
     ]  # fmt: skip
 
 
 def load(q: FairQueue, scenario: Scenario) -> None:
+    if scenario.constraint:
+        q.define_constraint(id="limit", name="job", **scenario.constraint)
     for user, (_, _, weight) in scenario.tenants.items():
         floor, ceiling = scenario.limits.get(user, (None, None))
         if weight != 1 or user in scenario.members or user in scenario.limits:
@@ -298,9 +318,11 @@ def load(q: FairQueue, scenario: Scenario) -> None:
                for u, (ms, n, _) in scenario.tenants.items()}  # fmt: skip
     while any(batches.values()):
         for tasks in batches.values():
-            if tasks:
+            while tasks:
                 q.push_many(tasks[:2000])
                 del tasks[:2000]
+                if not scenario.in_order:
+                    break
 
 
 def run_saturated(env: Env, scenario: Scenario, mode: str, workers: int) -> dict[str, Any]:
@@ -311,6 +333,8 @@ def run_saturated(env: Env, scenario: Scenario, mode: str, workers: int) -> dict
         busy = busy_in(held, start + 1.0, until - 1.0)
         weights = {u: w for u, (_, _, w) in scenario.tenants.items()}
         got = shares(busy, scenario.groups)
+        if scenario.constraint and scenario.costs:  # a limit's share is of cost x run time
+            got = shares({u: s * scenario.costs.get(u, 1) for u, s in busy.items()})
         capacity = workers * CONCURRENCY * (until - start - 2.0)
         out: dict[str, Any] = {"shares": got, **fairness_indexes(busy, weights),
                                "slot_use": round(sum(busy.values()) / capacity, 4),

@@ -150,8 +150,11 @@ def test_concurrency_limit_passes_over_without_blocking(make_queue: MakeQueue) -
     assert q.complete(held)
     nxt = q.pop(worker_id="w")
     assert nxt is not None
-    assert nxt.task_id == "a"
-    assert a.task_id == "a"
+    assert nxt.task_id == "d"  # the limit's next turn is v's: u has had one
+    assert q.complete(nxt)
+    last = q.pop(worker_id="w")
+    assert last is not None
+    assert last.task_id == a.task_id == "a"
 
 
 @pytest.mark.one_shard("a global limit below the shard count is not split (docs/howto/shards.md)")

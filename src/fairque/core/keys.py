@@ -411,8 +411,17 @@ class QueueKeys:
         return self._k(f"cheld:{bucket}")
 
     def constraint_parked(self, bucket: str) -> str:
-        """Tasks passed over because the bucket was at its limit: id -> lane score."""
+        """Tasks passed over because the bucket was at its limit: id -> their place in
+        the bucket's fair order (a global bucket: the start tag ``constraint_order``
+        gave them; a per-user or set-aside bucket: their lane score)."""
         return self._k(f"cpark:{bucket}")
+
+    def constraint_order(self, bucket: str) -> str:
+        """A global bucket's fair order (start-time fair queueing over what the limit
+        lets through): field ``''`` -> the start tag of the last task it let start, a
+        user -> the tag its next task starts at (at least the first). Deleted when the
+        bucket's parked set empties."""
+        return self._k(f"cord:{bucket}")
 
     def aside_users(self, name: str) -> str:
         """Set of the users with tasks named ``name`` set aside (each user's tasks wait in

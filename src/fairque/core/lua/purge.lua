@@ -102,7 +102,8 @@ if remaining == 0 then
   local defined = redis.call('HGETALL', K.constraints)
   for i = 1, #defined, 2 do
     for _, b in ipairs(redis.call('SMEMBERS', constraint_buckets_key(K, defined[i]))) do
-      redis.call('DEL', constraint_held_key(K, b), constraint_parked_key(K, b))
+      redis.call('DEL', constraint_held_key(K, b), constraint_parked_key(K, b),
+        constraint_order_key(K, b))
     end
   end
   redis.call('DEL', K.constraint_due)

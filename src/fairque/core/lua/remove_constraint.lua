@@ -24,7 +24,8 @@ local moved = 0
 for _, b in ipairs(redis.call('SMEMBERS', bk)) do
   local pk = constraint_parked_key(K, b)
   moved = moved + constraint_release(K, b, redis.call('ZCARD', pk))
-  redis.call('DEL', pk, constraint_rate_key(K, b), constraint_held_key(K, b))
+  redis.call('DEL', pk, constraint_rate_key(K, b), constraint_held_key(K, b),
+    constraint_order_key(K, b))
   redis.call('ZREM', K.constraint_due, b)
 end
 redis.call('DEL', bk)

@@ -16,12 +16,21 @@
 -- come to now: a task dearer than the burst starts alone), and moves the schedule N
 -- intervals on. It takes N slots of a concurrency limit (at most the limit: a task
 -- dearer than the limit starts only when nothing else holds the bucket).
-local function constraint_check(K, cons, ms, now_us, cost)
+-- A global bucket with tasks parked lets them go first, in its fair order
+-- (constraint_order): another task of it waits too, unless it is one of those let go
+-- (`released`: the bucket it came back from, nil for none). The plan's sixth entry is
+-- true for a global bucket the task takes a tag in as it starts (not the one it came
+-- back from: it has its tag there).
+local function constraint_check(K, cons, ms, now_us, cost, released)
   local plan = {}
   for _, b in ipairs(cjson.decode(cons)) do
     local cid = string.match(b, '^[^:]+')
     local raw = redis.call('HGET', K.constraints, cid)
     if raw then
+      local global = cid == b and b ~= released
+      if global and redis.call('EXISTS', constraint_parked_key(K, b)) == 1 then
+        return nil, b, tonumber(redis.call('ZSCORE', K.constraint_due, b) or ms)
+      end
       local d = cjson.decode(raw)
       local tat = 0
       if d.interval_us > 0 then
@@ -40,7 +49,7 @@ local function constraint_check(K, cons, ms, now_us, cost)
           return nil, b, tonumber(redis.call('ZRANGE', hk, 0, 0, 'WITHSCORES')[2])
         end
       end
-      plan[#plan + 1] = {b, cid, d.interval_us * cost, tat, slots}
+      plan[#plan + 1] = {b, cid, d.interval_us * cost, tat, slots, global}
     end
   end
   return plan

@@ -1,12 +1,20 @@
 -- @include keys
 -- @include slot_members
--- constraint_take(K, id, plan, deadline, now_us): task `id` starts under the buckets of
--- `plan` (constraint_check's): each rate bucket's GCRA arrival time moves on by the
--- task's tokens (one interval each), each concurrency bucket holds the lease's slots
--- until `deadline`.
-local function constraint_take(K, id, plan, deadline, now_us)
+-- @include constraint_order
+-- constraint_take(K, id, plan, deadline, now_us, user, charge): task `id` of `user`
+-- starts under the buckets of `plan` (constraint_check's): each rate bucket's GCRA
+-- arrival time moves on by the task's tokens (one interval each), each concurrency
+-- bucket holds the lease's slots until `deadline`, and the task takes its tag in each
+-- global bucket's fair order that it did not wait in (`charge`: a function that gives
+-- what it is charged there, constraint_charge's).
+local function constraint_take(K, id, plan, deadline, now_us, user, charge)
+  local c
   for _, p in ipairs(plan) do
     local b = p[1]
+    if p[6] then
+      c = c or charge()
+      constraint_order(K, b, user, c, true)
+    end
     if p[3] > 0 then
       local tat = p[4] + p[3]
       redis.call('SET', constraint_rate_key(K, b), string.format('%.0f', tat), 'PX',

@@ -24,5 +24,6 @@ local function name_index_key(K, name) return K.prefix .. 'nidx:' .. name end
 local function constraint_rate_key(K, b) return K.prefix .. 'crate:' .. b end
 local function constraint_held_key(K, b) return K.prefix .. 'cheld:' .. b end
 local function constraint_parked_key(K, b) return K.prefix .. 'cpark:' .. b end
+local function constraint_order_key(K, b) return K.prefix .. 'cord:' .. b end
 local function aside_users_key(K, name) return K.prefix .. 'asu:' .. name end
 local function constraint_buckets_key(K, c) return K.prefix .. 'cbk:' .. c end

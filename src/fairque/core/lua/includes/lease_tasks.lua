@@ -5,9 +5,9 @@
 -- @include observe
 -- @include now
 -- @include signal_wake
--- @include constraint_lib
 -- @include fair_timed
 -- @include fair_first_est
+-- @include constraint_lib
 -- @include write_tags
 -- @include backlog_add
 -- @include slot_members
@@ -66,6 +66,7 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any,
     limits = redis.call('EXISTS', K.constraints, K.weights, K.caps, K.aside) > 0
   end
   local now_us, constraint_check, constraint_take, constraint_park, set_aside
+  local constraint_order, constraint_charge
   if limits then
     -- the hash holds the constraints and their version ('~version')
     limited = redis.call('HLEN', K.constraints) > 1
@@ -78,7 +79,7 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any,
     if limited or aside then
       local constraint_due, take_aside
       constraint_check, constraint_take, constraint_park, constraint_due, set_aside,
-        take_aside = constraint_lib()
+        take_aside, constraint_order, constraint_charge = constraint_lib()
       if aside then take_aside(K, names, count) end
       if limited then
         now_us = select(2, now())  -- GCRA works in microseconds
@@ -198,19 +199,25 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any,
     end
     local plan, blocked, free_at, other, full
     local cost = 1  -- the task's slots and tokens ('cost'; 1 when absent)
+    -- a task once parked in a global bucket's fair order: '<tag> <lane> <bucket>'
+    local ptag, released
     if id and names then
-      local f = redis.call('HMGET', task_key(K, id), 'name', 'cons', 'cost')
+      local f = redis.call('HMGET', task_key(K, id), 'name', 'cons', 'cost', 'ptag')
       cost = f[3] and f[3] + 0 or 1
+      ptag = f[4]
       if not names[f[1]] then
         other = f[1]
       elseif limited and f[2] then
-        plan, blocked, free_at = constraint_check(K, f[2], ms, now_us, cost)
+        if ptag then released = string.match(ptag, '^%S+ %S+ (.*)$') end
+        plan, blocked, free_at = constraint_check(K, f[2], ms, now_us, cost, released)
       end
     elseif id and (limited or costly) then
-      local f = redis.call('HMGET', task_key(K, id), 'cons', 'cost')
+      local f = redis.call('HMGET', task_key(K, id), 'cons', 'cost', 'ptag')
       cost = f[2] and f[2] + 0 or 1
+      ptag = f[3]
       if limited and f[1] then
-        plan, blocked, free_at = constraint_check(K, f[1], ms, now_us, cost)
+        if ptag then released = string.match(ptag, '^%S+ %S+ (.*)$') end
+        plan, blocked, free_at = constraint_check(K, f[1], ms, now_us, cost, released)
       end
     end
     -- the slots the lease holds in its user's held set: its cost, at most the user's
@@ -291,8 +298,19 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any,
         break
       end
     elseif blocked then
-      -- a critical task parks ahead of every normal-lane score, oldest first
-      constraint_park(K, id, blocked, lane or (ms - 4e15), free_at)
+      -- a critical task parks ahead of every normal-lane score, oldest first; in a
+      -- global bucket it takes its tag in the bucket's fair order (once: a task let go
+      -- that has to wait again keeps the tag it had)
+      local tag
+      if blocked == string.match(blocked, '^[^:]+') then
+        if released == blocked then
+          tag = tonumber(string.match(ptag, '^%S+'))
+        else
+          tag = constraint_order(K, blocked, user,
+            constraint_charge(K, user, cost, timed, weigh))
+        end
+      end
+      constraint_park(K, id, blocked, lane or (ms - 4e15), free_at, tag)
       if more then moved = false else leave_ring(K, user, timed and score, counted) end
       guard = guard - 1  -- the task left its lane: progress, bounded by `parks`
       parks = parks + 1
@@ -353,7 +371,11 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any,
       local exact = wd == math.floor(wd)
       charges[#picked + 1] = string.format(exact and '%d %d %s' or '%d %.17g %s', charge, wd,
         known or '-')
-      if plan then constraint_take(K, id, plan, deadline, now_us) end
+      if plan then
+        constraint_take(K, id, plan, deadline, now_us, user,
+          function() return constraint_charge(K, user, cost, timed, weigh) end)
+        if ptag then redis.call('HDEL', task_key(K, id), 'ptag') end
+      end
       gtaken[#picked + 1] = gheld
       picked[#picked + 1] = id
       owners[#picked] = user
@@ -426,7 +448,11 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any,
         redis.call('SADD', K.capped, user)
         moved = true
       end
-      if plan then constraint_take(K, id, plan, deadline, now_us) end
+      if plan then
+        constraint_take(K, id, plan, deadline, now_us, user,
+          function() return constraint_charge(K, user, cost, timed, weigh) end)
+        if ptag then redis.call('HDEL', task_key(K, id), 'ptag') end
+      end
       gtaken[#picked + 1] = gheld
       picked[#picked + 1] = id
       owners[#picked] = user

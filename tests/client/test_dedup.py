@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from helpers.servers import SyncClient
-from helpers.support import MakeQueue, resend
+from helpers.support import MakeQueue, queue_snapshot, resend
 
 from fairque import Dedup, Task, TaskState, ValidationError
 from fairque.core.keys import QueueKeys
@@ -160,6 +160,33 @@ def test_a_resent_merging_push_merges_once(make_queue: MakeQueue, redis_client: 
     assert second_answer[0].task_id == first.task_id
     assert second_answer[0].payload == 2
     assert first_answer.created == second_answer.created == [False]
+
+
+@pytest.mark.one_shard("sends one shard's operations itself; every shard runs the same scripts")
+@pytest.mark.parametrize("mode", ["replace", "debounce"])
+def test_a_resend_after_another_merge_changes_nothing(
+    make_queue: MakeQueue, redis_client: SyncClient, mode: str
+) -> None:
+    q = make_queue()
+    window = 30 if mode == "debounce" else None
+    first = push(q, 0, key="d", mode=mode, window=window)
+
+    def merging(payload: str) -> Task:
+        return Task(user_id="u", name="job", payload=payload,
+                    dedup=Dedup(key="d", mode=mode, window=window))  # type: ignore[arg-type]  # fmt: skip
+
+    call_a = q.ops.push_many([merging("A")])
+    q._run(call_a)
+    time.sleep(0.01)  # a debounce's start moves with the server's clock
+    q._run(q.ops.push_many([merging("B")]))  # another client's push of the key
+    before = queue_snapshot(redis_client, q.queue)
+    again = q._run(call_a)  # A's reply was lost: the client sends it again
+    assert queue_snapshot(redis_client, q.queue) == before
+    assert again[0].task_id == first.task_id
+    assert again[0].payload == "B"
+    stored = q.get(first.task_id or "")
+    assert stored is not None
+    assert stored.payload == "B"
 
 
 @pytest.mark.one_shard("reads one shard's dedup hash")

@@ -363,7 +363,9 @@ class QueueKeys:
         return self._k(f"held:{user_id}")
 
     def fetch(self, request_id: str) -> str:
-        """What one lease request leased (id, token pairs), so a resent request returns it."""
+        """What one request did, kept for its resend: a lease request's (id, token)
+        pairs, so it returns them again; ``'merged'`` for a push that merged a payload
+        into a waiting task, so it merges nothing again."""
         return self._k(f"fetch:{request_id}")
 
     def gone(self, task_id: str) -> str:

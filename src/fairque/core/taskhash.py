@@ -59,8 +59,6 @@ progress_message       progress_msg  -              the message reported with it
                                                     recorded transition (a resend's answer)
 -                      pushed        -              request id of the push that created the
                                                     task (a resend still answers "created")
--                      dreq          -              request id of the last push merged into
-                                                    the task (its resend merges nothing)
 -                      cons          cons           JSON array of the constraint buckets the
                                                     task counts in (fairque.constraints.model)
 -                      parked        -              the constraint bucket the task is parked
@@ -207,7 +205,6 @@ FIELDS: tuple[Field, ...] = (
     Field(None, "cut_lease", None, None),
     Field(None, "op", None, None),
     Field(None, "pushed", None, None),
-    Field(None, "dreq", None, None),
     Field(None, "cons", "cons", None),
     Field(None, "parked", None, None),
     Field(None, "ptag", None, None),

@@ -23,7 +23,8 @@ key; it is not created. By its mode: 'keep' changes nothing; 'replace' gives the
 waiting task its payload; 'debounce' gives it its payload and moves a SCHEDULED (or
 DEFERRED) task's start to now + window, never past its creation + max wait (a
 debounced task with no due time of its own starts a window after its push). A merge
-records the request in the task's 'dreq': a resent push merges nothing again. A task
+records the request for a minute (fetch_key: 'merged'): a resent push merges nothing
+again, whatever other pushes merged in between. A task
 that holds a key is named in the dedup hash; maintain drops names of tasks that no
 longer wait.
 
@@ -94,8 +95,9 @@ local existing = {}
 -- the new tasks per user, for the quotas (a resent task is not new)
 local adding, adders = {}, {}
 -- dedup: the task each merging push merges into, the key's holder in this batch, and
--- the targets this request merged into before (a resend: they take nothing again)
-local merge, holder, merged_before = {}, {}, {}
+-- whether this request merged before (a resend: it merges nothing again; nil: not read)
+local merge, holder, merged_before = {}, {}, nil
+local merged = false  -- this request merged a payload (its record is kept for a resend)
 for i = 0, n - 1 do
   local b = B + i * W
   local id = ARGV[b]
@@ -108,10 +110,12 @@ for i = 0, n - 1 do
     if not target then
       local named = redis.call('HGET', K.dedup, field)
       if named then
-        local f = redis.call('HMGET', task_key(K, named), 'state', 'dreq')
-        if f[1] == 'QUEUED' or f[1] == 'SCHEDULED' or f[1] == 'DEFERRED' then
+        local state = redis.call('HGET', task_key(K, named), 'state')
+        if state == 'QUEUED' or state == 'SCHEDULED' or state == 'DEFERRED' then
           target = named
-          merged_before[named] = f[2] == req
+          if merged_before == nil then
+            merged_before = redis.call('EXISTS', fetch_key(K, req)) == 1
+          end
         end
       end
     end
@@ -218,8 +222,9 @@ for i = 0, n - 1 do
     local target = merge[id]
     local ttk = task_key(K, target)
     local mode, win, most = string.match(dedup, '^(%S+) (%S+) (%S+)')
-    if mode ~= 'keep' and not merged_before[target] then
-      redis.call('HSET', ttk, 'payload', payload, 'dreq', req)
+    if mode ~= 'keep' and not merged_before then
+      redis.call('HSET', ttk, 'payload', payload)
+      merged = true
       local f = redis.call('HMGET', ttk, 'state', 'created')
       if mode == 'debounce' and f[1] ~= 'QUEUED' then
         local start = math.min(ms + win, f[2] + most)
@@ -366,4 +371,5 @@ for user, group in pairs(in_group) do
 end
 -- one token per ready (or newly scheduled) task, bounded, wakes as many idle workers
 if ready > 0 then signal_wake(K, ready) end
+if merged then redis.call('SET', fetch_key(K, req), 'merged', 'PX', 60000) end
 return reply

@@ -22,6 +22,7 @@ from fairque.core.checks import (
     identifier_problem,
     run_us_text,
 )
+from fairque.core.checks import MAX_LEAD as MAX_LEAD  # the HTTP layer's bound
 from fairque.core.histogram import HISTOGRAM_BOUNDS_SECONDS, HISTOGRAM_STEPS_PER_DOUBLING
 from fairque.dedup import Dedup
 from fairque.errors import ValidationError, invalid_model

@@ -217,7 +217,7 @@ def test_show_and_set_the_mode(cli_queue: tuple[list[str], FairQueue]) -> None:
     base, q = cli_queue
     shown = run_here(*base, "fairness")
     assert shown.returncode == 0, shown.stderr
-    assert shown.stdout.strip() == f"{q.queue}: fair by worker time"
+    assert shown.stdout.strip() == f"{q.queue}: fair by worker time, a tenant at most 60 s ahead"
     changed = run_here(*base, "fairness", "count")
     assert changed.returncode == 0, changed.stderr
     assert changed.stdout.strip() == f"{q.queue}: fair by turns (count) (was worker time)"
@@ -227,6 +227,14 @@ def test_show_and_set_the_mode(cli_queue: tuple[list[str], FairQueue]) -> None:
     bad = run_here(*base, "fairness", "fast")
     assert bad.returncode == 2
     assert "'fast' is not one of 'time', 'count'" in bad.stderr
+    assert q.fairness() == "count"
+    lead = run_here(*base, "fairness", "--max-lead", "120")
+    assert lead.returncode == 0, lead.stderr
+    assert q.max_lead() == 120.0
+    assert q.fairness() == "count"  # the mode stays
+    refused = run_here(*base, "fairness", "time", "--max-lead", "0")
+    assert refused.returncode != 0
+    assert "max_lead_seconds" in refused.stderr
     assert q.fairness() == "count"
 
 

@@ -173,7 +173,7 @@ def test_a_resend_after_another_merge_changes_nothing(
 
     def merging(payload: str) -> Task:
         return Task(user_id="u", name="job", payload=payload,
-                    dedup=Dedup(key="d", mode=mode, window=window))  # type: ignore[arg-type]  # fmt: skip
+                    dedup=Dedup(key="d", mode=mode, window=window))  # fmt: skip
 
     call_a = q.ops.push_many([merging("A")])
     q._run(call_a)

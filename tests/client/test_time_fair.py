@@ -238,6 +238,62 @@ def test_a_returning_user_owes_at_most_a_minute(
     assert start_tag(redis_client, q, "debtor") == floor(redis_client, q) + 60_000_000
 
 
+@pytest.mark.one_shard("reads or ages one shard's keys")
+def test_a_tenant_charged_for_a_fault_waits_at_most_the_lead_bound(
+    make_queue: MakeQueue, redis_client: SyncClient
+) -> None:
+    q = make_queue(retry_base_seconds=0)
+    assert q.max_lead() == 60.0
+    assert q.set_fairness("time", max_lead_seconds=0.05) == "time"
+    assert q.max_lead() == 0.05
+    q.push_many(Task(user_id="hog", name="x") for _ in range(12))
+    q.push_many(Task(user_id="small", name="x") for _ in range(200))
+    # the fault: ten of the hog's leases are never reported and expire (0.2 s each)
+    hung = q.pop_batch(10, "w", lease_seconds=0.2, assigned_users=["hog"])
+    assert len(hung) == 10
+    time.sleep(0.25)
+    assert q.reclaim() == 10  # charged two seconds of worker time, and brought back
+    lead = start_tag(redis_client, q, "hog") - floor(redis_client, q)
+    assert 0 < lead <= 50_000
+    # served again once the other tenant has caught up the bound (50 ms of its
+    # turns), not the 2 s it was charged (thousands of turns of well under a ms)
+    served: list[str] = []
+    while not served or served[-1] != "hog":
+        task = q.pop("w")
+        assert task is not None
+        assert q.complete(task)
+        served.append(task.user_id)
+    busy = field(redis_client, QueueKeys(q.queue).tenant("small"), "busy_us")
+    assert busy <= 50_000 + 2 * busy / len(served) + 10_000, (len(served), busy)
+
+
+@pytest.mark.one_shard("reads or ages one shard's keys")
+def test_maintenance_brings_a_tenant_back_to_the_bound(
+    make_queue: MakeQueue, redis_client: SyncClient
+) -> None:
+    q = make_queue()
+    q.set_fairness("time", max_lead_seconds=1)
+    q.push_many(Task(user_id=u, name="x") for u in ("ahead", "behind", "behind"))
+    q.place()
+    keys = QueueKeys(q.queue)
+    redis_client.zadd(keys.ring, {"ahead": floor(redis_client, q) + 5e9})  # days ahead
+    q.maintain()
+    assert start_tag(redis_client, q, "ahead") == floor(redis_client, q) + 1_000_000
+    q.set_fairness("count")
+    redis_client.zadd(keys.ring, {"ahead": 5e9})
+    q.maintain()  # count mode: scores are turns, no lead to bound
+    assert start_tag(redis_client, q, "ahead") == 5e9
+
+
+@pytest.mark.server_kinds("valkey")  # input checks: one kind suffices
+@pytest.mark.parametrize("bad", [0, -1, 30 * 86_400 + 1, True, "60", float("nan")])
+def test_a_bad_lead_bound_is_a_typed_error(make_queue: MakeQueue, bad: Any) -> None:
+    q = make_queue()
+    with pytest.raises(ValidationError, match="max_lead_seconds"):
+        q.set_fairness("time", max_lead_seconds=bad)
+    assert q.max_lead() == 60.0
+
+
 @pytest.mark.one_shard("turns between tenants are exact within a shard, on average across shards")
 def test_critical_work_is_charged_too(make_queue: MakeQueue, redis_client: SyncClient) -> None:
     q = make_queue()

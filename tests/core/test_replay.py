@@ -238,9 +238,10 @@ def test_resent_fairness_switch_answers_the_same(
     held = q.pop_batch(2, worker_id="w")
     assert len(held) == 2
     before = "time" if to == "count" else "count"
-    first, second = resend(q, redis_client, q.ops.set_fairness(to))
+    first, second = resend(q, redis_client, q.ops.set_fairness(to, 90))
     assert first == second == before
     assert q.fairness() == to
+    assert q.max_lead() == 90.0
     assert q.set_fairness(to) == to  # a new request to the same mode: it had it already
     for t in held:
         assert q.complete(t)

@@ -37,17 +37,27 @@ def serve_three_users(q: FairQueue) -> None:
 def test_fairness_mode_get_and_put(api: Api) -> None:
     got = api.call("GET", "/fairness")
     assert got.status_code == 200
-    assert got.json() == {"queue": api.queue, "mode": "time", "previous": "time"}
+    assert got.json() == {
+        "queue": api.queue, "mode": "time", "previous": "time", "max_lead_seconds": 60.0
+    }  # fmt: skip
     put = api.call("PUT", "/fairness", {"mode": "count"})
     assert put.status_code == 200
-    assert put.json() == {"queue": api.queue, "mode": "count", "previous": "time"}
+    assert put.json() == {
+        "queue": api.queue, "mode": "count", "previous": "time", "max_lead_seconds": 60.0
+    }  # fmt: skip
     again = api.call("PUT", "/fairness", {"mode": "count"})  # a resend: the same answer
     assert again.json()["previous"] == "count"
     assert api.call("GET", "/stats").json()["fairness"] == "count"
-    for bad in ({"mode": "fast"}, {}, {"mode": "time", "extra": 1}):
+    for bad in ({"mode": "fast"}, {}, {"mode": "time", "extra": 1},
+                {"mode": "count", "max_lead_seconds": 0},
+                {"mode": "count", "max_lead_seconds": "1"}):  # fmt: skip
         refused = api.call("PUT", "/fairness", bad)
         assert refused.status_code == 422, bad
     assert api.call("GET", "/fairness").json()["mode"] == "count"
+    lead = api.call("PUT", "/fairness", {"mode": "time", "max_lead_seconds": 5})
+    assert lead.status_code == 200
+    assert lead.json()["max_lead_seconds"] == 5.0
+    assert api.call("GET", "/fairness").json()["max_lead_seconds"] == 5.0
     assert api.call("GET", "/v1/queues/nope/fairness").status_code == 404
 
 

@@ -27,22 +27,34 @@ def fairness(
         Mode | None,
         typer.Argument(help="time: share worker time; count: share turns. Left out: show it."),
     ] = None,
+    max_lead: Annotated[
+        float | None,
+        typer.Option(
+            "--max-lead",
+            help="Seconds of worker time (over its weight) a tenant may be ahead of the"
+            " least served one, in time mode (default 60).",
+        ),
+    ] = None,
 ) -> None:
     """Show or set what the queue is fair by: worker time (the default) or turns.
 
     The mode is kept on the server: every producer and worker follows a change at once.
     """
     with open_queue(ctx) as q:
-        if mode is None:
-            stdout.print(f"{q.queue}: fair by {_said(q.fairness())}")
+        if mode is None and max_lead is None:
+            stdout.print(f"{q.queue}: fair by {_said(q.fairness(), q.max_lead())}")
             return
-        before = q.set_fairness(mode.value)
-    was = "" if before == mode.value else f" (was {_said(before)})"
-    stdout.print(f"{q.queue}: fair by {_said(mode.value)}{was}")
+        now = mode.value if mode is not None else q.fairness()
+        before = q.set_fairness(now, max_lead_seconds=max_lead)
+        lead = q.max_lead()
+    was = "" if before == now else f" (was {_said(before)})"
+    stdout.print(f"{q.queue}: fair by {_said(now, lead)}{was}")
 
 
-def _said(mode: str) -> str:
-    return "worker time" if mode == "time" else "turns (count)"
+def _said(mode: str, lead: float | None = None) -> str:
+    if mode != "time":
+        return "turns (count)"
+    return "worker time" if lead is None else f"worker time, a tenant at most {lead:g} s ahead"
 
 
 def tenants(

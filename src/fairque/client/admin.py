@@ -195,22 +195,28 @@ class AdminMethods(DeadLetterMethods):
             out.append(group_load(group_id, hashes))
         return out
 
-    def set_fairness(self, mode: Fairness) -> Fairness:
+    def set_fairness(self, mode: Fairness, *, max_lead_seconds: float | None = None) -> Fairness:
         """Make the queue fair by worker time (``"time"``) or by turns (``"count"``).
 
-        The mode is kept on the server, so every producer and worker of the queue
-        follows it at once; the ring keeps its order across the change, and leases in
-        flight finish under the new mode. Returns the mode the queue had.
+        Kept on the server: every producer and worker follows it at once; the ring
+        keeps its order, and leases in flight finish under the new mode.
+        ``max_lead_seconds`` (time mode, 60 by default) bounds how far a tenant may be
+        ahead of the least served one (docs/concepts.md). Returns the mode it had.
 
         Raises:
-            ValidationError: ``mode`` is neither ``"time"`` nor ``"count"``.
+            ValidationError: a bad ``mode`` or ``max_lead_seconds`` (0 < s <= 30 days).
         """
-        was = self._drive(self._place.each(lambda p: p.ops.set_fairness(mode)))
+        lead = max_lead_seconds
+        was = self._drive(self._place.each(lambda p: p.ops.set_fairness(mode, lead)))
         return was[0]
 
     def fairness(self) -> Fairness:
         """What the queue is fair by: ``"time"`` (the default) or ``"count"``."""
         return self._run(self.ops.fairness())
+
+    def max_lead(self) -> float:
+        """``set_fairness``'s ``max_lead_seconds``: how far a tenant may be ahead."""
+        return self._run(self.ops.max_lead())
 
     def tenants(self, limit: int = 20) -> TenantReport:
         """What the ``limit`` most recently leased users were served (leases, outcomes,
@@ -419,22 +425,30 @@ class AsyncAdminMethods(AsyncDeadLetterMethods):
             out.append(group_load(group_id, hashes))
         return out
 
-    async def set_fairness(self, mode: Fairness) -> Fairness:
+    async def set_fairness(
+        self, mode: Fairness, *, max_lead_seconds: float | None = None
+    ) -> Fairness:
         """Make the queue fair by worker time (``"time"``) or by turns (``"count"``).
 
-        The mode is kept on the server, so every producer and worker of the queue
-        follows it at once; the ring keeps its order across the change, and leases in
-        flight finish under the new mode. Returns the mode the queue had.
+        Kept on the server: every producer and worker follows it at once; the ring
+        keeps its order, and leases in flight finish under the new mode.
+        ``max_lead_seconds`` (time mode, 60 by default) bounds how far a tenant may be
+        ahead of the least served one (docs/concepts.md). Returns the mode it had.
 
         Raises:
-            ValidationError: ``mode`` is neither ``"time"`` nor ``"count"``.
+            ValidationError: a bad ``mode`` or ``max_lead_seconds`` (0 < s <= 30 days).
         """
-        was = await self._drive(self._place.each(lambda p: p.ops.set_fairness(mode)))
+        lead = max_lead_seconds
+        was = await self._drive(self._place.each(lambda p: p.ops.set_fairness(mode, lead)))
         return was[0]
 
     async def fairness(self) -> Fairness:
         """What the queue is fair by: ``"time"`` (the default) or ``"count"``."""
         return await self._run(self.ops.fairness())
+
+    async def max_lead(self) -> float:
+        """``set_fairness``'s ``max_lead_seconds``: how far a tenant may be ahead."""
+        return await self._run(self.ops.max_lead())
 
     async def tenants(self, limit: int = 20) -> TenantReport:
         """What the ``limit`` most recently leased users were served (leases, outcomes,

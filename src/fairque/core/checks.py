@@ -61,6 +61,10 @@ MAX_IN_FLIGHT = 1_000_000
 MAX_QUEUED = 1_000_000_000
 #: the longest message a handler's progress report carries (``Task.report_progress``)
 MAX_PROGRESS_MESSAGE = 1_000
+#: How far (seconds of worker time over its weight) a tenant may be ahead of the least
+#: served one in time mode (``set_fairness(max_lead_seconds=)``): the default, the most.
+DEFAULT_MAX_LEAD = 60.0
+MAX_LEAD = 30 * 86_400.0
 
 # control characters and lone surrogates (which cannot be encoded as UTF-8)
 _BAD_CHAR = re.compile(r"[\x00-\x1f\x7f\ud800-\udfff]")
@@ -150,6 +154,20 @@ def run_us_text(seconds: object) -> str:
         return ""
     seconds_ms(seconds, "run_seconds")
     return str(round(float(seconds) * 1_000_000))  # type: ignore[arg-type]
+
+
+def check_max_lead(seconds: object) -> int:
+    """``max_lead_seconds``: more than 0 and at most 30 days; the lead in microseconds."""
+    if (
+        isinstance(seconds, bool)
+        or not isinstance(seconds, (int, float))
+        or not 0 < seconds <= MAX_LEAD
+    ):
+        raise ValidationError(
+            f"max_lead_seconds must be a number of seconds above 0 and at most {MAX_LEAD:g},"
+            f" got {seconds!r}"
+        )
+    return max(round(seconds * 1_000_000), 1)
 
 
 def check_timeout(timeout: object) -> None:

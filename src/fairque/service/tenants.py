@@ -12,14 +12,19 @@ from fairque.service.wire import FairnessIn, FairnessOut, TenantOut, TenantsOut
 async def get_fairness(ctx: Ctx) -> Reply:
     """GET /fairness."""
     mode = await ctx.q.fairness()
-    return Reply(200, FairnessOut(queue=ctx.q.queue, mode=mode, previous=mode))
+    lead = await ctx.q.max_lead()
+    return Reply(
+        200, FairnessOut(queue=ctx.q.queue, mode=mode, previous=mode, max_lead_seconds=lead)
+    )
 
 
 async def set_fairness(ctx: Ctx) -> Reply:
     """PUT /fairness: a replay answers the same mode (previous = mode then)."""
     body: FairnessIn = ctx.body
-    previous = await ctx.q.set_fairness(body.mode)
-    return Reply(200, FairnessOut(queue=ctx.q.queue, mode=body.mode, previous=previous))
+    previous = await ctx.q.set_fairness(body.mode, max_lead_seconds=body.max_lead_seconds)
+    lead = await ctx.q.max_lead()
+    out = FairnessOut(queue=ctx.q.queue, mode=body.mode, previous=previous, max_lead_seconds=lead)
+    return Reply(200, out)
 
 
 def tenant_out(report: TenantReport, tenant: TenantService, weights: int) -> TenantOut:

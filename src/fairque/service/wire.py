@@ -13,6 +13,7 @@ import msgspec
 from msgspec import Meta, Struct
 
 from fairque.common.taskspec import FIELDS, SpecField
+from fairque.models import MAX_LEAD
 
 #: no control character (the engine's rule for ids and names)
 NO_CONTROL = "^[^\\u0000-\\u001f\\u007f]+$"
@@ -388,9 +389,10 @@ class StatsOut(Struct, kw_only=True):
 
 
 class FairnessIn(Struct, forbid_unknown_fields=True, kw_only=True):
-    """What the queue is to be fair by: worker time ("time") or turns ("count")."""
+    """Fair by worker time or turns; how far a tenant may be ahead (s, time mode)."""
 
     mode: Literal["time", "count"]
+    max_lead_seconds: Annotated[float, Meta(gt=0, le=MAX_LEAD)] | None = None
 
 
 class FairnessOut(Struct, kw_only=True):
@@ -399,6 +401,7 @@ class FairnessOut(Struct, kw_only=True):
     queue: str
     mode: Literal["time", "count"]
     previous: Literal["time", "count"]
+    max_lead_seconds: float
 
 
 class TenantOut(Struct, kw_only=True):

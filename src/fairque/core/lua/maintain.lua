@@ -6,6 +6,7 @@ already expired), takes up to `limit` expired tasks out of their user's and name
 listing indexes (from `ends`), removes up to `limit` expired worker
 registrations, forgets up to `limit` users not leased for 30 days (their tenant
 hash: counts, estimate, saved tag; a user that returns starts afresh at the floor),
+brings users more than the lead bound ahead of the floor back to it (bound_lead),
 and looks at about `limit` names of the dedup hash (HSCAN, from where the last call
 stopped: meta 'dedup_at'), dropping those whose task no longer waits.
 It first places the intake's first tasks (as a lease call does), so tasks pushed one at a
@@ -24,6 +25,7 @@ Reply: the number of registry entries and worker registrations removed.
 -- @include unindex_task
 -- @include intake_head
 -- @include place_intake
+-- @include bound_lead
 
 local K = {prefix = KEYS[1], finished = KEYS[2], failed = KEYS[3], canceled = KEYS[4],
   workers = KEYS[5], workers_seen = KEYS[6], ends = KEYS[7], active = KEYS[8],
@@ -77,4 +79,5 @@ if scan[1] == '0' then
 else
   redis.call('HSET', K.meta, 'dedup_at', scan[1])
 end
+bound_lead(K, limit)
 return removed + #idle + forget_workers(K, ms, limit)

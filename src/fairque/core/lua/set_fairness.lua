@@ -5,11 +5,13 @@ producers and workers run. The ring keeps its order: to count mode, the ring clo
 past every start tag (a user that joins goes behind the ring) and the leases in flight
 lose their charge (their end corrects nothing); to time mode, the floor comes up to the
 ring's head and the turns of weighted users are forgotten. Setting the mode the queue
-has already changes nothing. The answer is recorded with the request id (meta
+has already changes nothing. `max_lead_us`, when given, sets how far a tenant may be
+ahead of the floor in time mode (meta 'max_lead'; bound_lead, fair_join_tag). The answer is recorded with the request id (meta
 'fair_op'), so a resend after a lost reply returns it again and changes nothing.
 
 ARGV[1] mode    'time' | 'count'
 ARGV[2] req     request id (unique per call; the same when a call is resent)
+ARGV[3] max_lead_us  virtual us, an integer > 0 ('': unchanged)
 
 Reply: the mode the queue had before this call.
 ]]
@@ -24,6 +26,7 @@ local again = replayed(m[4], req)
 if again then return again end
 local was = fair_timed(m[1]) and 'time' or 'count'
 redis.call('HSET', K.meta, 'fair_op', req .. ' ' .. was)
+if ARGV[3] ~= '' then redis.call('HSET', K.meta, 'max_lead', ARGV[3]) end
 if was == mode then return was end
 if mode == 'count' then
   local last = redis.call('ZRANGE', K.ring, -1, -1, 'WITHSCORES')[2]

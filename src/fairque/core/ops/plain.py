@@ -10,8 +10,14 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+from fairque.core.checks import (
+    DEFAULT_MAX_LEAD,
+    check_stopped_worker,
+    check_wait,
+    check_xcom_key,
+    dump_value,
+)
 from fairque.core.checks import check_int as _check_int
-from fairque.core.checks import check_stopped_worker, check_wait, check_xcom_key, dump_value
 from fairque.core.checks import seconds_ms as _seconds_ms
 from fairque.core.keys import QUEUE_REGISTRY
 from fairque.core.ops.base import OperationsBase
@@ -37,6 +43,15 @@ class PlainOperations(OperationsBase):
             return "count" if reply is not None and text(reply) == "count" else "time"
 
         return Call(None, (self.keys.meta,), ("HGET", "fair"), parse)
+
+    def max_lead(self) -> Call[float]:
+        """How far (seconds of worker time over weight) a tenant may be ahead of the
+        queue's floor in time mode (a plain HGET; absent: the default)."""
+
+        def parse(reply: Any) -> float:
+            return DEFAULT_MAX_LEAD if reply is None else int(reply) / 1e6
+
+        return Call(None, (self.keys.meta,), ("HGET", "max_lead"), parse)
 
     def get(self, task_id: str) -> Call[Task | None]:
         """Read one task (a plain HGETALL)."""

@@ -13,6 +13,7 @@ from fairque.core.checks import (
     MAX_USER_ID,
     check_delays,
     check_group,
+    check_max_lead,
     check_share,
     check_task_list,
     check_user_limits,
@@ -306,13 +307,17 @@ class TaskOperations(OperationsBase):
         """Delete up to ``limit`` tasks; returns (deleted, remaining)."""
         return self._call("purge", [limit], lambda r: (int(r[0]), int(r[1])))
 
-    def set_fairness(self, mode: str) -> Call[Fairness]:
-        """Make the queue fair by worker time or by turns; answers the previous mode."""
+    def set_fairness(self, mode: str, max_lead_seconds: float | None = None) -> Call[Fairness]:
+        """Make the queue fair by worker time or by turns, and optionally set how far a
+        tenant may be ahead of the floor; answers the previous mode."""
         if mode not in FAIRNESS_MODES:
             raise ValidationError(
                 f"fairness must be one of {', '.join(FAIRNESS_MODES)}, got {mode!r}"
             )
-        return self._call("set_fairness", [mode, request_id()], lambda r: cast(Fairness, text(r)))
+        lead = "" if max_lead_seconds is None else str(check_max_lead(max_lead_seconds))
+        return self._call(
+            "set_fairness", [mode, request_id(), lead], lambda r: cast(Fairness, text(r))
+        )
 
     def set_user_limits(
         self,

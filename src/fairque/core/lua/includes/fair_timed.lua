@@ -11,11 +11,13 @@
 -- (ms; '-': none yet) and the lease's start (us); so a resent end or heartbeat charges
 -- nothing twice and a stale lease (fenced out) charges nothing. meta 'floor' is the start tag of the last user served
 -- from the ring's head, never lower than before: a user that joins the ring starts at
--- max(its saved tag, floor), at most FAIR_DEBT ahead of it.
+-- max(its saved tag, floor), at most the queue's lead bound ahead of it (meta 'max_lead',
+-- FAIR_LEAD by default), and the periodic scripts bring a user in the ring that is
+-- further ahead back to it (bound_lead).
 local FAIR_DEFAULT = 'time'   -- the mode of a queue whose meta has no 'fair'
 local FAIR_FIRST_EST = 10     -- ms charged per lease while neither the user nor the
                               -- queue has a measured run (see fair_first_est)
-local FAIR_DEBT = 60000000    -- virtual us a returning user may owe at most (a minute)
+local FAIR_LEAD = 60000000    -- virtual us a user may be ahead of the floor (a minute)
 local FAIR_ALPHA = 0.2        -- weight of the newest run in the moving estimate
 local FAIR_MIN = 10           -- us an attempt costs at least (no lease is free)
 local FAIR_STEP = 1           -- virtual us between users joining at the same floor

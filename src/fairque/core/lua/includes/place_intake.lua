@@ -14,7 +14,8 @@
 local function place_intake(K, ordering, horizon_us, entries)
   local n = #entries
   redis.call('LTRIM', K.intake, n, -1)
-  local m = redis.call('HMGET', K.meta, 'mono', 'clock', 'fair', 'floor', 'joined', 'counted')
+  local m = redis.call('HMGET', K.meta, 'mono', 'clock', 'fair', 'floor', 'joined', 'counted',
+    'max_lead')
   local mono = (m[1] or 0) + 0
   local users, normal, critical, by_user = {}, {}, {}, {}
   local names, by_name, registry = {}, {}, {}
@@ -72,7 +73,7 @@ local function place_intake(K, ordering, horizon_us, entries)
     local floor, joined = (m[4] or 0) + 0, (m[5] or -1) + 0
     local moved = false
     for _, user in ipairs(joining) do
-      local tag, now_joined = fair_join_tag(K, user, floor, joined)
+      local tag, now_joined = fair_join_tag(K, user, floor, joined, m[7])
       if now_joined then joined, moved = now_joined, true end
       joins[#joins + 1] = string.format('%d', tag)
       joins[#joins + 1] = user

@@ -7,10 +7,11 @@
 local function ring_join(K, user)
   if redis.call('ZSCORE', K.ring, user) then return end
   if redis.call('SISMEMBER', K.capped, user) == 1 then return end
-  local m = redis.call('HMGET', K.meta, 'fair', 'floor', 'joined', 'counted')
+  local m = redis.call('HMGET', K.meta, 'fair', 'floor', 'joined', 'counted', 'max_lead')
   if m[4] then ring_count(K, user, true) end
   if fair_timed(m[1]) then
-    local tag, joined = fair_join_tag(K, user, tonumber(m[2] or '0'), tonumber(m[3] or '-1'))
+    local tag, joined = fair_join_tag(K, user, tonumber(m[2] or '0'), tonumber(m[3] or '-1'),
+      m[5])
     redis.call('ZADD', K.ring, string.format('%d', tag), user)
     if joined then redis.call('HSET', K.meta, 'joined', string.format('%d', joined)) end
     return

@@ -167,6 +167,39 @@ def test_outcome_batch_answers_each_item(api: Api) -> None:
     assert results[2]["state"] == "FAILED"
 
 
+def test_a_refused_result_fails_its_task_at_once(api: Api) -> None:
+    api.push(task_id="nan", max_retries=1)
+    api.push(task_id="big", max_retries=0)
+    api.push(task_id="ok")
+    leased = {t["task_id"]: t for t in api.lease(3)}
+    nan = {"type": "success", "lease_token": leased["nan"]["lease_token"],
+           "result": float("nan")}  # fmt: skip
+    problem = api.ok("POST", "/tasks/nan/outcome", nan, 422, msgpack=True)
+    assert problem["type"].endswith("result-refused")
+    assert problem["task_state"] == "SCHEDULED"  # retried by its policy
+    task = api.ok("GET", "/tasks/nan")
+    assert task["state"] == "SCHEDULED"
+    assert task["error"].startswith("result refused: ")
+    assert "NaN" in task["error"]
+    # a batch: each item answered on its own, the refused one failed in the same call
+    body = {"outcomes": [
+        {"type": "success", "task_id": "big", "lease_token": leased["big"]["lease_token"],
+         "result": b"\x00raw"},  # MessagePack bytes: no JSON for them
+        {"type": "success", "task_id": "ok", "lease_token": leased["ok"]["lease_token"],
+         "result": 1},
+    ]}  # fmt: skip
+    results = api.ok("POST", "/outcomes", body, msgpack=True)["results"]
+    assert [r["status"] for r in results] == [422, 200]
+    assert results[0]["problem"]["task_state"] == "FAILED"
+    assert "serializ" in results[0]["problem"]["detail"]
+    assert api.ok("GET", "/tasks/big")["state"] == "FAILED"
+    assert api.ok("GET", "/tasks/ok")["state"] == "FINISHED"
+    # resent (its reply was lost): the same answer, and the task is failed once
+    again = api.ok("POST", "/tasks/nan/outcome", nan, 422, msgpack=True)
+    assert again == problem
+    assert api.ok("GET", "/tasks/nan")["retry_count"] == task["retry_count"] == 1
+
+
 def test_extend_moves_the_deadline_and_stale_is_409(api: Api) -> None:
     api.push(task_id="e")
     [task] = api.lease(lease_seconds=5)
@@ -229,6 +262,28 @@ def test_lease_request_carries_the_previous_outcomes(api: Api) -> None:
     assert last == {"tasks": [], "results": [{"task_id": "c2", "status": 200,
                                               "state": "FINISHED"}]}  # fmt: skip
     assert api.ok("GET", "/stats")["counts"]["FINISHED"] == 2
+
+
+def test_a_refused_result_in_a_lease_request_fails_its_task_alone(api: Api) -> None:
+    for i in range(3):
+        api.push(task_id=f"r{i}", user_id=f"u{i}", max_retries=0)
+    first, second = api.lease(2)
+    outcomes = [
+        {"type": "success", "task_id": first["task_id"], "lease_token": first["lease_token"],
+         "result": float("inf")},
+        {"type": "success", "task_id": second["task_id"], "lease_token": second["lease_token"],
+         "result": 2},
+    ]  # fmt: skip
+    answer = api.ok("POST", "/leases", {"worker_id": "w1", "max_tasks": 5, "outcomes": outcomes},
+                    msgpack=True)  # fmt: skip
+    assert [t["task_id"] for t in answer["tasks"]] == ["r2"]  # the lease goes on
+    refused, accepted = answer["results"]
+    assert (refused["status"], refused["problem"]["task_state"]) == (422, "FAILED")
+    assert refused["problem"]["type"].endswith("result-refused")
+    assert (accepted["status"], accepted["state"]) == (200, "FINISHED")
+    failed = api.ok("GET", f"/tasks/{first['task_id']}")
+    assert failed["state"] == "FAILED"
+    assert "Infinity" in failed["error"]
 
 
 def _busy(api: Api, user: str) -> float:

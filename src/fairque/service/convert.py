@@ -32,6 +32,7 @@ from fairque.errors import (
 from fairque.models import Priority, Task, TaskOutcome, TaskState
 from fairque.service.media import ProblemError
 from fairque.service.outage import CURRENT
+from fairque.service.pullers import Pullers
 from fairque.service.wire import (
     LeasedTask,
     ResultFailure,
@@ -180,6 +181,32 @@ async def record_failure(
     except SerializationError:  # e.g. bytes from MessagePack under a JSON queue;
         # raised before anything was sent
         return await q.fail(task, message, retry=retry, reason=reason, details=repr(error))
+
+
+async def record_success(
+    q: AsyncFairQueue, task: Task, result: Any, pullers: Pullers | None
+) -> TaskState:
+    """Finish ``task`` with a worker's ``result``. A result the queue refuses (not
+    serializable, over the size limit) fails the task at once, the refusal as its error
+    (retried by its policy), and is answered as the problem it is, with where the task
+    went (a resend fails nothing twice: the failure replays by its lease token).
+
+    Raises:
+        LeaseLost: the lease is no longer held.
+        ProblemError: the result was refused.
+    """
+    try:
+        if not await q.complete(task, result):
+            raise LeaseLost(f"task {task.task_id!r}: the lease is no longer held")
+    except (SerializationError, PayloadTooLarge) as exc:
+        state = await q.fail(task, f"result refused: {exc}", reason="result-refused")
+        if pullers is not None:
+            await pullers.ended(q, task.task_id or "", failed=True)
+        raise ProblemError(
+            422, "result-refused", "Unprocessable Content", f"the result was refused: {exc}",
+            task_state=state.value,
+        ) from None  # fmt: skip
+    return TaskState.FINISHED
 
 
 def failure_from_outcome(out: TaskOutcome) -> ResultFailure:

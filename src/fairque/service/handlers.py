@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from fairque.client.aio import AsyncFairQueue
-from fairque.errors import CancelRequested, LeaseLost, ValidationError
+from fairque.errors import CancelRequested, LeaseLost, SerializationError, ValidationError
 from fairque.models import Task, TaskState, UserStats
 from fairque.service import listing
 from fairque.service.convert import (
@@ -24,6 +24,7 @@ from fairque.service.convert import (
     leased_out,
     location,
     record_failure,
+    record_success,
     task_from_wire,
     task_out,
 )
@@ -341,9 +342,13 @@ async def lease(ctx: Ctx) -> Reply:
     done: list[tuple[Task, Any]] = []
     done_at: list[int] = []
     for i, item in enumerate(body.outcomes):
-        if isinstance(item, SuccessItem):
+        try:  # a result the queue refuses fails its task alone (_complete)
+            encoded = q.encode_result(item.result) if isinstance(item, SuccessItem) else None
+        except SerializationError:
+            encoded = None
+        if encoded is not None:
             handle = lease_handle(item.task_id, item.lease_token, item.run_seconds)
-            done.append((handle, item.result))
+            done.append((handle, encoded))
             done_at.append(i)
         else:
             results[i] = await _answer(ctx, item)
@@ -399,9 +404,7 @@ async def _apply(ctx: Ctx, task_id: str, outcome: SuccessIn | FailureIn) -> str:
     handle = lease_handle(task_id, outcome.lease_token, outcome.run_seconds)
     try:
         if isinstance(outcome, SuccessIn):
-            if not await q.complete(handle, outcome.result):
-                raise LeaseLost(f"task {task_id!r}: the lease is no longer held")
-            state = TaskState.FINISHED
+            state = await record_success(q, handle, outcome.result, ctx.pullers)
         else:
             state = await record_failure(
                 q, handle, outcome.reason, outcome.message, outcome.error,

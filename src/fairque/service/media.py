@@ -75,6 +75,11 @@ PROBLEM_TYPES: dict[str, tuple[int, str]] = {
     "payload-too-large": (413, "a payload is over the queue's max_payload_bytes"),
     "unsupported-media-type": (415, "Content-Type is not JSON or MessagePack"),
     "validation": (422, "a field or query parameter is invalid (errors lists each)"),
+    "result-refused": (
+        422,
+        "the result is not serializable or over max_payload_bytes: the task was failed with"
+        " the refusal as its error (task_state says where it went)",
+    ),
     "quota-exceeded": (
         429,
         "the push would take its tenant past its backlog quota; nothing was pushed"

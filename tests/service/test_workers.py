@@ -264,6 +264,20 @@ def test_lease_request_carries_the_previous_outcomes(api: Api) -> None:
     assert api.ok("GET", "/stats")["counts"]["FINISHED"] == 2
 
 
+def test_a_pull_worker_that_never_reports_holds_at_most_its_max_tasks(api: Api) -> None:
+    for i in range(40):
+        api.push(task_id=f"h{i}", user_id=f"u{i % 4}")
+    held = api.lease(10, worker_id="buggy")
+    assert len(held) == 10
+    for _ in range(3):  # it asks again and again, reporting nothing
+        assert api.lease(10, worker_id="buggy", wait_seconds=0) == []
+    assert api.ok("GET", "/stats")["counts"]["STARTED"] == 10
+    assert len(api.lease(5, worker_id="sound")) == 5  # the others are served
+    done = {"type": "success", "lease_token": held[0]["lease_token"], "result": 1}
+    assert api.ok("POST", f"/tasks/{held[0]['task_id']}/outcome", done)["state"] == "FINISHED"
+    assert len(api.lease(10, worker_id="buggy")) == 1  # one ended: room for one
+
+
 def test_a_refused_result_in_a_lease_request_fails_its_task_alone(api: Api) -> None:
     for i in range(3):
         api.push(task_id=f"r{i}", user_id=f"u{i}", max_retries=0)

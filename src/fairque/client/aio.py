@@ -235,7 +235,7 @@ class AsyncFairQueue(
         self, count: int, worker_id: str = "", lease_seconds: float | None = None, *,
         assigned_users: Sequence[str] | None = None,
         steal_targets: Sequence[str] | None = None, request_id: str | None = None,
-        names: Sequence[str] | None = None,
+        names: Sequence[str] | None = None, max_held: int | None = None,
     ) -> list[Task]:  # fmt: skip
         """Lease up to ``count`` tasks in one round trip, round robin across users.
 
@@ -243,10 +243,19 @@ class AsyncFairQueue(
         same request again, e.g. after a connection error, returns the tasks the first
         send leased instead of leasing more. ``names`` (None: any): the task names the
         caller handles; a task with another name is set aside until a caller that
-        handles it leases, and holds up no other task meanwhile.
+        handles it leases, and holds up no other task meanwhile. ``max_held`` (None:
+        no bound): the most leases ``worker_id`` may hold at once, counted by the server
+        from its unexpired leases; a request past it leases what is left, or none.
         """
         request = LeaseRequest(
-            count, worker_id, lease_seconds, assigned_users, steal_targets, request_id, names
+            count,
+            worker_id,
+            lease_seconds,
+            assigned_users,
+            steal_targets,
+            request_id,
+            names,
+            max_held,
         )
         return (await self._drive_resendable(self._place.lease(request)))[1]
 
@@ -260,7 +269,7 @@ class AsyncFairQueue(
         lease_seconds: float | None = None, *,
         assigned_users: Sequence[str] | None = None,
         steal_targets: Sequence[str] | None = None, request_id: str | None = None,
-        names: Sequence[str] | None = None,
+        names: Sequence[str] | None = None, max_held: int | None = None,
     ) -> tuple[list[bool], list[Task]]:  # fmt: skip
         """Finish several tasks and lease up to ``count`` more in one round trip.
 
@@ -268,12 +277,20 @@ class AsyncFairQueue(
             done: (task, result) pairs of leased tasks that succeeded.
             count: tasks to lease afterwards (0: only finish).
             request_id: see ``pop_batch``; completions are safe to resend anyway.
+            max_held: see ``pop_batch``.
 
         Returns:
             One bool per finished task (False: its lease was lost), and the leased tasks.
         """
         request = LeaseRequest(
-            count, worker_id, lease_seconds, assigned_users, steal_targets, request_id, names
+            count,
+            worker_id,
+            lease_seconds,
+            assigned_users,
+            steal_targets,
+            request_id,
+            names,
+            max_held,
         )
         acks, leased = await self._drive_resendable(self._place.lease(request, done))
         return acks, leased

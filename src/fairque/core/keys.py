@@ -362,6 +362,12 @@ class QueueKeys:
         """
         return self._k(f"held:{user_id}")
 
+    def worker_held(self, worker_id: str) -> str:
+        """Sorted set of a bounded worker's leases (``'<id> <token>'`` -> the lease's
+        first deadline), counted against its bound from the tasks themselves (a lease
+        request's ``max_held``); kept a day after its last lease request."""
+        return self._k(f"wheld:{worker_id}")
+
     def fetch(self, request_id: str) -> str:
         """What one request did, kept for its resend: a lease request's (id, token)
         pairs, so it returns them again; ``'merged'`` for a push that merged a payload

@@ -43,7 +43,9 @@ class LeaseRequest(NamedTuple):
     idle (both None: the whole ring). ``request_id`` names the request: a resend with
     the same id returns the tasks the first send leased (None: a new id per call).
     ``names``: the task names the worker handles (None: any name); a task with another
-    name is set aside until a worker that handles it leases.
+    name is set aside until a worker that handles it leases. ``max_held``: the most
+    leases the worker may hold at once, counted by the server from its unexpired
+    leases (None: no bound; an HTTP pull worker's ``max_tasks``).
     """
 
     # a NamedTuple (cheap to build on the hot path) whose ``count`` hides tuple.count
@@ -54,6 +56,7 @@ class LeaseRequest(NamedTuple):
     steal_targets: Sequence[str] | None = None
     request_id: str | None = None
     names: Sequence[str] | None = None
+    max_held: int | None = None
 
 
 @dataclass(frozen=True)

@@ -337,6 +337,7 @@ async def lease(ctx: Ctx) -> Reply:
     common: dict[str, Any] = {
         "lease_seconds": body.lease_seconds, "assigned_users": body.assigned_users,
         "steal_targets": body.steal_targets, "names": body.names,
+        "max_held": body.max_tasks,  # never more leases at once than it asks for
     }  # fmt: skip
     results: list[OutcomeItemOut | None] = [None] * len(body.outcomes)
     done: list[tuple[Task, Any]] = []

@@ -17,12 +17,13 @@ ARGV[8] horizon_us
 ARGV[9] req         request id (unique per call; the same when a call is resent)
 ARGV[10] A          number of assigned_users, then their A user ids, then the number S of
                     steal_targets and their S user ids, then the number N of task names
-                    the worker handles (0: any) and the N names (ARGV[1..12+A+S+N] is
+                    the worker handles (0: any) and the N names, then the most leases
+                    the worker may hold at once ('': no bound) (ARGV[1..13+A+S+N] is
                     pop.lua's ARGV)
-ARGV[13+A+S+N] C    number of completions, then 5 values each:
+ARGV[14+A+S+N] C    number of completions, then 5 values each:
                     id, token, has_result (0|1), result, run_us (the handler's run as
                     the worker measured it; '': not reported)
-ARGV[14+A+S+N+5C]  '1': add this shard's state after the lease to the reply (the
+ARGV[15+A+S+N+5C]  '1': add this shard's state after the lease to the reply (the
                     sharded client weighs it for its next lease); absent otherwise
 
 Reply: {array of 1/0 per completion (0: lease lost), array of leased tasks (flat HGETALL)},
@@ -51,6 +52,8 @@ local ordering, horizon_us = ARGV[7], ARGV[8] + 0
 local assigned, steal, any, at = read_users(ARGV, 10)
 local names
 names, at = read_names(ARGV, at)
+local most = tonumber(ARGV[at])
+at = at + 1
 local nc = ARGV[at] + 0
 local acks, ready = {}, 0
 local acc = {runs = {}, done = 0}
@@ -89,7 +92,7 @@ if count > 0 then
       fm = nil
     end
     leased = lease_request(K, req, count, ARGV[2], ARGV[3] + 0, ms, assigned, steal,
-      any, limits, us, names, fm)
+      any, limits, us, names, fm, most)
   end
 end
 if ready > #leased then

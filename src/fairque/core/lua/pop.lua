@@ -19,6 +19,8 @@ ARGV[9] req         request id (unique per call; the same when a call is resent)
 ARGV[10] A          number of assigned_users, then their A user ids
 ARGV[11+A] S        number of steal_targets, then their S user ids ('*' = any user)
 ARGV[12+A+S] N      number of task names the worker handles (0: any), then the N names
+ARGV[13+A+S+N] most the most leases the worker may hold at once ('' or absent: no bound;
+                    lease_request)
 
 Reply: array of leased tasks, each the flat HGETALL of its hash.
 ]]
@@ -56,6 +58,7 @@ if maintenance(K, ms, ARGV[6] + 0, ARGV[4] + 0, ARGV[5] + 0, ARGV[7], ARGV[8] + 
   fm = nil
 end
 local assigned, steal, any, at = read_users(ARGV, 10)
-local names = read_names(ARGV, at)
+local names, most = read_names(ARGV, at)
+most = tonumber(ARGV[most] or '')
 return lease_request(K, req, ARGV[1] + 0, ARGV[2], ARGV[3] + 0, ms, assigned,
-  steal, any, limits, us, names, fm)
+  steal, any, limits, us, names, fm, most)

@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any, overload
 
 from fairque.core.checks import (
+    MAX_POP_COUNT,
     MAX_SCAN,
     check_name_list,
     check_pop,
@@ -62,7 +63,7 @@ class LeaseOperations(OperationsBase):
         """``pop.lua``'s ARGV for ``request``: nine values, then the two user lists and
         the handled names (``complete_and_pop.lua`` takes the same prefix, then its
         completions)."""
-        count, worker_id, lease_seconds, assigned_users, steal_targets, req, names = request
+        count, worker_id, lease_seconds, assigned_users, steal_targets, req, names, most = request
         lease = self.options.lease_seconds if lease_seconds is None else lease_seconds
         lease_ms = check_pop(count, worker_id, lease)
         assigned = check_user_list(assigned_users, "assigned_users")
@@ -80,6 +81,7 @@ class LeaseOperations(OperationsBase):
             self.options.maintenance_batch, self.options.ordering, self._horizon_us,
             req or request_id(), len(assigned), *assigned, len(steal), *steal,
             len(handled), *handled,
+            "" if most is None else _check_int(most, "max_held", 1, MAX_POP_COUNT),
         ]  # fmt: skip
 
     @overload

@@ -168,10 +168,20 @@ def test_dead_letters_by_error_and_age_dry_run_and_delete(q: FairQueue, server: 
     assert q.stats().counts[TaskState.FAILED] == 5
     for bad in (["delete"], ["delete", "--state", "QUEUED"],
                 ["retry", "--state", "FAILED", "--older-than", "-1"],
-                ["retry", "some-id", "--dry-run"]):  # fmt: skip
+                ["retry", "some-id", "--dry-run"], ["retry", "--state", "FINISHED"]):  # fmt: skip
         refused = cli(q, server, *bad)
         assert refused.exit_code == 2, (bad, refused.output)
     assert q.stats().counts[TaskState.FAILED] == 5
+    leased = q.pop(worker_id="w")
+    assert leased is None  # (every task here failed for good)
+    finished = q.enqueue("job", user_id="carol")
+    task = q.pop(worker_id="w")
+    assert task is not None
+    assert q.complete(task)
+    cleared = cli(q, server, "delete", "--state", "FINISHED", "--yes")
+    assert cleared.exit_code == 0, cleared.output
+    assert "deleted 1 FINISHED task(s)" in cleared.stdout
+    assert q.get(finished.task_id or "") is None
 
 
 def test_bulk_cancel(q: FairQueue, server: ServerInfo) -> None:

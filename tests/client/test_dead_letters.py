@@ -1,6 +1,7 @@
-"""Dead letters in bulk: ``bulk_retry`` and ``bulk_delete`` of FAILED (or CANCELED) tasks
-by name, tenant, error text and age, each with a dry run that counts what it moves
-(every server kind, both clients; a sharded queue's tenants spread over its shards)."""
+"""Dead letters in bulk: ``bulk_retry`` and ``bulk_delete`` of FAILED (or CANCELED) tasks,
+and ``bulk_delete`` of FINISHED records, by name, tenant, error text and age, each with a
+dry run that counts what it moves (every server kind, both clients; a sharded queue's
+tenants spread over its shards)."""
 
 from __future__ import annotations
 
@@ -74,6 +75,38 @@ def test_bulk_delete_takes_the_tasks_out_now(make_queue: MakeQueue) -> None:
     # a resent push of a deleted id within the replay window is not taken as new
     assert q.push(Task(user_id="a", name="job", task_id=ids[0])).state == TaskState.FAILED
     assert q.get(ids[0]) is None
+
+
+def test_finished_records_can_be_deleted_in_bulk_but_not_retried(make_queue: MakeQueue) -> None:
+    q = make_queue()
+    done = []
+    for user in ("a", "b"):
+        for task in q.push_many(Task(user_id=user, name="job") for _ in range(5)):
+            done.append(str(task.task_id))
+    while leased := q.pop_batch(10, "w"):
+        for task in leased:
+            assert q.complete(task, result={"n": 1})
+    kept = failed(q, "job", ["a"], 2)
+    with pytest.raises(ValidationError, match="FAILED or CANCELED"):
+        q.bulk_retry(state="FINISHED")
+    assert q.bulk_delete(state="FINISHED", user_id="a", dry_run=True) == 5
+    assert q.bulk_delete(state="FINISHED") == 10
+    assert all(q.get(t) is None for t in done)
+    assert q.result(done[0]) is None
+    assert q.stats().counts[TaskState.FINISHED] == 0
+    assert sorted(str(t.task_id) for t in q.list_tasks(name="job").tasks) == sorted(kept)
+
+
+@pytest.mark.one_shard("sends one shard's operations itself; every shard runs the same scripts")
+def test_a_resent_delete_of_finished_records_answers_the_same(
+    make_queue: MakeQueue, redis_client: SyncClient
+) -> None:
+    q = make_queue()
+    ids = [str(t.task_id) for t in q.push_many(Task(user_id="u", name="j") for _ in range(3))]
+    for task in q.pop_batch(3, "w"):
+        assert q.complete(task)
+    first, second = resend(q, redis_client, q.ops.bulk_delete(ids, TaskState.FINISHED))
+    assert first == second == 3
 
 
 def test_a_task_that_moved_meanwhile_is_left_alone(make_queue: MakeQueue) -> None:

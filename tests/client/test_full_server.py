@@ -81,6 +81,37 @@ def test_a_push_at_the_limit_is_refused_with_its_own_error_and_writes_nothing(
         assert q.stats().counts[TaskState.QUEUED] == queued - 1
 
 
+def test_a_drained_server_takes_pushes_again_with_the_default_result_ttl(
+    server: ServerInfo,
+) -> None:
+    q = FairQueue.from_url(server.url, unique_queue("full"))  # results kept for a day
+    try:
+        # the scripts of the drain are loaded first: a script loaded at the limit takes
+        # the server's memory too (its code), which is not what this test measures
+        q.enqueue("work", PAYLOAD, user_id="warm")
+        _, [warm] = q.complete_and_pop([], 1, "w")
+        assert q.complete_and_pop([(warm, None)], 0, "w") == ([True], [])
+        with memory_limit(server) as limit:
+            accepted = fill(q, tenants=20)
+            assert accepted > 0
+            limit.full()  # the drain runs at the limit
+            while leased := q.pop_batch(100, worker_id="w"):
+                acks, _ = q.complete_and_pop([(t, {"ok": True}) for t in leased], 0, "w")
+                assert all(acks)
+            limit.reset()
+            counts = q.stats().counts
+            assert counts[TaskState.FINISHED] == accepted + 1  # all kept, none expired
+            late = q.enqueue("work", PAYLOAD, user_id="late")  # room again at once
+            assert late.state is TaskState.QUEUED
+            done = q.get(q.list_tasks(state=TaskState.FINISHED, limit=1).tasks[0].task_id or "")
+            assert done is not None
+            assert done.payload is None  # a finished task keeps its result, not its payload
+            assert q.result(done.task_id or "") == {"ok": True}
+    finally:
+        q.purge()
+        q.close()
+
+
 async def test_a_worker_drains_a_full_server_and_pushes_come_back(
     h: Harness, server: ServerInfo
 ) -> None:

@@ -36,3 +36,11 @@ def test_dead_letters_are_counted_then_retried_or_deleted(api: Api) -> None:
         refused = api.call("POST", "/dead-letters/retry", bad)
         assert refused.status_code == 422, refused.text
     assert api.ok("GET", "/stats")["counts"]["QUEUED"] == 6
+    # FINISHED records may be deleted (to make room), never retried
+    assert api.call("POST", "/dead-letters/retry", {"state": "FINISHED"}).status_code == 422
+    [task] = api.lease(1)
+    done = {"type": "success", "lease_token": task["lease_token"], "result": 1}
+    assert api.ok("POST", f"/tasks/{task['task_id']}/outcome", done) == {"state": "FINISHED"}
+    finished = api.ok("POST", "/dead-letters/delete", {"state": "FINISHED"})
+    assert finished == {"count": 1, "dry_run": False}
+    assert api.ok("GET", "/stats")["counts"]["FINISHED"] == 0

@@ -348,7 +348,7 @@ def test_the_readers_merge_every_shard(make_queue: MakeQueue) -> None:
 def test_every_method_is_shard_aware_or_kept_in_shard_0() -> None:
     """No method of the plain client answers from shard 0 alone by accident."""
     shard_0 = {
-        "close", "encode_result", "fairness", "from_url", "open", "options", "queue",
+        "close", "encode_result", "fairness", "from_url", "max_lead", "open", "options", "queue",
         "queues", "register_worker", "server_memory", "memory_report", "server_time_ms",
         "unregister_worker",
         "wake", "workers", "xcom_pull", "xcom_push",

@@ -205,6 +205,18 @@ def test_dead_letters_retried_and_deleted_in_bulk(open_ui: tuple[LiveServer, Fai
         assert refused.status_code == 422
         no_token = http.post(f"{base}/bulk", data={"state": "FAILED", "action": "delete"})
         assert no_token.status_code == 403
+        # FINISHED records: deleted in bulk (to make room), never retried
+        q.push(Task(user_id="u2", name="mail", task_id="done"))
+        leased = q.pop_batch(1, "w", assigned_users=["u2"])
+        assert [t.task_id for t in leased] == ["done"]
+        assert q.complete(leased[0])
+        finished = http.get(f"{base}/tasks", params={"state": "FINISHED"})
+        assert 'id="bulk-delete"' in finished.text
+        assert 'id="bulk-retry"' not in finished.text
+        cleared = http.post(f"{base}/bulk", data={**form, "user": "", "state": "FINISHED",
+                                                  "action": "delete"})  # fmt: skip
+        assert "1+of+1+task" in cleared.headers["location"]
+    assert q.get("done") is None
     assert [q.get(f"m{i}") for i in (0, 2, 4)] == [None, None, None]
     assert {q.get(f"m{i}").state for i in (1, 3, 5)} == {TaskState.QUEUED}  # type: ignore[union-attr]
     assert q.get("keep").state is TaskState.QUEUED  # type: ignore[union-attr]

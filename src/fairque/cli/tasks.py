@@ -33,6 +33,7 @@ PAGE = 500
 MAX_LISTED = 100_000
 #: The states a bulk command may select.
 RETRYABLE = (TaskState.FAILED, TaskState.CANCELED)
+DELETABLE = (*RETRYABLE, TaskState.FINISHED)
 CANCELABLE = (TaskState.SCHEDULED, TaskState.DEFERRED, TaskState.QUEUED, TaskState.STARTED)
 
 
@@ -43,6 +44,7 @@ def _state_option(states: tuple[TaskState, ...]) -> Any:
 
 StateOption = Annotated[str | None, _state_option(tuple(TaskState))]
 RetryStateOption = Annotated[str | None, _state_option(RETRYABLE)]
+DeleteStateOption = Annotated[str | None, _state_option(DELETABLE)]
 CancelStateOption = Annotated[str | None, _state_option(CANCELABLE)]
 UserOption = Annotated[str | None, typer.Option("--user", metavar="USER", help="Only this user.")]
 NameOption = Annotated[
@@ -335,7 +337,7 @@ def retry(
 
 def delete(
     ctx: typer.Context,
-    state: RetryStateOption = None,
+    state: DeleteStateOption = None,
     user: UserOption = None,
     name: NameOption = None,
     error: ErrorOption = None,
@@ -344,9 +346,9 @@ def delete(
     dry_run: DryRunOption = False,
     yes: YesOption = False,
 ) -> None:
-    """Delete now every FAILED or CANCELED task a filter matches (dead letters).
+    """Delete now every FAILED, CANCELED or FINISHED task a filter matches.
 
-    --state FAILED|CANCELED [--user U] [--name N] [--error TEXT] [--older-than S]
+    --state FAILED|CANCELED|FINISHED [--user U] [--name N] [--error TEXT] [--older-than S]
     [--newer-than S]: the matches are counted and confirmed first (--yes does not ask;
     --dry-run only counts), then deleted in batches, as their expiry would later.
 
@@ -354,10 +356,10 @@ def delete(
     server failure; 2 bad usage.
     """
     if state is None:
-        fail("give --state FAILED or CANCELED (with --user, --name, ...)", EXIT_USAGE)
+        fail("give --state FAILED, CANCELED or FINISHED (with --user, --name, ...)", EXIT_USAGE)
     chosen = {"user_id": user, "name": name, "error": error, "older_than": older_than,
               "newer_than": newer_than}  # fmt: skip
-    _dead_letters(ctx, False, parse_state(state, RETRYABLE), chosen, yes, dry_run)
+    _dead_letters(ctx, False, parse_state(state, DELETABLE), chosen, yes, dry_run)
 
 
 def cancel(

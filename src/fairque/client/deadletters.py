@@ -29,8 +29,10 @@ T = TypeVar("T")
 BATCH = 500
 #: tasks per listed page
 PAGE = 500
-#: the states a bulk action takes tasks from
+#: the states a bulk retry takes tasks from
 ENDED = (TaskState.FAILED, TaskState.CANCELED)
+#: the states a bulk delete takes tasks from (a FINISHED record too, to make room)
+DELETABLE = (*ENDED, TaskState.FINISHED)
 
 
 @dataclass(frozen=True)
@@ -54,18 +56,20 @@ class DeadLetterFilter:
         error: str | None,
         older_than: float | None,
         newer_than: float | None,
+        states: tuple[TaskState, ...] = ENDED,
     ) -> DeadLetterFilter:
-        """A checked filter.
+        """A checked filter of tasks in one of ``states``.
 
         Raises:
-            ValidationError: a state other than FAILED or CANCELED, or a bad filter.
+            ValidationError: a state not in ``states``, or a bad filter.
         """
         try:
             wanted = TaskState(state)
         except ValueError:
             wanted = None
-        if wanted not in ENDED:
-            raise ValidationError(f"state must be FAILED or CANCELED, got {state!r}")
+        if wanted not in states:
+            allowed = " or ".join(s.value for s in states)
+            raise ValidationError(f"state must be {allowed}, got {state!r}")
         for what, value in (("name", name), ("user_id", user_id), ("error", error)):
             if value is not None and (not isinstance(value, str) or not value):
                 raise ValidationError(f"{what} must be a non-empty string or None")
@@ -186,8 +190,8 @@ class DeadLetterMethods:
         newer_than: float | None = None,
         dry_run: bool = False,
     ) -> int:
-        """Delete now every task in ``state`` (FAILED, or CANCELED) that matches the
-        filters given, as its expiry would later; answers how many (with ``dry_run``,
+        """Delete now every task in ``state`` (FAILED, CANCELED, or FINISHED) that matches
+        the filters given, as its expiry would later; answers how many (with ``dry_run``,
         how many match, and nothing changes). The filters are ``bulk_retry``'s.
 
         Dependents still waiting for a deleted task (``on_dependency_failure="wait"``)
@@ -196,7 +200,7 @@ class DeadLetterMethods:
         Raises:
             ValidationError: a bad state or filter.
         """
-        chosen = DeadLetterFilter.of(state, name, user_id, error, older_than, newer_than)
+        chosen = DeadLetterFilter.of(state, name, user_id, error, older_than, newer_than, DELETABLE)
         act = None if dry_run else _delete(chosen.state)
         return self._drive(self._place.bulk(chosen, act))
 
@@ -256,8 +260,8 @@ class AsyncDeadLetterMethods:
         newer_than: float | None = None,
         dry_run: bool = False,
     ) -> int:
-        """Delete now every task in ``state`` (FAILED, or CANCELED) that matches the
-        filters given, as its expiry would later; answers how many (with ``dry_run``,
+        """Delete now every task in ``state`` (FAILED, CANCELED, or FINISHED) that matches
+        the filters given, as its expiry would later; answers how many (with ``dry_run``,
         how many match, and nothing changes). The filters are ``bulk_retry``'s.
 
         Dependents still waiting for a deleted task (``on_dependency_failure="wait"``)
@@ -266,6 +270,6 @@ class AsyncDeadLetterMethods:
         Raises:
             ValidationError: a bad state or filter.
         """
-        chosen = DeadLetterFilter.of(state, name, user_id, error, older_than, newer_than)
+        chosen = DeadLetterFilter.of(state, name, user_id, error, older_than, newer_than, DELETABLE)
         act = None if dry_run else _delete(chosen.state)
         return await self._drive(self._place.bulk(chosen, act))

@@ -1,6 +1,6 @@
 """The endpoints that retry or delete dead letters in bulk (``/dead-letters/retry``,
-``/dead-letters/delete``): FAILED or CANCELED tasks chosen by a filter, counted first
-with a dry run."""
+``/dead-letters/delete``): FAILED or CANCELED tasks (and FINISHED ones, to delete)
+chosen by a filter, counted first with a dry run."""
 
 from __future__ import annotations
 
@@ -15,18 +15,27 @@ from fairque.service.wire import Identifier
 Age = Annotated[float, Meta(ge=0, le=315_360_000)]
 
 
-class DeadLettersIn(Struct, forbid_unknown_fields=True, kw_only=True):
-    """Which dead letters: every task in ``state`` that matches each filter given (the
-    task's name, its tenant, a text its error holds, seconds since it ended); with
-    ``dry_run``, only count them."""
-
-    state: Literal["FAILED", "CANCELED"] = "FAILED"
+class _Filter(Struct, forbid_unknown_fields=True, kw_only=True):
     name: Identifier | None = None
     user_id: Identifier | None = None
     error: Annotated[str, Meta(min_length=1, max_length=1000)] | None = None
     older_than_seconds: Age | None = None
     newer_than_seconds: Age | None = None
     dry_run: bool = False
+
+
+class DeadLettersIn(_Filter, forbid_unknown_fields=True, kw_only=True):
+    """Which dead letters: every task in ``state`` that matches each filter given (the
+    task's name, its tenant, a text its error holds, seconds since it ended); with
+    ``dry_run``, only count them."""
+
+    state: Literal["FAILED", "CANCELED"] = "FAILED"
+
+
+class DeleteDeadLettersIn(_Filter, forbid_unknown_fields=True, kw_only=True):
+    """Which tasks to delete: as for a retry, FINISHED records too (to make room)."""
+
+    state: Literal["FAILED", "CANCELED", "FINISHED"] = "FAILED"
 
 
 class DeadLettersOut(Struct):
@@ -37,7 +46,7 @@ class DeadLettersOut(Struct):
 
 
 async def _bulk(ctx: Ctx, retry: bool) -> Reply:
-    body: DeadLettersIn = ctx.body
+    body: DeadLettersIn | DeleteDeadLettersIn = ctx.body
     action = ctx.q.bulk_retry if retry else ctx.q.bulk_delete
     with engine_errors():
         count = await action(

@@ -128,8 +128,9 @@ ROUTES: tuple[Route, ...] = (
           body=dl.DeadLettersIn, responses=((200, dl.DeadLettersOut),),
           errors=(404, 413, 415, 422)),
     Route("POST", Q + "/dead-letters/delete", dl.delete_dead_letters, ADMINS,
-          "Delete every FAILED (or CANCELED) task a filter picks (dry run: count them)",
-          body=dl.DeadLettersIn, responses=((200, dl.DeadLettersOut),),
+          "Delete every FAILED (or CANCELED, or FINISHED) task a filter picks (dry run:"
+          " count them)",
+          body=dl.DeleteDeadLettersIn, responses=((200, dl.DeadLettersOut),),
           errors=(404, 413, 415, 422)),
     Route("GET", "/v1/queues", h.list_queues, READERS, "The queues this server serves",
           responses=((200, QueuesOut),)),

@@ -1,7 +1,8 @@
 #!lua flags=allow-oom
 --[[
-bulk_delete: delete each of the given FAILED (or CANCELED) tasks now, as their expiry
-would later (an operator's bulk purge of dead letters): out of their registry, their
+bulk_delete: delete each of the given FAILED (or CANCELED, or FINISHED) tasks now, as
+their expiry would later (an operator's bulk purge of dead letters, or of finished
+records to make room): out of their registry, their
 user's and name's indexes and the expiry list, their data deleted. Each leaves a
 tombstone for the replay window ('gone:<id>', as finalize's), so a resent push of the
 id is still answered as the ended task, and a resend of this call answers the same.
@@ -9,7 +10,8 @@ Dependents still waiting for one (policy 'wait') are canceled by cleanup_depende
 as for an upstream that expired. A task in another state, or gone, is left as it is.
 
 ARGV[1] req         request id (unique per call; the same when a call is resent)
-ARGV[2] state       'FAILED' | 'CANCELED': the state a task must be in to be deleted
+ARGV[2] state       'FAILED' | 'CANCELED' | 'FINISHED': the state a task must be in to
+                    be deleted
 ARGV[3..]           task ids
 
 Reply: how many were deleted by this request.
@@ -19,9 +21,10 @@ Reply: how many were deleted by this request.
 -- @include last_op
 -- @include unindex_task
 
-local K = {prefix = KEYS[1], failed = KEYS[2], canceled = KEYS[3], ends = KEYS[4]}
+local K = {prefix = KEYS[1], failed = KEYS[2], canceled = KEYS[3], ends = KEYS[4],
+  finished = KEYS[5]}
 local req, state = ARGV[1], ARGV[2]
-local registry = state == 'FAILED' and K.failed or K.canceled
+local registry = ({FAILED = K.failed, CANCELED = K.canceled, FINISHED = K.finished})[state]
 local done = 0
 for i = 3, #ARGV do
   local id = ARGV[i]

@@ -415,8 +415,8 @@ def _bulk_action(value: Any) -> str:
 
 
 async def _dead_letters(q: AsyncFairQueue, action: str, filt: dict[str, Any], dry_run: bool) -> int:
-    """Retry or delete the FAILED or CANCELED tasks the filter picks (``bulk_retry`` /
-    ``bulk_delete``); how many (with ``dry_run``: how many match)."""
+    """Retry the FAILED or CANCELED tasks the filter picks, or delete them (FINISHED ones
+    too) (``bulk_retry`` / ``bulk_delete``); how many (with ``dry_run``: how many match)."""
     act = q.bulk_retry if action == "retry" else q.bulk_delete
     return await act(
         state=filt["state_"], name=filt["name"] or None, user_id=filt["user"] or None,

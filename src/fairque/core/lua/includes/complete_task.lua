@@ -7,6 +7,7 @@
 -- @include finalize
 -- @include handler_ms
 -- @include slot_members
+-- @include compact_record
 -- complete_task(K, id, token, has_result, result, ms, us, ordering, horizon_us, acc,
 -- run_us): finish a leased task if `token` still holds its lease, store its result
 -- (when the task keeps results) and release the dependents waiting only for it.
@@ -58,12 +59,6 @@ local function complete_task(K, id, token, has_result, result, ms, us, ordering,
       redis.call('ZREM', K.leases, id)
     end
     constraint_free(K, id, ms, f[8], f[12])
-    if not f[11] or f[11] == '0' then  -- a first attempt: no failure's fields to drop
-      redis.call('HDEL', task_key(K, id), 'lease', 'deadline', 'fair')
-    else
-      redis.call('HDEL', task_key(K, id), 'lease', 'deadline', 'fair', 'error',
-        'traceback', 'reason', 'details')
-    end
     if f[12] then
       redis.call('ZREM', held_key(K, f[3]), unpack(slot_members(id, f[12])))
     else
@@ -71,6 +66,7 @@ local function complete_task(K, id, token, has_result, result, ms, us, ordering,
     end
     fair_settle(K, f[3], {ran, f[10], 'done', us, run_us})
   end
+  compact_record(K, id, f[11] and f[11] ~= '0')  -- its lease fields go with its payload
   local trimmed = acc.trimmed or token % 16 ~= 0  -- token: the held lease's, numeric
   local known = {user = f[3], name = f[9], unwatched = false, counted = true,
     trimmed = trimmed, later = acc.later}

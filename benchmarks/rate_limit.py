@@ -19,7 +19,8 @@ Usage::
         [--seconds 20] [--workers 3] [--url URL]
 
 ``--rate 10 --cost 5``: the issue's "10 tokens a second, tasks of cost 5" (at most two
-starts in any second).
+starts in any second). ``--mixed 4 --cost 4``: every fourth task costs 4 tokens, the
+rest 1 (the tokens a second still reach the rate).
 """
 
 from __future__ import annotations
@@ -47,20 +48,29 @@ def max_in_window(starts: list[float], window: float) -> int:
 
 
 async def run(
-    url: str, rate: int, burst: int, seconds: float, workers: int, cost: int = 1
-) -> dict[str, Any]:
+    url: str, rate: int, burst: int, seconds: float, workers: int, cost: int = 1,
+    mixed: int = 1,
+) -> dict[str, Any]:  # fmt: skip
     q = AsyncFairQueue.from_url(url, f"bench-rate-{uuid.uuid4().hex[:8]}")
     reg = Registry()
     starts: list[float] = []
+    tokens: dict[float, int] = {}
 
     @reg.task(name="limited")
     async def limited(ctx: Context) -> None:
         assert ctx.task.started_at is not None
-        starts.append(ctx.task.started_at.timestamp())
+        at = ctx.task.started_at.timestamp()
+        starts.append(at)
+        tokens[at] = tokens.get(at, 0) + ctx.task.cost
+
+    def cost_of(i: int) -> int:  # every ``mixed``-th task costs ``cost``, the rest 1
+        return cost if i % mixed == 0 else 1
 
     await q.define_constraint(id="r", name="limited", rate=rate, per=1.0, burst=burst)
     load = int(seconds * rate * 1.5 / cost) + 50
-    await q.push_many([Task(user_id=f"u{i % 5}", name="limited", cost=cost) for i in range(load)])
+    await q.push_many(
+        [Task(user_id=f"u{i % 5}", name="limited", cost=cost_of(i)) for i in range(load)]
+    )
     config = WorkerConfig(max_concurrent_tasks=10)
     running = [Worker(q, reg, config) for _ in range(workers)]
     jobs = [asyncio.create_task(w.run_async()) for w in running]
@@ -77,10 +87,15 @@ async def run(
     def allowed(window: float) -> int:
         return int((math.ceil(window * rate) + burst - 1 + cost - 1) // cost)
 
+    # tokens taken after the first start, over the run's span (a start's own tokens
+    # are paid for by the interval before it)
+    spent = sum(tokens[t] for t in dict.fromkeys(kept)) - tokens[kept[0]]
+
     return {
         "rate": rate,
         "burst": burst,
         "cost": cost,
+        "mixed": mixed,
         "seconds": seconds,
         "workers": workers,
         "starts": len(kept),
@@ -89,7 +104,7 @@ async def run(
             "0.5s": max_in_window(kept, 0.5),
         },
         "allowed": {"1s": allowed(1.0), "0.5s": allowed(0.5)},
-        "utilisation": round((len(kept) - 1) * cost / span / rate, 4) if span > 0 else None,
+        "utilisation": round(spent / span / rate, 4) if span > 0 else None,
     }
 
 
@@ -100,6 +115,8 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--workers", type=int, default=3)
     parser.add_argument("--cost", type=int, default=1, help="tokens each task takes")
+    parser.add_argument("--mixed", type=int, default=1,
+                        help="only every N-th task costs --cost, the rest 1")  # fmt: skip
     parser.add_argument("--url", default=None, help="a server to use instead of a private one")
     args = parser.parse_args()
     server = None if args.url else EmbeddedServer()
@@ -107,7 +124,7 @@ def main() -> None:
         server.start()
     try:
         url = args.url or (server.url if server else "")
-        doc = run(url, args.rate, args.burst, args.seconds, args.workers, args.cost)
+        doc = run(url, args.rate, args.burst, args.seconds, args.workers, args.cost, args.mixed)
         print(json.dumps(asyncio.run(doc)))
     finally:
         if server is not None:

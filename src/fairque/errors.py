@@ -112,9 +112,10 @@ class ServerFull(ServerError):
 
 class QuotaExceeded(FairqueError):
     """A push would take a tenant past its backlog quota (``max_queued``), or its group
-    past the group's; nothing was written. ``user_id``, ``quota`` and ``queued`` (the
-    backlog now) say whose and how far; ``group_id`` names the group when it was the
-    group's quota (None: the tenant's own)."""
+    past the group's, or its byte quota (``max_bytes``, ``kind == "bytes"``); nothing
+    was written. ``user_id``, ``quota`` and ``queued`` (the backlog now, or the bytes
+    its tasks that have not ended hold) say whose and how far; ``group_id`` names the
+    group when it was the group's quota (None: the tenant's own)."""
 
     def __init__(
         self,
@@ -123,12 +124,14 @@ class QuotaExceeded(FairqueError):
         quota: int = 0,
         queued: int = 0,
         group_id: str | None = None,
+        kind: str = "tasks",
     ) -> None:
         super().__init__(message)
         self.user_id = user_id
         self.quota = quota
         self.queued = queued
         self.group_id = group_id
+        self.kind = kind
 
 
 class ScheduleNotFound(FairqueError, KeyError):
@@ -170,15 +173,32 @@ SCRIPT_ERRORS: dict[int, type[FairqueError]] = {
     -32: StaleConstraints,
     -33: ValidationError,
     -34: QuotaExceeded,
+    -35: QuotaExceeded,
 }
 
 
 def script_error(code: int, detail: str) -> FairqueError:
     """Build the exception for a script's numeric error code."""
     cls = SCRIPT_ERRORS.get(code, FairqueError)
+    if code == -35:
+        return bytes_exceeded(detail)
     if cls is QuotaExceeded:
         return quota_exceeded(detail)
     return cls(detail)
+
+
+def bytes_exceeded(detail: str) -> QuotaExceeded:
+    """``QuotaExceeded`` (``kind == "bytes"``) from a script's ``<quota> <bytes> <user>``."""
+    quota, held, user = [*detail.split(" ", 2), "", ""][:3]
+    try:
+        limit, have = int(quota), int(held)
+    except ValueError:
+        return QuotaExceeded(detail, kind="bytes")
+    return QuotaExceeded(
+        f"tenant {user!r} has {have} bytes of payloads in tasks that have not ended; its"
+        f" byte quota is {limit}: nothing was pushed",
+        user_id=user, quota=limit, queued=have, kind="bytes",
+    )  # fmt: skip
 
 
 def quota_exceeded(detail: str) -> QuotaExceeded:

@@ -130,6 +130,13 @@ def test_users_and_limits(cli_queue: tuple[list[str], FairQueue]) -> None:
     assert "'[big]'" in refused.stderr
     default = run_here(*base, "limits", "[big]", "--max-queued", "0")
     assert default.stdout.strip() == "[big]: the queue's default backlog quota"
+    most = run_here(*base, "limits", "[big]", "--max-bytes", "4096")
+    assert most.stdout.strip() == "[big]: at most 4,096 bytes waiting"
+    assert q.user_loads(["[big]"])[0].max_bytes == 4096
+    assert run_here(*base, "limits", "[big]", "--max-bytes", "-1").returncode == 2
+    unbound = run_here(*base, "limits", "[big]", "--max-bytes", "0")
+    assert unbound.stdout.strip() == "[big]: the queue's default byte quota"
+    assert q.user_loads(["[big]"])[0].max_bytes is None
     for user in ("g1", "g2", "solo"):
         q.push_many([Task(user_id=user, name="job") for _ in range(20)])
     for user in ("g1", "g2"):

@@ -15,7 +15,16 @@ from helpers.servers import ServerInfo
 from helpers.support import eviction_policy, memory_limit, unique_queue
 from helpers.worker_handlers import Harness, eventually
 
-from fairque import AsyncFairQueue, FairQueue, Registry, ServerError, ServerFull, Task, TaskState
+from fairque import (
+    AsyncFairQueue,
+    FairQueue,
+    QuotaExceeded,
+    Registry,
+    ServerError,
+    ServerFull,
+    Task,
+    TaskState,
+)
 
 PAYLOAD = {"blob": "x" * 300}
 
@@ -107,6 +116,32 @@ def test_a_drained_server_takes_pushes_again_with_the_default_result_ttl(
             assert done is not None
             assert done.payload is None  # a finished task keeps its result, not its payload
             assert q.result(done.task_id or "") == {"ok": True}
+    finally:
+        q.purge()
+        q.close()
+
+
+def test_a_byte_quota_refuses_the_flood_before_the_server_is_full(server: ServerInfo) -> None:
+    q = FairQueue.from_url(server.url, unique_queue("full"))
+    try:
+        q.set_user_limits("flood", max_bytes=300_000)  # a fifth of the room left
+        q.enqueue("work", PAYLOAD, user_id="warm")  # (the push script is loaded first)
+        with memory_limit(server):
+            pushed, refused = 0, None
+            for _ in range(10_000):
+                try:
+                    q.push_many(
+                        [Task(user_id="flood", name="work", payload=PAYLOAD) for _ in range(50)]
+                    )
+                except QuotaExceeded as exc:  # (never ServerFull: that would fail the test)
+                    refused = exc
+                    break
+                pushed += 50
+            assert refused is not None
+            assert refused.kind == "bytes"
+            assert 0 < pushed * 312 <= 300_000  # (a 300-byte blob is 312 bytes as JSON)
+            for i in range(100):  # the other tenants keep pushing: the server has room
+                q.enqueue("work", PAYLOAD, user_id=f"other-{i % 5}")
     finally:
         q.purge()
         q.close()

@@ -27,7 +27,8 @@ def refused_push(api: Api, user: str, status: int, kind: str, wait: str) -> dict
 def test_a_push_past_the_quota_is_429_and_writes_nothing(api: Api) -> None:
     limits = api.ok("PUT", "/users/noisy/limits", {"max_queued": 3})
     assert limits == {"user_id": "noisy", "weight": 1, "max_in_flight": None, "max_queued": 3,
-                      "group": None, "floor": None, "ceiling": None}  # fmt: skip
+                      "group": None, "floor": None, "ceiling": None,
+                      "max_bytes": None}  # fmt: skip
     for _ in range(3):
         api.push(user_id="noisy")
     problem = refused_push(api, "noisy", 429, "quota-exceeded", "5")
@@ -42,12 +43,28 @@ def test_a_push_past_the_quota_is_429_and_writes_nothing(api: Api) -> None:
     api.push(user_id="noisy")
 
 
+def test_a_push_past_the_byte_quota_is_429_and_others_push(api: Api) -> None:
+    limits = api.ok("PUT", "/users/flood/limits", {"max_bytes": 300})
+    assert limits["max_bytes"] == 300
+    blob = {"name": "job", "user_id": "flood", "payload": "x" * 98}  # 100 bytes as JSON
+    for _ in range(3):
+        api.ok("POST", "/tasks", blob, status=201)
+    problem = refused_push(api, "flood", 429, "quota-exceeded", "5")
+    assert "byte quota is 300" in problem["detail"]
+    api.push(user_id="other")  # the other tenants keep pushing
+    for bad in ({"max_bytes": 0}, {"max_bytes": "3"}, {"max_bytes": 2**41}):
+        assert api.call("PUT", "/users/flood/limits", bad).status_code == 422, bad
+    assert api.ok("PUT", "/users/flood/limits", {})["max_bytes"] is None  # removed
+    api.ok("POST", "/tasks", blob, status=201)
+
+
 def test_groups_share_worker_time_over_http(api: Api) -> None:
     """A user's group rides in its limits; a group's weight has its own PUT. Leased at
     the first estimate, a group of weight 3 with two tenants gets three quarters."""
     out = api.ok("PUT", "/users/alice/limits", {"group": "org"})
     assert out == {"user_id": "alice", "weight": 1, "max_in_flight": None, "max_queued": None,
-                   "group": "org", "floor": None, "ceiling": None}  # fmt: skip
+                   "group": "org", "floor": None, "ceiling": None,
+                   "max_bytes": None}  # fmt: skip
     api.ok("PUT", "/users/bob/limits", {"group": "org"})
     assert api.ok("PUT", "/groups/org/limits", {"weight": 3}) == {
         "group_id": "org", "weight": 3, "floor": None, "ceiling": None, "max_in_flight": None,

@@ -49,6 +49,7 @@ def test_scrape(live: LiveServer) -> None:
     queue, other = live.service.names
     q = FairQueue.from_url(live.service.url, queue)
     try:
+        q.set_user_limits("big", max_bytes=10_000)  # its payloads ("null") are counted
         q.push_many(
             [Task(user_id="big", name="n") for _ in range(6)]
             + [Task(user_id="small", name="n", priority=Priority.CRITICAL) for _ in range(2)]
@@ -82,6 +83,8 @@ def test_scrape(live: LiveServer) -> None:
         assert value(ready, queue=queue, user_id="big", lane="critical") == 0
         in_flight = m["fairque_user_in_flight_tasks"]
         assert value(in_flight, queue=queue, user_id="big") == 1
+        assert value(m["fairque_user_payload_bytes"], queue=queue, user_id="big") == 6 * 4
+        assert value(m["fairque_user_byte_quota"], queue=queue, user_id="big") == 10_000
         assert value(m["fairque_workers_alive"], queue=queue) == 1
         assert value(m["fairque_workers_alive"], queue=other) == 0
         assert value(m["fairque_oldest_waiting_seconds"], queue=queue) >= 0

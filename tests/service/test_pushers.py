@@ -289,7 +289,8 @@ def test_reads(api: Api) -> None:
     assert sorted(u["user_id"] for u in users) == ["alice", "bob"]
     limits = api.ok("PUT", "/users/alice/limits", {"weight": 2, "max_in_flight": 1})
     assert limits == {"user_id": "alice", "weight": 2, "max_in_flight": 1, "max_queued": None,
-                      "group": None, "floor": None, "ceiling": None}  # fmt: skip
+                      "group": None, "floor": None, "ceiling": None,
+                      "max_bytes": None}  # fmt: skip
     shown = {u["user_id"]: u for u in api.ok("GET", "/users")["users"]}
     assert (shown["alice"]["weight"], shown["alice"]["max_in_flight"]) == (2, 1)
     assert (shown["bob"]["weight"], shown["bob"]["max_in_flight"]) == (1, None)

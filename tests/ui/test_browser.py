@@ -129,8 +129,11 @@ def test_pages_and_actions(open_ui: tuple[LiveServer, FairQueue], page: Any) -> 
     bob = next(u for u in q.stats(user_limit=100).users if u.user_id == "bob")
     assert (bob.weight, bob.max_in_flight) == (3, 1)
     page.fill("#cap", "")
+    page.fill("#bytes", "5000")
     page.click("#save-limits")
     assert page.locator("#user-cap").inner_text() == "none"
+    assert page.locator("#user-byte-quota").inner_text() == "5,000"
+    assert q.user_loads(["bob"])[0].max_bytes == 5000
 
     # workers
     page.goto(f"{base}/workers")

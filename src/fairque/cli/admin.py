@@ -139,22 +139,37 @@ def limits(
     ] = None,
     floor: Floor = None,
     ceiling: Ceiling = None,
+    max_bytes: Annotated[
+        int | None,
+        typer.Option(
+            "--max-bytes",
+            min=0,
+            help="Byte quota: most payload bytes in its tasks that have not ended; 0: the"
+            " queue's default.",
+        ),
+    ] = None,
 ) -> None:
-    """Set a user's weight, in-flight cap, backlog quota, group and share of worker time
-    (only those given change)."""
-    given = (weight, max_in_flight, max_queued, group, floor, ceiling)
+    """Set a user's weight, in-flight cap, backlog quota, group, share of worker time and
+    byte quota (only those given change)."""
+    given = (weight, max_in_flight, max_queued, group, floor, ceiling, max_bytes)
     if all(v is None for v in given):
-        fail("give --weight, --max-in-flight, --max-queued, --group, --floor or --ceiling",
-             EXIT_USAGE)  # fmt: skip
+        fail("give --weight, --max-in-flight, --max-queued, --group, --floor, --ceiling or"
+             " --max-bytes", EXIT_USAGE)  # fmt: skip
     with open_queue(ctx) as q:
         q.set_user_limits(
             user, weight=weight, max_in_flight=max_in_flight, max_queued=max_queued, group=group,
-            floor=floor, ceiling=ceiling,
+            floor=floor, ceiling=ceiling, max_bytes=max_bytes,
         )  # fmt: skip
     between = []
     if max_queued is not None:
         between.append(
             f"at most {max_queued} queued" if max_queued else "the queue's default backlog quota"
+        )
+    if max_bytes is not None:
+        between.append(
+            f"at most {max_bytes:,} bytes waiting"
+            if max_bytes
+            else "the queue's default byte quota"
         )
     if group is not None:
         between.append(f"in group {group}" if group else "in no group")

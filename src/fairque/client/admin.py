@@ -1,9 +1,7 @@
 """The administration methods of ``FairQueue`` and ``AsyncFairQueue``: worker
-registrations, per-user limits, stats and metrics, maintenance and purge.
-
-Both clients inherit them from here; each method only sends the call that
-``fairque.core.ops`` builds (the parity test holds the two to the same signatures).
-"""
+registrations, per-user limits, stats and metrics, maintenance and purge. Each method
+only sends the call that ``fairque.core.ops`` builds (the parity test holds the two
+clients to the same signatures)."""
 
 from __future__ import annotations
 
@@ -13,14 +11,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from fairque.client.deadletters import AsyncDeadLetterMethods, DeadLetterMethods
 from fairque.client.shards.layout import layout_flow, resize_flow
 from fairque.core.ops.tasks import group_load
-from fairque.models import (
-    Fairness,
-    GroupLoad,
-    QueueMetrics,
-    QueueStats,
-    TenantReport,
-    WorkerInfo,
-)
+from fairque.models import Fairness, GroupLoad, QueueMetrics, QueueStats, TenantReport, WorkerInfo
 
 if TYPE_CHECKING:
     from fairque.client.base import Flow
@@ -111,6 +102,7 @@ class AdminMethods(DeadLetterMethods):
         group: str | None = None,
         floor: float | None = None,
         ceiling: float | None = None,
+        max_bytes: int | None = None,
     ) -> None:
         """Set the limits of ``user_id`` that are given; a limit left None stays as it is.
 
@@ -130,13 +122,16 @@ class AdminMethods(DeadLetterMethods):
                 has work, whatever the others' weights (a fraction; 0 removes it).
             ceiling: the most part of it while others wait (a fraction; 1 removes it);
                 alone, it may use every worker.
+            max_bytes: its byte quota: a push that would take the payload bytes of its
+                tasks that have not ended past this raises ``QuotaExceeded``; 0 removes
+                it (the queue's ``max_bytes_per_user`` applies again).
 
         Raises:
             ValidationError: a limit is out of range or not an integer, or a bad group.
         """
         ops = self._place.for_user(user_id).ops
         call = ops.set_user_limits(
-            user_id, weight, max_in_flight, max_queued, group, floor, ceiling
+            user_id, weight, max_in_flight, max_queued, group, floor, ceiling, max_bytes
         )
         self._run(call)
 
@@ -341,6 +336,7 @@ class AsyncAdminMethods(AsyncDeadLetterMethods):
         group: str | None = None,
         floor: float | None = None,
         ceiling: float | None = None,
+        max_bytes: int | None = None,
     ) -> None:
         """Set the limits of ``user_id`` that are given; a limit left None stays as it is.
 
@@ -360,13 +356,16 @@ class AsyncAdminMethods(AsyncDeadLetterMethods):
                 has work, whatever the others' weights (a fraction; 0 removes it).
             ceiling: the most part of it while others wait (a fraction; 1 removes it);
                 alone, it may use every worker.
+            max_bytes: its byte quota: a push that would take the payload bytes of its
+                tasks that have not ended past this raises ``QuotaExceeded``; 0 removes
+                it (the queue's ``max_bytes_per_user`` applies again).
 
         Raises:
             ValidationError: a limit is out of range or not an integer, or a bad group.
         """
         ops = self._place.for_user(user_id).ops
         call = ops.set_user_limits(
-            user_id, weight, max_in_flight, max_queued, group, floor, ceiling
+            user_id, weight, max_in_flight, max_queued, group, floor, ceiling, max_bytes
         )
         await self._run(call)
 

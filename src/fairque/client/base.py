@@ -121,7 +121,7 @@ def translate_error(exc: ResponseError) -> FairqueError | ResponseError:
 FULL_ADVICE = (
     "the server is at its memory limit (maxmemory) and refuses new work; workers keep"
     " draining the queue, so retry later, or raise maxmemory, shorten result_ttl, or"
-    " bound the noisy tenant with a backlog quota (max_queued)"
+    " bound the noisy tenant with a backlog quota (max_queued) or a byte quota (max_bytes)"
 )
 
 

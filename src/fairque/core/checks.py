@@ -300,6 +300,24 @@ def check_user_limits(
     return out[0], out[1], out[2]
 
 
+#: the largest byte quota ``set_user_limits(max_bytes=)`` takes (1 TiB)
+MAX_BYTES = 1 << 40
+
+
+def check_max_bytes(value: object) -> str:
+    """``set_user_limits(max_bytes=)`` as the script takes it: ``""`` for None (left as
+    it is), else an integer from 0 (removed) to ``MAX_BYTES``."""
+    if value is None:
+        return ""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValidationError(
+            f"max_bytes must be an integer from 0 to {MAX_BYTES}, or None to leave it as it"
+            f" is; got {value!r}",
+            field="max_bytes",
+        )
+    return str(check_int(value, "max_bytes", 0, MAX_BYTES))
+
+
 def _fraction(value: object, name: str, floor: bool) -> float | None:
     """A share's bound: None, or a number in [0, 1) (a floor) or (0, 1] (a ceiling)."""
     if value is None:

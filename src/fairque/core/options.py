@@ -16,7 +16,7 @@ MAX_PAYLOAD_BYTES = 512 * 1024 * 1024
 _NUMBERS = (
     "aging_horizon_seconds", "lease_seconds", "retry_base_seconds", "max_retries",
     "max_payload_bytes", "result_ttl_seconds", "failed_ttl_seconds", "maintenance_batch",
-    "max_queued_per_user",
+    "max_queued_per_user", "max_bytes_per_user",
 )  # fmt: skip
 
 
@@ -43,6 +43,10 @@ class QueueOptions(BaseModel):
             (``set_user_limits(max_queued=)``): a push that would take the user's tasks
             in QUEUED, SCHEDULED or DEFERRED past it raises ``QuotaExceeded``. None:
             no default quota.
+        max_bytes_per_user: the byte quota of a user without one of its own
+            (``set_user_limits(max_bytes=)``): a push that would take the payload bytes
+            of the user's tasks that have not ended past it raises ``QuotaExceeded``
+            (``kind == "bytes"``). None: no default.
 
     Every duration is a finite number of seconds of at most 10 years
     (``fairque.core.checks.MAX_SECONDS``); ``max_payload_bytes`` is at most 512 MiB.
@@ -66,6 +70,7 @@ class QueueOptions(BaseModel):
     maintenance_batch: int = Field(default=100, ge=1, le=10_000)
     on_duplicate: Literal["return", "error"] = "return"
     max_queued_per_user: int | None = Field(default=None, ge=1, le=1_000_000_000)
+    max_bytes_per_user: int | None = Field(default=None, ge=1, le=1 << 40)
 
     @field_validator(*_NUMBERS, mode="before")
     @classmethod

@@ -17,8 +17,9 @@ class LimitsIn(Struct, forbid_unknown_fields=True, kw_only=True):
     """A user's weight (its share against weight 1), in-flight cap (null: no cap),
     backlog quota (its tasks queued, scheduled or deferred; null: the queue's default),
     group (null: none; a group's weight is shared over its tenants in time mode), floor
-    (the least part of the worker time it holds while it has work; null: none) and
-    ceiling (the most while others wait; null: none; above the floor)."""
+    (the least part of the worker time it holds while it has work; null: none),
+    ceiling (the most while others wait; null: none; above the floor) and byte quota
+    (the payload bytes of its tasks that have not ended; null: the queue's default)."""
 
     weight: Weight = 1
     max_in_flight: Annotated[int, Meta(ge=1, le=1_000_000)] | None = None
@@ -26,6 +27,7 @@ class LimitsIn(Struct, forbid_unknown_fields=True, kw_only=True):
     group: Identifier | None = None
     floor: Annotated[float, Meta(gt=0, lt=1)] | None = None
     ceiling: Annotated[float, Meta(gt=0, lt=1)] | None = None
+    max_bytes: Annotated[int, Meta(ge=1, le=1 << 40)] | None = None
 
 
 class LimitsOut(Struct):
@@ -38,6 +40,7 @@ class LimitsOut(Struct):
     group: str | None
     floor: float | None
     ceiling: float | None
+    max_bytes: int | None
 
 
 class GroupLimitsIn(Struct, forbid_unknown_fields=True, kw_only=True):
@@ -78,10 +81,11 @@ async def set_limits(ctx: Ctx) -> Reply:
         group=body.group or "",
         floor=body.floor or 0.0,
         ceiling=body.ceiling or 1.0,
+        max_bytes=body.max_bytes or 0,
     )
     limits = LimitsOut(
         user_id, body.weight, body.max_in_flight, body.max_queued, body.group, body.floor,
-        body.ceiling,
+        body.ceiling, body.max_bytes,
     )  # fmt: skip
     return Reply(200, limits)
 

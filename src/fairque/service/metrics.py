@@ -231,6 +231,16 @@ def families(
         "Unexpired leases of the users shown in fairque_user_ready_tasks and of lease holders.",
         labels=["queue", "user_id"],
     )
+    held_bytes = GaugeMetricFamily(
+        "fairque_user_payload_bytes",
+        "Payload bytes of the shown users' tasks that have not ended, counted under a byte"
+        " quota (max_bytes).",
+        labels=["queue", "user_id"],
+    )
+    byte_quota = GaugeMetricFamily(
+        "fairque_user_byte_quota", "A shown user's own byte quota, if it has one.",
+        labels=["queue", "user_id"],
+    )  # fmt: skip
     oldest = GaugeMetricFamily(
         "fairque_oldest_waiting_seconds", "Age of the task QUEUED longest (0: none).",
         labels=["queue"],
@@ -259,6 +269,9 @@ def families(
             ready.add_metric([queue, load.user_id, "critical"], load.critical)
             ready.add_metric([queue, load.user_id, "normal"], load.normal)
             in_flight.add_metric([queue, load.user_id], load.in_flight)
+            held_bytes.add_metric([queue, load.user_id], load.bytes)
+            if load.max_bytes:
+                byte_quota.add_metric([queue, load.user_id], load.max_bytes)
         oldest.add_metric([queue], f["oldest"] or 0.0)
         workers.add_metric([queue], f["workers"])
         users.add_metric([queue], stats.active_users)
@@ -269,7 +282,7 @@ def families(
             _add_histogram(hist, [queue], getattr(engine_metrics, attr), shown)
         for key, family in counters.items():
             family.add_metric([queue], float(values.get(key, 0)))
-    gauges = [tasks, ready, in_flight, oldest, workers, users, capped]
+    gauges = [tasks, ready, in_flight, held_bytes, byte_quota, oldest, workers, users, capped]
     busy = CounterMetricFamily(
         "fairque_worker_seconds", "Worker time every lease of the queue held.", labels=["queue"]
     )

@@ -22,7 +22,8 @@ canceled or finished by someone else); nothing changes then.
 
 local K = {prefix = KEYS[1], ring = KEYS[2], delayed = KEYS[3], leases = KEYS[4],
   queued = KEYS[5], deferred = KEYS[6], finished = KEYS[7], meta = KEYS[8], stats = KEYS[9],
-  caps = KEYS[10], capped = KEYS[11], wake = KEYS[12], ends = KEYS[13], constraint_due = KEYS[14]}
+  caps = KEYS[10], capped = KEYS[11], wake = KEYS[12], ends = KEYS[13], constraint_due = KEYS[14],
+  backlog = KEYS[15]}
 local ms, us = now()
 local acc = {runs = {}, done = 0}
 local ok, ready = complete_task(K, ARGV[1], ARGV[2], ARGV[3] == '1', ARGV[4], ms, us,

@@ -49,6 +49,7 @@ ARGV[6] req         request id (unique per call; the same when a call is resent)
 ARGV[7] cver        the constraints version the client matched the tasks against
 ARGV[8] max_queued  the queue's default backlog quota per user ('0': none)
   (the per-task values start at ARGV[9])
+ARGV[9 + 17n] max_bytes  the queue's default byte quota per user ('0' or absent: none)
 
 Reply: one entry per task: {0, state, created_ms} for a new task,
        {1, <HGETALL of the existing task>, mine} for an id that already exists (mine:
@@ -59,8 +60,10 @@ Errors: 'FQERR -32' (StaleConstraints) when the queue's constraints changed sinc
         client read them (it reloads them and pushes again); 'FQERR -3 <id>' (DuplicateTask) when on_dup is 'error'; 'FQERR -5'
         (DependencyNotFound) for an unknown upstream id; 'FQERR -34 <quota> <backlog> <user>'
         (QuotaExceeded) when the batch's new tasks would take a user's backlog past its
-        quota ('... <user>\t<group>': its group's backlog past the group's quota).
-        Nothing is written then.
+        quota ('... <user>\t<group>': its group's backlog past the group's quota);
+        'FQERR -35 <quota> <bytes> <user>' (QuotaExceeded) when their payloads would take
+        the bytes a user's tasks that have not ended hold past its byte quota (its own,
+        quotas '<user>\0b', else the queue's default). Nothing is written then.
 ]]
 -- @include now
 -- @include keys
@@ -73,6 +76,7 @@ Errors: 'FQERR -32' (StaleConstraints) when the queue's constraints changed sinc
 -- @include stored_entry
 -- @include due_by
 -- @include task_stock
+-- @include bytes_add
 
 local K = {prefix = KEYS[1], ring = KEYS[2], delayed = KEYS[3], queued = KEYS[4],
   deferred = KEYS[5], canceled = KEYS[6], meta = KEYS[7], stats = KEYS[8], capped = KEYS[9],
@@ -180,6 +184,31 @@ if has_own and redis.call('HEXISTS', K.quotas, '\0groups') == 1 then
   end
 end
 
+-- byte quotas: the payload bytes of a user's tasks that have not ended, held to its own
+-- quota or the queue's default; a new task of a user under one records its bytes
+local max_bytes = ARGV[B + n * W] or '0'
+local counted, add_bytes = {}, {}
+if #adders > 0 and (max_bytes ~= '0' or has_own) then
+  for i = 0, n - 1 do
+    local b = B + i * W
+    if not existing[ARGV[b]] and not merge[ARGV[b]] then
+      add_bytes[ARGV[b + 1]] = (add_bytes[ARGV[b + 1]] or 0) + #ARGV[b + 3]
+    end
+  end
+  for _, user in ipairs(adders) do
+    local quota = has_own and redis.call('HGET', K.quotas, user .. '\0b') or max_bytes
+    if quota ~= '0' then
+      local used = redis.call('HGET', K.backlog, user .. '\0b') or '0'
+      if used + add_bytes[user] > quota + 0 then
+        return redis.error_reply('FQERR -35 ' .. quota .. ' ' .. used .. ' ' .. user)
+      end
+      counted[user] = true
+    end
+  end
+  -- (counted now: a task canceled at push below stops counting as it ends)
+  for user in pairs(counted) do bytes_add(K, user, add_bytes[user]) end
+end
+
 local ms, us = now()
 -- A ready task's lane, registry and index entries are gathered per key and written
 -- after the loop, one command per key rather than per task: a batch of 1,000 plain
@@ -225,6 +254,11 @@ for i = 0, n - 1 do
     if mode ~= 'keep' and not merged_before then
       redis.call('HSET', ttk, 'payload', payload)
       merged = true
+      local had = redis.call('HGET', ttk, 'bytes')
+      if had then  -- counted against its user's byte quota: as its new payload
+        bytes_add(K, user, #payload - had)
+        redis.call('HSET', ttk, 'bytes', #payload)
+      end
       local f = redis.call('HMGET', ttk, 'state', 'created')
       if mode == 'debounce' and f[1] ~= 'QUEUED' then
         local start = math.min(ms + win, f[2] + most)
@@ -247,7 +281,7 @@ for i = 0, n - 1 do
     local stock = task_stock(ARGV[b + 4], max_retries, keep, ttl)
     local trace = ARGV[b + 16]
     if plain and stock and timeout_ms < 0 and cons == '' and cost == '1' and dedup == ''
-        and trace == '' then
+        and trace == '' and not counted[user] then
       redis.call('HSET', tk, 'id', id, 'user', user, 'name', name, 'payload', payload,
         'created', ms, 'state', 'QUEUED', 'pushed', req)
     else
@@ -266,6 +300,7 @@ for i = 0, n - 1 do
       end
       if dedup ~= '' then fields[#fields + 1] = 'dedup'; fields[#fields + 1] = dedup end
       if trace ~= '' then fields[#fields + 1] = 'trace'; fields[#fields + 1] = trace end
+      if counted[user] then fields[#fields + 1] = 'bytes'; fields[#fields + 1] = #payload end
       fields[#fields + 1] = 'pushed'; fields[#fields + 1] = req
       redis.call('HSET', tk, unpack(fields))
     end

@@ -20,6 +20,7 @@ ARGV[3] cver        the constraints version the client matched the task against
 ARGV[4] id, ARGV[5] user, ARGV[6] name, ARGV[7] payload, ARGV[8] prio (1..6),
 ARGV[9] max_retries, ARGV[10] keep_result (0|1), ARGV[11] result_ttl_ms
 ARGV[12] max_queued  the queue's default backlog quota per user ('0': none)
+ARGV[13] max_bytes  the queue's default byte quota per user ('0' or absent: none)
 
 Reply: one entry, as push.lua's: {0, 'QUEUED', created_ms} for a new task, {1, <HGETALL
        of the existing task>, mine} for an id that exists, {2, state} for a tombstone.
@@ -27,7 +28,9 @@ Errors: 'FQERR -32' (StaleConstraints) when the queue's constraints changed sinc
         client read them; 'FQERR -3 <id>' (DuplicateTask) when on_dup is 'error';
         'FQERR -34 <quota> <backlog> <user>' (QuotaExceeded) when the user's backlog is
         at its quota ('... <user>\t<group>' when its group's backlog is at the
-        group's quota). Nothing is written then.
+        group's quota); 'FQERR -35 <quota> <bytes> <user>' when its payload would take
+        the bytes the user's tasks that have not ended hold past its byte quota (as
+        push.lua's). Nothing is written then.
 ]]
 -- @include now
 -- @include keys
@@ -35,6 +38,7 @@ Errors: 'FQERR -32' (StaleConstraints) when the queue's constraints changed sinc
 -- @include stored_entry
 -- @include backlog_add
 -- @include task_stock
+-- @include bytes_add
 
 local K = {prefix = KEYS[1], intake = KEYS[2], wake = KEYS[3], constraints = KEYS[4],
   stats = KEYS[5], backlog = KEYS[6], quotas = KEYS[7]}
@@ -60,10 +64,10 @@ end
 
 -- the task joins its user's backlog first: the count answers the quota check, and a
 -- push past the quota takes it back, so the refusal leaves nothing written
-local quota, kept = ARGV[12], nil
+local quota, kept, bquota = ARGV[12], nil, ARGV[13] or '0'
 if not fresh then
-  kept = redis.call('HMGET', K.quotas, user, '\0groups')
-  quota = kept[1] or quota
+  kept = redis.call('HMGET', K.quotas, user, '\0groups', user .. '\0b')
+  quota, bquota = kept[1] or quota, kept[3] or bquota
 end
 local queued = redis.call('HINCRBY', K.backlog, user, 1)
 -- on a queue that keeps its groups' backlogs (set_group_limits marks the quotas too, so
@@ -86,8 +90,23 @@ if limit and have > limit + 0 then
   return redis.error_reply('FQERR -34 ' .. limit .. ' ' .. (have - 1) .. ' ' .. user .. '\t'
     .. group)
 end
+-- under a byte quota the payload counts from now until the task ends
+local bytes
+if bquota ~= '0' then
+  bytes = #ARGV[7]
+  local used = redis.call('HGET', K.backlog, user .. '\0b') or '0'
+  if used + bytes > bquota + 0 then
+    backlog_add(K, user, -1)  -- (its group's backlog too)
+    return redis.error_reply('FQERR -35 ' .. bquota .. ' ' .. used .. ' ' .. user)
+  end
+  bytes_add(K, user, bytes)
+end
 local ms = now()
-if task_stock(prio, ARGV[9], ARGV[10], ARGV[11]) then
+if bytes then
+  redis.call('HSET', tk, 'id', id, 'user', user, 'name', name, 'payload', ARGV[7],
+    'created', ms, 'prio', prio, 'max_retries', ARGV[9], 'keep_result', ARGV[10],
+    'result_ttl', ARGV[11], 'state', 'QUEUED', 'pushed', req, 'bytes', bytes)
+elseif task_stock(prio, ARGV[9], ARGV[10], ARGV[11]) then
   redis.call('HSET', tk, 'id', id, 'user', user, 'name', name, 'payload', ARGV[7],
     'created', ms, 'state', 'QUEUED', 'pushed', req)
 else

@@ -25,6 +25,9 @@ ARGV[6] group
 ARGV[7] floor       the least part of the worker time it holds while it has work (0: none);
                     '' unchanged
 ARGV[8] ceiling     the most part of it while others wait (1: none); '' unchanged
+ARGV[9] max_bytes   byte quota: at most this many payload bytes in its tasks that have
+                    not ended (0 = the queue's default; quotas '<user>\0b'); '' or absent
+                    unchanged
 
 Reply: 1.
 ]]
@@ -53,6 +56,13 @@ end
 set_limit(K.weights, ARGV[2], 1)
 set_limit(K.caps, ARGV[3], 0)
 set_limit(K.quotas, ARGV[4], 0)
+if (ARGV[9] or '') ~= '' then
+  if tonumber(ARGV[9]) > 0 then
+    redis.call('HSET', K.quotas, user .. '\0b', ARGV[9])
+  else
+    redis.call('HDEL', K.quotas, user .. '\0b')
+  end
+end
 local tk = tenant_key(K, user)
 local counted = redis.call('HGET', K.meta, 'counted')
 local function count_ring()  -- the first group or share: the ring is counted from now on

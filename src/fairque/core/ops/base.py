@@ -41,6 +41,8 @@ class OperationsBase:
         }
         #: the default backlog quota per user a push holds tenants to (0: none)
         self._max_queued = options.max_queued_per_user or 0
+        #: the default byte quota per user (payloads of its tasks not ended; 0: none)
+        self._max_bytes = options.max_bytes_per_user or 0
         # push_one's argument before the request id
         self._one_head = (options.on_duplicate,)
 

@@ -267,6 +267,8 @@ class InspectionOperations(OperationsBase):
             Call(None, (keys.capped,), ("SISMEMBER", user_id), bool),
             Call(None, (keys.backlog,), ("HGET", user_id), _number),
             Call(None, (keys.quotas,), ("HGET", user_id), _number),
+            Call(None, (keys.backlog,), ("HGET", f"{user_id}\0b"), _number),
+            Call(None, (keys.quotas,), ("HGET", f"{user_id}\0b"), _number),
             Call(None, (keys.critical(user_id),), ("LRANGE", 0, 0), _texts),
             # ordered by virtual arrival, at most the aging horizon from push time
             Call(None, (keys.normal(user_id),), ("ZRANGE", 0, 4), _texts),
@@ -276,9 +278,10 @@ class InspectionOperations(OperationsBase):
     def load_from(user_id: str, answers: Sequence[Any], oldest_ms: int | None) -> UserLoad:
         """The ``UserLoad`` of ``user_load``'s answers."""
         critical, normal, in_flight, weight, cap, rank, capped, queued, quota = answers[:9]
+        held, max_bytes = answers[9:11]
         return UserLoad(
             user_id, critical, normal, in_flight, weight or 1, cap or None, rank, capped,
-            oldest_ms, queued or 0, quota or None,
+            oldest_ms, queued or 0, quota or None, held or 0, max_bytes or None,
         )  # fmt: skip
 
     def created_ms(self, task_id: str) -> Call[int | None]:

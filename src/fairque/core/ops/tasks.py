@@ -13,6 +13,7 @@ from fairque.core.checks import (
     MAX_USER_ID,
     check_delays,
     check_group,
+    check_max_bytes,
     check_max_lead,
     check_share,
     check_task_list,
@@ -118,6 +119,7 @@ class TaskOperations(OperationsBase):
             position = None
             for record in records:
                 args.extend(record)
+        args.append(self._max_bytes)  # after the tasks: push.lua's last value
         pushed, created = self.codec.pushed, self.codec.created
 
         def parse(reply: list[Any]) -> Pushed:
@@ -143,7 +145,7 @@ class TaskOperations(OperationsBase):
             values["trace_context"] = trace
         record = codec.encode(values)
         if not _plain(record):
-            args = [*self._push_head(1), *record]
+            args = [*self._push_head(1), *record, self._max_bytes]
             return self._call("push", args, lambda r: codec.pushed(r[0], values, task))
         return self._push_one(request_id(), record, lambda r: codec.pushed(r, values, task))
 
@@ -154,7 +156,7 @@ class TaskOperations(OperationsBase):
         args = (
             *self._one_head, req, self.codec.constraints.version, record[0], record[1],
             record[2], record[3], record[4], record[5], record[9], record[10],
-            self._max_queued,
+            self._max_queued, self._max_bytes,
         )  # fmt: skip
         return self._call("push_one", args, parse)
 
@@ -226,7 +228,7 @@ class TaskOperations(OperationsBase):
             name, payload, user_id, priority, task_id or ids[:32], max_retries, keep_result
         )
         if record[13]:  # matched constraints: the general push
-            args = [*self._push_head(1), *record]
+            args = [*self._push_head(1), *record, self._max_bytes]
             args[5] = ids[32:]  # the request id, from the same read
             return self._call("push", args, lambda r: codec.pushed(r[0], values, None))
         return self._push_one(ids[32:], record, lambda r: codec.pushed(r, values, None))
@@ -328,13 +330,14 @@ class TaskOperations(OperationsBase):
         group: str | None = None,
         floor: float | None = None,
         ceiling: float | None = None,
+        max_bytes: int | None = None,
     ) -> Call[None]:
-        """Set a user's weight, in-flight cap, backlog quota, group and share; None leaves
-        one as it is (a group of ``""`` takes the user out of its group)."""
+        """Set a user's weight, in-flight cap, backlog quota, group, share and byte quota;
+        None leaves one as it is (a group of ``""`` takes the user out of its group)."""
         limits = check_user_limits(user_id, weight, max_in_flight, max_queued)
         grouping = ["", ""] if group is None else ["1", group and check_group(group)]
         share = check_share(floor, ceiling)
-        args = [user_id, *limits, *grouping, *share]
+        args = [user_id, *limits, *grouping, *share, check_max_bytes(max_bytes)]
         return self._call("set_user_limits", args, lambda r: None)
 
     def set_group_limits(

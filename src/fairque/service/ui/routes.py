@@ -278,6 +278,7 @@ class Ui:
             request, "user.html", queue=q.queue, page="tenants", load=load,
             oldest_age=views.ago(now, load.oldest_ms),
             default_quota=q.options.max_queued_per_user,
+            default_bytes=q.options.max_bytes_per_user,
         )  # fmt: skip
 
     # actions ----------------------------------------------------------------------
@@ -339,20 +340,25 @@ class Ui:
         back = f"/ui/q/{q.queue}/user?" + urlencode({"id": user_id})
         cap_text = form.get("cap", "").strip()
         quota_text = form.get("quota", "").strip()
+        bytes_text = form.get("bytes", "").strip()
         try:
             weight = int(form.get("weight", "1"))
             cap = int(cap_text) if cap_text else None
             quota = int(quota_text) if quota_text else None
+            most = int(bytes_text) if bytes_text else None
             # the form shows every limit: an empty field removes that limit
             await q.set_user_limits(
-                user_id, weight=weight, max_in_flight=cap or 0, max_queued=quota or 0
-            )
+                user_id, weight=weight, max_in_flight=cap or 0, max_queued=quota or 0,
+                max_bytes=most or 0,
+            )  # fmt: skip
         except (ValueError, FairqueError) as exc:
             return _redirect(back, msg=f"not changed: {exc}")
         shown = quota if quota is not None else "the queue's default"
+        kept = most if most is not None else "the queue's default"
         return _redirect(
             back,
-            msg=f"weight {weight}, cap {cap if cap is not None else 'none'}, backlog quota {shown}",
+            msg=f"weight {weight}, cap {cap if cap is not None else 'none'}, backlog quota {shown},"
+            f" byte quota {kept}",
         )
 
     # wiring -------------------------------------------------------------------------

@@ -30,7 +30,7 @@ local function complete_task(K, id, token, has_result, result, ms, us, ordering,
                              acc, run_us)
   local req = 'L' .. token
   local held, f = lease_fence(K, id, token, 'user', 'keep_result', 'result_ttl', 'op',
-    'started', 'cons', 'name', 'fair', 'retries', 'cost', 'gheld')
+    'started', 'cons', 'name', 'fair', 'retries', 'cost', 'gheld', 'bytes')
   if not held then
 -- @include replayed
 -- @include last_op
@@ -69,7 +69,7 @@ local function complete_task(K, id, token, has_result, result, ms, us, ordering,
   compact_record(K, id, f[11] and f[11] ~= '0')  -- its lease fields go with its payload
   local trimmed = acc.trimmed or token % 16 ~= 0  -- token: the held lease's, numeric
   local known = {user = f[3], name = f[9], unwatched = false, counted = true,
-    trimmed = trimmed, later = acc.later}
+    trimmed = trimmed, later = acc.later, bytes = f[14] or false}
   if not trimmed then acc.trimmed = true end
   if has_result and (f[4] or select(3, task_stock())) == '1' then known.result = result end
   local ready = 0

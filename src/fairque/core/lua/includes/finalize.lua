@@ -1,6 +1,7 @@
 -- @include keys
 -- @include notify_waiters
 -- @include unindex_task
+-- @include bytes_add
 -- finalize(K, id, state, registry, ms, ttl_ms, counter, op): move a task to a terminal
 -- state, index it in its `registry` key by expiry time, trim expired entries, set the
 -- TTL, and wake result() waiters. A task that did not finish keeps its blocked set (its
@@ -16,7 +17,9 @@
 -- result = <value> (also written to the task's 'result' field), counted = true (the
 -- caller adds to `counter`), trimmed = true (the registry was trimmed at `ms` already),
 -- later = {ends = {}, registry = {}} (the two expiry ZADDs' score, member pairs are
--- appended there for the caller to write, one ZADD each for many tasks).
+-- appended there for the caller to write, one ZADD each for many tasks), bytes = <the
+-- task's 'bytes' field, false when absent> (a task counted against its user's byte
+-- quota stops counting as it ends).
 local function finalize(K, id, state, registry, ms, ttl_ms, counter, op, known)
   local tk = task_key(K, id)
   local result = known and known.result
@@ -33,12 +36,15 @@ local function finalize(K, id, state, registry, ms, ttl_ms, counter, op, known)
   if ttl_ms < 60000 then
     redis.call('SET', gone_key(K, id), state .. ' ' .. (op or ''), 'PX', 60000)
   end
-  local owner
+  local owner, bytes
   if known and known.user ~= nil then
-    owner = {known.user, known.name}
+    owner, bytes = {known.user, known.name}, known.bytes
   else
-    owner = redis.call('HMGET', tk, 'user', 'name')
+    owner = redis.call('HMGET', tk, 'user', 'name', 'bytes')
+    bytes = owner[3]
   end
+  if bytes == nil then bytes = redis.call('HGET', tk, 'bytes') end
+  if bytes then bytes_add(K, owner[1], -bytes) end
   if ttl_ms <= 0 then
     unindex_task(K, id, owner[1], owner[2])
     redis.call('DEL', tk)

@@ -204,14 +204,17 @@ class QueueKeys:
         against the user's quota. A user with none has no field. The field ``"\0groups"``
         (no user id holds a control character) marks a queue that also keeps its
         groups' backlogs, in each group's hash (``backlog``): set with the first group
-        quota (``set_group_limits(max_queued=)``)."""
+        quota (``set_group_limits(max_queued=)``). The field ``'<user>\0b'`` holds the
+        payload bytes of the user's tasks that have not ended, counted under a byte
+        quota (``max_bytes``)."""
         return self._k("backlog")
 
     @property
     def quotas(self) -> str:
         """Hash user -> its backlog quota (``max_queued``), over the queue's default;
-        with the field ``"\0groups"`` as in ``backlog``, so a push of a grouped tenant's
-        task looks for its group's quota."""
+        ``'<user>\0b'`` -> its byte quota (``max_bytes``); with the field ``"\0groups"``
+        as in ``backlog``, so a push of a grouped tenant's task looks for its group's
+        quota."""
         return self._k("quotas")
 
     @property

@@ -63,6 +63,9 @@ progress_message       progress_msg  -              the message reported with it
                                                     task counts in (fairque.constraints.model)
 -                      parked        -              the constraint bucket the task is parked
                                                     in while over its limit (still QUEUED)
+-                      bytes         -              its payload's length, when it was pushed
+                                                    under a byte quota (counted against it
+                                                    until it ends)
 -                      ptag          -              '<tag> <lane score> <bucket>': its place
                                                     in a global bucket's fair order, from
                                                     its first wait there until it starts
@@ -207,6 +210,7 @@ FIELDS: tuple[Field, ...] = (
     Field(None, "pushed", None, None),
     Field(None, "cons", "cons", None),
     Field(None, "parked", None, None),
+    Field(None, "bytes", None, None),
     Field(None, "ptag", None, None),
     Field(None, "fair", None, None),
     Field(None, "gheld", None, None),

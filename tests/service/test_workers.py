@@ -194,6 +194,14 @@ def test_a_refused_result_fails_its_task_at_once(api: Api) -> None:
     assert "serializ" in results[0]["problem"]["detail"]
     assert api.ok("GET", "/tasks/big")["state"] == "FAILED"
     assert api.ok("GET", "/tasks/ok")["state"] == "FINISHED"
+    # over max_payload_bytes, which bounds a result as it bounds a payload
+    api.push(task_id="huge", max_retries=0)
+    [leased] = api.lease(1)
+    huge = {"type": "success", "lease_token": leased["lease_token"], "result": "x" * 1_100_000}
+    too_big = api.ok("POST", "/tasks/huge/outcome", huge, 422, msgpack=True)
+    assert too_big["type"].endswith("result-refused")
+    assert "max_payload_bytes" in too_big["detail"]
+    assert too_big["task_state"] == "FAILED"
     # resent (its reply was lost): the same answer, and the task is failed once
     again = api.ok("POST", "/tasks/nan/outcome", nan, 422, msgpack=True)
     assert again == problem

@@ -219,14 +219,22 @@ async def test_unknown_name_and_unserializable_result_fail(h: Harness) -> None:
     async def weird() -> object:
         return object()
 
+    @reg.task(name="huge")
+    async def huge() -> str:
+        return "x" * 2_000_000  # over max_payload_bytes (1 MiB), which bounds results too
+
     h.start(q, reg, unknown_tasks="fail")
     unknown = await q.enqueue("nope", user_id="u", max_retries=0)
     bad = await q.enqueue("weird", user_id="v", max_retries=3)
+    big = await q.enqueue("huge", user_id="w", max_retries=3)
     failed = await wait_state(q, unknown.task_id, TaskState.FAILED)
     assert "no handler registered for task name 'nope'" in (failed.error or "")
     failed = await wait_state(q, bad.task_id, TaskState.FAILED)
     assert failed.retry_count == 0  # not retried: it would fail the same way
     assert (failed.error or "").startswith("result not serializable")
+    failed = await wait_state(q, big.task_id, TaskState.FAILED)
+    assert failed.retry_count == 0
+    assert (failed.error or "").startswith("result too large: result is 2000002 bytes")
 
 
 async def test_concurrency_is_bounded(h: Harness) -> None:

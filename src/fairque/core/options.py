@@ -31,7 +31,8 @@ class QueueOptions(BaseModel):
         lease_seconds: default lease length of a popped task.
         retry_base_seconds: retry n waits ``base * 2 ** (n - 1)`` seconds.
         max_retries: default number of retries after the first attempt.
-        max_payload_bytes: largest serialized payload accepted.
+        max_payload_bytes: largest serialized payload accepted; results and XCom
+            values are held to it too.
         serializer: ``"json"`` or ``"msgpack"``.
         result_ttl_seconds: default time a FINISHED task (and its result) is kept.
         failed_ttl_seconds: time a FAILED or CANCELED task is kept.

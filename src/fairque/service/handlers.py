@@ -12,7 +12,13 @@ from datetime import datetime, timezone
 from typing import Any
 
 from fairque.client.aio import AsyncFairQueue
-from fairque.errors import CancelRequested, LeaseLost, SerializationError, ValidationError
+from fairque.errors import (
+    CancelRequested,
+    LeaseLost,
+    PayloadTooLarge,
+    SerializationError,
+    ValidationError,
+)
 from fairque.models import Task, TaskState, UserStats
 from fairque.service import listing
 from fairque.service.convert import (
@@ -345,7 +351,7 @@ async def lease(ctx: Ctx) -> Reply:
     for i, item in enumerate(body.outcomes):
         try:  # a result the queue refuses fails its task alone (_complete)
             encoded = q.encode_result(item.result) if isinstance(item, SuccessItem) else None
-        except SerializationError:
+        except (SerializationError, PayloadTooLarge):
             encoded = None
         if encoded is not None:
             handle = lease_handle(item.task_id, item.lease_token, item.run_seconds)

@@ -46,7 +46,7 @@ from typing import Any
 
 from fairque.client.aio import AsyncFairQueue
 from fairque.config import WorkerConfig
-from fairque.errors import SerializationError
+from fairque.errors import PayloadTooLarge, SerializationError
 from fairque.models import Task, TaskState
 from fairque.worker.acker import (
     Acknowledger,
@@ -469,9 +469,9 @@ class Executor:
             return Finished(task), None, None
         try:
             encoded = execution.queue.encode_result(result)  # once; sent as it is
-        except SerializationError as exc:
-            reason = f"result not serializable: {exc}"
-            return Failed(task, reason, retry=False), None, exc
+        except (SerializationError, PayloadTooLarge) as exc:
+            kind = "too large" if isinstance(exc, PayloadTooLarge) else "not serializable"
+            return Failed(task, f"result {kind}: {exc}", retry=False), None, exc
         return Finished(task, encoded), result, None
 
     def _timeout(self, handler: Handler, task: Task) -> float:

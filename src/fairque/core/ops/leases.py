@@ -32,7 +32,7 @@ from fairque.core.records import (
     shard_state_of,
 )
 from fairque.core.taskhash import ms_to_dt, text
-from fairque.errors import LeaseLost, ValidationError
+from fairque.errors import LeaseLost, PayloadTooLarge, ValidationError
 from fairque.models import Task, TaskState, WorkerInfo
 
 #: longest traceback and failure reason kept (characters; a longer traceback keeps its end)
@@ -173,10 +173,19 @@ class LeaseOperations(OperationsBase):
 
         Raises:
             SerializationError: the result cannot be serialized.
+            PayloadTooLarge: it is over ``max_payload_bytes`` (a result is kept for
+                ``result_ttl_seconds``: it is bounded as a payload is).
         """
         if isinstance(result, EncodedResult):
             return result
-        return EncodedResult(dump_value(self.serializer, result, "result"))
+        data = dump_value(self.serializer, result, "result")
+        if len(data) > self.options.max_payload_bytes:
+            raise PayloadTooLarge(
+                f"result is {len(data)} bytes; the limit is {self.options.max_payload_bytes}"
+                " (max_payload_bytes)",
+                field="result",
+            )
+        return EncodedResult(data)
 
     @staticmethod
     def _lease_of(task: Task) -> tuple[str, str]:

@@ -114,7 +114,7 @@ class QuotaExceeded(FairqueError):
     """A push would take a tenant past its backlog quota (``max_queued``), or its group
     past the group's, or its byte quota (``max_bytes``, ``kind == "bytes"``); nothing
     was written. ``user_id``, ``quota`` and ``queued`` (the backlog now, or the bytes
-    its tasks that have not ended hold) say whose and how far; ``group_id`` names the
+    its tasks hold) say whose and how far; ``group_id`` names the
     group when it was the group's quota (None: the tenant's own)."""
 
     def __init__(
@@ -195,7 +195,7 @@ def bytes_exceeded(detail: str) -> QuotaExceeded:
     except ValueError:
         return QuotaExceeded(detail, kind="bytes")
     return QuotaExceeded(
-        f"tenant {user!r} has {have} bytes of payloads in tasks that have not ended; its"
+        f"tenant {user!r} has {have} bytes in its tasks (payloads, kept results); its"
         f" byte quota is {limit}: nothing was pushed",
         user_id=user, quota=limit, queued=have, kind="bytes",
     )  # fmt: skip

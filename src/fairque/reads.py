@@ -54,7 +54,7 @@ class UserLoad:
     queued: int = 0
     #: its own backlog quota (None: the queue's default applies)
     max_queued: int | None = None
-    #: the payload bytes of its tasks that have not ended, counted under a byte quota
+    #: the bytes its tasks hold (payloads, what ended records keep), under a byte quota
     bytes: int = 0
     #: its own byte quota (None: the queue's default applies)
     max_bytes: int | None = None

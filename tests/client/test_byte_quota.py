@@ -4,6 +4,8 @@ refused (``QuotaExceeded``, ``kind == "bytes"``) while the others keep pushing."
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from helpers.servers import SyncClient
 from helpers.support import MakeQueue, queue_snapshot, resend
@@ -31,7 +33,8 @@ def test_a_tenant_past_its_byte_quota_is_refused_and_the_others_push(
     assert q.enqueue("job", BLOB, user_id="small").state is TaskState.QUEUED
     [load] = q.user_loads(["flood"])
     assert (load.bytes, load.max_bytes) == (460, 460)
-    # a task that ends (finished, failed for good, canceled) gives its bytes back
+    # an ended task counts what its record keeps: a canceled or failed one its payload
+    # (it may be retried), a finished one its result ("null": 4 bytes), until it goes
     assert q.cancel(pushed[0].task_id or "")
     task = q.pop("w", assigned_users=["flood"])
     assert task is not None
@@ -39,12 +42,32 @@ def test_a_tenant_past_its_byte_quota_is_refused_and_the_others_push(
     task = q.pop("w", assigned_users=["flood"])
     assert task is not None
     assert q.complete(task)
-    assert q.user_loads(["flood"])[0].bytes == 92 * 2
-    q.push_many([Task(user_id="flood", name="job", payload=BLOB) for _ in range(3)])
+    assert q.user_loads(["flood"])[0].bytes == 92 + 92 + 4 + 2 * 92
+    assert q.bulk_delete(state="CANCELED") == 1  # deleted now: its bytes go with it
+    assert q.bulk_delete(state="FINISHED") == 1
+    assert q.user_loads(["flood"])[0].bytes == 3 * 92
+    q.push_many([Task(user_id="flood", name="job", payload=BLOB) for _ in range(2)])
     with pytest.raises(QuotaExceeded):
         q.enqueue("job", BLOB, user_id="flood")
     q.set_user_limits("flood", max_bytes=0)  # its own quota removed: none applies
     assert q.enqueue("job", BLOB, user_id="flood").state is TaskState.QUEUED
+
+
+@pytest.mark.one_shard("ages one shard's records")
+def test_an_expired_record_gives_its_bytes_back(make_queue: MakeQueue) -> None:
+    q = make_queue(result_ttl_seconds=0.05, failed_ttl_seconds=0.05)
+    q.set_user_limits("u", max_bytes=1000)
+    for _ in range(3):
+        q.enqueue("job", BLOB, user_id="u", max_retries=0)
+    done, failed, _ = q.pop_batch(3, "w")
+    assert q.complete(done, result="ok")  # keeps '"ok"': 4 bytes
+    assert q.fail(failed, "boom") == TaskState.FAILED  # keeps its payload
+    assert q.user_loads(["u"])[0].bytes == 4 + 92 + 92
+    deadline = time.monotonic() + 30
+    while q.user_loads(["u"])[0].bytes != 92:  # the records expire; maintain counts them out
+        assert time.monotonic() < deadline, q.user_loads(["u"])[0]
+        time.sleep(0.05)
+        q.maintain()
 
 
 def test_the_queues_default_byte_quota(make_queue: MakeQueue) -> None:
@@ -60,16 +83,16 @@ def test_the_queues_default_byte_quota(make_queue: MakeQueue) -> None:
     assert q.user_loads(["a"])[0].bytes == 276
 
 
-def test_a_retried_task_counts_again(make_queue: MakeQueue) -> None:
+def test_a_retried_task_counts_once(make_queue: MakeQueue) -> None:
     q = make_queue()
     q.set_user_limits("u", max_bytes=100)
     first = q.enqueue("job", BLOB, user_id="u", max_retries=0)
     task = q.pop("w")
     assert task is not None
     assert q.fail(task, "boom") == TaskState.FAILED
-    assert q.user_loads(["u"])[0].bytes == 0
+    assert q.user_loads(["u"])[0].bytes == 92  # the failed record keeps its payload
     q.retry(first.task_id or "")
-    assert q.user_loads(["u"])[0].bytes == 92
+    assert q.user_loads(["u"])[0].bytes == 92  # waiting again: still counted, once
     with pytest.raises(QuotaExceeded):
         q.enqueue("job", BLOB, user_id="u")
 

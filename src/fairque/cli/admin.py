@@ -144,7 +144,7 @@ def limits(
         typer.Option(
             "--max-bytes",
             min=0,
-            help="Byte quota: most payload bytes in its tasks that have not ended; 0: the"
+            help="Byte quota: most bytes its tasks hold (payloads, kept results); 0: the"
             " queue's default.",
         ),
     ] = None,

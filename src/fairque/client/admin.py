@@ -122,9 +122,9 @@ class AdminMethods(DeadLetterMethods):
                 has work, whatever the others' weights (a fraction; 0 removes it).
             ceiling: the most part of it while others wait (a fraction; 1 removes it);
                 alone, it may use every worker.
-            max_bytes: its byte quota: a push that would take the payload bytes of its
-                tasks that have not ended past this raises ``QuotaExceeded``; 0 removes
-                it (the queue's ``max_bytes_per_user`` applies again).
+            max_bytes: its byte quota: a push that would take the bytes its tasks hold
+                (payloads, and what ended records keep) past this raises
+                ``QuotaExceeded``; 0 removes it (``max_bytes_per_user`` applies again).
 
         Raises:
             ValidationError: a limit is out of range or not an integer, or a bad group.
@@ -356,9 +356,9 @@ class AsyncAdminMethods(AsyncDeadLetterMethods):
                 has work, whatever the others' weights (a fraction; 0 removes it).
             ceiling: the most part of it while others wait (a fraction; 1 removes it);
                 alone, it may use every worker.
-            max_bytes: its byte quota: a push that would take the payload bytes of its
-                tasks that have not ended past this raises ``QuotaExceeded``; 0 removes
-                it (the queue's ``max_bytes_per_user`` applies again).
+            max_bytes: its byte quota: a push that would take the bytes its tasks hold
+                (payloads, and what ended records keep) past this raises
+                ``QuotaExceeded``; 0 removes it (``max_bytes_per_user`` applies again).
 
         Raises:
             ValidationError: a limit is out of range or not an integer, or a bad group.

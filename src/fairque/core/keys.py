@@ -205,8 +205,8 @@ class QueueKeys:
         (no user id holds a control character) marks a queue that also keeps its
         groups' backlogs, in each group's hash (``backlog``): set with the first group
         quota (``set_group_limits(max_queued=)``). The field ``'<user>\0b'`` holds the
-        payload bytes of the user's tasks that have not ended, counted under a byte
-        quota (``max_bytes``)."""
+        bytes the user's tasks hold (payloads, what ended records keep), counted under
+        a byte quota (``max_bytes``)."""
         return self._k("backlog")
 
     @property
@@ -370,6 +370,12 @@ class QueueKeys:
         first deadline), counted against its bound from the tasks themselves (a lease
         request's ``max_held``); kept a day after its last lease request."""
         return self._k(f"wheld:{worker_id}")
+
+    def kept(self, user_id: str) -> str:
+        """Hash task id -> the bytes an ended task of the user keeps (a FINISHED task's
+        result, a FAILED or CANCELED one's payload) and counts against its byte quota
+        until its record expires (``maintain`` takes them back) or is deleted."""
+        return self._k(f"kept:{user_id}")
 
     def fetch(self, request_id: str) -> str:
         """What one request did, kept for its resend: a lease request's (id, token)

@@ -45,9 +45,9 @@ class QueueOptions(BaseModel):
             in QUEUED, SCHEDULED or DEFERRED past it raises ``QuotaExceeded``. None:
             no default quota.
         max_bytes_per_user: the byte quota of a user without one of its own
-            (``set_user_limits(max_bytes=)``): a push that would take the payload bytes
-            of the user's tasks that have not ended past it raises ``QuotaExceeded``
-            (``kind == "bytes"``). None: no default.
+            (``set_user_limits(max_bytes=)``): a push that would take the bytes the
+            user's tasks hold (payloads waiting or running, what ended records keep)
+            past it raises ``QuotaExceeded`` (``kind == "bytes"``). None: no default.
 
     Every duration is a finite number of seconds of at most 10 years
     (``fairque.core.checks.MAX_SECONDS``); ``max_payload_bytes`` is at most 512 MiB.

@@ -19,7 +19,7 @@ class LimitsIn(Struct, forbid_unknown_fields=True, kw_only=True):
     group (null: none; a group's weight is shared over its tenants in time mode), floor
     (the least part of the worker time it holds while it has work; null: none),
     ceiling (the most while others wait; null: none; above the floor) and byte quota
-    (the payload bytes of its tasks that have not ended; null: the queue's default)."""
+    (the bytes its tasks hold, payloads and kept results; null: the queue's default)."""
 
     weight: Weight = 1
     max_in_flight: Annotated[int, Meta(ge=1, le=1_000_000)] | None = None

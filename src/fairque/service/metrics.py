@@ -233,7 +233,7 @@ def families(
     )
     held_bytes = GaugeMetricFamily(
         "fairque_user_payload_bytes",
-        "Payload bytes of the shown users' tasks that have not ended, counted under a byte"
+        "Bytes the shown users' tasks hold (payloads, results kept), counted under a byte"
         " quota (max_bytes).",
         labels=["queue", "user_id"],
     )

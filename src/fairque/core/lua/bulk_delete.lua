@@ -20,9 +20,10 @@ Reply: how many were deleted by this request.
 -- @include replayed
 -- @include last_op
 -- @include unindex_task
+-- @include bytes_add
 
 local K = {prefix = KEYS[1], failed = KEYS[2], canceled = KEYS[3], ends = KEYS[4],
-  finished = KEYS[5]}
+  finished = KEYS[5], backlog = KEYS[6]}
 local req, state = ARGV[1], ARGV[2]
 local registry = ({FAILED = K.failed, CANCELED = K.canceled, FINISHED = K.finished})[state]
 local done = 0
@@ -36,6 +37,11 @@ for i = 3, #ARGV do
     redis.call('ZREM', registry, id)
     redis.call('ZREM', K.ends, f[2] .. '\n' .. f[3] .. '\n' .. id)
     unindex_task(K, id, f[2], f[3])
+    local kept = redis.call('HGET', kept_key(K, f[2]), id)  -- its bytes go with it
+    if kept then
+      bytes_add(K, f[2], -kept)
+      redis.call('HDEL', kept_key(K, f[2]), id)
+    end
     redis.call('DEL', tk, watch_key(K, id), done_key(K, id))
     redis.call('SET', gone_key(K, id), state .. ' ' .. req .. ' DELETED', 'PX', 60000)
     done = done + 1

@@ -3,7 +3,7 @@
 maintain: bounded housekeeping that keeps a queue from growing without an operator.
 Removes up to `limit` expired ids from each terminal registry (their task data has
 already expired), takes up to `limit` expired tasks out of their user's and name's
-listing indexes (from `ends`), removes up to `limit` expired worker
+listing indexes (from `ends`) and their kept bytes off their user's byte count, removes up to `limit` expired worker
 registrations, forgets up to `limit` users not leased for 30 days (their tenant
 hash: counts, estimate, saved tag; a user that returns starts afresh at the floor),
 brings users more than the lead bound ahead of the floor back to it (bound_lead),
@@ -26,11 +26,12 @@ Reply: the number of registry entries and worker registrations removed.
 -- @include intake_head
 -- @include place_intake
 -- @include bound_lead
+-- @include bytes_add
 
 local K = {prefix = KEYS[1], finished = KEYS[2], failed = KEYS[3], canceled = KEYS[4],
   workers = KEYS[5], workers_seen = KEYS[6], ends = KEYS[7], active = KEYS[8],
   intake = KEYS[9], ring = KEYS[10], capped = KEYS[11], meta = KEYS[12], queued = KEYS[13],
-  dedup = KEYS[14]}
+  dedup = KEYS[14], backlog = KEYS[15]}
 local ms = now()
 local limit = tonumber(ARGV[1])
 local entries = intake_head(K)
@@ -45,7 +46,14 @@ end
 for _, entry in ipairs(redis.call('ZRANGEBYSCORE', K.ends, '-inf', ms, 'LIMIT', 0, limit)) do
   local user, name, id = string.match(entry, '^([^\n]*)\n([^\n]*)\n(.*)$')
   -- a task pushed again under the same id since is indexed anew: leave it be
-  if id and redis.call('EXISTS', task_key(K, id)) == 0 then unindex_task(K, id, user, name) end
+  if id and redis.call('EXISTS', task_key(K, id)) == 0 then
+    unindex_task(K, id, user, name)
+    local kept = redis.call('HGET', kept_key(K, user), id)  -- what it kept, counted
+    if kept then
+      bytes_add(K, user, -kept)
+      redis.call('HDEL', kept_key(K, user), id)
+    end
+  end
   redis.call('ZREM', K.ends, entry)
 end
 -- users not leased for 30 days

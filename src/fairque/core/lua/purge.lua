@@ -45,7 +45,8 @@ for _, registry in ipairs(registries) do
       local owner = redis.call('HMGET', tk, 'user', 'name')
       if owner[1] then
         redis.call('DEL', critical_key(K, owner[1]), normal_key(K, owner[1]),
-          held_key(K, owner[1]), user_index_key(K, owner[1]), name_index_key(K, owner[2]))
+          held_key(K, owner[1]), user_index_key(K, owner[1]), name_index_key(K, owner[2]),
+          kept_key(K, owner[1]))
       end
       redis.call('DEL', tk, deps_waiting_key(K, id), deps_blocked_key(K, id), watch_key(K, id),
         done_key(K, id), gone_key(K, id))
@@ -61,7 +62,9 @@ while budget > 0 do
   if #entries == 0 then break end
   for _, entry in ipairs(entries) do
     local user, name = string.match(entry, '^([^\n]*)\n([^\n]*)\n')
-    if user then redis.call('DEL', user_index_key(K, user), name_index_key(K, name)) end
+    if user then
+      redis.call('DEL', user_index_key(K, user), name_index_key(K, name), kept_key(K, user))
+    end
   end
   redis.call('ZREM', K.ends, unpack(entries))
   budget = budget - #entries

@@ -19,7 +19,7 @@
 -- later = {ends = {}, registry = {}} (the two expiry ZADDs' score, member pairs are
 -- appended there for the caller to write, one ZADD each for many tasks), bytes = <the
 -- task's 'bytes' field, false when absent> (a task counted against its user's byte
--- quota stops counting as it ends).
+-- quota counts what its record keeps from now on: bytes_add).
 local function finalize(K, id, state, registry, ms, ttl_ms, counter, op, known)
   local tk = task_key(K, id)
   local result = known and known.result
@@ -44,7 +44,14 @@ local function finalize(K, id, state, registry, ms, ttl_ms, counter, op, known)
     bytes = owner[3]
   end
   if bytes == nil then bytes = redis.call('HGET', tk, 'bytes') end
-  if bytes then bytes_add(K, owner[1], -bytes) end
+  if bytes then  -- counted against its user's byte quota: what its record keeps
+    local kept = 0
+    if ttl_ms > 0 then
+      if state ~= 'FINISHED' then kept = bytes + 0 elseif result then kept = #result end
+    end
+    if kept ~= bytes + 0 then bytes_add(K, owner[1], kept - bytes) end
+    if kept > 0 then redis.call('HSET', kept_key(K, owner[1]), id, kept) end
+  end
   if ttl_ms <= 0 then
     unindex_task(K, id, owner[1], owner[2])
     redis.call('DEL', tk)

@@ -3,7 +3,6 @@
 -- @include mono_us
 -- @include enqueue_ready
 -- @include backlog_add
--- @include bytes_add
 -- requeue_ended(K, id, user, prio, name, req, ordering, horizon_us, ms, us): put a FAILED
 -- or CANCELED task (the caller checked) back in its user's lane with a fresh retry
 -- budget, recording `req` as its last op (a resend answers as the first run). Dependents
@@ -21,6 +20,6 @@ local function requeue_ended(K, id, user, prio, name, req, ordering, horizon_us,
   enqueue_ready(K, id, user, tonumber(prio or task_stock()), mono_us(K, us), ms, ordering,
     horizon_us)
   backlog_add(K, user, 1)
-  local bytes = redis.call('HGET', tk, 'bytes')  -- counted against its byte quota again
-  if bytes then bytes_add(K, user, bytes) end
+  -- (its payload, kept while it had ended, stays counted against its byte quota)
+  redis.call('HDEL', kept_key(K, user), id)
 end

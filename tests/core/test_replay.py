@@ -223,6 +223,7 @@ def test_resent_extend_and_limits(make_queue: MakeQueue, redis_client: SyncClien
     assert held is not None
     q.set_user_limits("v", max_in_flight=1)
     resend(q, redis_client, q.ops.set_user_limits("v", 1, 2))
+    resend(q, redis_client, q.ops.set_user_limits("v", None, None, max_bytes=500))
 
 
 @pytest.mark.parametrize("to", ["count", "time"])

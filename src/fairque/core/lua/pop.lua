@@ -58,7 +58,7 @@ if maintenance(K, ms, ARGV[6] + 0, ARGV[4] + 0, ARGV[5] + 0, ARGV[7], ARGV[8] + 
   fm = nil
 end
 local assigned, steal, any, at = read_users(ARGV, 10)
-local names, most = read_names(ARGV, at)
-most = tonumber(ARGV[most] or '')
+local names, past = read_names(ARGV, at)
+local most = tonumber(ARGV[past] or '')
 return lease_request(K, req, ARGV[1] + 0, ARGV[2], ARGV[3] + 0, ms, assigned,
   steal, any, limits, us, names, fm, most)

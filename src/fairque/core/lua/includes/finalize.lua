@@ -18,7 +18,7 @@
 -- caller adds to `counter`), trimmed = true (the registry was trimmed at `ms` already),
 -- later = {ends = {}, registry = {}} (the two expiry ZADDs' score, member pairs are
 -- appended there for the caller to write, one ZADD each for many tasks), bytes = <the
--- task's 'bytes' field, false when absent> (a task counted against its user's byte
+-- task's 'bytes' field, false when absent: required with `user`> (a task counted against its user's byte
 -- quota counts what its record keeps from now on: bytes_add).
 local function finalize(K, id, state, registry, ms, ttl_ms, counter, op, known)
   local tk = task_key(K, id)
@@ -43,7 +43,6 @@ local function finalize(K, id, state, registry, ms, ttl_ms, counter, op, known)
     owner = redis.call('HMGET', tk, 'user', 'name', 'bytes')
     bytes = owner[3]
   end
-  if bytes == nil then bytes = redis.call('HGET', tk, 'bytes') end
   if bytes then  -- counted against its user's byte quota: what its record keeps
     local kept = 0
     if ttl_ms > 0 then

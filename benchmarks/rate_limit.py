@@ -8,6 +8,9 @@ workers of 10 slots each in this process for ``seconds``. Prints one JSON docume
   by the server's start times (``Task.started_at``), against what the limit allows
   (the whole tasks that fit in W * rate + burst - 1 + cost - 1 tokens: a task dearer
   than the burst starts once the schedule has come to now);
+* ``max_tokens_in_window``: the most tokens the starts of any such window took, against
+  ``allowed_tokens`` (W * rate + burst - 1 + cost - 1: the last start may be dear);
+  with ``--mixed`` this is the measure (``allowed`` counts whole tasks of ``cost``);
 * ``utilisation``: tokens per second over the run (first to last start) as a fraction
   of the rate.
 
@@ -44,6 +47,19 @@ def max_in_window(starts: list[float], window: float) -> int:
         while hi < len(starts) and starts[hi] < t + window:
             hi += 1
         best = max(best, hi - lo)
+    return best
+
+
+def max_tokens_in_window(tokens: dict[float, int], window: float) -> int:
+    """Most tokens taken by the starts of any window [t, t + ``window``)."""
+    times = sorted(tokens)
+    best, hi, held = 0, 0, 0
+    for t in times:
+        while hi < len(times) and times[hi] < t + window:
+            held += tokens[times[hi]]
+            hi += 1
+        best = max(best, held)
+        held -= tokens[t]
     return best
 
 
@@ -87,6 +103,10 @@ async def run(
     def allowed(window: float) -> int:
         return int((math.ceil(window * rate) + burst - 1 + cost - 1) // cost)
 
+    def allowed_tokens(window: float) -> int:
+        return math.ceil(window * rate) + burst - 1 + cost - 1
+
+    taken = {t: tokens[t] for t in dict.fromkeys(kept)}
     # tokens taken after the first start, over the run's span (a start's own tokens
     # are paid for by the interval before it)
     spent = sum(tokens[t] for t in dict.fromkeys(kept)) - tokens[kept[0]]
@@ -104,6 +124,11 @@ async def run(
             "0.5s": max_in_window(kept, 0.5),
         },
         "allowed": {"1s": allowed(1.0), "0.5s": allowed(0.5)},
+        "max_tokens_in_window": {
+            "1s": max_tokens_in_window(taken, 1.0),
+            "0.5s": max_tokens_in_window(taken, 0.5),
+        },
+        "allowed_tokens": {"1s": allowed_tokens(1.0), "0.5s": allowed_tokens(0.5)},
         "utilisation": round(spent / span / rate, 4) if span > 0 else None,
     }
 

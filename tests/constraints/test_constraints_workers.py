@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import itertools
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -62,6 +63,33 @@ async def test_rate_limit_over_three_workers(h: Harness) -> None:
     assert _max_in_window(done, 0.5) <= 10
     assert len(done) >= int(seconds * 20 * 0.85)  # and it reaches the limit
     assert _max_in_window(done, 1.0) >= 19
+
+
+async def test_a_dear_task_does_not_make_the_next_start_late(h: Harness) -> None:
+    """Rate 20/s, every fourth task of cost 4: after a cost-4 start the next slot is
+    200 ms away, past the server's clock tick that ends a blocking wait, and the worker
+    still takes it on time: a start after a dear task comes as close to its slot as one
+    after a cost-1 task does in the same run (before, a tick or an interval late)."""
+    q, reg = h.queue(), Registry()
+    starts: list[tuple[float, int]] = []
+
+    @reg.task(name="limited")
+    async def limited(ctx: Context) -> None:
+        assert ctx.task.started_at is not None
+        starts.append((ctx.task.started_at.timestamp(), ctx.task.cost))
+
+    await q.define_constraint(id="r", name="limited", rate=20, per=1.0, burst=1)
+    await q.push_many([_task("limited", f"u{i % 5}", 4 if i % 4 == 0 else 1) for i in range(80)])
+    h.start(q, reg, max_concurrent_tasks=10)
+    await eventually(lambda: len(starts) >= 30, timeout=30)
+    starts.sort()
+    late: dict[int, list[float]] = defaultdict(list)
+    for (at, cost), (then, _) in itertools.pairwise(starts):
+        late[cost].append(then - at - cost * 0.05)  # a start's tokens: one interval each
+    assert late[4], "no dear task started before another"
+    after_dear, after_one = sorted(late[4]), sorted(late[1])
+    assert min(after_dear) >= -0.002  # never early (start times are whole ms)
+    assert after_dear[len(after_dear) // 2] <= after_one[len(after_one) // 2] + 0.025
 
 
 async def test_concurrency_limit_with_four_racing_workers(h: Harness) -> None:
@@ -162,7 +190,7 @@ async def test_a_dead_workers_slot_frees_after_its_lease_and_wakes_a_worker(
     assert 0.5 < time.monotonic() - began < 2.5  # once the lease expired, not by polling
 
 
-def _task(name: str, user: str) -> Any:
+def _task(name: str, user: str, cost: int = 1) -> Any:
     from fairque import Task
 
-    return Task(user_id=user, name=name)
+    return Task(user_id=user, name=name, cost=cost)

@@ -19,7 +19,13 @@ from fairque.errors import ServerError
 from fairque.worker.acker import Acknowledger, Failed, Finished, GivenBack
 from fairque.worker.leasing import Leasing
 from fairque.worker.link import ErrorLog, Link
-from fairque.worker.park import DIRECT_TRIES, LOCAL_WAIT, _direct
+from fairque.worker.park import (
+    DIRECT_TRIES,
+    LOCAL_WAIT,
+    SHORTEST_WAIT,
+    _blocking_wait,
+    _direct,
+)
 
 
 class CallCounter(AsyncFairQueue):
@@ -267,3 +273,16 @@ def test_a_park_waits_for_a_near_due_time_on_its_own_clock_a_bounded_number_of_t
     assert not _direct(0.0, 1)  # already passed and nothing leased: block
     assert _direct(0.02, DIRECT_TRIES - 1)
     assert not _direct(0.02, DIRECT_TRIES)
+
+
+def test_a_blocking_wait_for_a_due_time_ends_a_server_tick_early() -> None:
+    """The server ends a timed-out wait on its clock tick: a wait for a due time a tick
+    or more away ends a tick early, and the rest is waited for on this clock."""
+    assert _blocking_wait(None, 30.0) == 30.0
+    assert _blocking_wait(0.0, 30.0) > 0  # a real wait, however short
+    assert _blocking_wait(0.05, 30.0) == 0.05  # nearer than a tick: (``_direct`` first)
+    assert _blocking_wait(0.25, 30.0) == pytest.approx(0.25 - LOCAL_WAIT)
+    # what is left once it ends is waited for on this clock (a tick late: at once)
+    assert _direct(0.25 - _blocking_wait(0.25, 30.0) - 0.001, 0)
+    assert _blocking_wait(LOCAL_WAIT, 30.0) == SHORTEST_WAIT
+    assert _blocking_wait(90.0, 30.0) == 30.0  # never past the lease length

@@ -197,8 +197,7 @@ class Park:
                     misses = 0 if leased else misses + 1
                 else:
                     misses = 0
-                    wait = longest if due is None else min(max(due, SHORTEST_WAIT), longest)
-                    leased = await self.leasing.wait_and_lease(wait, slots)
+                    leased = await self.leasing.wait_and_lease(_blocking_wait(due, longest), slots)
             except CONNECTION_ERRORS as exc:
                 await self._pause(self.link.failed(exc))
                 continue
@@ -237,7 +236,7 @@ class Park:
                     self._watch_misses += 1  # until the next blocking wait
                     return []
                 self._watch_misses = 0
-                wait = longest if due is None else min(max(due, SHORTEST_WAIT), longest)
+                wait = _blocking_wait(due, longest)
                 woken = await self.queue.wait_for_work(wait)
             except CONNECTION_ERRORS as exc:
                 await self._pause(self.link.failed(exc))
@@ -252,9 +251,23 @@ class Park:
                 # busy with other queues: another idle worker of this one may take it now
                 with contextlib.suppress(Exception):
                     await self.queue.wake(1)
-            if woken or wait < longest:
-                return []
+            if woken or (due is not None and wait >= due):
+                return []  # a token, or the due time came (one left short is waited again)
         return []
+
+
+def _blocking_wait(due: float | None, longest: float) -> float:
+    """How long a blocking wait lasts for a due time ``due`` seconds away (None: none).
+
+    The server ends a wait that times out on its clock tick, up to ``LOCAL_WAIT`` after
+    the timeout: a wait for a due time ends that much early, and the rest is waited for
+    here (``_direct``), so a due time past a tick away is not missed by a tick either.
+    """
+    if due is None:
+        return longest
+    if due >= LOCAL_WAIT:
+        due -= LOCAL_WAIT
+    return min(max(due, SHORTEST_WAIT), longest)
 
 
 def _direct(due: float | None, misses: int) -> bool:

@@ -44,7 +44,10 @@ Scenarios, each run in time mode and in count mode on fresh queues:
   25/75 of worker time, +-3 points: a task is charged its cost times its run);
 * ``capped_cost``: a tenant capped at 4 slots pushing cost-2 tasks of 5 to 30 ms,
   beside a saturated tenant of cost 1: the most of its tasks whose handlers ran at once
-  (target: 2, never more).
+  (target: 2, never more);
+* ``capped``: a tenant capped at 3 slots (1 with one worker process) beside a saturated
+  tenant, both of 10 ms tasks (``capped_slow``: 100 ms): the fraction of its cap its
+  handlers held on average (target: 95 %).
 
 Jain's index and J_norm (DESIGN §9) are computed over worker-seconds per tenant divided
 by weight. The ``cost`` section times ``pop`` and ``complete`` in the server (``INFO
@@ -505,6 +508,37 @@ def run_capped_cost(env: Env, mode: str, workers: int) -> dict[str, Any]:
         env.drop(q)
 
 
+def run_capped(env: Env, mode: str, workers: int, ms: float = 10) -> dict[str, Any]:
+    """A tenant capped below its fair share beside a saturated tenant, both of ``ms``
+    tasks: how many of its handlers ran on average (``running``) against its cap
+    (``held``: the fraction of the cap in use; target 0.95)."""
+    cap = 3 if workers * CONCURRENCY >= 8 else 1  # below its half of the slots
+    q = env.queue(mode)
+    try:
+        q.set_user_limits("lab", max_in_flight=cap)
+        load(
+            q,
+            Scenario(
+                "capped",
+                {
+                    "lab": (ms, saturating(ms, env.seconds, workers), 1),
+                    "other": (ms, saturating(ms, env.seconds, workers), 1),
+                },
+            ),
+        )
+        held, start, until = run_workers(env.pool, env.url, q.queue, workers, env.seconds)
+        running = busy_in(held, start + 1.0, until - 1.0).get("lab", 0.0) / (until - start - 2.0)
+        return {"cap": cap, "running": round(running, 3), "held": round(running / cap, 4),
+                "most_at_once": most_at_once(held, "lab")}  # fmt: skip
+    finally:
+        env.drop(q)
+
+
+def run_capped_slow(env: Env, mode: str, workers: int) -> dict[str, Any]:
+    """``capped`` with 100 ms tasks."""
+    return run_capped(env, mode, workers, ms=100)
+
+
 #: floor_return: seconds before the floored tenant comes back
 FLOOR_IDLE = 3.0
 
@@ -701,6 +735,8 @@ def run_at_delay(
                 "trickle": run_trickle,
                 "reweigh": run_reweigh,
                 "capped_cost": run_capped_cost,
+                "capped": run_capped,
+                "capped_slow": run_capped_slow,
                 "floor_return": run_floor_return,
             }
             for name, fn in others.items():

@@ -91,7 +91,7 @@ class Task(BaseModel):
     user's cap and of its concurrency limits, the tokens of its rate limits and the
     multiple of its run a time-fair queue charges; default 1).  The queue fills
     ``state``, ``created_at``, ``retry_count`` and, for a leased task, ``lease_token``,
-    ``worker_id`` and ``lease_deadline``.
+    ``worker_id``, ``lease_deadline`` and ``lease_capped``.
 
     Numbers are taken as they are, never converted: ``True`` is not an integer and
     ``"3"`` is not a number. Limits (see ``fairque.core.checks``): ids and names up to 256
@@ -138,6 +138,10 @@ class Task(BaseModel):
     lease_token: str | None = None
     worker_id: str | None = None
     lease_deadline: datetime | None = None
+    #: its lease holds a slot of an in-flight cap (its user's or its group's): a
+    #: worker leases nothing ahead for the slot running it, so the slot it frees
+    #: can go to its user's next task
+    lease_capped: bool = False
     started_at: datetime | None = None
     ended_at: datetime | None = None
     #: the last failed attempt's traceback and kind (e.g. ``"timeout"``), when given

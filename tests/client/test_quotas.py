@@ -182,3 +182,32 @@ def test_a_batch_of_many_users_is_counted_and_held_to_their_quotas(
     assert caught.value.user_id == "u4999"
     q.push_many([Task(user_id=u, name="work", payload={}) for u in users[:4999]])
     assert q.user_loads(["u4998"])[0].queued == 2
+
+
+def test_a_lease_says_whether_it_holds_a_slot_of_a_cap(make_queue: MakeQueue) -> None:
+    """``Task.lease_capped``: the lease holds a slot of its user's or its group's
+    in-flight cap (a worker leases nothing ahead for that slot); no cap, no mark."""
+    q = make_queue()
+    q.enqueue("work", {}, user_id="free")
+    first = q.pop(worker_id="w")
+    assert first is not None
+    assert first.lease_capped is False
+    q.set_user_limits("lab", max_in_flight=5)
+    q.set_user_limits("org-a", group="org")
+    q.set_group_limits("org", max_in_flight=4)
+    for user in ("lab", "free", "org-a"):
+        q.enqueue("work", {}, user_id=user)
+    leased: dict[str, Task] = {}
+    while len(leased) < 3:  # a sharded queue's batch may come from one shard
+        leased.update((t.user_id, t) for t in q.pop_batch(3, worker_id="w"))
+    assert {u: t.lease_capped for u, t in leased.items()} == {
+        "lab": True, "free": False, "org-a": True,
+    }  # fmt: skip
+    for task in leased.values():  # read back as stored, and gone once it finished
+        got = q.get(task.task_id or "")
+        assert got is not None
+        assert got.lease_capped is task.lease_capped
+        assert q.complete(task, result=None)
+    done = q.get(leased["lab"].task_id or "")
+    assert done is not None
+    assert done.lease_capped is False

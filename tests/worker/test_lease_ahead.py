@@ -86,6 +86,31 @@ async def test_lease_ahead_zero_leases_only_what_can_start(h: Harness) -> None:
     await wait_state(q, nxt.task_id, TaskState.FINISHED)
 
 
+async def test_a_slot_running_a_capped_tenants_task_takes_nothing_ahead(h: Harness) -> None:
+    """A lease ahead comes before the running task ends and frees its slot of the cap,
+    so it would take another tenant's task for the slot the capped tenant's next one
+    needs: a slot running a task that holds a cap's slot is not leased ahead for."""
+    q = h.queue()
+    await q.set_user_limits("u", max_in_flight=5)  # room left: only the mark counts
+    gate, running, most = asyncio.Event(), list[str](), [0]
+    h.start(q, holding(gate, running, most), max_concurrent_tasks=1, lease_ahead=1)
+    warm = [await q.enqueue("job", {"hold": False}, user_id="u") for _ in range(3)]
+    for t in warm:  # the worker learns that ``job`` is short
+        await wait_state(q, t.task_id, TaskState.FINISHED)
+    held, nxt = await q.push_many(
+        [Task(user_id="u", name="job", payload={"hold": i == 0}) for i in range(2)]
+    )
+    started = await wait_state(q, held.task_id, TaskState.STARTED)
+    assert started.lease_capped
+    await asyncio.sleep(0.3)  # lease-ahead took the next within a round trip when not
+    got = await q.get(nxt.task_id or "")
+    assert got is not None
+    assert got.state is TaskState.QUEUED
+    gate.set()
+    await wait_state(q, nxt.task_id, TaskState.FINISHED)
+    assert most[0] == 1
+
+
 async def test_many_short_tasks_never_run_more_handlers_than_slots(h: Harness) -> None:
     q = h.queue()
     gate, running, most = asyncio.Event(), list[str](), [0]

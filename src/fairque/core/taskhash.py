@@ -41,6 +41,9 @@ error                  error         -              the last error message
 lease_token            lease         -              fencing token of the current lease
 worker_id              worker        -              the worker holding the lease, or the last one
 lease_deadline         deadline      -              lease expiry
+lease_capped           capped        -              '1' when the current lease holds a slot
+                                                    of a cap (its user's or group's), '0'
+                                                    when not (written on queues with caps)
 started_at             started       -              start of the current attempt
 ended_at               ended         -              when the task ended
 traceback              traceback     -              the last failure's traceback (fail)
@@ -196,6 +199,7 @@ FIELDS: tuple[Field, ...] = (
     Field("lease_token", "lease", None, _text),
     Field("worker_id", "worker", None, _text),
     Field("lease_deadline", "deadline", None, ms_to_dt),
+    Field("lease_capped", "capped", None, _flag, False),
     Field("started_at", "started", None, ms_to_dt),
     Field("ended_at", "ended", None, ms_to_dt),
     Field("traceback", "traceback", None, _text),
@@ -248,7 +252,12 @@ class PushRecord(NamedTuple):
 #: A task's field values before the queue fills its defaults (``TaskCodec.encode_plain``).
 _BLANK: dict[str, Any] = dict.fromkeys(Task.model_fields)
 _BLANK.update(
-    retry_count=0, depends_on=(), on_dependency_failure="cancel", keep_result=True, cost=1
+    retry_count=0,
+    depends_on=(),
+    on_dependency_failure="cancel",
+    keep_result=True,
+    cost=1,
+    lease_capped=False,
 )
 
 

@@ -160,12 +160,12 @@ class Executor:
     def ending_within(self, horizon: float) -> int:
         """How many handler ends the running handlers are expected to reach within
         ``horizon`` seconds, judged by the runs of their user's tasks of that name seen
-        so far (none seen: no end expected); a short handler's slot may end several
-        times (it runs the tasks after it too)."""
+        so far (none seen, or one holding a slot of a cap, ``Task.lease_capped``: no end
+        expected); a short handler's slot may end several times (it runs the next too)."""
         now, typical, n = time.monotonic(), self._typical, 0
         for e in self._executions:
             start = e.run_from
-            if start is not None and e.stage is Stage.HANDLING:
+            if start is not None and e.stage is Stage.HANDLING and not e.task.lease_capped:
                 took = typical.get((e.task.user_id, e.task.name))
                 if took is not None:
                     left = horizon - max(start + took - now, 0.0)

@@ -7,11 +7,13 @@ round trip to the server later. A task is leased ahead only for a slot whose han
 is expected to end within about two round trips (from the runs of that user's tasks
 of that name this worker has seen, ``Executor.ending_within``; a slot of tasks
 shorter than that may take several): a slot busy with a long task, or with one of a
-kind never seen, takes nothing ahead, so a leased task never waits on
-a busy worker while an idle one could run it. Every leased task takes a *place* from
-its lease until its handler ends (or it is given back); a handler starts only once a
-slot is free, in the order the tasks were leased. A handler thread the worker gave up on
-(a sync handler past its timeout) keeps its slot until it returns.
+kind never seen, takes nothing ahead, so a leased task never waits on a busy worker
+while an idle one could run it; so does a slot running a task that holds a slot of an
+in-flight cap (``Task.lease_capped``: the cap frees only when it ends). Every leased
+task takes a *place* from its lease until its handler ends (or it is given back); a
+handler starts only once a slot is free, in the order the tasks were leased. A handler
+thread the worker gave up on (a sync handler past its timeout) keeps its slot until it
+returns.
 
 Leased-ahead tasks are leased like any other: they count toward their users' caps
 and their constraints, the heartbeat keeps their leases alive, and since a time-fair

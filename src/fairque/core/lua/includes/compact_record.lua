@@ -10,7 +10,7 @@ local COMPACT_VALUE = 64  -- the servers' default hash-max-listpack-value
 local function compact_record(K, id, retried)
   local tk = task_key(K, id)
   if not retried and redis.call('HSTRLEN', tk, 'payload') <= COMPACT_VALUE then
-    redis.call('HDEL', tk, 'payload', 'lease', 'deadline', 'fair')
+    redis.call('HDEL', tk, 'payload', 'lease', 'deadline', 'fair', 'capped')
     return
   end
   local all = redis.call('HGETALL', tk)
@@ -18,7 +18,7 @@ local function compact_record(K, id, retried)
   for i = 1, #all, 2 do
     local f = all[i]
     if f ~= 'payload' and f ~= 'lease' and f ~= 'deadline' and f ~= 'fair'
-        and f ~= 'parked' and f ~= 'ptag' and f ~= 'gheld' and f ~= 'error'
+        and f ~= 'parked' and f ~= 'ptag' and f ~= 'gheld' and f ~= 'capped' and f ~= 'error'
         and f ~= 'traceback' and f ~= 'reason' and f ~= 'details' and f ~= 'cut_lease' then
       kept[#kept + 1] = f
       kept[#kept + 1] = all[i + 1]

@@ -132,6 +132,7 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any,
   local groups = {}  -- time mode: each user's group (false: none), read with them
   local shares = {}  -- time mode: each user's share ('<floor> <ceiling>'; false: none)
   local gtaken = {}  -- the group whose cap each leased task holds slots of (or nil)
+  local capd = {}  -- whether each leased task holds a slot of a cap (see held_cap)
   local heads, at_head = {}, 1
   local rotations = {}  -- by_head: (clock, user) pairs not yet written to the ring
   while #picked < count and guard < count + 64 do
@@ -239,6 +240,10 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any,
     -- (on a queue with group caps, a grouped tenant's lease holds slots of its group
     -- whether or not its group has a cap yet, so a cap set later counts the leases
     -- already running; the first cap of a queue counts the leases taken after it)
+    -- whether the lease holds a slot of a cap (its user's or its group's): the task's
+    -- 'capped' field, so its worker leases nothing ahead for its slot (a lease ahead
+    -- would come before this one ends and its cap frees, and take another's task)
+    local held_cap = cap > 0
     local gheld
     if id and group_caps and not (blocked or other or full) then
       local g = groups[user]
@@ -251,6 +256,7 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any,
         local gh = group_held_key(K, g)
         local gcap = tonumber(redis.call('HGET', group_key(K, g), 'cap') or '0')
         if gcap > 0 then
+          held_cap = true
           gslots = math.min(cost, gcap)
           local used = redis.call('ZCOUNT', gh, '(' .. ms, '+inf')
           if used >= gcap or (used > 0 and used + gslots > gcap) then full = g end
@@ -377,6 +383,7 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any,
         if ptag then redis.call('HDEL', task_key(K, id), 'ptag') end
       end
       gtaken[#picked + 1] = gheld
+      capd[#picked + 1] = held_cap
       picked[#picked + 1] = id
       owners[#picked] = user
     else
@@ -454,6 +461,7 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any,
         if ptag then redis.call('HDEL', task_key(K, id), 'ptag') end
       end
       gtaken[#picked + 1] = gheld
+      capd[#picked + 1] = held_cap
       picked[#picked + 1] = id
       owners[#picked] = user
     end
@@ -498,6 +506,7 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any,
       redis.call('HSET', tk, 'state', 'STARTED', 'lease', token, 'worker', worker,
         'deadline', deadline, 'started', ms)
     end
+    if capping or group_caps then redis.call('HSET', tk, 'capped', capd[i] and '1' or '0') end
     out[i] = redis.call('HGETALL', tk)
     tokens[#tokens + 1] = id
     tokens[#tokens + 1] = token

@@ -156,10 +156,12 @@ async def test_an_idle_worker_of_several_queues_runs_a_delayed_task_on_time(h: H
         (late if delay else now).append(ran[-1] - due)
         await asyncio.sleep(0.05)
     assert all(x > -0.005 for x in late), late  # never before its time
-    # as soon as a task due at once runs, give or take 8 ms (a wait the server ends on
-    # its tick is 10-100 ms late); a loaded machine may delay a few
+    # as soon as a task due at once runs, give or take 8 ms or the spread of those
+    # runs, whichever is more (a wait the server ends on its tick is 10-100 ms late);
+    # a loaded machine may delay a few
     floor = statistics.median(now)
-    assert sum(x < floor + 0.008 for x in late) >= 6, (late, now)
+    spread = max(0.008, statistics.quantiles(now, n=10)[-1] - min(now))
+    assert sum(x < floor + spread for x in late) >= 6, (late, now)
 
 
 async def test_an_idle_worker_of_several_queues_does_not_poll(h: Harness) -> None:

@@ -321,6 +321,48 @@ def test_a_cap_holds_in_time_mode_and_the_tag_survives_it(
     assert Counter(t.user_id for t in nxt) == {"capped": 2}
 
 
+@pytest.mark.one_shard("reads or ages one shard's keys")
+def test_a_tenant_its_cap_held_out_rejoins_with_a_cap_of_credit(
+    make_queue: MakeQueue, redis_client: SyncClient
+) -> None:
+    """Time a cap held a tenant out is not idle time: when its cap frees, it rejoins at
+    its saved tag, at most its cap times its run estimate behind the floor (not at the
+    floor), so the slots its cap frees together go to it, not half to a tenant at the
+    floor; a long hold earns no more than that."""
+    q = make_queue()
+    keys = QueueKeys(q.queue)
+    q.set_user_limits("capped", max_in_flight=2)
+    redis_client.hset(keys.tenant("capped"), "est", 2)  # its tasks run 2 ms
+    q.push_many(Task(user_id="capped", name="c") for _ in range(6))
+    q.push_many(Task(user_id="free", name="f") for _ in range(80))
+    held = []
+    for t in q.pop_batch(4, worker_id="w"):
+        if t.user_id == "capped":
+            held.append(t)
+        else:
+            assert q.complete(t)
+    assert len(held) == 2  # at its cap: out of the ring
+    for _ in range(60):  # the other tenant runs on, far past the capped one's tag
+        one = q.pop("w")
+        assert one is not None
+        assert one.user_id == "free"
+        assert q.complete(one)
+    saved = start_tag(redis_client, q, "capped")
+    assert saved == 4_000  # two leases at its estimate
+    credit = 2 * 2_000  # a cap of its tasks
+    assert saved < floor(redis_client, q) - credit
+    for t in held:  # they ran as long as they were charged: no correction
+        t.run_seconds = 0.002
+    assert q.complete(held[0])
+    assert start_tag(redis_client, q, "capped") == floor(redis_client, q) - credit
+    done, nxt = q.complete_and_pop([(held[1], None)], count=2, worker_id="w")
+    assert done == [True]
+    assert Counter(t.user_id for t in nxt) == {"capped": 2}  # both freed slots
+    after = q.pop("w")
+    assert after is not None
+    assert after.user_id == "free"  # capped again
+
+
 def test_switching_modes_under_racing_workers_loses_nothing(make_queue: MakeQueue) -> None:
     q = make_queue()
     total = 600

@@ -19,7 +19,7 @@ local function end_attempt(K, id, user, ms, cons, cost, gheld, run, ...)
     cons, cost, gheld = f[1], f[2], f[3]
   end
   constraint_free(K, id, ms, cons, cost)
-  redis.call('HDEL', task_key(K, id), 'lease', 'deadline', 'fair', 'gheld', ...)
+  redis.call('HDEL', task_key(K, id), 'lease', 'deadline', 'fair', 'gheld', 'capped', ...)
   release_slot(K, user, id, ms, cost)
   if gheld then  -- (made only on this path: a script makes every function it defines)
 -- @include group_release

@@ -47,7 +47,8 @@ Scenarios, each run in time mode and in count mode on fresh queues:
   (target: 2, never more);
 * ``capped``: a tenant capped at 3 slots (1 with one worker process) beside a saturated
   tenant, both of 10 ms tasks (``capped_slow``: 100 ms): the fraction of its cap its
-  handlers held on average (target: 95 %).
+  handlers held on average (target: 95 %); ``capped_group``: the same with 100 ms tasks
+  and the cap a group's, over three tenants of the group.
 
 Jain's index and J_norm (DESIGN §9) are computed over worker-seconds per tenant divided
 by weight. The ``cost`` section times ``pop`` and ``complete`` in the server (``INFO
@@ -81,7 +82,7 @@ import uuid
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -508,28 +509,32 @@ def run_capped_cost(env: Env, mode: str, workers: int) -> dict[str, Any]:
         env.drop(q)
 
 
-def run_capped(env: Env, mode: str, workers: int, ms: float = 10) -> dict[str, Any]:
+def run_capped(
+    env: Env, mode: str, workers: int, ms: float = 10, group: bool = False
+) -> dict[str, Any]:
     """A tenant capped below its fair share beside a saturated tenant, both of ``ms``
     tasks: how many of its handlers ran on average (``running``) against its cap
-    (``held``: the fraction of the cap in use; target 0.95)."""
+    (``held``: the fraction of the cap in use; target 0.95). ``group``: the cap is a
+    group's, over three tenants of the group (their handlers together)."""
     cap = 3 if workers * CONCURRENCY >= 8 else 1  # below its half of the slots
     q = env.queue(mode)
     try:
-        q.set_user_limits("lab", max_in_flight=cap)
-        load(
-            q,
-            Scenario(
-                "capped",
-                {
-                    "lab": (ms, saturating(ms, env.seconds, workers), 1),
-                    "other": (ms, saturating(ms, env.seconds, workers), 1),
-                },
-            ),
-        )
+        tenants = [f"lab{i}" for i in range(3)] if group else ["lab"]
+        if group:
+            q.set_group_limits("lab", max_in_flight=cap)
+            for user in tenants:
+                q.set_user_limits(user, group="lab")
+        else:
+            q.set_user_limits("lab", max_in_flight=cap)
+        n = saturating(ms, env.seconds, workers)
+        load(q, Scenario("capped", {**{u: (ms, n // len(tenants) + 20, 1) for u in tenants},
+                                    "other": (ms, n, 1)}))  # fmt: skip
         held, start, until = run_workers(env.pool, env.url, q.queue, workers, env.seconds)
-        running = busy_in(held, start + 1.0, until - 1.0).get("lab", 0.0) / (until - start - 2.0)
+        busy = busy_in(held, start + 1.0, until - 1.0)
+        running = sum(busy.get(u, 0.0) for u in tenants) / (until - start - 2.0)
+        as_one = [replace(h, user="lab") if h.user in tenants else h for h in held]
         return {"cap": cap, "running": round(running, 3), "held": round(running / cap, 4),
-                "most_at_once": most_at_once(held, "lab")}  # fmt: skip
+                "most_at_once": most_at_once(as_one, "lab")}  # fmt: skip
     finally:
         env.drop(q)
 
@@ -537,6 +542,11 @@ def run_capped(env: Env, mode: str, workers: int, ms: float = 10) -> dict[str, A
 def run_capped_slow(env: Env, mode: str, workers: int) -> dict[str, Any]:
     """``capped`` with 100 ms tasks."""
     return run_capped(env, mode, workers, ms=100)
+
+
+def run_capped_group(env: Env, mode: str, workers: int) -> dict[str, Any]:
+    """``capped_slow`` with the cap a group's, over three tenants."""
+    return run_capped(env, mode, workers, ms=100, group=True)
 
 
 #: floor_return: seconds before the floored tenant comes back
@@ -737,6 +747,7 @@ def run_at_delay(
                 "capped_cost": run_capped_cost,
                 "capped": run_capped,
                 "capped_slow": run_capped_slow,
+                "capped_group": run_capped_group,
                 "floor_return": run_floor_return,
             }
             for name, fn in others.items():

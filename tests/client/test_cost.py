@@ -26,6 +26,7 @@ def in_flight(q: FairQueue, user: str) -> int:
     return next(u.in_flight for u in q.stats().users if u.user_id == user)
 
 
+@pytest.mark.server_kinds("valkey")  # input checks: one kind suffices
 @pytest.mark.parametrize("cost", [0, -1, 1001, True, "2", 2.0, None])
 def test_a_bad_cost_is_a_typed_error_and_writes_nothing(make_queue: MakeQueue, cost: Any) -> None:
     q = make_queue()

@@ -186,6 +186,7 @@ def test_a_live_change_of_group_takes_effect_at_the_next_lease(
     assert all(abs(then[u] - 50) <= 3 for u in "xyz"), then
 
 
+@pytest.mark.server_kinds("valkey")  # input checks: one kind suffices
 @pytest.mark.parametrize(
     ("call", "message"),
     [
@@ -273,6 +274,7 @@ def test_the_ring_weights_follow_joins_leaves_and_changes(
     assert int(redis_client.hget(keys.group("team"), "active") or 0) == 0
 
 
+@pytest.mark.server_kinds("valkey")  # input checks: one kind suffices
 @pytest.mark.parametrize(
     ("floor", "ceiling", "message"),
     [(1.0, None, "floor must be a fraction"), (-0.1, None, "floor must be a fraction"),

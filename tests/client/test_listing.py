@@ -148,6 +148,7 @@ def test_a_cursor_whose_task_left_keeps_the_tasks_sharing_its_time(
     assert last.next_cursor is None
 
 
+@pytest.mark.server_kinds("valkey")  # input checks: one kind suffices
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [

@@ -89,6 +89,7 @@ def test_a_resent_lease_sets_nothing_aside_twice(make_queue: MakeQueue) -> None:
     assert q.stats().counts[TaskState.QUEUED] == 1
 
 
+@pytest.mark.server_kinds("valkey")  # input checks: one kind suffices
 @pytest.mark.parametrize("bad", ["square", [""], [1], [], ["x" * 300], ["a\ud800"]])
 def test_bad_names_are_refused(make_queue: MakeQueue, bad: object) -> None:
     q = make_queue()

@@ -166,6 +166,7 @@ def test_a_success_clears_an_earlier_failure(make_queue: MakeQueue) -> None:
     assert (stored.error, stored.traceback, stored.failure_reason) == (None, None, None)
 
 
+@pytest.mark.server_kinds("valkey")  # input checks: one kind suffices
 @pytest.mark.parametrize(
     ("fields", "message"),
     [

@@ -126,6 +126,7 @@ def test_set_user_limits_changes_only_the_limits_it_is_given(make_queue: MakeQue
     assert q.user_loads(["u"])[0].weight == 1
 
 
+@pytest.mark.server_kinds("valkey")  # input checks: one kind suffices
 @pytest.mark.parametrize(
     ("limits", "field"),
     [

@@ -113,6 +113,7 @@ def test_quick_enqueue_returns_what_the_full_model_returns(make_queue: MakeQueue
     assert (again.name, again.payload, again.created_at) == ("job", {"v": [1, 2]}, quick.created_at)
 
 
+@pytest.mark.server_kinds("valkey")  # input checks: one kind suffices
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [

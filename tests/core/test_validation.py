@@ -203,6 +203,7 @@ BAD_CALLS: list[tuple[str, Callable[[FairQueue], Any], type[FairqueError], str]]
 ]  # fmt: skip
 
 
+@pytest.mark.server_kinds("valkey")  # input checks: one kind suffices
 @pytest.mark.parametrize(
     ("call", "error", "message"), [c[1:] for c in BAD_CALLS], ids=[c[0] for c in BAD_CALLS]
 )

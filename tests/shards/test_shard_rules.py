@@ -129,6 +129,7 @@ def test_a_rate_is_split_too(make_queue: MakeQueue) -> None:
     assert q.constraint("slow").parked == 6
 
 
+@pytest.mark.server_kinds("valkey")  # input checks: one kind suffices
 @pytest.mark.parametrize(
     "fields",
     [{"concurrency": 2}, {"rate": 1, "per": 60}, {"rate": 10, "concurrency": 1}],

@@ -65,6 +65,7 @@ def test_the_shard_count_is_kept_on_the_server(make_queue: MakeQueue) -> None:
     assert not hasattr(plain, "parts")  # one shard: the plain client, unchanged
 
 
+@pytest.mark.server_kinds("valkey")  # input checks: one kind suffices
 @pytest.mark.parametrize("bad", [0, 1025, -1, "3", True, 2.0])
 def test_a_bad_shard_count_is_refused_before_anything_is_written(
     make_queue: MakeQueue, redis_client: SyncClient, bad: Any

@@ -4,7 +4,9 @@ A resend test runs a call, then the very same call again (what redis-py does whe
 reply is lost) and holds the second run to the first's answer and to the keyspace it
 left (``helpers.support.resend``). This module keeps the one table of where each
 script's resend test is: a case here (``CASES``: the calls no other test replays by
-the keyspace), or the test elsewhere that does (``ELSEWHERE``). A script that writes
+the keyspace; ``REFRESHING``: calls whose resend refreshes a time, which may move on
+by the time between the sends and nothing else), or the test elsewhere that does
+(``ELSEWHERE``). A script that writes
 nothing (``READERS``, each with what it reads) needs none, and the server says so:
 none of the commands it calls carries the ``write`` flag in ``COMMAND INFO``.
 """
@@ -20,7 +22,7 @@ from typing import Any
 
 import pytest
 from helpers.servers import SyncClient
-from helpers.support import expire_lease, resend, unique_queue
+from helpers.support import expire_lease, resend, resend_refreshing, unique_queue
 
 from fairque import FairQueue, Task, WorkerInfo
 from fairque.core.records import Call
@@ -135,6 +137,11 @@ def _lift_floor(q: FairQueue, client: SyncClient) -> Call[Any]:
     return q.ops.lift_floor(50_000)
 
 
+def _renew(q: FairQueue, client: SyncClient) -> Call[Any]:
+    q._run(q.ops.acquire_scheduler_lock("tok", 30))
+    return q.ops.renew_scheduler_lock("tok", 30)
+
+
 def _release(q: FairQueue, client: SyncClient) -> Call[Any]:
     q._run(q.ops.acquire_scheduler_lock("tok", 30))
     return q.ops.release_scheduler_lock("tok")
@@ -168,15 +175,14 @@ _COUNTS = {
     "unregister_worker": "whether this call removed the registration",
 }
 
-#: writing scripts whose resend refreshes a time (a heartbeat's or a lock's expiry,
-#: a lease deadline): a byte-for-byte comparison cannot hold, and a comparison that
-#: lets exactly those times move on by the time between the sends is still to come.
-#: Replayed today by their answers only, elsewhere.
-PENDING = {
-    "acquire_scheduler_lock": "the lock's expiry",
-    "extend_many": "worker heartbeat: every deadline moves to now + seconds",
-    "register_worker": "the worker's last-seen time and the registry's expiry",
-    "renew_scheduler_lock": "the lock's expiry",
+#: writing scripts whose resend refreshes a time (a heartbeat's or a lock's expiry, a
+#: lease deadline): held to the same keys, fields and members, with only numbers moved
+#: on by at most the time between the sends (``resend_refreshing``)
+REFRESHING: dict[str, Builder] = {
+    "acquire_scheduler_lock": lambda q, _: q.ops.acquire_scheduler_lock("tok", 30),
+    "extend_many": lambda q, _: q.ops.extend_many([_leased(q, "a"), _leased(q, "b")], 30),
+    "register_worker": lambda q, _: q.ops.register_worker(_worker("w1"), 60),
+    "renew_scheduler_lock": _renew,
 }
 
 
@@ -186,7 +192,7 @@ def _scripts() -> set[str]:
 
 def test_every_script_is_replayed_or_reads_only() -> None:
     """The table names every script exactly once."""
-    named = [*READERS, *ELSEWHERE, *CASES, *PENDING]
+    named = [*READERS, *ELSEWHERE, *CASES, *REFRESHING]
     assert sorted(named) == sorted(set(named)), "a script is in two tables"
     missing = sorted(_scripts() - set(named))
     assert not missing, f"scripts with no resend test (add a case to CASES): {missing}"
@@ -239,6 +245,22 @@ def test_a_resend_answers_the_same_and_changes_nothing(
             assert type(second) is type(first)
         else:
             assert second == first
+    finally:
+        q.purge()
+        q.close()
+
+
+@pytest.mark.parametrize("script", sorted(REFRESHING))
+def test_a_resend_that_refreshes_a_time_only_moves_it_on(
+    server: Any, redis_client: SyncClient, script: str
+) -> None:
+    q = FairQueue.from_url(server.url, unique_queue("resend"))
+    try:
+        call = REFRESHING[script](q, redis_client)
+        assert call.script is not None
+        assert call.script.name == script
+        first, second = resend_refreshing(q, redis_client, call)
+        assert second == first
     finally:
         q.purge()
         q.close()

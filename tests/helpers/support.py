@@ -7,9 +7,11 @@ import contextlib
 import functools
 import logging
 import os
+import re
 import subprocess
 import sys
 import threading
+import time
 import uuid
 from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
@@ -308,6 +310,86 @@ def resend(q: FairQueue, client: SyncClient, call: Call[Any]) -> tuple[Any, Any]
     before = queue_snapshot(client, q.queue)
     second = q._run(call)
     assert queue_snapshot(client, q.queue) == before, "the resend changed the keyspace"
+    return first, second
+
+
+def queue_contents(client: SyncClient, queue: str) -> dict[str, tuple[str, Any, int]]:
+    """Every key of ``queue`` as (type, content, absolute expiry in ms or -1): a
+    string's value, a hash's fields, a sorted set's scores, a list's or a set's
+    members, so two snapshots can be compared value by value."""
+    out: dict[str, tuple[str, Any, int]] = {}
+    for key in queue_keys(client, queue):
+        kind = client.type(key)
+        kind = kind.decode() if isinstance(kind, bytes) else kind
+        content: Any
+        if kind == "string":
+            content = client.get(key)
+        elif kind == "hash":
+            content = client.hgetall(key)
+        elif kind == "zset":
+            scored: Any = client.zrange(key, 0, -1, withscores=True)
+            content = dict(scored)
+        elif kind == "list":
+            content = client.lrange(key, 0, -1)
+        elif kind == "set":
+            content = client.smembers(key)
+        else:  # gone between SCAN and TYPE
+            continue
+        name = key.decode() if isinstance(key, bytes) else key
+        out[name] = (kind, content, int(client.pexpiretime(key)))
+    return out
+
+
+_NUMBER = re.compile(rb"(-?\d+(?:\.\d+)?)")
+
+
+def _moved_on(before: Any, after: Any, most: float) -> bool:
+    """Whether ``after`` is ``before`` with its numbers (a value, or the numbers inside
+    a text: a JSON record, '<charged> <weight> ...') each the same or moved on by 0 to
+    ``most``, and everything else unchanged."""
+    if before == after:
+        return True
+    if isinstance(before, float | int) or isinstance(after, float | int):
+        return 0 <= float(after) - float(before) <= most
+    if not isinstance(before, bytes) or not isinstance(after, bytes):
+        return False
+    was, now = _NUMBER.split(before), _NUMBER.split(after)
+    if len(was) != len(now):
+        return False
+    for i, (a, b) in enumerate(zip(was, now, strict=True)):
+        if i % 2 == 0 and a != b:  # the text between the numbers
+            return False
+        if i % 2 == 1 and not 0 <= float(b) - float(a) <= most:
+            return False
+    return True
+
+
+def resend_refreshing(q: FairQueue, client: SyncClient, call: Call[Any]) -> tuple[Any, Any]:
+    """``resend`` for a call that refreshes times (a heartbeat, a lock's renewal): the
+    resend must leave the same keys, types, fields and members, and may move a number
+    (an expiry, a deadline, a last-seen time, a charge) on only by the time between the
+    two sends (counted in us, the finest unit kept), never back."""
+    started = time.monotonic()
+    first = q._run(call)
+    before = queue_contents(client, q.queue)
+    second = q._run(call)
+    after = queue_contents(client, q.queue)
+    # what the time between the sends can move a number by, in the finest unit the
+    # scripts keep (us: a charge, a start tag), and the server clock's rounding
+    most = (time.monotonic() - started) * 1_000_000 + 2_000
+    assert after.keys() == before.keys(), "the resend added or removed keys"
+    for key, (kind, content, expiry) in before.items():
+        kind2, content2, expiry2 = after[key]
+        assert kind2 == kind, key
+        assert expiry == expiry2 or (expiry >= 0 and _moved_on(expiry, expiry2, most)), key
+        if isinstance(content, dict):
+            assert content.keys() == content2.keys(), key
+            for field, value in content.items():
+                assert _moved_on(value, content2[field], most), (key, field)
+        elif isinstance(content, list | set):
+            assert content == content2, key
+        else:
+            assert _moved_on(content, content2, most), key
     return first, second
 
 

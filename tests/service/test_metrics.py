@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -54,6 +55,8 @@ def test_scrape(live: LiveServer) -> None:
             [Task(user_id="big", name="n") for _ in range(6)]
             + [Task(user_id="small", name="n", priority=Priority.CRITICAL) for _ in range(2)]
         )
+        waited = 0.02  # every task waits at least this long (the server's clock, whole ms)
+        time.sleep(waited)
         first = q.pop(worker_id="w1", assigned_users=["small"])
         assert first is not None
         assert q.complete(first, result=1)
@@ -87,7 +90,7 @@ def test_scrape(live: LiveServer) -> None:
         assert value(m["fairque_user_byte_quota"], queue=queue, user_id="big") == 10_000
         assert value(m["fairque_workers_alive"], queue=queue) == 1
         assert value(m["fairque_workers_alive"], queue=other) == 0
-        assert value(m["fairque_oldest_waiting_seconds"], queue=queue) >= 0
+        assert value(m["fairque_oldest_waiting_seconds"], queue=queue) >= waited - 0.001
         assert value(m["fairque_oldest_waiting_seconds"], queue=other) == 0
         assert value(m["fairque_users_ready"], queue=queue) == 1
         pushed = m["fairque_tasks_pushed"]
@@ -104,7 +107,7 @@ def test_scrape(live: LiveServer) -> None:
         assert value(waits, "fairque_task_wait_seconds_bucket", queue=queue, le=last) == 3
         les = {s.labels["le"] for s in waits if s.name.endswith("_bucket")}
         assert len(les) == len(HISTOGRAM_BOUNDS_SECONDS) + 1  # every kept bound, and +Inf
-        assert value(waits, "fairque_task_wait_seconds_sum", queue=queue) >= 0
+        assert value(waits, "fairque_task_wait_seconds_sum", queue=queue) >= 3 * (waited - 0.001)
         runs = m["fairque_task_run_seconds"]
         assert value(runs, "fairque_task_run_seconds_count", queue=queue) == 2
         assert value(runs, "fairque_task_run_seconds_count", queue=other) == 0

@@ -366,7 +366,7 @@ def test_every_method_is_shard_aware_or_kept_in_shard_0() -> None:
 
 
 def test_housekeeping_spans_every_shard(make_queue: MakeQueue, redis_client: SyncClient) -> None:
-    q: Any = make_queue(shards=3)
+    q: Any = make_queue(shards=3, failed_ttl_seconds=0.05)
     for shard in range(3):
         q.enqueue("job", user_id=users_on(q, shard, 1)[0])
     assert q.place() == 3
@@ -378,13 +378,23 @@ def test_housekeeping_spans_every_shard(make_queue: MakeQueue, redis_client: Syn
         expire_lease(redis_client, q.queue, task.task_id or "")
     assert q.reclaim() == 3  # each a failed attempt: back for a retry
     assert q.stats().counts[TaskState.SCHEDULED] == 3
-    assert q.maintain() >= 0
+    assert q.maintain() == 0  # nothing has expired yet
     assert q.cleanup_dependencies() == 0
     q.set_user_limits(users_on(q, 2, 1)[0], weight=3)
     assert q.set_fairness("count") == "time"
     assert q.set_fairness("time") == "count"
     assert q.purge() == 3
     assert q.stats().counts[TaskState.SCHEDULED] == 0
+    for shard in range(3):  # a FAILED record on each shard, kept 50 ms
+        q.enqueue("job", user_id=users_on(q, shard, 1)[0], max_retries=0)
+    failed: list[Task] = []
+    while len(failed) < 3:
+        for task in q.pop_batch(3, "w"):
+            assert q.fail(task, "boom", retry=False) == TaskState.FAILED
+            failed.append(task)
+    while any(q.get(t.task_id or "") is not None for t in failed):  # until they expire
+        time.sleep(0.01)
+    assert q.maintain() == 3  # each shard's expired registry entry
 
 
 def test_an_idle_client_wakes_on_a_push_to_any_shard(make_queue: MakeQueue) -> None:

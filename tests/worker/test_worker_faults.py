@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import signal
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -341,24 +342,29 @@ async def test_worker_gives_up_when_the_server_never_comes(
 
 
 class CutQueue(AsyncFairQueue):
-    """A real queue whose ``fail`` and ``requeue`` lose their first ``cuts`` calls.
-
-    The call is applied (or not) and the reply lost: the worker must send it again.
+    """A real queue whose ``fail`` and ``requeue`` lose their first ``cuts`` calls, by
+    turns: a call applied on the server and its reply lost, then one lost on the way
+    (not applied). The worker must send each again; the resend of an applied call is
+    recognised by the script and answered as the first was.
     """
 
     cuts = 0
+    applied = 0  # calls the server applied whose reply was lost
+
+    async def _cut(self, send: Callable[[], Awaitable[TaskState]]) -> TaskState:
+        self.cuts -= 1
+        if self.cuts % 2:  # applied, then the reply lost
+            await send()
+            self.applied += 1
+        raise redis.ConnectionError("connection reset by peer")
 
     async def fail(self, task: Task, *args: Any, **kwargs: Any) -> TaskState:
-        if self.cuts:
-            self.cuts -= 1
-            raise redis.ConnectionError("connection reset by peer")
-        return await super().fail(task, *args, **kwargs)
+        send = functools.partial(super().fail, task, *args, **kwargs)
+        return await (self._cut(send) if self.cuts else send())
 
     async def requeue(self, task: Task, delay: float = 0) -> TaskState:
-        if self.cuts:
-            self.cuts -= 1
-            raise redis.ConnectionError("connection reset by peer")
-        return await super().requeue(task, delay)
+        send = functools.partial(super().requeue, task, delay)
+        return await (self._cut(send) if self.cuts else send())
 
 
 async def test_failures_and_give_backs_are_resent_after_a_connection_error(h: Harness) -> None:
@@ -372,13 +378,18 @@ async def test_failures_and_give_backs_are_resent_after_a_connection_error(h: Ha
     bad = await q.enqueue("bad", user_id="a", max_retries=0)
     failed = await wait_state(q, bad.task_id, TaskState.FAILED, timeout=5)
     assert failed.error == "ZeroDivisionError: division by zero"
-    assert worker.failed == 1
+    # the first send was applied (the task FAILED then); the worker learns it from a resend
+    await eventually(lambda: worker.failed == 1, timeout=10)
     q.cuts = 2
     long = await q.enqueue("long", user_id="b")
     await wait_state(q, long.task_id, TaskState.STARTED, timeout=5)
     await h.stop(worker)
     back = await wait_state(q, long.task_id, TaskState.QUEUED, timeout=0)
     assert back.retry_count == 0
+    assert q.applied == 2  # one failure and one give-back applied before their resends
+    stats = await q.stats()
+    assert stats.counters.get("requeued", 0) == 1  # each applied once
+    assert stats.counts[TaskState.FAILED] == 1
 
 
 async def test_a_stop_during_an_outage_gives_up_on_held_outcomes_in_bounded_time(

@@ -398,7 +398,7 @@ async def test_second_stop_request_gives_back_at_once(h: Harness) -> None:
     await asyncio.sleep(0.1)
     begin = time.monotonic()
     await h.stop(worker)
-    assert time.monotonic() - begin < 2
+    assert time.monotonic() - begin < 30 / 10  # not its 30 s grace
     for t in tasks:
         await wait_state(q, t.task_id, TaskState.QUEUED, timeout=0)
     assert (await q.stats()).counters["requeued"] == 2
@@ -412,8 +412,10 @@ async def test_idle_worker_is_woken_by_a_push(h: Harness) -> None:
     await asyncio.sleep(0.3)  # the worker is now blocked on the wake-up list
     begin = time.monotonic()
     t = await q.enqueue("quick", user_id="u")
-    await wait_state(q, t.task_id, TaskState.FINISHED)
-    assert time.monotonic() - begin < 0.5
+    await wait_state(q, t.task_id, TaskState.FINISHED, timeout=30)
+    # woken by the push: a missed one would wait for the end of its blocking wait, a
+    # lease length away
+    assert time.monotonic() - begin < q.options.lease_seconds / 10
 
 
 async def test_idle_worker_runs_a_delayed_task_when_due(h: Harness) -> None:
@@ -422,8 +424,9 @@ async def test_idle_worker_runs_a_delayed_task_when_due(h: Harness) -> None:
     begin = time.monotonic()
     t = await q.enqueue("later", user_id="u", delay=0.3)
     h.start(q, reg, poll_interval_seconds=30)
-    await wait_state(q, t.task_id, TaskState.FINISHED, timeout=3)
-    assert 0.25 <= time.monotonic() - begin < 3
+    await wait_state(q, t.task_id, TaskState.FINISHED, timeout=30)
+    # not before it is due; not at the end of a 30 s poll or a lease-long wait either
+    assert 0.25 <= time.monotonic() - begin < min(30, q.options.lease_seconds) / 10
 
 
 async def test_blocked_worker_notices_a_delayed_task_pushed_later(h: Harness) -> None:

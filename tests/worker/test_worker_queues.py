@@ -105,13 +105,14 @@ async def test_an_idle_worker_picks_up_a_push_on_either_queue_promptly(h: Harnes
         began = time.monotonic()
         t = await q.enqueue("job", user_id="u")
         done = (q.queue, t.task_id)
-        await eventually(lambda done=done: done in ran, timeout=5)  # type: ignore[misc]
+        await eventually(lambda done=done: done in ran, timeout=30)  # type: ignore[misc]
         latencies.append(time.monotonic() - began)
         await asyncio.sleep(0.1)  # idle again
-    assert max(latencies) < 0.5, latencies
+    # a push or a stop that a queue's wait missed would sit out the wait: 30 s
+    assert max(latencies) < 30 / 10, latencies
     began = time.monotonic()
     await h.stop(worker)  # one request ends every queue's wait
-    assert time.monotonic() - began < 2.0
+    assert time.monotonic() - began < 30 / 10
 
 
 class Counting(AsyncFairQueue):
@@ -212,8 +213,9 @@ async def test_a_watch_passes_on_a_token_it_cannot_use(h: Harness) -> None:
     await asyncio.sleep(0.2)  # parked on B
     began = time.monotonic()
     t = await b.enqueue("job", user_id="u")
-    await eventually(lambda: len(ran) == 1, timeout=5)
-    assert time.monotonic() - began < 1.0
+    await eventually(lambda: len(ran) == 1, timeout=30)
+    # at once: not at the end of the idle worker's wait (its lease length)
+    assert time.monotonic() - began < b.options.lease_seconds / 10
     assert ran == [("other", t.task_id)]
     release.set()
 

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import re
-import time
 
 import pytest
 from helpers.servers import SyncClient
-from helpers.support import MakeQueue
+from helpers.support import MakeQueue, expire_lease, make_due
 from redis.crc import key_slot
 
 from fairque import FairQueue, Priority, ResultTimeout, Task
@@ -35,23 +34,27 @@ def known_key_pattern(keys: QueueKeys) -> re.Pattern[str]:
     return re.compile("^(?:" + "|".join(alternatives) + ")$")
 
 
-def exercise_everything(q: FairQueue) -> None:
+def exercise_everything(q: FairQueue, client: SyncClient) -> None:
+    """Every kind of key a queue makes: leases extended, completed, failed, given back,
+    run out and reclaimed (a lease is run out by moving its deadline into the past,
+    not by a short lease a busy machine may miss), canceled, delayed, critical."""
     q.set_user_limits("heavy", weight=2, max_in_flight=3)
     q.push_many(Task(user_id="heavy", name="x", priority=p) for p in (1, 3, 5, 6))
-    q.enqueue("d", user_id="light", delay=0.05)
+    delayed = q.enqueue("d", user_id="light", delay=30)
     q.enqueue("c", user_id="light", priority=Priority.CRITICAL)
-    time.sleep(0.06)
-    tasks = q.pop_batch(3, worker_id="w", lease_seconds=0.05)
+    make_due(client, q.queue, delayed.task_id or "")
+    tasks = q.pop_batch(3, worker_id="w")
+    assert len(tasks) == 3
     q.extend(tasks[0], 10)
-    q.complete(tasks[0], {"r": 1})
+    assert q.complete(tasks[0], {"r": 1})
     q.fail(tasks[1], "x", delay=0)
     q.requeue(tasks[2], delay=0.01)
-    time.sleep(0.06)
-    q.reclaim()
-    rest = q.pop_batch(10, lease_seconds=0.01)
+    rest = q.pop_batch(10)
+    assert rest
+    for task in rest[1:]:
+        expire_lease(client, q.queue, task.task_id or "")
+    assert q.reclaim() == len(rest) - 1
     q.cancel(rest[0].task_id or "")
-    time.sleep(0.02)
-    q.reclaim()
     up = q.enqueue("up", user_id="light")
     down = q.enqueue("down", user_id="heavy", depends_on=[up.task_id or ""])
     q.enqueue(
@@ -68,7 +71,7 @@ def test_all_queue_keys_share_one_slot_and_are_known(
     make_queue: MakeQueue, redis_client: SyncClient
 ) -> None:
     q = make_queue()
-    exercise_everything(q)
+    exercise_everything(q, redis_client)
     keys = QueueKeys(q.queue)
     pattern = known_key_pattern(keys)
     created = [k.decode() for k in redis_client.scan_iter(match=f"fq:\\{{{q.queue}\\}}:*")]

@@ -9,9 +9,8 @@
 -- tasks, at weight 1; never more than the lead bound): the time its cap held it out
 -- earns that much, so the slots its cap frees together go to it, not to the users at
 -- the floor. Any other user rejoins at the floor (idle time earns nothing), behind the
--- users that joined there before it
--- (FAIR_STEP after the last of them), so users that join together are served in the
--- order they joined, as in count mode.
+-- users that joined there before it (FAIR_STEP after the last of them), so users that
+-- join together are served in the order they joined, as in count mode.
 local function fair_join_tag(K, user, floor, joined, lead, held_out)
   local tk = tenant_key(K, user)
   local saved = tonumber(redis.call('HGET', tk, 'tag') or '-1')

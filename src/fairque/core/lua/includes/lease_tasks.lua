@@ -56,6 +56,8 @@
 -- looks at the queue. A queue with tasks set aside has its 'aside' set, one of the keys
 -- `limits` looks for.
 local ACTIVE_STEP_MS = 1000
+-- the task's 'capped' field as a lease writes it: none on a queue without caps
+local NO_FIELD, CAPPED, UNCAPPED = {}, {'capped', '1'}, {'capped', '0'}
 local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any, limits, us,
                            names, fm)
   local deadline = ms + lease_ms
@@ -237,13 +239,13 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any,
         if used > 0 and used + slots > cap then full = true end
       end
     end
-    -- (on a queue with group caps, a grouped tenant's lease holds slots of its group
-    -- whether or not its group has a cap yet, so a cap set later counts the leases
-    -- already running; the first cap of a queue counts the leases taken after it)
     -- whether the lease holds a slot of a cap (its user's or its group's): the task's
     -- 'capped' field, so its worker leases nothing ahead for its slot (a lease ahead
     -- would come before this one ends and its cap frees, and take another's task)
     local held_cap = cap > 0
+    -- (on a queue with group caps, a grouped tenant's lease holds slots of its group
+    -- whether or not its group has a cap yet, so a cap set later counts the leases
+    -- already running; the first cap of a queue counts the leases taken after it)
     local gheld
     if id and group_caps and not (blocked or other or full) then
       local g = groups[user]
@@ -495,18 +497,19 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any,
     token = token + 1
     local tk = task_key(K, id)
     local charge = charges[i]
+    -- on a queue with caps, 'capped' rides in the same write
+    local cf = not (capping or group_caps) and NO_FIELD or capd[i] and CAPPED or UNCAPPED
     if gtaken[i] then  -- it holds slots of its group's cap (group_release frees them)
       redis.call('HSET', tk, 'state', 'STARTED', 'lease', token, 'worker', worker,
-        'deadline', deadline, 'started', ms, 'gheld', gtaken[i])
+        'deadline', deadline, 'started', ms, 'gheld', gtaken[i], unpack(cf))
       if charge then redis.call('HSET', tk, 'fair', charge .. ' ' .. fstart) end
     elseif charge then
       redis.call('HSET', tk, 'state', 'STARTED', 'lease', token, 'worker', worker,
-        'deadline', deadline, 'started', ms, 'fair', charge .. ' ' .. fstart)
+        'deadline', deadline, 'started', ms, 'fair', charge .. ' ' .. fstart, unpack(cf))
     else
       redis.call('HSET', tk, 'state', 'STARTED', 'lease', token, 'worker', worker,
-        'deadline', deadline, 'started', ms)
+        'deadline', deadline, 'started', ms, unpack(cf))
     end
-    if capping or group_caps then redis.call('HSET', tk, 'capped', capd[i] and '1' or '0') end
     out[i] = redis.call('HGETALL', tk)
     tokens[#tokens + 1] = id
     tokens[#tokens + 1] = token

@@ -76,9 +76,8 @@ async def _shares(url: str, direct: str, mode: str, seconds: float) -> dict[str,
     return {u: b / total for u, b in busy.items()}
 
 
+@pytest.mark.server_kinds("valkey", "redis")  # the proxy forwards to one node
 async def test_a_worker_a_hop_away_gets_shares_of_run_time_by_time(server: ServerInfo) -> None:
-    if server.cluster:
-        pytest.skip("the proxy forwards to one node")
     proxy = _delay_proxy()(int(server.url.rsplit(":", 1)[1].split("/")[0]), 0.001)
     try:
         by_turns = await _shares(proxy.url, server.url, "count", 2.5)

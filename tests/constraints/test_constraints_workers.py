@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import itertools
+import statistics
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -38,9 +39,9 @@ _max_in_window = _benchmark_measure()
 
 async def test_rate_limit_over_three_workers(h: Harness) -> None:
     """Rate 20/s, burst 1, three racing workers: no one-second window (sliding, by the
-    server's start times) holds more than 20 starts, and the workers reach the rate
-    (``benchmarks/constraints.py`` measures how closely: this asserts a margin a busy
-    machine keeps)."""
+    server's start times) holds more than 20 starts, and the workers reach the rate: the
+    median gap between starts is the limit's interval (``benchmarks/rate_limit.py``
+    measures how closely)."""
     q, reg = h.queue(), Registry()
     starts: list[float] = []
     seconds = RATE_SECONDS.get(h.server.kind, 4.0)
@@ -61,8 +62,13 @@ async def test_rate_limit_over_three_workers(h: Harness) -> None:
     done = [s for s in starts if s - first < seconds]
     assert _max_in_window(done, 1.0) <= 20  # W / interval + burst - 1 (half-open): never more
     assert _max_in_window(done, 0.5) <= 10
-    assert len(done) >= int(seconds * 20 * 0.85)  # and it reaches the limit
-    assert _max_in_window(done, 1.0) >= 19
+    # and it reaches the limit: the typical start comes at its slot, one interval after
+    # the last (a start a busy machine delays is lost to the limit, not made up, so the
+    # count over a window measures the machine; the median gap measures the queue)
+    interval = 1 / 20
+    assert len(done) >= 20, done
+    gaps = [b - a for a, b in itertools.pairwise(sorted(done))]
+    assert statistics.median(gaps) <= interval * 1.5, sorted(gaps)
 
 
 async def test_a_dear_task_does_not_make_the_next_start_late(h: Harness) -> None:
@@ -134,14 +140,18 @@ async def test_unrelated_names_are_not_slowed(h: Harness) -> None:
     async def free() -> None:
         done["free"] += 1
 
-    await q.define_constraint(id="r", name="slow", rate=2, per=1.0)
-    await q.push_many([_task("slow", "a") for _ in range(100)])
+    rate, slow_tasks = 2, 100
+    await q.define_constraint(id="r", name="slow", rate=rate, per=1.0)
+    await q.push_many([_task("slow", "a") for _ in range(slow_tasks)])
     await q.push_many([_task("free", u) for u in ("a", "b") for _ in range(50)])
     began = time.monotonic()
     h.start(q, reg, max_concurrent_tasks=10, batch_size=20)
-    await eventually(lambda: done["free"] == 100, timeout=10)
-    assert time.monotonic() - began < 2.0
-    assert done["slow"] <= 4
+    await eventually(lambda: done["free"] == 100)
+    took = time.monotonic() - began
+    # the limited name's 100 tasks, pushed first, take 50 s at their rate: the free ones,
+    # behind them in every lane, ran while a tenth of them could start...
+    assert done["slow"] <= slow_tasks // 10, (done, took)
+    assert done["slow"] <= rate * took + 1  # ...and the limit held meanwhile
 
 
 async def test_per_user_buckets_keep_each_tenant_within_its_own(h: Harness) -> None:
@@ -171,7 +181,8 @@ async def test_per_user_buckets_keep_each_tenant_within_its_own(h: Harness) -> N
 async def test_a_dead_workers_slot_frees_after_its_lease_and_wakes_a_worker(
     h: Harness,
 ) -> None:
-    q, reg = h.queue(lease_seconds=1.0), Registry()
+    park = 30.0  # the worker's lease, and so its park's longest wait
+    q, reg = h.queue(lease_seconds=1.0, socket_timeout=2 * park), Registry()
     ran: list[str] = []
 
     @reg.task(name="job")
@@ -185,9 +196,10 @@ async def test_a_dead_workers_slot_frees_after_its_lease_and_wakes_a_worker(
     assert dead is not None
     assert dead.task_id == "lost"
     began = time.monotonic()
-    h.start(q, reg, lease_seconds=5.0)
-    await eventually(lambda: "next" in ran, timeout=5)
-    assert 0.5 < time.monotonic() - began < 2.5  # once the lease expired, not by polling
+    h.start(q, reg, lease_seconds=park)
+    await eventually(lambda: "next" in ran)
+    # once the dead lease expired (its slot's due time ends the park), not a park later
+    assert 0.5 < time.monotonic() - began < park / 3
 
 
 def _task(name: str, user: str, cost: int = 1) -> Any:

@@ -29,6 +29,18 @@ from helpers.servers import ServerInfo, SyncClient
 #: the ``make_queue`` fixture: a fresh queue of the test's server kind, with options
 MakeQueue = Callable[..., FairQueue]
 
+#: how long a test waits for what must happen before it calls the wait a hang: a guard,
+#: never a check (a test's timing checks take their margins from what the test measures)
+PATIENCE = 60.0
+
+
+def wait_until(check: Callable[[], object], what: str, poll: float = 0.01) -> None:
+    """Poll ``check`` until it is true; fail with ``what`` after ``PATIENCE`` seconds."""
+    began = time.monotonic()
+    while not check():
+        assert time.monotonic() - began < PATIENCE, f"{what}: not after {PATIENCE:g} s"
+        time.sleep(poll)
+
 
 def unique_queue(prefix: str = "t") -> str:
     """A queue name no other test uses."""

@@ -25,7 +25,7 @@ from fairque import (
 from fairque.core.keys import QueueKeys
 from fairque.worker import Outcome
 from helpers.servers import ServerInfo, SyncClient
-from helpers.support import unique_queue
+from helpers.support import PATIENCE, unique_queue
 
 
 class Harness:
@@ -36,11 +36,17 @@ class Harness:
         self.queues: list[AsyncFairQueue] = []
         self.runs: list[tuple[Worker, asyncio.Task[None]]] = []
 
-    def queue(self, name: str | None = None, **options: Any) -> AsyncFairQueue:
+    def queue(
+        self, name: str | None = None, socket_timeout: float | None = None, **options: Any
+    ) -> AsyncFairQueue:
+        """A queue of ``options``; ``socket_timeout``: its client's, which bounds how long
+        one blocking wait (a parked worker's) may last (redis-py's default: 5 s)."""
         opts: dict[str, Any] = {"retry_base_seconds": 0.01, **options}
-        q = AsyncFairQueue.from_url(
-            self.server.url, name or unique_queue(), cluster=self.server.cluster, **opts
-        )
+        url = self.server.url
+        if socket_timeout is not None:
+            url += f"{'&' if '?' in url else '?'}socket_timeout={socket_timeout:g}"
+        cluster = self.server.cluster
+        q = AsyncFairQueue.from_url(url, name or unique_queue(), cluster=cluster, **opts)
         self.queues.append(q)
         return q
 
@@ -75,7 +81,7 @@ class Harness:
 
 
 async def wait_state(
-    q: AsyncFairQueue, task_id: str | None, *states: TaskState, timeout: float = 10.0
+    q: AsyncFairQueue, task_id: str | None, *states: TaskState, timeout: float = PATIENCE
 ) -> Task:
     assert task_id is not None
     deadline = time.monotonic() + timeout
@@ -96,7 +102,7 @@ async def wait_state(
         await asyncio.sleep(0.02)
 
 
-async def eventually(check: Callable[[], bool], timeout: float = 10.0) -> None:
+async def eventually(check: Callable[[], bool], timeout: float = PATIENCE) -> None:
     deadline = time.monotonic() + timeout
     while not check():
         assert time.monotonic() < deadline, "condition not reached in time"

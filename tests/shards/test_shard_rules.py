@@ -286,12 +286,12 @@ def test_a_schedule_change_on_any_shard_wakes_the_leader(make_queue: MakeQueue) 
         lambda: other.add_schedule(schedule_id="w", name="t", user_id=user, interval_seconds=60),
     )
     timer.start()
-    started = time.monotonic()
+    started, timeout = time.monotonic(), 30
     try:
-        assert q.wait_for_schedules(30) is True
+        assert q.wait_for_schedules(timeout) is True
     finally:
         timer.join()
-    assert time.monotonic() - started < 15
+    assert time.monotonic() - started < timeout / 2  # woken, not timed out
 
 
 async def test_racing_schedulers_fire_each_slot_once_on_every_shard(server: ServerInfo) -> None:

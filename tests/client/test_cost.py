@@ -28,14 +28,18 @@ def in_flight(q: FairQueue, user: str) -> int:
 
 @pytest.mark.server_kinds("valkey")  # input checks: one kind suffices
 @pytest.mark.parametrize("cost", [0, -1, 1001, True, "2", 2.0, None])
-def test_a_bad_cost_is_a_typed_error_and_writes_nothing(make_queue: MakeQueue, cost: Any) -> None:
+def test_a_bad_cost_is_a_typed_error_and_writes_nothing(
+    make_queue: MakeQueue, redis_client: SyncClient, cost: Any
+) -> None:
     q = make_queue()
+    q.enqueue("n", user_id="u", cost=2)
+    before = queue_snapshot(redis_client, q.queue)
     with pytest.raises(ValidationError) as info:
         q.enqueue("n", user_id="u", cost=cost)
     assert any(field == "cost" for field, _ in info.value.problems)
     with pytest.raises(ValidationError):
         Task(user_id="u", name="n", cost=cost)
-    assert q.stats().counts[TaskState.QUEUED] == 0
+    assert queue_snapshot(redis_client, q.queue) == before
 
 
 def test_the_cost_is_stored_and_read_back(make_queue: MakeQueue) -> None:

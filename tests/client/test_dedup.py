@@ -20,10 +20,14 @@ def push(q: Any, payload: Any, user: str = "u", **dedup: Any) -> Task:
     return task
 
 
-def test_keep_answers_the_waiting_task_and_writes_nothing(make_queue: MakeQueue) -> None:
+def test_keep_answers_the_waiting_task_and_writes_nothing(
+    make_queue: MakeQueue, redis_client: SyncClient
+) -> None:
     q = make_queue()
     first = push(q, 1, key="k")
+    before = queue_snapshot(redis_client, q.queue)
     again = push(q, 2, key="k")
+    assert queue_snapshot(redis_client, q.queue) == before
     assert again.task_id == first.task_id
     assert again.payload == 1
     assert again.dedup == Dedup(key="k")
@@ -213,11 +217,13 @@ def test_maintain_drops_the_names_of_tasks_that_no_longer_wait(
      "window": 2.0, "max_wait": 1.0}, {"key": "k", "mode": "debounce", "window": "1"}],
 )  # fmt: skip
 def test_a_bad_dedup_is_a_typed_error_and_writes_nothing(
-    make_queue: MakeQueue, fields: dict[str, Any]
+    make_queue: MakeQueue, redis_client: SyncClient, fields: dict[str, Any]
 ) -> None:
     q = make_queue()
+    push(q, 0, key="k")
+    before = queue_snapshot(redis_client, q.queue)
     with pytest.raises(ValidationError):
         push(q, 1, **fields)
     with pytest.raises(ValidationError):
         q.enqueue("job", 1, user_id="u", dedup={"key": "k"})  # type: ignore[arg-type]
-    assert q.stats().counters.get("pushed", 0) == 0
+    assert queue_snapshot(redis_client, q.queue) == before

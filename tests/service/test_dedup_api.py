@@ -4,6 +4,9 @@ writes nothing."""
 
 from __future__ import annotations
 
+from helpers.servers import SyncClient
+from helpers.support import queue_snapshot
+
 from service.harness import Api
 
 
@@ -22,7 +25,9 @@ def test_a_keyed_push_merges_and_the_task_shows_its_key(api: Api) -> None:
     assert (shown["debounce_seconds"], shown["debounce_max_seconds"]) == (30.0, 300.0)
 
 
-def test_a_bad_dedup_is_refused_and_writes_nothing(api: Api) -> None:
+def test_a_bad_dedup_is_refused_and_writes_nothing(api: Api, redis_client: SyncClient) -> None:
+    api.push(user_id="u")  # the queue exists
+    before = queue_snapshot(redis_client, api.queue)
     base = {"name": "n", "user_id": "u"}
     for bad in ({"dedup_mode": "keep"}, {"debounce_seconds": 1}, {"dedup_key": ""},
                 {"dedup_key": "k", "dedup_mode": "debounce"},
@@ -31,4 +36,4 @@ def test_a_bad_dedup_is_refused_and_writes_nothing(api: Api) -> None:
                  "debounce_max_seconds": 1}):  # fmt: skip
         refused = api.call("POST", "/tasks", {**base, **bad})
         assert refused.status_code == 422, (bad, refused.text)
-    assert api.ok("GET", "/stats")["counts"].get("QUEUED", 0) == 0
+    assert queue_snapshot(redis_client, api.queue) == before

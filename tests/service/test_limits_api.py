@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from helpers.servers import ServerInfo
-from helpers.support import eviction_policy, memory_limit
+from helpers.servers import ServerInfo, SyncClient
+from helpers.support import eviction_policy, memory_limit, queue_snapshot
 
 from fairque import FairQueue, ServerFull, Task
 from service.harness import Api, LiveServer
@@ -24,17 +24,21 @@ def refused_push(api: Api, user: str, status: int, kind: str, wait: str) -> dict
     return problem
 
 
-def test_a_push_past_the_quota_is_429_and_writes_nothing(api: Api) -> None:
+def test_a_push_past_the_quota_is_429_and_writes_nothing(
+    api: Api, redis_client: SyncClient
+) -> None:
     limits = api.ok("PUT", "/users/noisy/limits", {"max_queued": 3})
     assert limits == {"user_id": "noisy", "weight": 1, "max_in_flight": None, "max_queued": 3,
                       "group": None, "floor": None, "ceiling": None,
                       "max_bytes": None}  # fmt: skip
     for _ in range(3):
         api.push(user_id="noisy")
+    before = queue_snapshot(redis_client, api.queue)
     problem = refused_push(api, "noisy", 429, "quota-exceeded", "5")
     assert "'noisy'" in problem["detail"]
     batch = {"tasks": [{"name": "job", "user_id": "other"}, {"name": "job", "user_id": "noisy"}]}
     assert api.call("POST", "/tasks", batch).status_code == 429
+    assert queue_snapshot(redis_client, api.queue) == before
     stats = api.ok("GET", "/stats")
     assert stats["counts"]["QUEUED"] == 3
     api.push(user_id="other")

@@ -12,7 +12,7 @@ from collections import Counter
 
 import pytest
 from helpers.servers import SyncClient
-from helpers.support import MakeQueue, expire_lease, queue_snapshot, resend
+from helpers.support import CheckedThread, MakeQueue, expire_lease, queue_snapshot, resend
 
 from fairque import FairQueue, Task, TaskState, ValidationError
 from fairque.core.keys import QueueKeys
@@ -395,7 +395,7 @@ def test_a_group_cap_holds_under_racing_workers(make_queue: MakeQueue) -> None:
                 held[0] -= 1
             assert q.complete(task)
 
-    threads = [threading.Thread(target=work) for _ in range(4)]
+    threads = [CheckedThread(target=work) for _ in range(4)]
     for t in threads:
         t.start()
     for t in threads:

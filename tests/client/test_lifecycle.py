@@ -7,7 +7,7 @@ import time
 
 import pytest
 from helpers.servers import SyncClient
-from helpers.support import MakeQueue, expire_lease, make_due, server_ms
+from helpers.support import CheckedThread, MakeQueue, expire_lease, make_due, server_ms
 
 from fairque import (
     DuplicateTask,
@@ -138,7 +138,7 @@ def test_racing_completions_exactly_one_wins(
         barrier.wait()
         results.append((holder.worker_id or "", q.complete(holder.model_copy(), "r")))
 
-    threads = [threading.Thread(target=racer, args=(h,)) for h in [old, current] * 4]
+    threads = [CheckedThread(target=racer, args=(h,)) for h in [old, current] * 4]
     for th in threads:
         th.start()
     for th in threads:

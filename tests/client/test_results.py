@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from helpers.servers import ServerInfo, SyncClient
-from helpers.support import MakeQueue, unique_queue
+from helpers.support import CheckedThread, MakeQueue, unique_queue
 
 from fairque import (
     AsyncFairQueue,
@@ -34,7 +34,7 @@ def finish_later(q: FairQueue, delay: float, result: Any) -> threading.Thread:
         assert task is not None
         q.complete(task, result)
 
-    thread = threading.Thread(target=work)
+    thread = CheckedThread(target=work)
     thread.start()
     return thread
 
@@ -68,7 +68,7 @@ def test_several_waiters_are_all_woken(make_queue: MakeQueue) -> None:
         waiter = make_queue(queue=q.queue)
         results.append(waiter.result(task.task_id or "", timeout=10))
 
-    waiters = [threading.Thread(target=wait) for _ in range(3)]
+    waiters = [CheckedThread(target=wait) for _ in range(3)]
     for w in waiters:
         w.start()
     time.sleep(0.2)

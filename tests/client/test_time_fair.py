@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from helpers.servers import SyncClient
-from helpers.support import MakeQueue, queue_snapshot
+from helpers.support import CheckedThread, MakeQueue, queue_snapshot
 
 from fairque import FairQueue, Priority, Task, TaskState, ValidationError
 from fairque.core.keys import QueueKeys
@@ -383,7 +383,7 @@ def test_switching_modes_under_racing_workers_loses_nothing(make_queue: MakeQueu
                 with lock:
                     done.append(t.payload)
 
-    workers = [threading.Thread(target=work, name=f"w{i}") for i in range(3)]
+    workers = [CheckedThread(target=work, name=f"w{i}") for i in range(3)]
     for w in workers:
         w.start()
     modes = ["count", "time"]

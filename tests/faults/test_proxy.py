@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import socket
-import threading
 import time
 from collections.abc import Callable, Iterator
 
 import pytest
 import redis
-from helpers.support import wait_until
+from helpers.support import CheckedThread, wait_until
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
@@ -66,7 +65,7 @@ def test_cut_ends_every_open_connection(proxied: tuple[FaultProxy, redis.Redis],
         except redis.RedisError as exc:
             errors.append(exc)
 
-    waiter = threading.Thread(target=wait)
+    waiter = CheckedThread(target=wait)
     waiter.start()
     until(lambda: proxy.open_connections == 3)
     time.sleep(0.1)  # the BLPOP is on its way

@@ -34,6 +34,24 @@ MakeQueue = Callable[..., FairQueue]
 PATIENCE = 60.0
 
 
+class CheckedThread(threading.Thread):
+    """A thread whose failure (an assertion in it) ``join`` raises in the test: a plain
+    thread's exception only reaches pytest as a warning."""
+
+    error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            super().run()
+        except BaseException as exc:  # reported by join
+            self.error = exc
+
+    def join(self, timeout: float | None = None) -> None:
+        super().join(timeout)
+        if self.error is not None:
+            raise self.error
+
+
 def wait_until(check: Callable[[], object], what: str, poll: float = 0.01) -> None:
     """Poll ``check`` until it is true; fail with ``what`` after ``PATIENCE`` seconds."""
     began = time.monotonic()

@@ -9,6 +9,7 @@ import time
 from typing import Any
 
 import pytest
+from helpers.support import CheckedThread
 
 from fairque import FairQueue, TaskNotFound
 from service.harness import MSGPACK, Api
@@ -54,7 +55,7 @@ def test_racing_pushes_of_one_id_get_one_201(api: Api) -> None:
         statuses: list[int] = []
         barrier = threading.Barrier(8)
         args = (f"race{round_}", barrier, statuses)
-        threads = [threading.Thread(target=push, args=(n, *args)) for n in range(8)]
+        threads = [CheckedThread(target=push, args=(n, *args)) for n in range(8)]
         for thread in threads:
             thread.start()
         for thread in threads:
@@ -250,7 +251,7 @@ def test_result_pending_then_waits_server_side(api: Api) -> None:
             {"type": "success", "lease_token": leased["lease_token"], "result": 7},
         )
 
-    thread = threading.Thread(target=finish)
+    thread = CheckedThread(target=finish)
     thread.start()
     started, wait = time.monotonic(), 10
     result = api.ok("GET", "/tasks/w1/result", params={"wait_seconds": str(wait)})

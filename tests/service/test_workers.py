@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import threading
 import time
+
+from helpers.support import CheckedThread
 
 from fairque.models import TaskOutcome, TaskState
 from fairque.service.convert import failure_from_outcome
@@ -34,7 +35,7 @@ def test_lease_long_poll_wakes_on_push_and_ends_empty(api: Api) -> None:
         time.sleep(0.4)
         api.push(user_id="late")
 
-    thread = threading.Thread(target=later)
+    thread = CheckedThread(target=later)
     thread.start()
     started, wait = time.monotonic(), 15
     leased = api.lease(wait_seconds=wait)

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from helpers.servers import ServerInfo
-from helpers.support import MakeQueue, Schedulers, unique_queue
+from helpers.support import CheckedThread, MakeQueue, Schedulers, unique_queue
 
 from fairque import (
     AsyncFairQueue,
@@ -96,7 +96,7 @@ def test_racing_workers_never_pass_a_global_limit(make_queue: MakeQueue) -> None
             with lock:
                 leased.extend(got)
 
-    threads = [threading.Thread(target=worker, args=(n,)) for n in range(4)]
+    threads = [CheckedThread(target=worker, args=(n,)) for n in range(4)]
     for t in threads:
         t.start()
     for t in threads:

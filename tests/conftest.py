@@ -14,7 +14,9 @@ directory under ``servers*/``.
   ``@pytest.mark.parametrize("server", ["cluster"], indirect=True)``.
 - ``@pytest.mark.server_kinds("valkey", "cluster")`` (on a test or a module) limits a
   test to those kinds: the command line's tests, which exercise the CLI rather than
-  the engine, skip the standalone Redis kind (the engine's tests run on every kind).
+  the engine, skip the standalone Redis kind (the engine's tests run on every kind);
+  so do the worker's and the service's (``UPPER_FLOORS``), and ``make_queue``'s sync
+  client runs on Redis through its async twin only. Input checks run on one kind.
 """
 
 from __future__ import annotations
@@ -66,6 +68,13 @@ def _server_kinds() -> tuple[str, ...]:
         raise pytest.UsageError(str(exc)) from exc
 
 
+#: the upper floors' folders: their tests exercise the worker and the HTTP service, code
+#: above the client, and run on ``UPPER_KINDS`` (Valkey, and the cluster for routing);
+#: the engine's tests (``make_queue``, the client and core folders) run on every kind
+UPPER_FLOORS = frozenset({"worker", "service"})
+UPPER_KINDS = ("valkey", "cluster")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Deselect tests parametrized with a server kind not selected for this run, and
     ``make_queue``'s sharded queues but on ``SHARDED_KIND`` or where a test is marked
@@ -78,11 +87,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     keep: list[pytest.Item] = []
     drop: list[pytest.Item] = []
     for item in items:
-        callspec = getattr(item, "callspec", None)
-        kind = callspec.params.get("server") if callspec is not None else None
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        kind = params.get("server")
         marker = item.get_closest_marker("server_kinds")
-        allowed = kinds if marker is None else tuple(k for k in kinds if k in marker.args)
-        (drop if kind is not None and kind not in allowed else keep).append(item)
+        if marker is not None:
+            allowed = tuple(k for k in kinds if k in marker.args)
+        elif "make_queue" not in params and UPPER_FLOORS & set(item.path.parts):
+            allowed = tuple(k for k in kinds if k in UPPER_KINDS)
+        else:
+            allowed = kinds
+        # the sync client is the async one's generated twin: on the standalone Redis
+        # kind (the same transport as Valkey's) the async one stands for both
+        twin = params.get("make_queue") == "sync" and kind == "redis"
+        (drop if kind is not None and (kind not in allowed or twin) else keep).append(item)
     items[:], keep = keep, []
     for item in items:
         params = getattr(getattr(item, "callspec", None), "params", {})

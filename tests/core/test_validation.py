@@ -403,6 +403,7 @@ def junk_queue(make_queue: MakeQueue) -> FairQueue:
     return make_queue(queue=unique_queue("junk"), max_payload_bytes=10_000)
 
 
+@pytest.mark.server_kinds("valkey")  # input checks: one kind suffices
 @_JUNK_SETTINGS
 @given(call=_JUNK_CALLS)
 def test_random_junk_raises_fairque_errors_only(

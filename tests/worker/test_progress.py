@@ -21,7 +21,7 @@ async def shown(reader: AsyncFairQueue, task_id: str | None, want: tuple[float, 
     """Poll (from a time after the report) until a read shows ``want``; answer how many
     heartbeats moved the task's lease deadline before it showed."""
     assert task_id is not None
-    began, deadlines = time.monotonic(), set()
+    began, deadlines = time.monotonic(), set[Any]()
     while True:
         got = await reader.get(task_id)
         assert got is not None

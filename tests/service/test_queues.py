@@ -5,6 +5,7 @@ is named, names and patterns otherwise; ``GET /v1/queues``, the dashboard's home
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -12,6 +13,7 @@ from helpers.servers import ServerInfo
 from helpers.support import unique_queue
 
 from fairque import FairQueue
+from fairque.cli.embedded import EmbeddedServer, free_port
 from service.harness import LiveServer
 
 
@@ -35,42 +37,45 @@ def _listed(base: str) -> list[str]:
     return [q["name"] for q in answer.json()["queues"]]
 
 
-#: the dashboard's home and /metrics read every queue on the server, which the suite
-#: shares with every other test's queues: on a busy machine that takes tens of seconds
-WHOLE_SERVER = 90
+@pytest.fixture
+def own_server(tmp_path: Path) -> Iterator[str]:
+    """A Valkey of this test alone: "every queue on the server" is then exactly the
+    test's queues (on the suite's shared servers it is thousands, read in tens of
+    seconds on a busy machine)."""
+    server = EmbeddedServer(port=free_port(), workdir=tmp_path / "server")
+    server.start()
+    yield server.url
+    server.stop()
 
 
-# it reads every queue on the shared server (thousands by then): one kind is enough, the
-# serving code is the same on each
-@pytest.mark.server_kinds("valkey")
-def test_no_name_serves_every_queue_on_the_server(
-    server: ServerInfo, two_queues: tuple[str, str]
-) -> None:
-    live = LiveServer(server.url, [])
+def test_no_name_serves_every_queue_on_the_server(own_server: str) -> None:
+    made = [FairQueue.from_url(own_server, name) for name in ("disc-a", "disc-b")]
+    for q in made:
+        q.enqueue("n", user_id="u")
+    live = LiveServer(own_server, [])
     try:
         assert live.service.selection == "every queue"
-        listed = _listed(live.base)
-        assert set(two_queues) <= set(listed)
-        first, _ = two_queues
-        stats = httpx.get(f"{live.base}/v1/queues/{first}/stats", timeout=WHOLE_SERVER).json()
+        assert sorted(_listed(live.base)) == ["disc-a", "disc-b"]
+        stats = httpx.get(f"{live.base}/v1/queues/disc-a/stats").json()
         assert stats["counts"]["QUEUED"] == 1
         # a queue nobody pushed to yet is served too: a push creates it
-        fresh = unique_queue("fresh")
-        pushed = httpx.post(f"{live.base}/v1/queues/{fresh}/tasks", timeout=WHOLE_SERVER,
-                            json={"name": "n", "user_id": "u"})  # fmt: skip
+        pushed = httpx.post(
+            f"{live.base}/v1/queues/fresh/tasks", json={"name": "n", "user_id": "u"}
+        )
         assert pushed.status_code == 201
         live.service._listed_at = float("-inf")  # the listing is reused for 2 s
-        assert fresh in _listed(live.base)
-        home = httpx.get(f"{live.base}/ui", timeout=WHOLE_SERVER)
+        assert sorted(_listed(live.base)) == ["disc-a", "disc-b", "fresh"]
+        home = httpx.get(f"{live.base}/ui")
         assert home.status_code == 200
-        for name in (*two_queues, fresh):
+        for name in ("disc-a", "disc-b", "fresh"):
             assert f'href="/ui/q/{name}"' in home.text
-        scrape = httpx.get(f"{live.base}/metrics", timeout=WHOLE_SERVER).text
-        for name in (*two_queues, fresh):
+        scrape = httpx.get(f"{live.base}/metrics").text
+        for name in ("disc-a", "disc-b", "fresh"):
             assert f'fairque_tasks{{queue="{name}",state="QUEUED"}} 1.0' in scrape
-        FairQueue.from_url(server.url, fresh).purge()
     finally:
         live.stop()
+        for q in made:
+            q.close()
 
 
 def test_a_pattern_restricts_what_is_served_and_listed(

@@ -39,7 +39,7 @@ from helpers.servers import (
     selected_server_kinds,
     unavailable,
 )
-from helpers.support import BlockingAsyncQueue, LoopThread, unique_queue
+from helpers.support import BlockingAsyncQueue, LoopThread, drop_queues, unique_queue
 from helpers.worker_handlers import Harness
 from redis.crc import key_slot
 
@@ -233,6 +233,7 @@ def make_queue(
     yield factory
     for q in created:
         q.close()
+    drop_queues(server, (q.queue for q in created))
 
 
 @pytest.fixture
@@ -243,3 +244,4 @@ async def h(server: ServerInfo, key_audit: list[ServerInfo]) -> AsyncIterator[Ha
     harness = Harness(server)
     yield harness
     await harness.close()
+    drop_queues(server, (q.queue for q in harness.queues))

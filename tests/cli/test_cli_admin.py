@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 from helpers.servers import ServerInfo
-from helpers.support import eviction_policy, run_here, unique_queue
+from helpers.support import PATIENCE, eviction_policy, run_here, unique_queue
 from typer.testing import CliRunner
 
 from fairque import FairQueue, Task
@@ -177,12 +177,23 @@ def test_users_and_limits(cli_queue: tuple[list[str], FairQueue]) -> None:
     assert "--max-queued" in nothing.stderr
 
 
+def _exit_output(proc: subprocess.Popen[str]) -> str:
+    """The stderr of ``proc`` once it exits; one that does not is made to dump where its
+    threads are (faulthandler, on SIGABRT) and the test fails with that."""
+    try:
+        return proc.communicate(timeout=PATIENCE)[1]
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGABRT)
+        _, err = proc.communicate(timeout=PATIENCE)
+        raise AssertionError(f"no exit after SIGINT; where it was:\n{err}") from None
+
+
 def test_status_watch_refreshes_until_interrupted(cli_queue: tuple[list[str], FairQueue]) -> None:
     base, q = cli_queue
     env = {k: v for k, v in os.environ.items() if not k.startswith("FAIRQUE_")}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "fairque", *base, "status", "--watch", "--json",
-         "--interval", "0.2"],
+        [sys.executable, "-X", "faulthandler", "-m", "fairque", *base, "status", "--watch",
+         "--json", "--interval", "0.2"],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     assert proc.stdout is not None
@@ -194,7 +205,7 @@ def test_status_watch_refreshes_until_interrupted(cli_queue: tuple[list[str], Fa
         if doc["stats"]["counts"]["QUEUED"] == 1:
             break
     proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=30)
+    err = _exit_output(proc)
     assert proc.returncode == 0, err
     assert first["stats"]["counts"]["QUEUED"] == 0
     assert doc["stats"]["counts"]["QUEUED"] == 1

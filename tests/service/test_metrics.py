@@ -22,6 +22,7 @@ from fairque import FairQueue, Task
 from fairque.cli.embedded import EmbeddedServer
 from fairque.models import HISTOGRAM_BOUNDS_SECONDS, Priority, WorkerInfo
 from fairque.service import metrics
+from fairque.service.settings import ServerSettings
 from service.harness import LiveServer
 
 
@@ -274,10 +275,13 @@ class Lines(logging.Handler):
 def test_an_outage_of_the_queue_server_is_a_series_and_two_log_lines(server: ServerInfo) -> None:
     """Two log lines per outage, however many requests it refused; a service of the same
     process whose own server answers meanwhile ends none of it (each service keeps its
-    own tracker)."""
+    own tracker). The service's background reads (reclaiming, every 50 ms here) find the
+    outage too, but the closing line counts requests only."""
     valkey = EmbeddedServer()
     valkey.start()
-    live = LiveServer(valkey.url, [unique_queue("outage")])
+    reclaim = 0.05
+    live = LiveServer(valkey.url, [unique_queue("outage")],
+                      ServerSettings(reclaim_interval_seconds=reclaim))  # fmt: skip
     healthy = LiveServer(server.url, [unique_queue("healthy")])
     lines = Lines()
     service_log = logging.getLogger("fairque.service")
@@ -290,6 +294,7 @@ def test_an_outage_of_the_queue_server_is_a_series_and_two_log_lines(server: Ser
             assert list(down) == ["fairque_server_up"]
             assert value(down["fairque_server_up"]) == 0
             assert value(scrape(healthy)["fairque_server_up"]) == 1
+        time.sleep(4 * reclaim)  # background reads fail meanwhile
         gone = [m for m in lines.messages if "unavailable" in m]
         assert len(gone) == 1, lines.messages  # once per outage, not once per request
         again = EmbeddedServer(port=valkey.port)

@@ -54,7 +54,7 @@ from fairque.service.media import (
     problem_media,
     problem_type,
 )
-from fairque.service.outage import CURRENT, Outage
+from fairque.service.outage import CURRENT, REQUEST, Outage, RequestMark
 from fairque.service.pullers import Pullers
 from fairque.service.routes import ROUTES, Route
 from fairque.service.settings import Role, ServerSettings
@@ -477,6 +477,7 @@ def create_app(service: Service) -> Litestar:
 
     async def tracked(request: Request[Any, Any, Any]) -> None:
         CURRENT.set(service.outage)  # the request's context: its outcome is this service's
+        REQUEST.set(RequestMark())
 
     return Litestar(
         before_request=tracked,

@@ -34,9 +34,14 @@ class Outage:
         return self._since is not None
 
     def failed(self, exc: BaseException) -> None:
-        """A request could not reach the server (logs once per outage)."""
+        """A request, or the service's background work, could not reach the server (logs
+        once per outage; the line that ends it counts requests, each once however many
+        of its reads failed)."""
+        request = REQUEST.get()
         with self._lock:
-            self._refused += 1
+            if request is not None and not request.counted:
+                request.counted = True
+                self._refused += 1
             if self._since is not None:
                 return
             self._since = time.monotonic()
@@ -64,3 +69,14 @@ class Outage:
 OUTAGE = Outage()
 #: the tracker ``engine_errors`` tells of each outcome: the running service's
 CURRENT: ContextVar[Outage] = ContextVar("fairque_outage", default=OUTAGE)
+class RequestMark:
+    """One request's mark: whether an outage has counted it yet."""
+
+    __slots__ = ("counted",)
+
+    def __init__(self) -> None:
+        self.counted = False
+
+
+#: the running request's mark (None: background work, such as reclaiming, not counted)
+REQUEST: ContextVar[RequestMark | None] = ContextVar("fairque_request", default=None)

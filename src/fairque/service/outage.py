@@ -69,6 +69,8 @@ class Outage:
 OUTAGE = Outage()
 #: the tracker ``engine_errors`` tells of each outcome: the running service's
 CURRENT: ContextVar[Outage] = ContextVar("fairque_outage", default=OUTAGE)
+
+
 class RequestMark:
     """One request's mark: whether an outage has counted it yet."""
 

@@ -39,7 +39,7 @@ from helpers.servers import (
     selected_server_kinds,
     unavailable,
 )
-from helpers.support import BlockingAsyncQueue, LoopThread, drop_queues, unique_queue
+from helpers.support import BlockingAsyncQueue, LoopThread, unique_queue
 from helpers.worker_handlers import Harness
 from redis.crc import key_slot
 
@@ -171,6 +171,30 @@ def _audit_keys(client: SyncClient) -> list[str]:
     return bad
 
 
+@pytest.fixture(autouse=True)
+def _server_audited_and_emptied(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After each test on a shared server: its keys follow keys.py (``_audit_keys``),
+    then the server is emptied. Each pytest process has servers of its own and runs one
+    test at a time, so what a test finds is its own; and every SCAN a test makes (a
+    keyspace snapshot) reads a small server, not every key the session made."""
+    yield
+    if "server" not in request.fixturenames:
+        return
+    try:
+        info: ServerInfo = request.getfixturevalue("server")
+        client = connect(info)
+    except Exception:  # the server never came up: the test says why
+        return
+    try:
+        bad = _audit_keys(client)
+        client.flushall()
+    except redis.RedisError:
+        return  # a test that stopped its server leaves nothing to check here
+    finally:
+        client.close()
+    assert bad == [], f"{info.kind}: keys outside the fq:{{queue}}: layout: {bad[:10]}"
+
+
 @pytest.fixture(scope="session")
 def key_audit(server_pool: ServerPool) -> Iterator[list[ServerInfo]]:
     """At session end, prove every key any test created on any server follows keys.py."""
@@ -233,7 +257,6 @@ def make_queue(
     yield factory
     for q in created:
         q.close()
-    drop_queues(server, (q.queue for q in created))
 
 
 @pytest.fixture
@@ -244,4 +267,3 @@ async def h(server: ServerInfo, key_audit: list[ServerInfo]) -> AsyncIterator[Ha
     harness = Harness(server)
     yield harness
     await harness.close()
-    drop_queues(server, (q.queue for q in harness.queues))

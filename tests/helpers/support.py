@@ -13,7 +13,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Coroutine, Iterable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ from typer.testing import CliRunner
 from fairque import AsyncFairQueue, FairQueue
 from fairque.core.keys import QueueKeys
 from fairque.core.records import Call
-from helpers.servers import ServerInfo, SyncClient, connect
+from helpers.servers import ServerInfo, SyncClient
 
 #: the ``make_queue`` fixture: a fresh queue of the test's server kind, with options
 MakeQueue = Callable[..., FairQueue]
@@ -141,19 +141,6 @@ def queue_keys(client: redis.Redis | redis.RedisCluster, queue: str) -> list[Any
     for pattern in (head + "\\}:*", head + "\\{*"):
         keys.extend(client.scan_iter(match=pattern, count=1000))
     return keys
-
-
-def drop_queues(server: ServerInfo, queues: Iterable[str]) -> None:
-    """Delete the keys of ``queues`` (every shard's) once their test is over, so the
-    servers the suite shares stay small: every SCAN of a test (a keyspace snapshot)
-    reads the whole server. Keys a queue makes follow its own hash tag by construction;
-    a stray key stays for the session's audit of the layout (``key_audit``)."""
-    with contextlib.suppress(redis.RedisError), contextlib.closing(connect(server)) as client:
-        pipe = client.pipeline(transaction=False)
-        for queue in set(queues):
-            for key in queue_keys(client, queue):  # one a command: a sharded queue spans slots
-                pipe.unlink(key)
-        pipe.execute()
 
 
 def server_ms(client: redis.Redis | redis.RedisCluster) -> int:

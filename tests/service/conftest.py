@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 from helpers.servers import ServerInfo
-from helpers.support import drop_queues, unique_queue
+from helpers.support import unique_queue
 
 from service.harness import Api, LiveServer
 
@@ -16,11 +16,9 @@ def live(server: ServerInfo, key_audit: list[ServerInfo]) -> Iterator[LiveServer
     """The API on a free port, serving two fresh queues on ``server``."""
     if server not in key_audit:
         key_audit.append(server)
-    names = [unique_queue("http"), unique_queue("http")]
-    running = LiveServer(server.url, names)
+    running = LiveServer(server.url, [unique_queue("http"), unique_queue("http")])
     yield running
     running.stop()
-    drop_queues(server, names)
 
 
 @pytest.fixture

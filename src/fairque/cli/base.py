@@ -14,6 +14,7 @@ import functools
 import importlib
 import inspect
 import logging
+import signal
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -262,6 +263,30 @@ def open_queues(ctx: typer.Context, cfg: Settings) -> Iterator[list[FairQueue]]:
             yield [q, *(FairQueue.open(q.client, name, **options) for name in others)]
         finally:
             q.close()
+
+
+class Interrupt:
+    """A Ctrl-C (or a SIGTERM, taken as one) asked for while a command refreshes."""
+
+    requested = False
+
+
+@contextlib.contextmanager
+def interruptible() -> Iterator[Interrupt]:
+    """Mark Ctrl-C before raising ``KeyboardInterrupt``: a loop that checks the mark
+    ends even where a C extension swallowed the exception (as one did, now and then, in
+    ``status --watch`` on a loaded machine: the watch went on after the signal)."""
+    mark = Interrupt()
+
+    def handler(signum: int, frame: object) -> None:
+        mark.requested = True
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield mark
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 @contextlib.contextmanager

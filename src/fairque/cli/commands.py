@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -30,6 +31,7 @@ from fairque.cli.base import (
     configure_logging,
     fail,
     guarded,
+    interruptible,
     log,
     no_task,
     open_queue,
@@ -318,24 +320,23 @@ def status(
         if not watch:
             show_status(queues, as_json, users)
             return
-        try:
-            if as_json:
-                while True:
-                    show_status(queues, as_json, users, one_line=True)
-                    time.sleep(interval)
-            from rich.console import Group
-            from rich.live import Live
+        from rich.console import Group
+        from rich.live import Live
 
+        with contextlib.suppress(KeyboardInterrupt), interruptible() as stop:
+            while as_json and not stop.requested:
+                show_status(queues, as_json, users, one_line=True)
+                time.sleep(interval)
+            if as_json:
+                return
             with Live(console=stdout, auto_refresh=False) as live:
-                while True:
+                while not stop.requested:
                     views = [
                         out.status_view(stdout, stats, workers, users, serves)
                         for stats, workers, serves in snapshot(queues)
                     ]
                     live.update(Group(*views), refresh=True)
                     time.sleep(interval)
-        except KeyboardInterrupt:
-            return
 
 
 Snapshot = tuple[QueueStats, list[WorkerInfo], "dict[str, list[str]] | None"]

@@ -196,22 +196,6 @@ def _server_audited_and_emptied(request: pytest.FixtureRequest) -> Iterator[None
 
 
 @pytest.fixture(scope="session")
-def key_audit(server_pool: ServerPool) -> Iterator[list[ServerInfo]]:
-    """At session end, prove every key any test created on any server follows keys.py."""
-    used: list[ServerInfo] = []
-    yield used
-    for info in used:
-        client = connect(info)
-        try:
-            bad = _audit_keys(client)
-        except redis.ConnectionError as exc:
-            raise AssertionError(f"{info}: {exc}; {server_pool.describe(info.kind)}") from exc
-        finally:
-            client.close()
-        assert bad == [], f"{info.kind}: keys outside the fq:{{queue}}: layout: {bad[:10]}"
-
-
-@pytest.fixture(scope="session")
 def loop_thread() -> Iterator[LoopThread]:
     """A background event loop that drives the async client in the shared suite."""
     runner = LoopThread()
@@ -230,7 +214,6 @@ def make_queue(
     request: pytest.FixtureRequest,
     server: ServerInfo,
     loop_thread: LoopThread,
-    key_audit: list[ServerInfo],
 ) -> Iterator[Callable[..., FairQueue]]:
     """Build queues on ``server`` with the sync client, the async one, or the sync one
     over ``SHARDS`` shards (the same suite: a test whose promise holds on one shard only
@@ -238,8 +221,6 @@ def make_queue(
 
     ``make_queue(queue=None, **options)``: a fresh queue name unless one is given.
     """
-    if server not in key_audit:
-        key_audit.append(server)
     created: list[Any] = []
 
     def factory(queue: str | None = None, **options: Any) -> FairQueue:
@@ -260,10 +241,8 @@ def make_queue(
 
 
 @pytest.fixture
-async def h(server: ServerInfo, key_audit: list[ServerInfo]) -> AsyncIterator[Harness]:
+async def h(server: ServerInfo) -> AsyncIterator[Harness]:
     """Queues and workers on ``server`` (async tests), stopped and closed afterwards."""
-    if server not in key_audit:
-        key_audit.append(server)
     harness = Harness(server)
     yield harness
     await harness.close()

@@ -52,16 +52,12 @@ def registered(q: FairQueue) -> int:
     return len(q.workers())
 
 
-def test_worker_sigkill_chaos(
-    server: ServerInfo, key_audit: list[ServerInfo], tmp_path: Path
-) -> None:
+def test_worker_sigkill_chaos(server: ServerInfo, tmp_path: Path) -> None:
     """12 SIGKILLs of random busy workers, a new worker started after each.
 
     The replacements are new processes: that no worker exits by itself is checked
     here, recovering without help is the other scenarios' business.
     """
-    if server not in key_audit:
-        key_audit.append(server)
     queue = unique_queue("chaos-kill")
     q = FairQueue.from_url(server.url, queue, retry_base_seconds=0)
     fleet = Fleet(

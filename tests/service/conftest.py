@@ -12,10 +12,8 @@ from service.harness import Api, LiveServer
 
 
 @pytest.fixture
-def live(server: ServerInfo, key_audit: list[ServerInfo]) -> Iterator[LiveServer]:
+def live(server: ServerInfo) -> Iterator[LiveServer]:
     """The API on a free port, serving two fresh queues on ``server``."""
-    if server not in key_audit:
-        key_audit.append(server)
     running = LiveServer(server.url, [unique_queue("http"), unique_queue("http")])
     yield running
     running.stop()

@@ -22,9 +22,7 @@ TOKENS = {
 
 
 @pytest.fixture
-def secured(server: ServerInfo, key_audit: list[ServerInfo]) -> Iterator[LiveServer]:
-    if server not in key_audit:
-        key_audit.append(server)
+def secured(server: ServerInfo) -> Iterator[LiveServer]:
     tokens = [
         TokenSettings(name="p", role="producer", token=TOKENS["producer"]),  # type: ignore[arg-type]
         TokenSettings(

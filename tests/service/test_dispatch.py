@@ -115,10 +115,8 @@ def run_in_thread(url: str, settings: DispatchSettings) -> Callable[[], None]:
 
 
 def test_dispatch_records_every_kind_of_answer(
-    server: ServerInfo, key_audit: list[ServerInfo], worker: tuple[PushWorker, Uvicorn]
+    server: ServerInfo, worker: tuple[PushWorker, Uvicorn]
 ) -> None:
-    if server not in key_audit:
-        key_audit.append(server)
     app, served = worker
     name = unique_queue("dispatch")
     q = FairQueue.from_url(server.url, name, retry_base_seconds=0.1)
@@ -164,10 +162,8 @@ def test_dispatch_records_every_kind_of_answer(
 
 @pytest.mark.parametrize("server", ["valkey"], indirect=True)
 def test_timeouts_unreachable_endpoints_and_cancels(
-    server: ServerInfo, key_audit: list[ServerInfo], worker: tuple[PushWorker, Uvicorn]
+    server: ServerInfo, worker: tuple[PushWorker, Uvicorn]
 ) -> None:
-    if server not in key_audit:
-        key_audit.append(server)
     _, served = worker
     name, dead = unique_queue("dispatch"), unique_queue("dispatch")
     q = FairQueue.from_url(server.url, name)

@@ -63,10 +63,8 @@ def start_serve(url: str, queue: str, *extra: str) -> tuple[subprocess.Popen[str
 
 
 @pytest.fixture
-def served(server: ServerInfo, key_audit: list[ServerInfo]) -> Iterator[tuple[str, str]]:
+def served(server: ServerInfo) -> Iterator[tuple[str, str]]:
     """``fairque serve`` as a process: (base URL, queue)."""
-    if server not in key_audit:
-        key_audit.append(server)
     queue = unique_queue("node")
     process, base = start_serve(server.url, queue)
     try:
@@ -77,9 +75,7 @@ def served(server: ServerInfo, key_audit: list[ServerInfo]) -> Iterator[tuple[st
 
 
 @pytest.mark.parametrize("server", ["valkey"], indirect=True)
-def test_serve_logs_requests_when_asked(server: ServerInfo, key_audit: list[ServerInfo]) -> None:
-    if server not in key_audit:
-        key_audit.append(server)
+def test_serve_logs_requests_when_asked(server: ServerInfo) -> None:
     queue = unique_queue("log")
     process, base = start_serve(server.url, queue, "--access-log")
     headers = {"Authorization": "Bearer not-logged-0123456789"}

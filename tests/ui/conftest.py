@@ -57,12 +57,8 @@ def browser() -> Iterator[Any]:
 
 
 @pytest.fixture
-def open_ui(
-    server: ServerInfo, key_audit: list[ServerInfo]
-) -> Iterator[tuple[LiveServer, FairQueue]]:
+def open_ui(server: ServerInfo) -> Iterator[tuple[LiveServer, FairQueue]]:
     """The service without tokens (loopback mode: the dashboard is open) and its queue."""
-    if server not in key_audit:
-        key_audit.append(server)
     live = LiveServer(server.url, [unique_queue("ui"), unique_queue("ui")])
     q = FairQueue.from_url(server.url, live.service.names[0])
     yield live, q
@@ -71,12 +67,8 @@ def open_ui(
 
 
 @pytest.fixture
-def secured_ui(
-    server: ServerInfo, key_audit: list[ServerInfo]
-) -> Iterator[tuple[LiveServer, FairQueue]]:
+def secured_ui(server: ServerInfo) -> Iterator[tuple[LiveServer, FairQueue]]:
     """The service with a viewer and an admin token, and its queue."""
-    if server not in key_audit:
-        key_audit.append(server)
     tokens = [
         TokenSettings(name=role, role=role, token=token)  # type: ignore[arg-type]
         for role, token in TOKENS.items()

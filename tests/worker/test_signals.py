@@ -86,16 +86,27 @@ def _commands(server: ServerInfo, tmp_path: Path) -> dict[str, tuple[list[str], 
     }  # fmt: skip
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+#: how a shell starts a background job: ``SIGINT`` ignored, which the command inherits
+IGNORING_SIGINT = ["sh", "-c", 'trap "" INT; exec "$0" "$@"']
+
+
+@pytest.mark.parametrize(
+    ("sig", "launcher"),
+    [(signal.SIGTERM, []), (signal.SIGINT, []), (signal.SIGTERM, IGNORING_SIGINT)],
+    ids=["SIGTERM", "SIGINT", "SIGTERM-as-a-background-job"],
+)
 @pytest.mark.parametrize("command", ["serve", "demo", "worker", "scheduler", "dispatch"])
 def test_a_signal_leaves_no_process_behind(
-    server: ServerInfo, tmp_path: Path, command: str, sig: signal.Signals
+    server: ServerInfo, tmp_path: Path, command: str, sig: signal.Signals, launcher: list[str]
 ) -> None:
+    """Each long-running command exits on the signal (0, or 130 when interrupted) with
+    no traceback, and every process it started is gone; a command started with
+    ``SIGINT`` ignored (a shell's background job) stops on ``SIGTERM`` as cleanly."""
     args, ready, count = _commands(server, tmp_path)[command]
     env = {k: v for k, v in os.environ.items() if not k.startswith("FAIRQUE_")}
     env["PYTHONPATH"] = os.pathsep.join([str(TESTS), env.get("PYTHONPATH", "")])
     proc = subprocess.Popen(
-        [sys.executable, "-m", "fairque", *args],
+        [*launcher, sys.executable, "-m", "fairque", *args],
         env=env, cwd=TESTS, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         start_new_session=True, text=True,
     )  # fmt: skip

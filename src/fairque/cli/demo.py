@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import signal
 import statistics
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -80,6 +82,8 @@ class Demo:
         self.logs: dict[str, TenantLog] = {}
         self.owner: dict[str, str] = {}
         self.started = time.monotonic()
+        #: a SIGTERM or SIGINT ended the demo early (its queue is dropped all the same)
+        self.interrupted = False
 
     def _record_done(self, task_id: str) -> None:
         tenant = self.owner.get(task_id)
@@ -123,14 +127,37 @@ class Demo:
 
     async def run(self) -> dict[str, TenantLog]:
         """Run the demo; the worker's per-task log lines stay quiet meanwhile (the
-        logger's level is put back afterwards, so a host process's logging is unchanged)."""
+        logger's level is put back afterwards, so a host process's logging is unchanged).
+
+        In the main thread, SIGTERM and SIGINT end it through the loop (``interrupted``),
+        whatever the process inherited: with ``SIGINT`` ignored, as a shell's background
+        job has it, a ``KeyboardInterrupt`` would otherwise land in whichever task runs
+        and skip the worker's drain and the queue's removal."""
         worker_log = logging.getLogger("fairque.worker")
         level = worker_log.level
         worker_log.setLevel(logging.WARNING)
+        loop, main = asyncio.get_running_loop(), asyncio.current_task()
+        stops: list[signal.Signals] = []
+        if main is not None and threading.current_thread() is threading.main_thread():
+            stops = [signal.SIGTERM, signal.SIGINT]  # (the main thread's alone)
+            for sig in stops:
+                loop.add_signal_handler(sig, self._interrupt, main)
         try:
             return await self._run()
+        except asyncio.CancelledError:
+            if not self.interrupted:
+                raise
+            return self.logs
         finally:
+            for sig in stops:
+                loop.remove_signal_handler(sig)
             worker_log.setLevel(level)
+
+    def _interrupt(self, main: asyncio.Task[Any]) -> None:
+        """A stop signal: the demo ends where it is (its cleanup still runs; a second
+        signal cuts that short too)."""
+        self.interrupted = True
+        main.cancel()
 
     async def _run(self) -> dict[str, TenantLog]:
         plan = self.plan
@@ -271,4 +298,8 @@ def run_demo(
     With ``ui_port`` the dashboard serves the demo's queue on ``127.0.0.1`` while it
     runs, and for ``ui_linger`` seconds after it (None: until Ctrl-C).
     """
-    return asyncio.run(Demo(url, plan, console, ui_port, ui_linger).run())
+    demo = Demo(url, plan, console, ui_port, ui_linger)
+    logs = asyncio.run(demo.run())
+    if demo.interrupted:  # the CLI's exit for an interruption (130), as Ctrl-C's
+        raise KeyboardInterrupt
+    return logs

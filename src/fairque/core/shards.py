@@ -16,17 +16,21 @@ evenly over them.
 from __future__ import annotations
 
 import hashlib
+from binascii import crc_hqx
 
-from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
+from redis.crc import REDIS_CLUSTER_HASH_SLOTS
 
 from fairque.core.checks import check_int
-from fairque.core.keys import QueueKeys, shard_tag
+from fairque.core.keys import shard_tag
 from fairque.errors import ConfigError, ValidationError
 
 #: The most shards a queue may have.
 MAX_SHARDS = 1024
 #: Salts tried for a shard's tag before the closest slot found is taken.
 SALT_TRIES = 200_000
+#: A shard's slot this close to its target is taken at once (a cluster node owns ranges
+#: of thousands of slots, so a few slots off place the shard on the same node).
+SLOT_GAP = 4
 
 
 def check_shards(shards: object) -> int:
@@ -64,7 +68,10 @@ def shard_of(user_id: str, shards: int) -> int:
 
 
 def _slot(tag: str) -> int:
-    return key_slot(QueueKeys("q", tag).prefix.encode())
+    """The cluster slot of a partition's keys: its prefix holds ``{tag}``, and a brace
+    inside a tag is part of it (the first closing brace ends a hash tag), so the slot
+    is the tag's own."""
+    return crc_hqx(tag.encode("utf-8", "surrogatepass"), 0) % REDIS_CLUSTER_HASH_SLOTS
 
 
 def choose_tags(queue: str, shards: int, have: tuple[str, ...] = ()) -> tuple[str, ...]:
@@ -80,7 +87,7 @@ def choose_tags(queue: str, shards: int, have: tuple[str, ...] = ()) -> tuple[st
             gap = min(gap, REDIS_CLUSTER_HASH_SLOTS - gap)
             if gap < best_gap:
                 best, best_gap = salt, gap
-                if gap == 0:
+                if gap <= SLOT_GAP:
                     break
         tags.append(shard_tag(queue, index, best))
     return tuple(tags)

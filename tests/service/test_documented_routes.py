@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers.servers import ServerInfo
@@ -42,12 +43,12 @@ def _shape(path: str) -> str:
     return re.sub(r"\{[^}/]*\}", "{}", path)
 
 
-def served(spec: dict[str, object], method: str, path: str) -> bool:
+def served(spec: dict[str, Any], method: str, path: str) -> bool:
     """Whether ``spec`` has ``method`` on ``path``: the whole path, or a route of one
     queue ending in ``path``'s tail (an elided or relative path)."""
     routes = {
         (verb.upper(), _shape(route))
-        for route, operations in spec["paths"].items()  # type: ignore[attr-defined]
+        for route, operations in spec["paths"].items()
         for verb in operations
     }
     shape = _shape(path.removeprefix("...").removeprefix("…"))
@@ -69,7 +70,9 @@ def test_mentions_are_found() -> None:
         ("GET", "…/stats"),
         ("POST", "/tasks"),
     ]
-    routes = {"paths": {"/v1/queues/{queue}/tasks/{task_id}": {"delete": {}, "get": {}}}}
+    routes: dict[str, Any] = {
+        "paths": {"/v1/queues/{queue}/tasks/{task_id}": {"delete": {}, "get": {}}}
+    }
     assert served(routes, "DELETE", "/v1/queues/{q}/tasks/{id}")
     assert served(routes, "GET", ".../tasks/{id}")
     assert not served(routes, "POST", "/v1/queues/{queue}/tasks/{id}/cancel")

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import httpx
 import pytest
 from helpers.servers import ServerInfo
 from helpers.support import unique_queue
@@ -14,6 +16,7 @@ from typer.testing import CliRunner
 from fairque.cli import app
 from fairque.service.auth import bind_problem, is_loopback
 from fairque.service.settings import ServerSettings, TokenSettings
+from fairque.service.ui.security import CSRF_COOKIE, TOKEN_COOKIE
 from service.harness import Api, LiveServer
 
 TOKENS = {
@@ -94,6 +97,51 @@ def test_token_settings_are_checked() -> None:
         TokenSettings(name="a", role="admin", sha256="xyz")
     with pytest.raises(ValueError, match="at least 16"):
         TokenSettings(name="a", role="admin", token="short")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("server", ["valkey"], indirect=True)
+def test_an_expired_token_is_refused_everywhere(server: ServerInfo) -> None:
+    """From its ``expires_at`` a token gets 401 from the API and from the dashboard (a
+    bearer header, or the login form); a token whose time has not come works."""
+    now = datetime.now(timezone.utc)
+    tokens = [
+        TokenSettings(name="old", role="admin", token=TOKENS["admin"],  # type: ignore[arg-type]
+                      expires_at=now - timedelta(seconds=1)),
+        TokenSettings(name="new", role="admin", token=TOKENS["viewer"],  # type: ignore[arg-type]
+                      expires_at=now + timedelta(days=1)),
+    ]  # fmt: skip
+    live = LiveServer(server.url, [unique_queue("expiry")], ServerSettings(tokens=tokens))
+    old, new = client(live, "admin"), client(live, "viewer")
+    try:
+        refused = old.call("GET", "/stats")
+        assert refused.status_code == 401
+        assert refused.json()["detail"] == "the bearer token has expired"
+        assert new.call("GET", "/stats").status_code == 200
+        # the dashboard sends a caller it does not know to its login page
+        assert old.http.get("/ui/").headers.get("location", "").startswith("/ui/login")
+        assert not new.http.get("/ui/").headers.get("location", "").startswith("/ui/login")
+        csrf = "c" * 32
+        login = httpx.post(
+            f"{live.base}/ui/login", data={"token": TOKENS["admin"], "csrf": csrf},
+            cookies={CSRF_COOKIE: csrf},
+        )  # fmt: skip
+        assert login.status_code == 401
+        assert TOKEN_COOKIE not in login.cookies
+    finally:
+        old.close()
+        new.close()
+        live.stop()
+
+
+def test_an_expiry_must_say_its_zone() -> None:
+    with pytest.raises(ValueError, match="time zone"):
+        TokenSettings.model_validate(
+            {"name": "a", "role": "admin", "sha256": "a" * 64, "expires_at": "2027-01-31T00:00"}
+        )
+    zoned = TokenSettings.model_validate(
+        {"name": "a", "role": "admin", "sha256": "a" * 64, "expires_at": "2027-01-31T00:00Z"}
+    )
+    assert zoned.expires_at == datetime(2027, 1, 31, tzinfo=timezone.utc)
 
 
 def test_serve_takes_the_shared_options_after_its_name(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ import hashlib
 import hmac
 import ipaddress
 from collections.abc import Sequence
+from datetime import datetime, timezone
 
 from fairque.service.media import ProblemError
 from fairque.service.settings import Role, TokenSettings
@@ -21,7 +22,7 @@ class Tokens:
     """The configured tokens; ``role_of`` answers in time independent of which matched."""
 
     def __init__(self, tokens: Sequence[TokenSettings]) -> None:
-        self._digests: list[tuple[bytes, Role]] = [(t.digest(), t.role) for t in tokens]
+        self._digests: list[tuple[bytes, TokenSettings]] = [(t.digest(), t) for t in tokens]
 
     @property
     def enabled(self) -> bool:
@@ -34,14 +35,16 @@ class Tokens:
         if scheme.lower() != "bearer" or not token.strip():
             raise _unauthorized("send Authorization: Bearer <token>")
         digest = hashlib.sha256(token.strip().encode("utf-8", "surrogatepass")).digest()
-        found: Role | None = None
-        for known, role in self._digests:
+        found: TokenSettings | None = None
+        for known, entry in self._digests:
             # every digest is compared, so the time taken says nothing about which matched
             if hmac.compare_digest(known, digest):
-                found = role
+                found = entry
         if found is None:
             raise _unauthorized("the bearer token is not valid")
-        return found
+        if found.expires_at is not None and datetime.now(timezone.utc) >= found.expires_at:
+            raise _unauthorized("the bearer token has expired")
+        return found.role
 
     def check(self, authorization: str | None, allowed: frozenset[Role]) -> None:
         """Allow the request, or raise ``ProblemError`` 401/403."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from datetime import datetime
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
@@ -15,7 +16,8 @@ _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
 class TokenSettings(BaseModel):
     """One bearer token: its role and its SHA-256 (``sha256``), or the token itself
-    (``token``, hashed at load; prefer ``sha256`` in files)."""
+    (``token``, hashed at load; prefer ``sha256`` in files). From ``expires_at`` (an
+    ISO 8601 time with its zone) the token is refused (401)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -23,6 +25,17 @@ class TokenSettings(BaseModel):
     role: Role
     sha256: str | None = None
     token: SecretStr | None = None
+    expires_at: datetime | None = None
+
+    @field_validator("expires_at")
+    @classmethod
+    def _zoned(cls, value: datetime | None) -> datetime | None:
+        if value is not None and value.utcoffset() is None:
+            raise ValueError(
+                "must say its time zone (2027-01-31T00:00:00Z, or +01:00): a time without "
+                "one means a different instant on each host"
+            )
+        return value
 
     @field_validator("sha256")
     @classmethod

@@ -308,10 +308,21 @@ def test_an_outage_of_the_queue_server_is_a_series_and_two_log_lines(server: Ser
         again = EmbeddedServer(port=valkey.port)
         again.start()
         try:
-            assert value(scrape(live)["fairque_server_up"]) == 1
+            # on a busy machine a pooled connection the old server closed may still fail
+            # a scrape once the server is back: before the first read that reaches it,
+            # that scrape is one more request of this outage; after, one of a new one
+            late = 0
+
+            def up_again() -> bool:
+                nonlocal late
+                if value(scrape(live)["fairque_server_up"]) == 1:
+                    return True
+                late += not any("is back after" in m for m in lines.messages)
+                return False
+
+            wait_until(up_again, "a scrape to find the server back")
             back = [m for m in lines.messages if "is back after" in m]
-            assert len(back) == 1, lines.messages
-            assert "(3 requests answered 503 meanwhile)" in back[0]
+            assert f"({3 + late} requests answered 503 meanwhile)" in back[0], lines.messages
             assert "fairque_tasks" in scrape(live)
         finally:
             again.stop()

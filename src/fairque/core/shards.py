@@ -16,12 +16,11 @@ evenly over them.
 from __future__ import annotations
 
 import hashlib
-from binascii import crc_hqx
 
-from redis.crc import REDIS_CLUSTER_HASH_SLOTS
+from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
 
 from fairque.core.checks import check_int
-from fairque.core.keys import shard_tag
+from fairque.core.keys import QueueKeys, shard_tag
 from fairque.errors import ConfigError, ValidationError
 
 #: The most shards a queue may have.
@@ -68,10 +67,7 @@ def shard_of(user_id: str, shards: int) -> int:
 
 
 def _slot(tag: str) -> int:
-    """The cluster slot of a partition's keys: its prefix holds ``{tag}``, and a brace
-    inside a tag is part of it (the first closing brace ends a hash tag), so the slot
-    is the tag's own."""
-    return crc_hqx(tag.encode("utf-8", "surrogatepass"), 0) % REDIS_CLUSTER_HASH_SLOTS
+    return key_slot(QueueKeys("q", tag).prefix.encode())
 
 
 def choose_tags(queue: str, shards: int, have: tuple[str, ...] = ()) -> tuple[str, ...]:

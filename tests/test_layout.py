@@ -146,7 +146,14 @@ def test_no_object_changes_its_class_at_run_time() -> None:
 #: need is a choice to make here, in view, not an import that slips in.
 ENGINE_FOR_UPPER_FLOORS: dict[str, set[str]] = {
     "fairque.core.options": {"QueueOptions"},
-    "fairque.core.checks": {"MAX_BATCH", "MAX_COST", "check_pop", "check_user_list"},
+    "fairque.core.checks": {
+        "MAX_BATCH",
+        "MAX_COST",
+        "MAX_TASK_ID",
+        "check_pop",
+        "check_user_list",
+        "identifier_problem",
+    },
     "fairque.core.shards": {"MAX_SHARDS"},
     "fairque.core.keys": {"validate_queue_name"},
     "fairque.core.records": {"EncodedResult", "request_id"},

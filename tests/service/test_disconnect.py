@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 
 from fairque import FairQueue, TaskState
 from fairque.client.aio import AsyncFairQueue
-from fairque.service import handlers
+from fairque.service import handlers, pull
 from fairque.service.wire import LeaseIn
 from service.harness import Api, LiveServer
 
@@ -73,7 +73,7 @@ def test_tasks_leased_as_the_client_leaves_are_given_back(live: LiveServer) -> N
             ctx = handlers.Ctx(names=[name], path={"queue": name}, query={}, queue=q)
             ctx.body = LeaseIn(worker_id="gone", max_tasks=5, wait_seconds=LONG_POLL)
             ctx.left.set()
-            return await handlers.lease(ctx)
+            return await pull.lease(ctx)
         finally:
             await q.close()
 

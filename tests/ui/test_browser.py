@@ -5,16 +5,20 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Iterator
 from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import quote
 
 import pytest
+from helpers.servers import ServerInfo
+from helpers.support import unique_queue
 from playwright.sync_api import expect
 from service.harness import LiveServer
 
 from fairque import FairQueue, Task, TaskState
 from fairque.models import Priority, WorkerInfo
+from fairque.service.settings import ServerSettings, TokenSettings
 from ui.conftest import TOKENS
 
 pytestmark = pytest.mark.parametrize("server", ["valkey"], indirect=True)
@@ -279,3 +283,49 @@ def test_tenants_page_after_a_drained_flood_says_it_was_fair(
     assert {"flood", "small-a", "small-b"} <= {u.split()[0] for u in users}
     assert page.locator("#tenants td.low").count() == 0
     assert page.locator("#worker-time-table td.low").count() == 0
+
+
+@pytest.fixture
+def scoped_ui(server: ServerInfo) -> Iterator[tuple[LiveServer, FairQueue]]:
+    """The service with two queues, a viewer held to the first and a tenant's viewer."""
+    mine, hidden = unique_queue("ui"), unique_queue("ui")
+    tokens = [
+        TokenSettings(name="queue", role="viewer", token=SCOPED["queue"], queues=[mine]),  # type: ignore[arg-type]
+        TokenSettings(name="tenant", role="viewer", token=SCOPED["tenant"], tenants=["acme"]),  # type: ignore[arg-type]
+    ]
+    live = LiveServer(server.url, [mine, hidden], ServerSettings(tokens=tokens))
+    q = FairQueue.from_url(server.url, mine)
+    yield live, q
+    q.close()
+    live.stop()
+
+
+SCOPED = {"queue": "queue-viewer-token-0123456789", "tenant": "tenant-viewer-token-0123456789"}
+
+
+def test_a_scoped_viewer_sees_its_queues_alone(
+    scoped_ui: tuple[LiveServer, FairQueue], page: Any
+) -> None:
+    live, q = scoped_ui
+    mine, hidden = live.service.explicit
+    q.push(Task(user_id="alice", name="job", task_id="t1"))
+
+    # a tenant's token cannot open the dashboard, and is told why
+    page.goto(f"{live.base}/ui")
+    page.fill("#token", SCOPED["tenant"])
+    page.click("#login")
+    expect(page.locator("#login-failed")).to_contain_text("held to some tenants")
+    assert not any(c["name"] == "fq_token" for c in page.context.cookies())
+
+    # a queue's viewer: home is its one queue; no menu names the other
+    page.fill("#token", SCOPED["queue"])
+    page.click("#login")
+    assert page.url.endswith(f"/ui/q/{mine}")
+    assert hidden not in page.content()
+    page.goto(f"{live.base}/ui/q/{mine}/task?id=t1")
+    expect(page.locator("main")).to_contain_text("t1")
+    away = page.goto(f"{live.base}/ui/q/{hidden}")
+    assert away is not None
+    assert away.status == 404
+    assert page.locator("main").inner_text().count(hidden) == 1  # the name it asked for
+    assert mine in page.content()  # what it may open instead

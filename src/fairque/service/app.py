@@ -32,18 +32,15 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from litestar import Litestar, Request, Response, route
-from litestar.connection import ASGIConnection
 from litestar.enums import HttpMethod
 from litestar.exceptions import HTTPException
-from litestar.handlers.base import BaseRouteHandler
-from litestar.types import Guard
 from redis.exceptions import RedisError
 
 from fairque.client.aio import AsyncFairQueue
 from fairque.core.keys import validate_queue_name
 from fairque.errors import ConfigError, FairqueError
-from fairque.service import handlers
-from fairque.service.auth import READERS, Tokens
+from fairque.service import handlers, pull
+from fairque.service.auth import READERS, Tokens, guard, scope_of
 from fairque.service.convert import engine_errors, invalid
 from fairque.service.media import (
     ProblemError,
@@ -57,15 +54,14 @@ from fairque.service.media import (
 from fairque.service.outage import CURRENT, REQUEST, Outage, RequestMark
 from fairque.service.pullers import Pullers
 from fairque.service.routes import ROUTES, Route
-from fairque.service.settings import Role, ServerSettings
+from fairque.service.scope import EVERYTHING, PATTERN_CHARS, Scope
+from fairque.service.settings import ServerSettings
 from fairque.service.ui.routes import Ui
 from fairque.tracing import valid_traceparent
 
 log = logging.getLogger("fairque.service")
 
 
-#: characters that make a served name a pattern (``fnmatch``) instead of a queue name
-PATTERN_CHARS = frozenset("*?[")
 #: queue clients a server keeps at most (one per queue asked for; each is small)
 MAX_QUEUES = 1000
 #: how long a listing of the served queues is reused (seconds)
@@ -167,20 +163,33 @@ class Service:
                 self.queues[name] = q
         return q
 
-    async def queue(self, name: str) -> AsyncFairQueue:
-        """A served queue's client, or ``ProblemError`` 404 (503 while unreachable)."""
+    async def queue(self, name: str, scope: Scope = EVERYTHING) -> AsyncFairQueue:
+        """A served queue's client, or ``ProblemError`` 404 (503 while unreachable).
+
+        A queue out of the token's ``scope`` answers as one this server does not serve."""
         try:
             validate_queue_name(name)
         except ConfigError as exc:  # a queue that cannot exist is not served
             raise ProblemError(404, "queue-not-found", "Not Found", str(exc)) from None
+        if not scope.allows_queue(name):
+            raise ProblemError(
+                404, "queue-not-found", "Not Found",
+                f"this token may not use a queue named {name!r} (it may use: "
+                f"{', '.join(scope.queues or ())})",
+            )  # fmt: skip
         if not self.serves(name):
-            served = ", ".join(self.names) or "none yet"
+            served = ", ".join(self.visible(self.names, scope)) or "none yet"
             raise ProblemError(
                 404, "queue-not-found", "Not Found",
                 f"this server does not serve a queue named {name!r} "
                 f"(it serves {self.selection}; listed now: {served})",
             )  # fmt: skip
         return await self._client(name)
+
+    @staticmethod
+    def visible(names: Sequence[str], scope: Scope) -> list[str]:
+        """The queues of ``names`` a token of ``scope`` may see."""
+        return [name for name in names if scope.allows_queue(name)]
 
     async def listed(self) -> list[str]:
         """The served queues now: the named ones and those the server's registry
@@ -240,15 +249,18 @@ class Service:
             if unknown:
                 known = ", ".join(sorted(spec.query_names)) or "none"
                 raise invalid(unknown[0], f"unknown query parameter (known: {known})")
-            q = await self.queue(request.path_params["queue"]) if spec.has_queue else None
+            scope = scope_of(request)
+            q = await self.queue(request.path_params["queue"], scope) if spec.has_queue else None
+            listing = spec.operation is handlers.list_queues
             ctx = handlers.Ctx(
-                names=await self.listed() if spec.operation is handlers.list_queues else [],
+                names=self.visible(await self.listed(), scope) if listing else [],
                 path=request.path_params,
                 query=request.query_params,
                 queue=q,
                 peer=request.client.host if request.client is not None else "",
                 pullers=self.pullers,
                 traceparent=valid_traceparent(request.headers.get("traceparent")),
+                scope=scope,
             )
             if spec.body is not None:
                 kind = body_media(request.headers.get("content-type"))
@@ -275,7 +287,7 @@ class Service:
 
 #: the operations that may wait long (a long poll, a result wait): they watch for the
 #: client hanging up, so that nothing is leased or consumed for nobody
-WAITING = frozenset({handlers.lease, handlers.get_result})
+WAITING = frozenset({pull.lease, handlers.get_result})
 
 
 async def _watching(
@@ -354,15 +366,6 @@ def _litestar_path(path: str) -> str:
     return path
 
 
-def _guard(tokens: Tokens, roles: frozenset[Role]) -> Guard:
-    """A Litestar guard: the request's bearer token has one of ``roles`` (401/403)."""
-
-    def guard(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
-        tokens.check(connection.headers.get("authorization"), roles)
-
-    return guard
-
-
 def _endpoint(service: Service, spec: Route) -> Any:
     async def endpoint(request: Request[Any, Any, Any]) -> Response[bytes]:
         return await service.handle(spec, request)
@@ -370,7 +373,8 @@ def _endpoint(service: Service, spec: Route) -> Any:
     endpoint.__name__ = spec.operation_id
     return route(
         _litestar_path(spec.path), http_method=[HttpMethod(spec.method)],
-        name=spec.operation_id, status_code=200, guards=[_guard(service.tokens, spec.roles)],
+        name=spec.operation_id, status_code=200,
+        guards=[guard(service.tokens, spec.roles, spec.per_tenant)],
     )(endpoint)  # fmt: skip
 
 
@@ -405,8 +409,12 @@ def _metrics_endpoint(service: Service) -> Any:
     async def metrics_text(request: Request[Any, Any, Any]) -> Response[bytes]:
         media = metrics.media_type(request.headers.get("accept"))
         try:
+            scope = scope_of(request)
             with engine_errors():
-                queues = await service.served()
+                queues = {
+                    name: q for name, q in (await service.served()).items()
+                    if scope.allows_queue(name)
+                }  # fmt: skip
                 body = await metrics.scrape(
                     queues,
                     buckets=service.settings.metrics_buckets,
@@ -468,7 +476,7 @@ def create_app(service: Service) -> Litestar:
     handlers_.append(route("/healthz", http_method=["GET"])(healthz))
     handlers_.append(route("/readyz", http_method=["GET"])(readyz))
     handlers_.append(
-        route("/metrics", http_method=["GET"], guards=[_guard(service.tokens, READERS)])(
+        route("/metrics", http_method=["GET"], guards=[guard(service.tokens, READERS)])(
             _metrics_endpoint(service)
         )
     )

@@ -7,8 +7,15 @@ import hmac
 import ipaddress
 from collections.abc import Sequence
 from datetime import datetime, timezone
+from typing import Any
+
+from litestar import Request
+from litestar.connection import ASGIConnection
+from litestar.handlers.base import BaseRouteHandler
+from litestar.types import Guard
 
 from fairque.service.media import ProblemError
+from fairque.service.scope import EVERYTHING, Scope
 from fairque.service.settings import Role, TokenSettings
 
 #: roles allowed on the read endpoints (GET)
@@ -19,7 +26,7 @@ ADMINS: frozenset[Role] = frozenset({"admin"})
 
 
 class Tokens:
-    """The configured tokens; ``role_of`` answers in time independent of which matched."""
+    """The configured tokens; ``entry_of`` answers in time independent of which matched."""
 
     def __init__(self, tokens: Sequence[TokenSettings]) -> None:
         self._digests: list[tuple[bytes, TokenSettings]] = [(t.digest(), t) for t in tokens]
@@ -29,8 +36,8 @@ class Tokens:
         """True when at least one token is configured (else every request is allowed)."""
         return bool(self._digests)
 
-    def role_of(self, authorization: str | None) -> Role:
-        """The role of the request's bearer token, or ``ProblemError`` 401."""
+    def entry_of(self, authorization: str | None) -> TokenSettings:
+        """The entry of the request's bearer token, or ``ProblemError`` 401."""
         scheme, _, token = (authorization or "").strip().partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             raise _unauthorized("send Authorization: Bearer <token>")
@@ -44,18 +51,53 @@ class Tokens:
             raise _unauthorized("the bearer token is not valid")
         if found.expires_at is not None and datetime.now(timezone.utc) >= found.expires_at:
             raise _unauthorized("the bearer token has expired")
-        return found.role
+        return found
 
-    def check(self, authorization: str | None, allowed: frozenset[Role]) -> None:
-        """Allow the request, or raise ``ProblemError`` 401/403."""
+    def role_of(self, authorization: str | None) -> Role:
+        """The role of the request's bearer token, or ``ProblemError`` 401."""
+        return self.entry_of(authorization).role
+
+    def check(self, authorization: str | None, allowed: frozenset[Role]) -> Scope:
+        """What the request may reach, or ``ProblemError`` 401/403."""
         if not self.enabled:
-            return
-        role = self.role_of(authorization)
-        if role not in allowed:
+            return EVERYTHING
+        entry = self.entry_of(authorization)
+        if entry.role not in allowed:
             raise ProblemError(
                 403, "forbidden", "Forbidden",
-                f"role {role!r} may not do this; allowed: {', '.join(sorted(allowed))}",
+                f"role {entry.role!r} may not do this; allowed: {', '.join(sorted(allowed))}",
             )  # fmt: skip
+        return entry.scope
+
+
+#: where the guard leaves the request's scope for the handler (the ASGI scope's state)
+SCOPE_KEY = "fairque.scope"
+
+
+def guard(tokens: Tokens, roles: frozenset[Role], per_tenant: bool = False) -> Guard:
+    """A Litestar guard: the request's bearer token has one of ``roles`` (401/403), and
+    a token held to tenants is used where the operation keeps it to them
+    (``per_tenant``). What the token may reach is left for the handler (``scope_of``)."""
+
+    def guard(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
+        scope = tokens.check(connection.headers.get("authorization"), roles)
+        if scope.by_tenant and not per_tenant:
+            raise ProblemError(
+                403, "forbidden", "Forbidden",
+                "this token is held to some tenants, and this route reads or changes the "
+                "whole queue; a token of the whole queue may use it",
+            )  # fmt: skip
+        connection.scope.setdefault("state", {})[SCOPE_KEY] = scope
+
+    return guard
+
+
+def scope_of(request: Request[Any, Any, Any]) -> Scope:
+    """What the request's token may reach (everything without tokens)."""
+    state = request.scope.get("state") or {}
+    scope = state.get(SCOPE_KEY, EVERYTHING)
+    assert isinstance(scope, Scope)
+    return scope
 
 
 def _unauthorized(detail: str) -> ProblemError:

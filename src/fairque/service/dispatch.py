@@ -1,7 +1,7 @@
 """``fairque dispatch``: a ``Worker`` whose handler POSTs each task to an HTTP push worker.
 
 Each job goes as MessagePack ``{task_id, name, argument, user_id, priority, attempt,
-timeout_seconds}`` (``wire.DispatchJob``); the endpoint answers with a result message,
+timeout_seconds}`` (``DispatchJob``); the endpoint answers with a result message,
 which becomes the task's outcome. Leasing with request ids, batched heartbeats, backoff
 while the server is away, the drain on SIGTERM, several queues and hooks are the
 worker's own; this module only chooses the endpoint and turns its answer into an
@@ -26,10 +26,11 @@ import os
 import socket
 import threading
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 import msgspec
+from msgspec import Struct
 
 from fairque.client.aio import AsyncFairQueue
 from fairque.config import WorkerConfig
@@ -37,9 +38,22 @@ from fairque.models import Task
 from fairque.service.convert import wire_priority
 from fairque.service.media import MSGPACK_TYPES
 from fairque.service.settings import DispatchSettings, Endpoint
-from fairque.service.wire import DispatchJob, WorkerFailure, WorkerSuccess
+from fairque.service.wire import WorkerFailure, WorkerSuccess
 from fairque.tracing import running_trace
 from fairque.worker import Context, Fail, Handler, Registry, Worker
+
+
+class DispatchJob(Struct, kw_only=True):
+    """What ``fairque dispatch`` POSTs to a push worker (MessagePack)."""
+
+    task_id: str
+    name: str
+    argument: Any
+    user_id: str
+    priority: int | Literal["critical"]
+    attempt: int
+    timeout_seconds: float
+
 
 #: the worker's own execution timeout is the endpoint's plus this margin: the POST's
 #: timeout ends a slow answer first, with a message that names the endpoint

@@ -5,20 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
 from fairque.client.aio import AsyncFairQueue
-from fairque.errors import (
-    CancelRequested,
-    LeaseLost,
-    PayloadTooLarge,
-    SerializationError,
-    ValidationError,
-)
 from fairque.models import Task, TaskState, UserStats
 from fairque.service import listing
 from fairque.service.convert import (
@@ -26,36 +18,28 @@ from fairque.service.convert import (
     failure_from_outcome,
     invalid,
     iso,
-    lease_handle,
-    leased_out,
     location,
-    record_failure,
-    record_success,
     task_from_wire,
     task_out,
 )
 from fairque.service.media import ProblemError, convert, decode
 from fairque.service.pullers import Pullers
+from fairque.service.scope import EVERYTHING, Scope
+from fairque.service.tenancy import (
+    check_pushed,
+    find,
+    no_task,
+    pushed_items,
+    shown,
+    stored_id,
+)
 from fairque.service.wire import (
-    ExtendIn,
-    ExtendOut,
-    FailureIn,
-    FailureItem,
-    LeaseIn,
-    LeasesOut,
-    OutcomeBatchIn,
-    OutcomeBatchOut,
-    OutcomeIn,
-    OutcomeItemOut,
-    OutcomeOut,
     Pending,
     PurgeOut,
     QueueInfo,
     QueuesOut,
     ResultSuccess,
     StatsOut,
-    SuccessIn,
-    SuccessItem,
     TaskBatchIn,
     TaskBatchOut,
     TaskIn,
@@ -87,6 +71,8 @@ class Ctx:
     pullers: Pullers | None = None
     #: the W3C trace context the request came with (a valid ``traceparent`` header)
     traceparent: str | None = None
+    #: what the request's token may reach (``fairque.service.tenancy`` applies it)
+    scope: Scope = EVERYTHING
 
     @property
     def q(self) -> AsyncFairQueue:
@@ -127,7 +113,7 @@ async def until_left(work: Awaitable[Any], left: asyncio.Event) -> Any:
     return None
 
 
-def _now() -> datetime:
+def now() -> datetime:
     return datetime.now(timezone.utc)
 
 
@@ -166,23 +152,32 @@ async def push(ctx: Ctx) -> Reply:
     """POST /tasks: one task (201, or 200 when the id exists) or a batch (201)."""
     body = ctx.body
     if isinstance(body, TaskBatchIn):
-        items = [task_from_wire(item, f"tasks[{i}].") for i, item in enumerate(body.tasks)]
+        wire = await pushed_items(ctx.q, ctx.scope, body.tasks)
+        items = [task_from_wire(item, f"tasks[{i}].") for i, item in enumerate(wire)]
         delays = [delay for _, delay in items]
         # the tasks continue the request's trace (fairque.tracing)
         with engine_errors(), sending(ctx.q.queue, len(items), None, ctx.traceparent):
             pushed = await ctx.q.push_many([task for task, _ in items], delays=delays)
-        return Reply(201, TaskBatchOut([task_out(t, ctx.q.queue) for t in pushed]))
+        check_pushed(ctx.scope, pushed, pushed.created)
+        return Reply(201, TaskBatchOut([_out(ctx, t) for t in pushed]))
     assert isinstance(body, TaskIn)
-    task, delay = task_from_wire(body)
+    [one] = await pushed_items(ctx.q, ctx.scope, [body])
+    task, delay = task_from_wire(one)
     with engine_errors(), sending(ctx.q.queue, 1, task.user_id, ctx.traceparent):
         pushed = await ctx.q.push_many([task], delays=[delay])
+    check_pushed(ctx.scope, pushed, pushed.created)
     stored = pushed[0]
+    out = _out(ctx, stored)
     if not pushed.created[0]:
         # the id existed: the stored task (the engine says so in the push itself, so
         # of two racing pushes of one id exactly one gets 201)
-        return Reply(200, task_out(stored, ctx.q.queue))
-    where = location(ctx.q.queue, "tasks", stored.task_id or "")
-    return Reply(201, task_out(stored, ctx.q.queue), {"Location": where})
+        return Reply(200, out)
+    return Reply(201, out, {"Location": location(ctx.q.queue, "tasks", out.task_id)})
+
+
+def _out(ctx: Ctx, task: Task) -> Any:
+    """A stored task as this request's token sees it."""
+    return shown(ctx.scope, task_out(task, ctx.q.queue))
 
 
 def decode_push(raw: bytes, media: str) -> TaskIn | TaskBatchIn:
@@ -195,10 +190,10 @@ def decode_push(raw: bytes, media: str) -> TaskIn | TaskBatchIn:
 
 async def get_task(ctx: Ctx) -> Reply:
     """GET /tasks/{id}."""
-    task = await ctx.q.get(ctx.path["task_id"])
+    task = await find(ctx.q, ctx.scope, ctx.path["task_id"])
     if task is None:
-        raise _no_task(ctx)
-    return Reply(200, task_out(task, ctx.q.queue))
+        raise no_task_of(ctx)
+    return Reply(200, _out(ctx, task))
 
 
 async def list_tasks(ctx: Ctx) -> Reply:
@@ -212,17 +207,19 @@ async def list_tasks(ctx: Ctx) -> Reply:
             raise invalid(key, "must not be empty (leave it out for any)")
     user_id, name = ctx.query.get("user_id") or None, ctx.query.get("name") or None
     state = TaskState(raw_state.upper()) if raw_state is not None else None
+    if user_id is not None and not ctx.scope.allows_tenant(user_id):
+        return Reply(200, TaskPage([], None))  # as for a tenant with no tasks
+    user_id = user_id or ctx.scope.own_tenant
     tasks, cursor = await listing.list_tasks(
         ctx.q, state, limit, ctx.query.get("cursor") or None, user_id, name
     )
-    return Reply(200, TaskPage([task_out(t, ctx.q.queue) for t in tasks], cursor))
+    # a token of several tenants with no user named: its tenants' tasks of the page
+    mine = [t for t in tasks if ctx.scope.allows_tenant(t.user_id)]
+    return Reply(200, TaskPage([_out(ctx, t) for t in mine], cursor))
 
 
-def _no_task(ctx: Ctx, task_id: str | None = None) -> ProblemError:
-    task_id = ctx.path["task_id"] if task_id is None else task_id
-    return ProblemError(
-        404, "task-not-found", "Not Found", f"no task {task_id!r} in queue {ctx.q.queue!r}"
-    )
+def no_task_of(ctx: Ctx, task_id: str | None = None) -> ProblemError:
+    return no_task(ctx.q.queue, ctx.path["task_id"] if task_id is None else task_id)
 
 
 async def get_result(ctx: Ctx) -> Reply:
@@ -231,10 +228,12 @@ async def get_result(ctx: Ctx) -> Reply:
     # it blocks on the task's end signal, so nothing here polls
     wait = query_number(ctx, "wait_seconds", 0, 0, MAX_RESULT_WAIT)
     consume = query_bool(ctx, "consume")
+    try:
+        task_id = await stored_id(ctx.q, ctx.scope, ctx.path["task_id"])
+    except ProblemError:
+        return Reply(200, None)  # as for an unknown id
     # a client that hangs up ends the wait (nothing is consumed for nobody after that)
-    out = await until_left(
-        ctx.q.outcome(ctx.path["task_id"], timeout=wait, consume=consume), ctx.left
-    )
+    out = await until_left(ctx.q.outcome(task_id, timeout=wait, consume=consume), ctx.left)
     if out is None:
         return Reply(200, None)  # unknown, expired or consumed
     if not out.ended:
@@ -248,7 +247,7 @@ async def get_result(ctx: Ctx) -> Reply:
 
 async def cancel_task(ctx: Ctx) -> Reply:
     """DELETE /tasks/{id}: cancel a task that has not ended (409 when it has)."""
-    task_id = ctx.path["task_id"]
+    task_id = await stored_id(ctx.q, ctx.scope, ctx.path["task_id"])
     if not await ctx.q.cancel(task_id):
         task = await ctx.q.get(task_id)
         state = task.state.value if task is not None and task.state else None
@@ -298,7 +297,8 @@ async def list_users(ctx: Ctx) -> Reply:
     """GET /users: users with ready or in-flight work (ready, in flight, weight, cap)."""
     limit = query_int(ctx, "limit", 100, 1, 10_000)
     stats = await ctx.q.stats(user_limit=limit)
-    return Reply(200, UsersOut([user_load(u) for u in stats.users]))
+    mine = [u for u in stats.users if ctx.scope.allows_tenant(u.user_id)]
+    return Reply(200, UsersOut([user_load(u) for u in mine]))
 
 
 async def list_workers(ctx: Ctx) -> Reply:
@@ -326,158 +326,3 @@ async def list_workers(ctx: Ctx) -> Reply:
 async def purge(ctx: Ctx) -> Reply:
     """POST /purge: delete every key of the queue."""
     return Reply(200, PurgeOut(await ctx.q.purge()))
-
-
-# ---- pull workers -------------------------------------------------------------------
-
-
-async def lease(ctx: Ctx) -> Reply:
-    """POST /leases: up to max_tasks tasks, waiting up to wait_seconds for the first.
-
-    Outcomes carried by the request are recorded first; successes go in the same
-    script as the lease (``complete_and_pop``).
-    """
-    body: LeaseIn = ctx.body
-    q = ctx.q
-    deadline = time.monotonic() + body.wait_seconds
-    common: dict[str, Any] = {
-        "lease_seconds": body.lease_seconds, "assigned_users": body.assigned_users,
-        "steal_targets": body.steal_targets, "names": body.names,
-        "max_held": body.max_tasks,  # never more leases at once than it asks for
-    }  # fmt: skip
-    results: list[OutcomeItemOut | None] = [None] * len(body.outcomes)
-    done: list[tuple[Task, Any]] = []
-    done_at: list[int] = []
-    for i, item in enumerate(body.outcomes):
-        try:  # a result the queue refuses fails its task alone (_complete)
-            encoded = q.encode_result(item.result) if isinstance(item, SuccessItem) else None
-        except (SerializationError, PayloadTooLarge):
-            encoded = None
-        if encoded is not None:
-            handle = lease_handle(item.task_id, item.lease_token, item.run_seconds)
-            done.append((handle, encoded))
-            done_at.append(i)
-        else:
-            results[i] = await _answer(ctx, item)
-    attempt = 0
-    tasks: list[Task] = []
-    if done:
-        req = None if body.request_id is None else f"{body.request_id}:0"
-        acks, tasks = await q.complete_and_pop(
-            done, body.max_tasks, body.worker_id, request_id=req, **common
-        )
-        for i, acked in zip(done_at, acks, strict=True):
-            item = body.outcomes[i]
-            if acked and ctx.pullers is not None:
-                await ctx.pullers.ended(q, item.task_id, failed=False)
-            results[i] = (
-                OutcomeItemOut(task_id=item.task_id, status=200, state=TaskState.FINISHED.value)
-                if acked
-                else await _answer(ctx, item)  # the lease was lost: say how the task is now
-            )
-        attempt = 1
-    while True:
-        if attempt > 0 or done:
-            # wait for a push's wake-up, unless the client hangs up first: a long poll
-            # whose client left (a proxy's idle timeout) leases nothing
-            remaining = deadline - time.monotonic()
-            if tasks or remaining <= 0.001 or ctx.left.is_set():
-                break
-            await until_left(q.wait_for_work(remaining), ctx.left)
-            if ctx.left.is_set():
-                break
-        # a resent request replays each step under the same derived id
-        req = None if body.request_id is None else f"{body.request_id}:{attempt}"
-        tasks = await q.pop_batch(body.max_tasks, body.worker_id, request_id=req, **common)
-        attempt += 1
-    if tasks and ctx.left.is_set():
-        # leased as the client left: given back at once, no attempt spent
-        for task in tasks:
-            with contextlib.suppress(LeaseLost):  # already expired and reclaimed
-                await q.requeue(task)
-        tasks = []
-    if ctx.pullers is not None and not ctx.left.is_set():
-        lease_s = body.lease_seconds or q.options.lease_seconds
-        await ctx.pullers.leased(
-            q, body.worker_id, ctx.peer, body.max_tasks, body.assigned_users,
-            body.steal_targets, lease_s, body.wait_seconds, tasks, names=body.names,
-        )  # fmt: skip
-    leased = [leased_out(t, q.queue) for t in tasks]
-    return Reply(200, LeasesOut(leased, [r for r in results if r is not None]))
-
-
-async def _apply(ctx: Ctx, task_id: str, outcome: SuccessIn | FailureIn) -> str:
-    q = ctx.q
-    handle = lease_handle(task_id, outcome.lease_token, outcome.run_seconds)
-    try:
-        if isinstance(outcome, SuccessIn):
-            state = await record_success(q, handle, outcome.result, ctx.pullers)
-        else:
-            state = await record_failure(
-                q, handle, outcome.reason, outcome.message, outcome.error,
-                retry=outcome.should_retry,
-            )  # fmt: skip
-    except LeaseLost as exc:
-        if ctx.pullers is not None:
-            await ctx.pullers.ended(q, task_id, failed=None)
-        task = await q.get(task_id)
-        if task is None:
-            raise _no_task(ctx, task_id) from None
-        state_now = task.state.value if task.state else None
-        raise ProblemError(409, "lease-lost", "Conflict", str(exc), task_state=state_now) from None
-    if ctx.pullers is not None:
-        await ctx.pullers.ended(q, task_id, failed=state is not TaskState.FINISHED)
-    return state.value
-
-
-async def outcome(ctx: Ctx) -> Reply:
-    """POST /tasks/{id}/outcome: a worker's result message for a leased task."""
-    body: OutcomeIn = ctx.body
-    return Reply(200, OutcomeOut(await _apply(ctx, ctx.path["task_id"], body)))
-
-
-async def _answer(ctx: Ctx, item: SuccessItem | FailureItem) -> OutcomeItemOut:
-    """Record one outcome of a batch; its answer (a problem for this item alone)."""
-    try:
-        with engine_errors():
-            state = await _apply(ctx, item.task_id, item)
-        return OutcomeItemOut(task_id=item.task_id, status=200, state=state)
-    except ProblemError as exc:
-        return OutcomeItemOut(task_id=item.task_id, status=exc.problem.status, problem=exc.problem)
-
-
-async def outcomes(ctx: Ctx) -> Reply:
-    """POST /outcomes: several result messages; each gets its own answer."""
-    body: OutcomeBatchIn = ctx.body
-    return Reply(200, OutcomeBatchOut([await _answer(ctx, item) for item in body.outcomes]))
-
-
-async def extend(ctx: Ctx) -> Reply:
-    """POST /tasks/{id}/extend: a heartbeat that moves the lease's deadline."""
-    body: ExtendIn = ctx.body
-    task_id = ctx.path["task_id"]
-    handle = lease_handle(task_id, body.lease_token, body.run_seconds)
-    if body.progress is not None:
-        try:
-            handle.report_progress(body.progress, body.progress_message)
-        except ValidationError as exc:  # (the schema checked the rest: its characters)
-            raise invalid("progress_message", str(exc)) from None
-    try:
-        deadline = await ctx.q.extend(handle, body.seconds)
-        if ctx.pullers is not None:
-            seconds = body.seconds or ctx.q.options.lease_seconds
-            await ctx.pullers.extended(ctx.q, task_id, seconds)
-    except CancelRequested:
-        # canceled while this lease held it: the lease ended with the task
-        task = await ctx.q.get(task_id)
-        ended = task.ended_at if task is not None else None
-        return Reply(
-            200, ExtendOut(lease_expires_at=iso(ended or _now()) or "", cancel_requested=True)
-        )
-    except LeaseLost as exc:
-        task = await ctx.q.get(task_id)
-        if task is None:
-            raise _no_task(ctx) from None
-        state = task.state.value if task.state else None
-        raise ProblemError(409, "lease-lost", "Conflict", str(exc), task_state=state) from None
-    return Reply(200, ExtendOut(lease_expires_at=iso(deadline) or "", cancel_requested=False))

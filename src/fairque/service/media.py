@@ -54,7 +54,12 @@ class ProblemError(Exception):
 PROBLEM_TYPES: dict[str, tuple[int, str]] = {
     "malformed-body": (400, "the body is not valid JSON or MessagePack"),
     "unauthorized": (401, "no bearer token, or one the server does not know"),
-    "forbidden": (403, "the token's role may not do this"),
+    "forbidden": (
+        403,
+        "the token's role may not do this, or the route reads or changes the whole queue"
+        " and the token is held to some tenants",
+    ),
+    "forbidden-tenant": (403, "the token is held to some tenants, and this is another one"),
     "not-found": (404, "no such path"),
     "queue-not-found": (
         404,
@@ -71,6 +76,11 @@ PROBLEM_TYPES: dict[str, tuple[int, str]] = {
     "invalid-transition": (409, "the task's state does not allow this (task_state says which)"),
     "lease-lost": (409, "the lease expired or another worker holds the task now"),
     "schedule-exists": (409, "a schedule with this id exists"),
+    "task-id-taken": (
+        409,
+        "a tenant-scoped push chose an id that names a task of another tenant (only a token"
+        " of the whole queue can have pushed it so); choose another",
+    ),
     "body-too-large": (413, "the body is over server.max_body_bytes"),
     "payload-too-large": (413, "a payload is over the queue's max_payload_bytes"),
     "unsupported-media-type": (415, "Content-Type is not JSON or MessagePack"),

@@ -10,6 +10,7 @@ from fairque.service import constraints as con
 from fairque.service import deadletters as dl
 from fairque.service import handlers as h
 from fairque.service import limits as lim
+from fairque.service import pull
 from fairque.service import schedules as sch
 from fairque.service import tenants as ten
 from fairque.service.auth import ADMINS, PRODUCERS, READERS, WORKERS
@@ -67,6 +68,9 @@ class Route:
     query: tuple[Query, ...] = ()
     #: the extra error codes worth documenting for this route
     errors: tuple[int, ...] = ()
+    #: whether the operation holds a tenant-scoped token to its tenants (else such a
+    #: token is refused here: the route reads or changes the whole queue)
+    per_tenant: bool = False
 
     @property
     def operation_id(self) -> str:
@@ -94,7 +98,7 @@ NULL = type(None)
 ROUTES: tuple[Route, ...] = (
     Route("POST", Q + "/tasks", h.push, PRODUCERS, "Enqueue one task or a batch (all or nothing)",
           body=TaskIn | TaskBatchIn, responses=((201, TaskOut | TaskBatchOut), (200, TaskOut)),
-          errors=(404, 409, 413, 415, 422, 429)),
+          errors=(404, 409, 413, 415, 422, 429), per_tenant=True),
     Route("GET", Q + "/tasks", h.list_tasks, READERS,
           "One page of tasks, newest first; follow next_cursor",
           responses=((200, TaskPage),),
@@ -108,9 +112,9 @@ ROUTES: tuple[Route, ...] = (
                  Query("cursor", {"type": "string", "pattern": "^[A-Za-z0-9_-]*$"},
                        "next_cursor of the previous page (no other value is valid; "
                        "empty or absent: the first page)")),
-          errors=(404, 422)),
+          errors=(404, 422), per_tenant=True),
     Route("GET", T, h.get_task, READERS, "Read a task", responses=((200, TaskOut),),
-          errors=(404,)),
+          errors=(404,), per_tenant=True),
     Route("GET", T + "/result", h.get_result, READERS,
           "A task's outcome (null when unknown, expired or consumed); waits server side",
           responses=((200, ResultSuccess | ResultFailure | None), (202, Pending)),
@@ -118,9 +122,9 @@ ROUTES: tuple[Route, ...] = (
                        "wait up to this long for the task to end"),
                  Query("consume", {"type": "boolean"},
                        "discard the result once read (fetch once)")),
-          errors=(404, 422)),
+          errors=(404, 422), per_tenant=True),
     Route("DELETE", T, h.cancel_task, PRODUCERS, "Cancel a task that has not ended",
-          responses=((200, TaskOut),), errors=(404, 409)),
+          responses=((200, TaskOut),), errors=(404, 409), per_tenant=True),
     Route("POST", T + "/retry", h.retry_task, ADMINS, "Queue a FAILED or CANCELED task again",
           responses=((200, TaskOut),), errors=(404, 409)),
     Route("POST", Q + "/dead-letters/retry", dl.retry_dead_letters, ADMINS,
@@ -133,7 +137,7 @@ ROUTES: tuple[Route, ...] = (
           body=dl.DeleteDeadLettersIn, responses=((200, dl.DeadLettersOut),),
           errors=(404, 413, 415, 422)),
     Route("GET", "/v1/queues", h.list_queues, READERS, "The queues this server serves",
-          responses=((200, QueuesOut),)),
+          responses=((200, QueuesOut),), per_tenant=True),
     Route("GET", Q + "/stats", h.queue_stats, READERS, "Counts, counters and per-user load",
           responses=((200, StatsOut),),
           query=(Query("user_limit", {"type": "integer", "minimum": 0, "maximum": 10000},
@@ -143,7 +147,7 @@ ROUTES: tuple[Route, ...] = (
           responses=((200, UsersOut),),
           query=(Query("limit", {"type": "integer", "minimum": 1, "maximum": 10000},
                        "at most this many users"),),
-          errors=(404, 422)),
+          errors=(404, 422), per_tenant=True),
     Route("PUT", Q + "/users/{user_id}/limits", lim.set_limits, ADMINS,
           "Set a user's weight (share of worker time, or turns), in-flight cap, backlog quota "
           "and group", body=lim.LimitsIn,
@@ -155,7 +159,7 @@ ROUTES: tuple[Route, ...] = (
           errors=(404, 413, 415, 422)),
     Route("GET", Q + "/fairness", ten.get_fairness, READERS,
           "What the queue is fair by: worker time or turns", responses=((200, FairnessOut),),
-          errors=(404,)),
+          errors=(404,), per_tenant=True),
     Route("PUT", Q + "/fairness", ten.set_fairness, ADMINS,
           "Make the queue fair by worker time or by turns (workers follow at once)",
           body=FairnessIn, responses=((200, FairnessOut),), errors=(404, 413, 415, 422)),
@@ -169,17 +173,19 @@ ROUTES: tuple[Route, ...] = (
           responses=((200, WorkersOut),), errors=(404,)),
     Route("POST", Q + "/purge", h.purge, ADMINS, "Delete every task and key of the queue",
           responses=((200, PurgeOut),), errors=(404,)),
-    Route("POST", Q + "/leases", h.lease, WORKERS,
+    Route("POST", Q + "/leases", pull.lease, WORKERS,
           "Lease up to max_tasks tasks, fairly; long-polls up to wait_seconds",
-          body=LeaseIn, responses=((200, LeasesOut),), errors=(404, 413, 415, 422)),
-    Route("POST", T + "/outcome", h.outcome, WORKERS,
+          body=LeaseIn, responses=((200, LeasesOut),), errors=(404, 413, 415, 422),
+          per_tenant=True),
+    Route("POST", T + "/outcome", pull.outcome, WORKERS,
           "A worker's result message for a leased task", body=OutcomeIn,
-          responses=((200, OutcomeOut),), errors=(409, 413, 415, 422)),
-    Route("POST", Q + "/outcomes", h.outcomes, WORKERS,
+          responses=((200, OutcomeOut),), errors=(409, 413, 415, 422), per_tenant=True),
+    Route("POST", Q + "/outcomes", pull.outcomes, WORKERS,
           "Several result messages; one answer per item", body=OutcomeBatchIn,
-          responses=((200, OutcomeBatchOut),), errors=(404, 413, 415, 422)),
-    Route("POST", T + "/extend", h.extend, WORKERS, "Extend a held lease (heartbeat)",
-          body=ExtendIn, responses=((200, ExtendOut),), errors=(409, 413, 415, 422)),
+          responses=((200, OutcomeBatchOut),), errors=(404, 413, 415, 422), per_tenant=True),
+    Route("POST", T + "/extend", pull.extend, WORKERS, "Extend a held lease (heartbeat)",
+          body=ExtendIn, responses=((200, ExtendOut),), errors=(409, 413, 415, 422),
+          per_tenant=True),
     Route("GET", S, sch.list_schedules, PRODUCERS,
           "The queue's schedules, the soonest next slot first",
           responses=((200, sch.SchedulesOut),)),

@@ -9,6 +9,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
+from fairque.core.checks import MAX_TASK_ID, identifier_problem
+from fairque.core.keys import validate_queue_name
+from fairque.service.scope import EVERYTHING, Scope, is_pattern
+
 Role = Literal["producer", "worker", "viewer", "admin"]
 
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
@@ -17,7 +21,13 @@ _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 class TokenSettings(BaseModel):
     """One bearer token: its role and its SHA-256 (``sha256``), or the token itself
     (``token``, hashed at load; prefer ``sha256`` in files). From ``expires_at`` (an
-    ISO 8601 time with its zone) the token is refused (401)."""
+    ISO 8601 time with its zone) the token is refused (401).
+
+    ``queues`` and ``tenants`` narrow what it reaches (names or ``fnmatch`` patterns;
+    absent: all). A tenant scope suits producer, worker and viewer tokens; a worker's
+    tenants are names (a lease asks for them by name), and an admin token acts on whole
+    queues, so it takes no tenant scope.
+    """
 
     model_config = ConfigDict(extra="forbid")
 
@@ -26,6 +36,8 @@ class TokenSettings(BaseModel):
     sha256: str | None = None
     token: SecretStr | None = None
     expires_at: datetime | None = None
+    queues: list[str] | None = Field(default=None, min_length=1, max_length=1000)
+    tenants: list[str] | None = Field(default=None, min_length=1, max_length=10_000)
 
     @field_validator("expires_at")
     @classmethod
@@ -35,6 +47,22 @@ class TokenSettings(BaseModel):
                 "must say its time zone (2027-01-31T00:00:00Z, or +01:00): a time without "
                 "one means a different instant on each host"
             )
+        return value
+
+    @field_validator("queues")
+    @classmethod
+    def _queue_names(cls, value: list[str] | None) -> list[str] | None:
+        for name in value or ():
+            validate_queue_name(name)  # (a ConfigError is a ValueError) patterns too
+        return value
+
+    @field_validator("tenants")
+    @classmethod
+    def _tenant_names(cls, value: list[str] | None) -> list[str] | None:
+        for name in value or ():
+            problem = identifier_problem(name, "a tenant", MAX_TASK_ID)
+            if problem is not None:
+                raise ValueError(problem)
         return value
 
     @field_validator("sha256")
@@ -50,7 +78,27 @@ class TokenSettings(BaseModel):
             raise ValueError(f"token {self.name!r}: give exactly one of sha256 and token")
         if self.token is not None and len(self.token.get_secret_value()) < 16:
             raise ValueError(f"token {self.name!r}: a token must be at least 16 characters")
+        if self.tenants is not None and self.role == "admin":
+            raise ValueError(
+                f"token {self.name!r}: an admin token acts on whole queues (limits, purge, "
+                "constraints), so it takes no tenants; give the tenants' tokens another role"
+            )
+        if self.role == "worker" and any(is_pattern(t) for t in self.tenants or ()):
+            raise ValueError(
+                f"token {self.name!r}: a worker token's tenants must be names, not patterns "
+                "(its leases ask for them by name)"
+            )
         return self
+
+    @property
+    def scope(self) -> Scope:
+        """What the token may reach."""
+        if self.queues is None and self.tenants is None:
+            return EVERYTHING
+        return Scope(
+            queues=None if self.queues is None else tuple(self.queues),
+            tenants=None if self.tenants is None else tuple(self.tenants),
+        )
 
     def digest(self) -> bytes:
         """The token's SHA-256 digest (the only form the server keeps)."""

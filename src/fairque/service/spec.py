@@ -11,6 +11,7 @@ from typing import Any
 
 import msgspec
 
+from fairque.service.dispatch import DispatchJob
 from fairque.service.media import (
     BODY_TYPES,
     MSGPACK_TYPES,
@@ -22,7 +23,6 @@ from fairque.service.routes import ROUTES, Route
 from fairque.service.wire import (
     SCHEMAS,
     ConstraintId,
-    DispatchJob,
     Identifier,
     Problem,
     QueueName,
@@ -71,7 +71,7 @@ def _schemas(routes: tuple[Route, ...]) -> tuple[dict[Any, dict[str, Any]], dict
             used.append(spec.body)
         used.extend(kind for _, kind in spec.responses)
     members = list(dict.fromkeys(m for kind in used for m in _members(kind)))
-    kinds = list(dict.fromkeys([*SCHEMAS, *members]))
+    kinds = list(dict.fromkeys([*SCHEMAS, DispatchJob, *members]))
     found, components = msgspec.json.schema_components(kinds, ref_template=REF)
     one = dict(zip(kinds, found, strict=True))
     out = {}

@@ -17,9 +17,8 @@ from fairque.models import MAX_LEAD
 
 #: no control character (the engine's rule for ids and names)
 NO_CONTROL = "^[^\\u0000-\\u001f\\u007f]+$"
-#: the character rule of ids in the document only: the engine checks it (with the words
-#: of its other door, the command line), and a regular expression per id would cost
-#: the batch push about 0.5 us a task
+#: the ids' character rule, in the document only: the engine checks it (with the words of
+#: the command line), and a regular expression per id would cost a batch push 0.5 us a task
 _DOCUMENTED = {"pattern": NO_CONTROL}
 #: a task id, user id or task name
 Identifier = Annotated[str, Meta(min_length=1, max_length=256, extra_json_schema=_DOCUMENTED)]
@@ -86,11 +85,17 @@ def spec_default(spec: SpecField) -> Any:
     return spec.default
 
 
-#: One task to enqueue: the outward task of ``fairque.common.taskspec``, field for field.
+def _optional(spec: SpecField) -> tuple[str, Any, Any]:
+    kind = spec_type(spec)
+    return spec.name, kind | None if spec.required else kind, spec_default(spec)
+
+
+#: One task to enqueue: the outward task of ``fairque.common.taskspec``, field for field
+#: (``user_id`` may be left out by a token of one tenant: ``fairque.service.tenancy``).
 TaskIn: Any = msgspec.defstruct(
     "TaskIn",
     [
-        (f.name, spec_type(f)) if f.required else (f.name, spec_type(f), spec_default(f))
+        (f.name, spec_type(f)) if f.required and f.name != "user_id" else _optional(f)
         for f in FIELDS
     ],
     kw_only=True,
@@ -477,18 +482,6 @@ class PurgeOut(Struct):
     deleted: int
 
 
-class DispatchJob(Struct, kw_only=True):
-    """What ``fairque dispatch`` POSTs to a push worker (MessagePack)."""
-
-    task_id: str
-    name: str
-    argument: Any
-    user_id: str
-    priority: int | Literal["critical"]
-    attempt: int
-    timeout_seconds: float
-
-
 #: every struct the OpenAPI documents name, in one place
 SCHEMAS: tuple[Any, ...] = (
     TaskIn, TaskBatchIn, TaskOut, TaskBatchOut, TaskPage, LeaseIn, LeasedTask, LeasesOut,
@@ -496,5 +489,5 @@ SCHEMAS: tuple[Any, ...] = (
     OutcomeBatchIn, OutcomeOut, Problem, FieldError, OutcomeItemOut, OutcomeBatchOut,
     ExtendIn, ExtendOut, ResultSuccess, ResultFailure, Pending, QueuesOut, QueueInfo,
     StatsOut, UsersOut, UserLoad, WorkersOut, WorkerOut, PurgeOut,
-    DispatchJob, FairnessIn, FairnessOut, TenantOut, TenantsOut,
+    FairnessIn, FairnessOut, TenantOut, TenantsOut,
 )  # fmt: skip

@@ -24,6 +24,7 @@ from fairque.errors import FairqueError
 from fairque.models import TaskState
 from fairque.service.convert import engine_errors, invalid
 from fairque.service.media import ProblemError
+from fairque.service.scope import Scope
 from fairque.service.ui import security, views
 from fairque.service.ui.history import History
 from fairque.service.ui.security import Denied
@@ -112,11 +113,11 @@ class Ui:
     ) -> Response[str]:
         csrf, new = security.csrf_token(request)
         role = security.role_of(self.service.tokens, request)
-        names = self.service.names
+        names = self.service.visible(self.service.names, self.scope(request))
         queue = ctx.pop("queue", None) or (names[0] if names else "")
         body = self.env.get_template(template).render(
             queue=queue,
-            queues=self.service.names,
+            queues=names,
             role=role,
             can_act=role == "admin",
             login=self.service.tokens.enabled,
@@ -153,19 +154,24 @@ class Ui:
         security.check_csrf(request, form)
         return form
 
+    def scope(self, request: AnyRequest) -> Scope:
+        """What the caller's token may reach."""
+        return security.scope_of(self.service.tokens, request)
+
     async def queue(self, request: AnyRequest) -> AsyncFairQueue:
-        return await self.service.queue(request.path_params["queue"])
+        return await self.service.queue(request.path_params["queue"], self.scope(request))
 
     # pages ----------------------------------------------------------------------
     async def home(self, request: AnyRequest) -> Response[Any]:
         """The queues served: one goes straight to its overview; else a list with
         each queue's counts (or, with none yet, how to make one)."""
-        names = await self.service.listed()
+        scope = self.scope(request)
+        names = self.service.visible(await self.service.listed(), scope)
         if len(names) == 1:
             return _redirect(f"/ui/q/{quote(names[0], safe='')}")
         rows = []
         for name in names[:HOME_QUEUES]:
-            q = await self.service.queue(name)
+            q = await self.service.queue(name, scope)
             stats = await q.stats(user_limit=0)
             rows.append({"name": name, **{s.value: stats.counts.get(s, 0) for s in TaskState}})
         return self.render(
@@ -191,9 +197,12 @@ class Ui:
         target = _safe_next(form.get("next"))
         if not self.service.tokens.enabled:
             return _redirect(target)
-        role = security.check_token(self.service.tokens, form.get("token", "").strip())
+        role, why = security.check_token(self.service.tokens, form.get("token", "").strip())
         if role is None:
-            return self.render(request, "login.html", status=401, next=target, failed=True)
+            return self.render(
+                request, "login.html", status=401 if why is None else 403, next=target,
+                failed=why or "That token is not valid.",
+            )  # fmt: skip
         response = _redirect(target)
         secure = request.url.scheme == "https"
         response.set_cookie(_cookie(security.TOKEN_COOKIE, form["token"].strip(), secure))

@@ -18,7 +18,8 @@ from litestar import Request
 
 from fairque.service.auth import READERS, Tokens
 from fairque.service.media import ProblemError
-from fairque.service.settings import Role
+from fairque.service.scope import EVERYTHING, Scope
+from fairque.service.settings import Role, TokenSettings
 
 TOKEN_COOKIE = "fq_token"
 CSRF_COOKIE = "fq_csrf"
@@ -47,26 +48,51 @@ class Denied(Exception):
         self.message = message
 
 
-def role_of(tokens: Tokens, request: Request[Any, Any, Any]) -> Role | None:
-    """The caller's role, or None when not logged in (always ``admin`` without tokens)."""
+def caller(tokens: Tokens, request: Request[Any, Any, Any]) -> TokenSettings | None:
+    """The caller's token entry, or None when not logged in (or without tokens)."""
     if not tokens.enabled:
-        return "admin"
+        return None
     header = request.headers.get("authorization")
     cookie = request.cookies.get(TOKEN_COOKIE)
     if header is None and not cookie:
         return None
     try:
-        return tokens.role_of(header if header is not None else f"Bearer {cookie}")
+        return tokens.entry_of(header if header is not None else f"Bearer {cookie}")
     except ProblemError:
         return None
 
 
-def check_token(tokens: Tokens, token: str) -> Role | None:
-    """The role of a token typed into the login form, or None."""
+def role_of(tokens: Tokens, request: Request[Any, Any, Any]) -> Role | None:
+    """The caller's role, or None when not logged in (always ``admin`` without tokens)."""
+    if not tokens.enabled:
+        return "admin"
+    entry = caller(tokens, request)
+    return None if entry is None else entry.role
+
+
+def scope_of(tokens: Tokens, request: Request[Any, Any, Any]) -> Scope:
+    """What the caller may reach (everything without tokens)."""
+    entry = caller(tokens, request)
+    return EVERYTHING if entry is None else entry.scope
+
+
+#: why a token held to tenants cannot open the dashboard
+TENANT_SCOPED = (
+    "this token is held to some tenants, and the dashboard shows whole queues; "
+    "a tenant's token reads its own tasks through the API"
+)
+
+
+def check_token(tokens: Tokens, token: str) -> tuple[Role | None, str | None]:
+    """The role of a token typed into the login form, or None and why not (None: the
+    token is not valid)."""
     try:
-        return tokens.role_of(f"Bearer {token}")
+        entry = tokens.entry_of(f"Bearer {token}")
     except ProblemError:
-        return None
+        return None, None
+    if entry.scope.by_tenant:
+        return None, TENANT_SCOPED
+    return entry.role, None
 
 
 def require(tokens: Tokens, request: Request[Any, Any, Any], act: bool) -> Role:
@@ -74,6 +100,8 @@ def require(tokens: Tokens, request: Request[Any, Any, Any], act: bool) -> Role:
     role = role_of(tokens, request)
     if role is None:
         raise Denied(401, "log in with a token")
+    if scope_of(tokens, request).by_tenant:
+        raise Denied(403, TENANT_SCOPED)
     if role not in READERS:
         raise Denied(403, f"role {role!r} may not use the dashboard")
     if act and role != "admin":

@@ -96,7 +96,7 @@ class Service:
                 self.explicit.append(validate_queue_name(name))
         self.settings = settings
         self.options = options or {}
-        self.tokens = Tokens(settings.tokens)
+        self.tokens = Tokens.of(settings)
         self.pullers = Pullers(settings.pull_worker_ttl_seconds)
         #: a client per queue asked for, all on the first one's connections
         self.queues: dict[str, AsyncFairQueue] = {}

@@ -14,9 +14,10 @@ from litestar.connection import ASGIConnection
 from litestar.handlers.base import BaseRouteHandler
 from litestar.types import Guard
 
+from fairque.service.door import Door
 from fairque.service.media import ProblemError
 from fairque.service.scope import EVERYTHING, Scope
-from fairque.service.settings import Role, TokenSettings
+from fairque.service.settings import Role, ServerSettings, TokenSettings
 
 #: roles allowed on the read endpoints (GET)
 READERS: frozenset[Role] = frozenset({"producer", "worker", "viewer", "admin"})
@@ -28,8 +29,23 @@ ADMINS: frozenset[Role] = frozenset({"admin"})
 class Tokens:
     """The configured tokens; ``entry_of`` answers in time independent of which matched."""
 
-    def __init__(self, tokens: Sequence[TokenSettings]) -> None:
+    def __init__(
+        self,
+        tokens: Sequence[TokenSettings],
+        door: Door | None = None,
+        rate: float | None = None,
+        burst: int | None = None,
+    ) -> None:
         self._digests: list[tuple[bytes, TokenSettings]] = [(t.digest(), t) for t in tokens]
+        #: the limits at the door (``fairque.service.door``), and each token's default rate
+        self.door = door or Door(0, 1)
+        self.rate, self.burst = rate, burst
+
+    @classmethod
+    def of(cls, settings: ServerSettings) -> Tokens:
+        """The tokens and limits at the door of ``settings``."""
+        door = Door(settings.bad_tokens_per_minute, settings.bad_token_burst)
+        return cls(settings.tokens, door, settings.token_rate, settings.token_burst)
 
     @property
     def enabled(self) -> bool:
@@ -57,11 +73,26 @@ class Tokens:
         """The role of the request's bearer token, or ``ProblemError`` 401."""
         return self.entry_of(authorization).role
 
-    def check(self, authorization: str | None, allowed: frozenset[Role]) -> Scope:
-        """What the request may reach, or ``ProblemError`` 401/403."""
+    def admit(self, authorization: str | None, peer: str) -> TokenSettings:
+        """The entry of a request's token from ``peer``, within the limits at the door:
+        401 for a bad token (counted against the peer), 429 for a peer with too many of
+        those or a token over its rate."""
+        self.door.check_peer(peer)
+        try:
+            entry = self.entry_of(authorization)
+        except ProblemError:
+            if authorization:  # a token was sent (a request with none guesses nothing)
+                self.door.failed(peer)
+            raise
+        rate = entry.rate if entry.rate is not None else self.rate
+        self.door.admit(entry.name, rate, entry.burst if entry.burst is not None else self.burst)
+        return entry
+
+    def check(self, authorization: str | None, allowed: frozenset[Role], peer: str = "") -> Scope:
+        """What the request may reach, or ``ProblemError`` 401/403/429 (``admit``)."""
         if not self.enabled:
             return EVERYTHING
-        entry = self.entry_of(authorization)
+        entry = self.admit(authorization, peer)
         if entry.role not in allowed:
             raise ProblemError(
                 403, "forbidden", "Forbidden",
@@ -80,7 +111,8 @@ def guard(tokens: Tokens, roles: frozenset[Role], per_tenant: bool = False) -> G
     (``per_tenant``). What the token may reach is left for the handler (``scope_of``)."""
 
     def guard(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
-        scope = tokens.check(connection.headers.get("authorization"), roles)
+        peer = connection.client.host if connection.client is not None else ""
+        scope = tokens.check(connection.headers.get("authorization"), roles, peer)
         if scope.by_tenant and not per_tenant:
             raise ProblemError(
                 403, "forbidden", "Forbidden",

@@ -95,6 +95,12 @@ PROBLEM_TYPES: dict[str, tuple[int, str]] = {
         "the push would take its tenant past its backlog quota; nothing was pushed"
         " (retry after Retry-After)",
     ),
+    "rate-limited": (429, "the token is over its request rate (retry after Retry-After)"),
+    "too-many-bad-tokens": (
+        429,
+        "this address sent too many tokens the server does not know; every token it sends"
+        " waits (retry after Retry-After)",
+    ),
     "http-error": (400, "another HTTP error (the status says which)"),
     "internal": (500, "a bug: the server logged it"),
     "unavailable": (503, "the queue server does not answer (retry after Retry-After)"),

@@ -38,6 +38,10 @@ class TokenSettings(BaseModel):
     expires_at: datetime | None = None
     queues: list[str] | None = Field(default=None, min_length=1, max_length=1000)
     tenants: list[str] | None = Field(default=None, min_length=1, max_length=10_000)
+    #: requests a second this token may make, ``burst`` at once (None: the server's
+    #: ``token_rate`` and ``token_burst``)
+    rate: float | None = Field(default=None, gt=0, le=1_000_000)
+    burst: int | None = Field(default=None, ge=1, le=1_000_000)
 
     @field_validator("expires_at")
     @classmethod
@@ -134,6 +138,14 @@ class ServerSettings(BaseModel):
     #: take back expired leases of the served queues this often (seconds; 0: only when
     #: a lease is asked for), so a dead worker's task does not stay STARTED
     reclaim_interval_seconds: float = Field(default=2.0, ge=0, le=3600)
+    #: requests a second each token may make (None: no limit), ``token_burst`` at once
+    #: (None: a second's worth); kept per ``serve`` process; a token's entry may differ
+    token_rate: float | None = Field(default=None, gt=0, le=1_000_000)
+    token_burst: int | None = Field(default=None, ge=1, le=1_000_000)
+    #: bad tokens one address may send a minute, ``bad_token_burst`` in a row, before
+    #: every token it sends is answered 429 for a while (0: no such limit)
+    bad_tokens_per_minute: float = Field(default=60.0, ge=0, le=1_000_000)
+    bad_token_burst: int = Field(default=20, ge=1, le=1_000_000)
     #: log one line per request (uvicorn's access log; never the Authorization header)
     access_log: bool = False
     #: the ``le`` bounds (seconds) ``/metrics`` shows of the wait and run histograms;

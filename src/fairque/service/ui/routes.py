@@ -197,12 +197,11 @@ class Ui:
         target = _safe_next(form.get("next"))
         if not self.service.tokens.enabled:
             return _redirect(target)
-        role, why = security.check_token(self.service.tokens, form.get("token", "").strip())
+        peer = request.client.host if request.client is not None else ""
+        token = form.get("token", "").strip()
+        role, status, why = security.check_token(self.service.tokens, token, peer)
         if role is None:
-            return self.render(
-                request, "login.html", status=401 if why is None else 403, next=target,
-                failed=why or "That token is not valid.",
-            )  # fmt: skip
+            return self.render(request, "login.html", status=status, next=target, failed=why)
         response = _redirect(target)
         secure = request.url.scheme == "https"
         response.set_cookie(_cookie(security.TOKEN_COOKIE, form["token"].strip(), secure))

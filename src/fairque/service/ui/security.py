@@ -83,16 +83,18 @@ TENANT_SCOPED = (
 )
 
 
-def check_token(tokens: Tokens, token: str) -> tuple[Role | None, str | None]:
-    """The role of a token typed into the login form, or None and why not (None: the
-    token is not valid)."""
+def check_token(tokens: Tokens, token: str, peer: str) -> tuple[Role | None, int, str]:
+    """The role of a token typed into the login form from ``peer`` (a bad one counts
+    against the address, as on the API), or None, the status and why not."""
     try:
-        entry = tokens.entry_of(f"Bearer {token}")
-    except ProblemError:
-        return None, None
+        entry = tokens.admit(f"Bearer {token}", peer)
+    except ProblemError as exc:
+        if exc.problem.status == 429:
+            return None, 429, exc.problem.detail or exc.problem.title
+        return None, 401, "That token is not valid."
     if entry.scope.by_tenant:
-        return None, TENANT_SCOPED
-    return entry.role, None
+        return None, 403, TENANT_SCOPED
+    return entry.role, 200, ""
 
 
 def require(tokens: Tokens, request: Request[Any, Any, Any], act: bool) -> Role:

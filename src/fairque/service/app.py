@@ -33,14 +33,13 @@ from typing import Any
 
 from litestar import Litestar, Request, Response, route
 from litestar.enums import HttpMethod
-from litestar.exceptions import HTTPException
 from redis.exceptions import RedisError
 
 from fairque.client.aio import AsyncFairQueue
 from fairque.core.keys import validate_queue_name
 from fairque.errors import ConfigError, FairqueError
-from fairque.service import handlers, pull
-from fairque.service.auth import READERS, Tokens, guard, scope_of
+from fairque.service import audit, handlers, pull
+from fairque.service.auth import READERS, Tokens, guard, scope_of, token_name
 from fairque.service.convert import engine_errors, invalid
 from fairque.service.media import (
     ProblemError,
@@ -48,10 +47,10 @@ from fairque.service.media import (
     decode,
     encode,
     negotiate,
-    problem_media,
     problem_type,
 )
 from fairque.service.outage import CURRENT, REQUEST, Outage, RequestMark
+from fairque.service.problems import framework_error, problem_response
 from fairque.service.pullers import Pullers
 from fairque.service.routes import ROUTES, Route
 from fairque.service.scope import EVERYTHING, PATTERN_CHARS, Scope
@@ -277,12 +276,29 @@ class Service:
             headers = reply.headers
             if ctx.traceparent is not None:  # the trace context it was given, answered
                 headers = {**headers, "traceparent": ctx.traceparent}
+            if spec.audited:
+                _audit(spec, request, reply.status, reply.value)
             return Response(
                 encode(reply.value, media), status_code=reply.status, media_type=media,
                 headers=headers,
             )  # fmt: skip
         except ProblemError as exc:
+            if spec.audited or exc.problem.status == 403:
+                _audit(spec, request, exc.problem.status, None, exc.tenant)
             return problem_response(exc, accept)
+
+
+def _audit(
+    spec: Route, request: Request[Any, Any, Any], status: int, value: Any, tenant: Any = None
+) -> None:
+    """The audit line of a change, or of a refusal (``fairque.service.audit``)."""
+    path = request.path_params
+    audit.record(
+        spec.operation_id, token=token_name(request), status=status,
+        peer=request.client.host if request.client is not None else "",
+        queue=path.get("queue"), tenant=path.get("user_id") or getattr(value, "user_id", tenant),
+        task=path.get("task_id"),
+    )  # fmt: skip
 
 
 #: the operations that may wait long (a long poll, a result wait): they watch for the
@@ -318,47 +334,6 @@ def _too_large(limit: int) -> ProblemError:
     )  # fmt: skip
 
 
-def problem_response(exc: ProblemError, accept: str | None) -> Response[bytes]:
-    """A problem-details answer in JSON, or MessagePack when the client asked for it."""
-    media = problem_media(accept)
-    return Response(
-        encode(exc.problem, media),
-        status_code=exc.problem.status,
-        media_type=media,
-        headers=exc.headers,
-    )
-
-
-def _framework_error(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
-    """Errors raised before a route runs (no such path, method not allowed, a guard's
-    refusal) as problems."""
-    if isinstance(exc, ProblemError):
-        problem = exc
-    elif isinstance(exc, HTTPException):
-        status = exc.status_code
-        kind = {404: "not-found", 405: "method-not-allowed"}.get(status, "http-error")
-        title = {404: "Not Found", 405: "Method Not Allowed"}.get(status, "Error")
-        headers = dict(exc.headers or {})
-        detail = str(exc.detail)
-        if status == 404 and not request.url.path.startswith(("/v1/queues/", "/ui")):
-            detail = (
-                f"no route {request.url.path}: the API's routes live under "
-                "/v1/queues/{queue}/ (GET /v1/queues lists the queues; /openapi.json "
-                "describes every route)"
-            )
-        problem = ProblemError(status, kind, title, detail, headers=headers)
-    elif isinstance(exc, RedisError):
-        try:
-            with engine_errors():
-                raise exc
-        except ProblemError as mapped:
-            problem = mapped
-    else:
-        log.exception("unexpected error on %s %s", request.method, request.url.path)
-        problem = ProblemError(500, "internal", "Internal Server Error", "unexpected error")
-    return problem_response(problem, request.headers.get("accept"))
-
-
 def _litestar_path(path: str) -> str:
     """A route table path with Litestar's typed parameters."""
     for name in ("queue", "task_id", "user_id", "group_id", "schedule_id", "constraint_id"):
@@ -374,7 +349,7 @@ def _endpoint(service: Service, spec: Route) -> Any:
     return route(
         _litestar_path(spec.path), http_method=[HttpMethod(spec.method)],
         name=spec.operation_id, status_code=200,
-        guards=[guard(service.tokens, spec.roles, spec.per_tenant)],
+        guards=[guard(service.tokens, spec.roles, spec.per_tenant, spec.operation_id)],
     )(endpoint)  # fmt: skip
 
 
@@ -476,9 +451,11 @@ def create_app(service: Service) -> Litestar:
     handlers_.append(route("/healthz", http_method=["GET"])(healthz))
     handlers_.append(route("/readyz", http_method=["GET"])(readyz))
     handlers_.append(
-        route("/metrics", http_method=["GET"], guards=[guard(service.tokens, READERS)])(
-            _metrics_endpoint(service)
-        )
+        route(
+            "/metrics",
+            http_method=["GET"],
+            guards=[guard(service.tokens, READERS, action="metrics")],
+        )(_metrics_endpoint(service))
     )
     ui = Ui(service)
     handlers_.extend(ui.handlers())
@@ -492,7 +469,7 @@ def create_app(service: Service) -> Litestar:
         route_handlers=handlers_,
         openapi_config=None,
         lifespan=[lifespan, ui.lifespan],
-        exception_handlers={Exception: _framework_error},
+        exception_handlers={Exception: framework_error},
         # the service logs through its own loggers (``_framework_error``); Litestar's
         # default config would start a queue-listener thread per app, never stopped
         logging_config=None,

@@ -14,6 +14,7 @@ from litestar.connection import ASGIConnection
 from litestar.handlers.base import BaseRouteHandler
 from litestar.types import Guard
 
+from fairque.service import audit
 from fairque.service.door import Door
 from fairque.service.media import ProblemError
 from fairque.service.scope import EVERYTHING, Scope
@@ -88,40 +89,52 @@ class Tokens:
         self.door.admit(entry.name, rate, entry.burst if entry.burst is not None else self.burst)
         return entry
 
-    def check(self, authorization: str | None, allowed: frozenset[Role], peer: str = "") -> Scope:
-        """What the request may reach, or ``ProblemError`` 401/403/429 (``admit``)."""
-        if not self.enabled:
-            return EVERYTHING
-        entry = self.admit(authorization, peer)
-        if entry.role not in allowed:
-            raise ProblemError(
-                403, "forbidden", "Forbidden",
-                f"role {entry.role!r} may not do this; allowed: {', '.join(sorted(allowed))}",
-            )  # fmt: skip
-        return entry.scope
 
-
-#: where the guard leaves the request's scope for the handler (the ASGI scope's state)
+#: where the guard leaves the request's scope and token name for the handler (the ASGI
+#: scope's state)
 SCOPE_KEY = "fairque.scope"
+NAME_KEY = "fairque.token"
 
 
-def guard(tokens: Tokens, roles: frozenset[Role], per_tenant: bool = False) -> Guard:
-    """A Litestar guard: the request's bearer token has one of ``roles`` (401/403), and
-    a token held to tenants is used where the operation keeps it to them
-    (``per_tenant``). What the token may reach is left for the handler (``scope_of``)."""
+def guard(
+    tokens: Tokens, roles: frozenset[Role], per_tenant: bool = False, action: str = ""
+) -> Guard:
+    """A Litestar guard: the request's bearer token is known and within its limits
+    (401/429, ``Tokens.admit``), has one of ``roles`` (403), and a token held to tenants
+    is used where the operation keeps it to them (``per_tenant``; 403 else). What the
+    token may reach is left for the handler (``scope_of``); a 403 leaves an audit line
+    for ``action``."""
 
     def guard(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
+        if not tokens.enabled:
+            return
         peer = connection.client.host if connection.client is not None else ""
-        scope = tokens.check(connection.headers.get("authorization"), roles, peer)
-        if scope.by_tenant and not per_tenant:
-            raise ProblemError(
-                403, "forbidden", "Forbidden",
+        entry = tokens.admit(connection.headers.get("authorization"), peer)
+        refusal = None
+        if entry.role not in roles:
+            refusal = f"role {entry.role!r} may not do this; allowed: {', '.join(sorted(roles))}"
+        elif entry.scope.by_tenant and not per_tenant:
+            refusal = (
                 "this token is held to some tenants, and this route reads or changes the "
-                "whole queue; a token of the whole queue may use it",
+                "whole queue; a token of the whole queue may use it"
+            )
+        if refusal is not None:
+            audit.record(
+                action, token=entry.name, peer=peer, status=403,
+                queue=connection.path_params.get("queue"),
             )  # fmt: skip
-        connection.scope.setdefault("state", {})[SCOPE_KEY] = scope
+            raise ProblemError(403, "forbidden", "Forbidden", refusal)
+        state = connection.scope.setdefault("state", {})
+        state[SCOPE_KEY] = entry.scope
+        state[NAME_KEY] = entry.name
 
     return guard
+
+
+def token_name(request: Request[Any, Any, Any]) -> str:
+    """The name of the request's token ("-" without tokens)."""
+    name = (request.scope.get("state") or {}).get(NAME_KEY, "-")
+    return str(name)
 
 
 def scope_of(request: Request[Any, Any, Any]) -> Scope:

@@ -39,8 +39,11 @@ class ProblemError(Exception):
         errors: list[FieldError] | None = None,
         headers: Mapping[str, str] | None = None,
         task_state: str | None = None,
+        tenant: str | None = None,
     ) -> None:
         super().__init__(detail)
+        #: the tenant the refused request acted for (the audit line's; not answered)
+        self.tenant = tenant
         self.problem = Problem(
             type=problem_type(kind), title=title, status=status, detail=detail, errors=errors,
             task_state=task_state,

@@ -73,6 +73,16 @@ class Route:
     per_tenant: bool = False
 
     @property
+    def audited(self) -> bool:
+        """Whether each call leaves an audit line (``fairque.service.audit``): every
+        change but a push and a worker's own traffic (a refusal always does)."""
+        return (
+            self.method != "GET"
+            and self.operation.__module__ not in _TRAFFIC
+            and (self.operation.__name__ != "push")
+        )
+
+    @property
     def operation_id(self) -> str:
         return self.operation.__name__
 
@@ -85,6 +95,9 @@ class Route:
     def has_queue(self) -> bool:
         return "{queue}" in self.path
 
+
+#: the modules whose changes are the service's traffic, not an operator's
+_TRAFFIC = frozenset({"fairque.service.pull"})
 
 #: a user id or task name in a query
 ID_SCHEMA = {"type": "string", "minLength": 1, "maxLength": 256, "pattern": NO_CONTROL}

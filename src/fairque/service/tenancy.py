@@ -66,8 +66,9 @@ def shown(scope: Scope, out: Shown) -> Shown:
 
 def forbidden_tenant(user_id: str) -> ProblemError:
     return ProblemError(
-        403, "forbidden-tenant", "Forbidden", f"this token may not act for tenant {user_id!r}"
-    )
+        403, "forbidden-tenant", "Forbidden", f"this token may not act for tenant {user_id!r}",
+        tenant=user_id,
+    )  # fmt: skip
 
 
 async def pushed_items(q: AsyncFairQueue, scope: Scope, items: Sequence[Any]) -> list[Any]:

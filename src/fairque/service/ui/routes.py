@@ -13,7 +13,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, quote, urlencode
 
-import jinja2
 from litestar import Request, Response, route
 from litestar.datastructures import Cookie
 from litestar.enums import HttpMethod
@@ -22,12 +21,14 @@ from redis.exceptions import RedisError
 
 from fairque.errors import FairqueError
 from fairque.models import TaskState
+from fairque.service import audit
 from fairque.service.convert import engine_errors, invalid
 from fairque.service.media import ProblemError
 from fairque.service.scope import Scope
 from fairque.service.ui import security, views
 from fairque.service.ui.history import History
 from fairque.service.ui.security import Denied
+from fairque.service.ui.templating import environment
 
 if TYPE_CHECKING:
     from fairque.client.aio import AsyncFairQueue
@@ -40,52 +41,15 @@ BULK_LIMIT = 10_000
 BULK_BATCH = 200
 #: the largest form body read
 FORM_LIMIT = 64 * 1024
+#: where a POST's form is kept for its audit line (the request's ASGI state)
+FORM_KEY = "fairque.form"
 STATIC_TYPES = {".js": "text/javascript", ".css": "text/css", ".svg": "image/svg+xml"}
 
 #: queues the home page lists with their counts, at most
 HOME_QUEUES = 200
 
-#: shown where a figure is unknown
-NONE = "\u2013"
-
 Handler = Callable[..., Awaitable[Response[Any]]]
 AnyRequest = Request[Any, Any, Any]
-
-
-def _duration(seconds: float | None) -> str:
-    if seconds is None:
-        return NONE
-    if seconds < 1:
-        return f"{seconds * 1000:.0f} ms"
-    if seconds < 120:
-        return f"{seconds:.1f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.1f} min"
-    if seconds < 172_800:
-        return f"{seconds / 3600:.1f} h"
-    return f"{seconds / 86_400:.1f} d"
-
-
-def _percent(value: float | None) -> str:
-    return NONE if value is None else f"{value * 100:.1f} %"
-
-
-def _when(value: Any) -> str:
-    return NONE if value is None else value.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC"
-
-
-def environment() -> jinja2.Environment:
-    """The template environment: autoescape on for every template, undefined is an error."""
-    env = jinja2.Environment(
-        loader=jinja2.PackageLoader("fairque.service.ui", "templates"),
-        autoescape=True,
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
-    env.filters.update(duration=_duration, percent=_percent, when=_when)
-    env.globals.update(urlencode=urlencode, states=[s.value for s in TaskState])
-    return env
 
 
 class Ui:
@@ -152,6 +116,7 @@ class Ui:
                 raise Denied(413, "the form is too large")
         form = {k: v[0] for k, v in parse_qs(raw.decode("utf-8", "replace")).items()}
         security.check_csrf(request, form)
+        request.scope.setdefault("state", {})[FORM_KEY] = form  # for the audit line
         return form
 
     def scope(self, request: AnyRequest) -> Scope:
@@ -369,6 +334,17 @@ class Ui:
             f" byte quota {kept}",
         )
 
+    def audit(self, request: AnyRequest, action: str, status: int) -> None:
+        """The audit line of a dashboard action (``fairque.service.audit``)."""
+        entry = security.caller(self.service.tokens, request)
+        form = (request.scope.get("state") or {}).get(FORM_KEY) or {}
+        audit.record(
+            f"dashboard:{action}", token="-" if entry is None else entry.name,
+            peer=request.client.host if request.client is not None else "", status=status,
+            queue=request.path_params.get("queue"), tenant=form.get("user") or None,
+            task=form.get("id") or None,
+        )  # fmt: skip
+
     # wiring -------------------------------------------------------------------------
     def guard(self, handler: Handler, act: bool, open_: bool = False) -> Handler:
         """Auth, then the handler; engine and auth errors become error pages."""
@@ -379,8 +355,13 @@ class Ui:
                 if not open_:
                     security.require(self.service.tokens, request, act)
                 with engine_errors():
-                    return await handler(request)
+                    response = await handler(request)
+                if act:
+                    self.audit(request, handler.__name__, response.status_code or 200)
+                return response
             except Denied as exc:
+                if exc.status == 403:
+                    self.audit(request, handler.__name__, 403)
                 return self.error(request, exc.status, exc.message)
             except ProblemError as exc:
                 return self.error(

@@ -3,7 +3,7 @@
 Nothing in the producer or worker API imports this package.
 """
 
-from fairque.cli import constraint, fairness, schedule, service, shards
+from fairque.cli import constraint, fairness, schedule, service, shards, token
 from fairque.cli.commands import app, main
 
 service.register(app)
@@ -11,5 +11,6 @@ schedule.register(app)
 constraint.register(app)
 fairness.register(app)
 shards.register(app)
+token.register(app)
 
 __all__ = ["app", "main"]

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from fairque.cli import app
 from fairque.service.auth import bind_problem, is_loopback
 from fairque.service.settings import ServerSettings, TokenSettings
-from fairque.service.ui.security import CSRF_COOKIE, TOKEN_COOKIE
+from fairque.service.ui.security import CSRF_COOKIE, SESSION_COOKIE
 from service.harness import Api, LiveServer
 
 TOKENS = {
@@ -126,7 +126,7 @@ def test_an_expired_token_is_refused_everywhere(server: ServerInfo) -> None:
             cookies={CSRF_COOKIE: csrf},
         )  # fmt: skip
         assert login.status_code == 401
-        assert TOKEN_COOKIE not in login.cookies
+        assert SESSION_COOKIE not in login.cookies
     finally:
         old.close()
         new.close()

@@ -168,7 +168,7 @@ def test_login_roles_and_csrf(secured_ui: tuple[LiveServer, FairQueue], page: An
     page.fill("#token", TOKENS["viewer"])
     page.click("#login")
     assert page.url == base
-    cookie = next(c for c in page.context.cookies() if c["name"] == "fq_token")
+    cookie = next(c for c in page.context.cookies() if c["name"] == "fq_session")
     assert cookie["httpOnly"]
     assert cookie["sameSite"] == "Strict"
     page.goto(f"{base}/task?id=t1")
@@ -315,7 +315,7 @@ def test_a_scoped_viewer_sees_its_queues_alone(
     page.fill("#token", SCOPED["tenant"])
     page.click("#login")
     expect(page.locator("#login-failed")).to_contain_text("held to some tenants")
-    assert not any(c["name"] == "fq_token" for c in page.context.cookies())
+    assert not any(c["name"] == "fq_session" for c in page.context.cookies())
 
     # a queue's viewer: home is its one queue; no menu names the other
     page.fill("#token", SCOPED["queue"])

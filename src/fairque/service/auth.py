@@ -48,6 +48,10 @@ class Tokens:
         door = Door(settings.bad_tokens_per_minute, settings.bad_token_burst)
         return cls(settings.tokens, door, settings.token_rate, settings.token_burst)
 
+    def named(self, name: str) -> TokenSettings | None:
+        """The entry called ``name`` (names differ: the settings check it)."""
+        return next((entry for _, entry in self._digests if entry.name == name), None)
+
     @property
     def enabled(self) -> bool:
         """True when at least one token is configured (else every request is allowed)."""

@@ -146,6 +146,11 @@ class ServerSettings(BaseModel):
     #: every token it sends is answered 429 for a while (0: no such limit)
     bad_tokens_per_minute: float = Field(default=60.0, ge=0, le=1_000_000)
     bad_token_burst: int = Field(default=20, ge=1, le=1_000_000)
+    #: the key that signs the dashboard's login sessions (give every ``serve`` process
+    #: behind one balancer the same; None: a random one per process), and how long a
+    #: session lasts (never past its token's expiry)
+    session_secret: SecretStr | None = Field(default=None, min_length=16)
+    session_hours: float = Field(default=12.0, gt=0, le=24 * 365)
     #: log one line per request (uvicorn's access log; never the Authorization header)
     access_log: bool = False
     #: the ``le`` bounds (seconds) ``/metrics`` shows of the wait and run histograms;
@@ -155,6 +160,18 @@ class ServerSettings(BaseModel):
     #: users per queue with their own service series in ``/metrics`` (the most recently
     #: leased; the rest are summed under ``user_id=""``); 0: none
     metrics_tenants: int = Field(default=20, ge=0, le=1000)
+
+    @field_validator("tokens")
+    @classmethod
+    def _names(cls, value: list[TokenSettings]) -> list[TokenSettings]:
+        names = [t.name for t in value]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(
+                f"token names must differ (audit lines, rate limits and dashboard sessions "
+                f"go by name): {', '.join(twice)} named twice"
+            )
+        return value
 
     @field_validator("metrics_buckets")
     @classmethod

@@ -28,6 +28,7 @@ from fairque.service.scope import Scope
 from fairque.service.ui import security, views
 from fairque.service.ui.history import History
 from fairque.service.ui.security import Denied
+from fairque.service.ui.session import Sessions
 from fairque.service.ui.templating import environment
 
 if TYPE_CHECKING:
@@ -57,6 +58,12 @@ class Ui:
 
     def __init__(self, service: Service) -> None:
         self.service = service
+        secret = service.settings.session_secret
+        self.sessions = Sessions(
+            service.tokens,
+            None if secret is None else secret.get_secret_value().encode(),
+            service.settings.session_hours,
+        )
         self.env = environment()
         self.history = History()
         self.static = {
@@ -76,7 +83,7 @@ class Ui:
         self, request: AnyRequest, template: str, status: int = 200, **ctx: Any
     ) -> Response[str]:
         csrf, new = security.csrf_token(request)
-        role = security.role_of(self.service.tokens, request)
+        role = security.role_of(self.sessions, request)
         names = self.service.visible(self.service.names, self.scope(request))
         queue = ctx.pop("queue", None) or (names[0] if names else "")
         body = self.env.get_template(template).render(
@@ -121,7 +128,7 @@ class Ui:
 
     def scope(self, request: AnyRequest) -> Scope:
         """What the caller's token may reach."""
-        return security.scope_of(self.service.tokens, request)
+        return security.scope_of(self.sessions, request)
 
     async def queue(self, request: AnyRequest) -> AsyncFairQueue:
         return await self.service.queue(request.path_params["queue"], self.scope(request))
@@ -164,18 +171,19 @@ class Ui:
             return _redirect(target)
         peer = request.client.host if request.client is not None else ""
         token = form.get("token", "").strip()
-        role, status, why = security.check_token(self.service.tokens, token, peer)
-        if role is None:
+        entry, status, why = security.check_token(self.service.tokens, token, peer)
+        if entry is None:
             return self.render(request, "login.html", status=status, next=target, failed=why)
         response = _redirect(target)
         secure = request.url.scheme == "https"
-        response.set_cookie(_cookie(security.TOKEN_COOKIE, form["token"].strip(), secure))
+        session, seconds = self.sessions.issue(entry)
+        response.set_cookie(_cookie(security.SESSION_COOKIE, session, secure, seconds))
         return response
 
     async def logout(self, request: AnyRequest) -> Response[Any]:
         await self.form(request)
         response = _redirect("/ui/login")
-        response.delete_cookie(security.TOKEN_COOKIE, path="/ui")
+        response.delete_cookie(security.SESSION_COOKIE, path="/ui")
         return response
 
     async def overview(self, request: AnyRequest) -> Response[Any]:
@@ -336,7 +344,7 @@ class Ui:
 
     def audit(self, request: AnyRequest, action: str, status: int) -> None:
         """The audit line of a dashboard action (``fairque.service.audit``)."""
-        entry = security.caller(self.service.tokens, request)
+        entry = security.caller(self.sessions, request)
         form = (request.scope.get("state") or {}).get(FORM_KEY) or {}
         audit.record(
             f"dashboard:{action}", token="-" if entry is None else entry.name,
@@ -353,7 +361,7 @@ class Ui:
         async def guarded(request: AnyRequest) -> Response[Any]:
             try:
                 if not open_:
-                    security.require(self.service.tokens, request, act)
+                    security.require(self.sessions, request, act)
                 with engine_errors():
                     response = await handler(request)
                 if act:
@@ -431,8 +439,11 @@ async def _cancel_many(q: AsyncFairQueue, ids: list[str]) -> int:
     return sum(await asyncio.gather(*(one(task_id) for task_id in ids)))
 
 
-def _cookie(key: str, value: str, secure: bool = False) -> Cookie:
-    return Cookie(key=key, value=value, path="/ui", httponly=True, samesite="strict", secure=secure)
+def _cookie(key: str, value: str, secure: bool = False, max_age: int | None = None) -> Cookie:
+    return Cookie(
+        key=key, value=value, path="/ui", httponly=True, samesite="strict", secure=secure,
+        max_age=max_age,
+    )  # fmt: skip
 
 
 def _redirect(path: str, **query: str) -> Response[Any]:

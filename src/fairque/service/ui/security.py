@@ -1,11 +1,12 @@
-"""Who may look and act on the dashboard: token cookie, roles, CSRF, response headers.
+"""Who may look and act on the dashboard: sessions, roles, CSRF, response headers.
 
-The dashboard takes the API's tokens. A login form stores the token in an HttpOnly,
-SameSite=Strict cookie scoped to ``/ui``; a request may also send it as a bearer
-header. Readers (``viewer``, and the API's ``producer`` and ``worker``) see the pages,
-``admin`` acts. Without configured tokens (loopback-only mode) everyone is admin, as on
-the API. Every form carries a CSRF token equal to a random HttpOnly cookie
-(double submit) and is checked on every POST, with the Origin header when sent.
+The dashboard takes the API's tokens. A login form starts a session: an opaque, signed
+HttpOnly, SameSite=Strict cookie scoped to ``/ui`` (``Secure`` over HTTPS) that never
+holds the token (``fairque.service.ui.session``); a request may also send the token as
+a bearer header. Readers (``viewer``, and the API's ``producer`` and ``worker``) see
+the pages, ``admin`` acts. Without configured tokens (loopback-only mode) everyone is
+admin, as on the API. Every form carries a CSRF token equal to a random HttpOnly
+cookie (double submit) and is checked on every POST, with the Origin header when sent.
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ from fairque.service.auth import READERS, Tokens
 from fairque.service.media import ProblemError
 from fairque.service.scope import EVERYTHING, Scope
 from fairque.service.settings import Role, TokenSettings
+from fairque.service.ui.session import Sessions
 
-TOKEN_COOKIE = "fq_token"
+SESSION_COOKIE = "fq_session"
 CSRF_COOKIE = "fq_csrf"
 CSRF_FIELD = "csrf"
 
@@ -48,31 +50,33 @@ class Denied(Exception):
         self.message = message
 
 
-def caller(tokens: Tokens, request: Request[Any, Any, Any]) -> TokenSettings | None:
-    """The caller's token entry, or None when not logged in (or without tokens)."""
+def caller(sessions: Sessions, request: Request[Any, Any, Any]) -> TokenSettings | None:
+    """The caller's token entry (by a bearer header or a session cookie), or None when
+    not logged in (or without tokens)."""
+    tokens = sessions.tokens
     if not tokens.enabled:
         return None
     header = request.headers.get("authorization")
-    cookie = request.cookies.get(TOKEN_COOKIE)
-    if header is None and not cookie:
-        return None
-    try:
-        return tokens.entry_of(header if header is not None else f"Bearer {cookie}")
-    except ProblemError:
-        return None
+    if header is not None:
+        try:
+            return tokens.entry_of(header)
+        except ProblemError:
+            return None
+    cookie = request.cookies.get(SESSION_COOKIE)
+    return sessions.entry_of(cookie) if cookie else None
 
 
-def role_of(tokens: Tokens, request: Request[Any, Any, Any]) -> Role | None:
+def role_of(sessions: Sessions, request: Request[Any, Any, Any]) -> Role | None:
     """The caller's role, or None when not logged in (always ``admin`` without tokens)."""
-    if not tokens.enabled:
+    if not sessions.tokens.enabled:
         return "admin"
-    entry = caller(tokens, request)
+    entry = caller(sessions, request)
     return None if entry is None else entry.role
 
 
-def scope_of(tokens: Tokens, request: Request[Any, Any, Any]) -> Scope:
+def scope_of(sessions: Sessions, request: Request[Any, Any, Any]) -> Scope:
     """What the caller may reach (everything without tokens)."""
-    entry = caller(tokens, request)
+    entry = caller(sessions, request)
     return EVERYTHING if entry is None else entry.scope
 
 
@@ -83,8 +87,8 @@ TENANT_SCOPED = (
 )
 
 
-def check_token(tokens: Tokens, token: str, peer: str) -> tuple[Role | None, int, str]:
-    """The role of a token typed into the login form from ``peer`` (a bad one counts
+def check_token(tokens: Tokens, token: str, peer: str) -> tuple[TokenSettings | None, int, str]:
+    """The entry of a token typed into the login form from ``peer`` (a bad one counts
     against the address, as on the API), or None, the status and why not."""
     try:
         entry = tokens.admit(f"Bearer {token}", peer)
@@ -94,15 +98,15 @@ def check_token(tokens: Tokens, token: str, peer: str) -> tuple[Role | None, int
         return None, 401, "That token is not valid."
     if entry.scope.by_tenant:
         return None, 403, TENANT_SCOPED
-    return entry.role, 200, ""
+    return entry, 200, ""
 
 
-def require(tokens: Tokens, request: Request[Any, Any, Any], act: bool) -> Role:
+def require(sessions: Sessions, request: Request[Any, Any, Any], act: bool) -> Role:
     """The caller's role when it may look (``act``: and act), else ``Denied``."""
-    role = role_of(tokens, request)
+    role = role_of(sessions, request)
     if role is None:
         raise Denied(401, "log in with a token")
-    if scope_of(tokens, request).by_tenant:
+    if scope_of(sessions, request).by_tenant:
         raise Denied(403, TENANT_SCOPED)
     if role not in READERS:
         raise Denied(403, f"role {role!r} may not use the dashboard")

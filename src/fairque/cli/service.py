@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -62,12 +63,16 @@ def serve(
         busy = _cannot_listen(host, port)
         if busy is not None:
             fail(f"cannot listen on {host}:{port}: {busy} (--port, server.port)")
+        unreadable = _tls_problem(server.tls_cert_file, server.tls_key_file)
+        if unreadable is not None:
+            fail(unreadable, EXIT_USAGE)
+        scheme = "https" if server.tls_cert_file is not None else "http"
         typer.echo(
-            f"fairque serve: {service.selection} on http://{host}:{port} "
+            f"fairque serve: {service.selection} on {scheme}://{host}:{port} "
             f"({'bearer tokens required' if server.tokens else 'no tokens: loopback only'})",
             err=True,
         )
-        base = f"http://{host}:{port}"
+        base = f"{scheme}://{host}:{port}"
         typer.echo(
             f"fairque serve: dashboard {base}/ui, metrics {base}/metrics, spec {base}/openapi.json",
             err=True,
@@ -76,11 +81,27 @@ def serve(
         config = uvicorn.Config(
             create_app(service), host=host, port=port, log_level="info" if logs else "warning",
             access_log=logs, lifespan="on", server_header=False,
+            ssl_certfile=server.tls_cert_file, ssl_keyfile=server.tls_key_file,
         )  # fmt: skip
         # uvicorn stops gracefully on SIGTERM/SIGINT, then raises the signal again (a
         # KeyboardInterrupt, see ``main``): the stop was asked for, so it is a success
         with contextlib.suppress(KeyboardInterrupt):
             uvicorn.Server(config).run()
+
+
+def _tls_problem(cert: Path | None, key: Path | None) -> str | None:
+    """Why the certificate and key cannot serve HTTPS (one line), or None."""
+    if cert is None or key is None:
+        return None
+    import ssl
+
+    try:
+        ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(cert, key)
+    except (OSError, ssl.SSLError) as exc:
+        return (
+            f"cannot serve HTTPS with {cert} and {key}: {exc} (server.tls_cert_file, tls_key_file)"
+        )
+    return None
 
 
 def _cannot_listen(host: str, port: int) -> str | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import re
 from datetime import datetime
+from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
@@ -151,6 +152,10 @@ class ServerSettings(BaseModel):
     #: session lasts (never past its token's expiry)
     session_secret: SecretStr | None = Field(default=None, min_length=16)
     session_hours: float = Field(default=12.0, gt=0, le=24 * 365)
+    #: serve HTTPS with this certificate (PEM, the chain after it) and its key; both or
+    #: neither (without them, plain HTTP: put a TLS proxy in front)
+    tls_cert_file: Path | None = None
+    tls_key_file: Path | None = None
     #: log one line per request (uvicorn's access log; never the Authorization header)
     access_log: bool = False
     #: the ``le`` bounds (seconds) ``/metrics`` shows of the wait and run histograms;
@@ -160,6 +165,12 @@ class ServerSettings(BaseModel):
     #: users per queue with their own service series in ``/metrics`` (the most recently
     #: leased; the rest are summed under ``user_id=""``); 0: none
     metrics_tenants: int = Field(default=20, ge=0, le=1000)
+
+    @model_validator(mode="after")
+    def _tls_pair(self) -> ServerSettings:
+        if (self.tls_cert_file is None) != (self.tls_key_file is None):
+            raise ValueError("give both tls_cert_file and tls_key_file, or neither")
+        return self
 
     @field_validator("tokens")
     @classmethod

@@ -18,7 +18,7 @@ from service.harness import Api, LiveServer
 
 SECRETS = {
     name: f"{name}-secret-token-0123456789"
-    for name in ("acme", "globex", "several", "acme-worker", "viewer", "admin")
+    for name in ("acme", "globex", "several", "acme-worker", "viewer", "reader", "admin", "blind")
 }
 
 
@@ -35,7 +35,9 @@ def scoped(server: ServerInfo) -> Iterator[LiveServer]:
         entry("several", "producer", tenants=["acme", "beta-*"]),
         entry("acme-worker", "worker", tenants=["acme"]),
         entry("viewer", "viewer", queues=[main[:-4] + "*"]),
+        entry("reader", "viewer", queues=[main], payloads=True),
         entry("admin", "admin"),
+        entry("blind", "admin", payloads=False),
     ]
     live = LiveServer(server.url, [main, other], ServerSettings(tokens=tokens))
     yield live
@@ -228,3 +230,28 @@ def test_a_scope_is_checked_when_the_settings_load() -> None:
     with pytest.raises(ValidationError, match="at least 1 item"):
         entry("acme", "producer", tenants=[])
     assert entry("acme", "producer", tenants=["acme"]).scope.own_tenant == "acme"
+
+
+def test_a_scoped_viewer_reads_no_payload_unless_its_entry_says_so(scoped: LiveServer) -> None:
+    admin = as_(scoped, "admin")
+    admin.push(user_id="bob", task_id="p1", payload={"card": "4242"})
+    [leased] = admin.lease()
+    done = {"type": "success", "lease_token": leased["lease_token"], "result": {"ok": 1}}
+    admin.ok("POST", "/tasks/p1/outcome", done)
+    admin.push(user_id="bob", task_id="p2", payload={"card": "4343"})
+
+    viewer, reader = as_(scoped, "viewer"), as_(scoped, "reader")
+    for msgpack in (False, True):
+        assert viewer.ok("GET", "/tasks/p2", msgpack=msgpack)["payload"] is None
+        assert viewer.ok("GET", "/tasks/p1/result", msgpack=msgpack)["result"] is None
+        listed = viewer.ok("GET", "/tasks", msgpack=msgpack)["tasks"]
+        assert {t["task_id"]: t["payload"] for t in listed} == {"p1": None, "p2": None}
+    assert reader.ok("GET", "/tasks/p2")["payload"] == {"card": "4343"}
+    assert reader.ok("GET", "/tasks/p1/result")["result"] == {"ok": 1}
+    assert admin.ok("GET", "/tasks/p2")["payload"] == {"card": "4343"}
+    assert entry("viewer", "viewer").scope.payloads  # a viewer of everything reads them
+    assert not entry("admin", "admin", payloads=False).scope.payloads
+    blind = as_(scoped, "blind")  # an admin whose entry says it reads no payloads
+    [leased] = blind.lease()
+    assert leased["payload"] == {"card": "4343"}  # a lease carries its payload
+    assert blind.ok("GET", "/tasks/p2")["payload"] is None

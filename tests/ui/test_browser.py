@@ -324,6 +324,8 @@ def test_a_scoped_viewer_sees_its_queues_alone(
     assert hidden not in page.content()
     page.goto(f"{live.base}/ui/q/{mine}/task?id=t1")
     expect(page.locator("main")).to_contain_text("t1")
+    expect(page.locator("#payload-hidden")).to_be_visible()  # a scoped viewer's default
+    assert page.locator("#payload").count() == 0
     away = page.goto(f"{live.base}/ui/q/{hidden}")
     assert away is not None
     assert away.status == 404

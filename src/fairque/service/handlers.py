@@ -241,7 +241,8 @@ async def get_result(ctx: Ctx) -> Reply:
     if out.state is TaskState.FINISHED:
         if not out.has_result:
             return Reply(200, None)  # the task keeps no result
-        return Reply(200, ResultSuccess(finished_at=iso(out.ended_at), result=out.result))
+        result = out.result if ctx.scope.payloads else None  # (a token that reads none)
+        return Reply(200, ResultSuccess(finished_at=iso(out.ended_at), result=result))
     return Reply(200, failure_from_outcome(out))
 
 

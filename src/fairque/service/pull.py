@@ -4,6 +4,7 @@ heartbeats. Like every operation, each calls ``AsyncFairQueue`` and shapes the a
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 from typing import Any
 
@@ -126,7 +127,9 @@ async def lease(ctx: Ctx) -> Reply:
             q, body.worker_id, ctx.peer, body.max_tasks, body.assigned_users,
             body.steal_targets, lease_s, body.wait_seconds, tasks, names=body.names,
         )  # fmt: skip
-    leased = [shown(ctx.scope, leased_out(t, q.queue)) for t in tasks]
+    # a worker's leases carry their payloads, whatever its token reads elsewhere
+    scope = dataclasses.replace(ctx.scope, payloads=True)
+    leased = [shown(scope, leased_out(t, q.queue)) for t in tasks]
     return Reply(200, LeasesOut(leased, [r for r in results if r is not None]))
 
 

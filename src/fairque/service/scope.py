@@ -37,6 +37,8 @@ class Scope:
 
     queues: tuple[str, ...] | None = None
     tenants: tuple[str, ...] | None = None
+    #: whether the token reads tasks' payloads and results (else they read as null)
+    payloads: bool = True
 
     @property
     def by_tenant(self) -> bool:

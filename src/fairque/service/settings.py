@@ -39,6 +39,9 @@ class TokenSettings(BaseModel):
     expires_at: datetime | None = None
     queues: list[str] | None = Field(default=None, min_length=1, max_length=1000)
     tenants: list[str] | None = Field(default=None, min_length=1, max_length=10_000)
+    #: whether it reads tasks' payloads and results (None: yes, but a viewer held to
+    #: some queues or tenants does not)
+    payloads: bool | None = None
     #: requests a second this token may make, ``burst`` at once (None: the server's
     #: ``token_rate`` and ``token_burst``)
     rate: float | None = Field(default=None, gt=0, le=1_000_000)
@@ -98,11 +101,16 @@ class TokenSettings(BaseModel):
     @property
     def scope(self) -> Scope:
         """What the token may reach."""
-        if self.queues is None and self.tenants is None:
+        scoped = self.queues is not None or self.tenants is not None
+        payloads = (
+            self.payloads if self.payloads is not None else not (scoped and self.role == "viewer")
+        )
+        if not scoped and payloads:
             return EVERYTHING
         return Scope(
             queues=None if self.queues is None else tuple(self.queues),
             tenants=None if self.tenants is None else tuple(self.tenants),
+            payloads=payloads,
         )
 
     def digest(self) -> bytes:

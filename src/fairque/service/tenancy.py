@@ -53,7 +53,9 @@ async def stored_id(q: AsyncFairQueue, scope: Scope, task_id: str) -> str:
 
 def shown(scope: Scope, out: Shown) -> Shown:
     """A task as the API shows it (a ``TaskOut`` or ``LeasedTask``), with the ids this
-    token chose as it chose them."""
+    token chose as it chose them, and no payload for a token that reads none."""
+    if not scope.payloads:
+        out = msgspec.structs.replace(out, payload=None)
     if not scope.by_tenant:
         return out
     user = out.user_id

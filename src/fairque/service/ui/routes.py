@@ -239,9 +239,10 @@ class Ui:
         task = await q.get(task_id) if task_id else None
         if task is None:
             return self.error(request, 404, f"no task {task_id!r} in queue {q.queue!r}")
-        return self.render(
-            request, "task.html", queue=q.queue, page="tasks", **await views.task_page(q, task)
-        )
+        page = await views.task_page(q, task)
+        if not self.scope(request).payloads:  # a token that reads none
+            page.update(payload=None, result=None)
+        return self.render(request, "task.html", queue=q.queue, page="tasks", **page)
 
     async def workers(self, request: AnyRequest) -> Response[Any]:
         q = await self.queue(request)

@@ -12,7 +12,9 @@ from fairque.models import Priority
 
 
 def test_the_http_body_is_the_table() -> None:
-    from fairque.service.wire import TaskIn
+    from fairque.service.wire import (
+        TaskIn,
+    )
 
     schema = msgspec.json.schema(TaskIn)["$defs"]["TaskIn"]
     assert list(schema["properties"]) == [f.name for f in FIELDS]
@@ -63,7 +65,9 @@ def test_older_names_are_read_as_the_new_ones() -> None:
 
 def test_a_schedules_task_template_is_the_same_fields() -> None:
     from fairque.service.schedules import TEMPLATE, ScheduleAddIn, ScheduleIn
-    from fairque.service.wire import TaskIn
+    from fairque.service.wire import (
+        TaskIn,
+    )
 
     task = msgspec.json.schema(TaskIn)["$defs"]["TaskIn"]["properties"]
     for kind in (ScheduleIn, ScheduleAddIn):

@@ -12,7 +12,9 @@ from urllib.parse import urlsplit
 from fairque import FairQueue, TaskState
 from fairque.client.aio import AsyncFairQueue
 from fairque.service import handlers, pull
-from fairque.service.wire import LeaseIn
+from fairque.service.wire_pull import (
+    LeaseIn,
+)
 from service.harness import Api, LiveServer
 
 #: a long poll no test waits out: a wait that ends early ends by what the test did

@@ -422,6 +422,7 @@ def test_listing_pages_newest_first_with_filters(api: Api) -> None:
     check_problem(api.call("GET", "/tasks", params={"cursor": "x"}), 422, "validation")
     check_problem(api.call("GET", "/tasks", params={"user_id": ""}), 422, "validation")
     check_problem(api.call("GET", "/tasks", params={"state": "NOPE"}), 422, "validation")
+    check_problem(api.call("GET", "/tasks", params={"state": ""}), 422, "validation")
     check_problem(
         api.call("GET", "/tasks", params={"state": "QUEUED", "cursor": "!!"}), 422, "validation"
     )

@@ -30,7 +30,9 @@ from fairque.service.handlers import MAX_RESULT_WAIT
 from fairque.service.media import BODY_TYPES, MSGPACK_TYPES, ProblemError
 from fairque.service.schedules import ScheduleIn, schedule_from_wire
 from fairque.service.spec import openapi_bytes
-from fairque.service.wire import TaskIn
+from fairque.service.wire import (
+    TaskIn,
+)
 from service.harness import Api, LiveServer
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "openapi.json"

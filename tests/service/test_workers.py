@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+import pytest
 from helpers.support import CheckedThread
 
 from fairque.models import TaskOutcome, TaskState
@@ -166,6 +167,35 @@ def test_outcome_batch_answers_each_item(api: Api) -> None:
     assert results[0]["state"] == "FINISHED"
     assert results[1]["problem"]["type"].endswith("lease-lost")
     assert results[2]["state"] == "FAILED"
+
+
+@pytest.mark.parametrize("msgpack", [False, True], ids=["json", "msgpack"])
+def test_a_task_given_back_unrun_is_queued_with_no_attempt_spent(api: Api, msgpack: bool) -> None:
+    """A draining worker gives back what it has not started: alone, in a batch, or
+    carried by a lease request; a resend answers the same; a stale token is 409."""
+    for task_id in ("a", "b", "c", "d"):
+        api.push(task_id=task_id)
+    leased = {t["task_id"]: t["lease_token"] for t in api.lease(4, worker_id="drain")}
+    back = {"type": "requeue", "lease_token": leased["a"]}
+    assert api.ok("POST", "/tasks/a/outcome", back, msgpack=msgpack) == {"state": "QUEUED"}
+    assert api.ok("POST", "/tasks/a/outcome", back, msgpack=msgpack) == {"state": "QUEUED"}
+    batch = {"outcomes": [
+        {"type": "requeue", "task_id": "b", "lease_token": leased["b"]},
+        {"type": "success", "task_id": "c", "lease_token": leased["c"]},
+    ]}  # fmt: skip
+    results = api.ok("POST", "/outcomes", batch, msgpack=msgpack)["results"]
+    assert [(r["task_id"], r["state"]) for r in results] == [("b", "QUEUED"), ("c", "FINISHED")]
+    carried = api.ok("POST", "/leases", {
+        "worker_id": "drain", "max_tasks": 1,
+        "outcomes": [{"type": "requeue", "task_id": "d", "lease_token": leased["d"]}],
+    }, msgpack=msgpack)  # fmt: skip
+    assert carried["results"] == [{"task_id": "d", "status": 200, "state": "QUEUED"}]
+    for task_id in ("a", "b", "d"):
+        task = api.ok("GET", f"/tasks/{task_id}")
+        assert task["state"] in ("QUEUED", "STARTED"), task  # (d may be leased again)
+        assert task["retry_count"] == 0
+    stale = api.call("POST", "/tasks/c/outcome", {"type": "requeue", "lease_token": "x" * 20})
+    assert stale.status_code == 409
 
 
 def test_a_refused_result_fails_its_task_at_once(api: Api) -> None:

@@ -13,7 +13,9 @@ from fairque.errors import ConstraintNotFound
 from fairque.service.convert import engine_errors
 from fairque.service.handlers import Ctx, Reply
 from fairque.service.media import ProblemError
-from fairque.service.wire import Identifier
+from fairque.service.wire import (
+    Identifier,
+)
 
 #: a value a payload field is matched against
 Scalar = str | int | float | bool | None

@@ -34,9 +34,11 @@ from fairque.service.media import ProblemError
 from fairque.service.outage import CURRENT
 from fairque.service.pullers import Pullers
 from fairque.service.wire import (
-    LeasedTask,
     ResultFailure,
     TaskOut,
+)
+from fairque.service.wire_pull import (
+    LeasedTask,
 )
 
 
@@ -63,7 +65,9 @@ def invalid(field: str, message: str) -> ProblemError:
 
 def invalid_fields(problems: list[tuple[str, str]]) -> ProblemError:
     """A 422 problem naming each failing field."""
-    from fairque.service.wire import FieldError
+    from fairque.service.wire import (
+        FieldError,
+    )
 
     return ProblemError(
         422, "validation", "Unprocessable Content",

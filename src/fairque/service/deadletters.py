@@ -10,7 +10,9 @@ from msgspec import Meta, Struct
 
 from fairque.service.convert import engine_errors
 from fairque.service.handlers import Ctx, Reply
-from fairque.service.wire import Identifier
+from fairque.service.wire import (
+    Identifier,
+)
 
 Age = Annotated[float, Meta(ge=0, le=315_360_000)]
 

@@ -38,7 +38,10 @@ from fairque.models import Task
 from fairque.service.convert import wire_priority
 from fairque.service.media import MSGPACK_TYPES
 from fairque.service.settings import DispatchSettings, Endpoint
-from fairque.service.wire import WorkerFailure, WorkerSuccess
+from fairque.service.wire_pull import (
+    WorkerFailure,
+    WorkerSuccess,
+)
 from fairque.tracing import running_trace
 from fairque.worker import Context, Fail, Handler, Registry, Worker
 

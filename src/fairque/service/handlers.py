@@ -198,7 +198,7 @@ async def get_task(ctx: Ctx) -> Reply:
 
 async def list_tasks(ctx: Ctx) -> Reply:
     """GET /tasks?state=&user_id=&name=: one page, newest first (see ``listing``)."""
-    raw_state = ctx.query.get("state") or None
+    raw_state = ctx.query.get("state")
     if raw_state is not None and raw_state.upper() not in TaskState.__members__:
         raise invalid("state", f"must be one of {', '.join(s.value for s in TaskState)}")
     limit = query_int(ctx, "limit", 50, 1, 500)

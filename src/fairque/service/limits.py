@@ -8,7 +8,9 @@ from typing import Annotated
 from msgspec import Meta, Struct
 
 from fairque.service.handlers import Ctx, Reply
-from fairque.service.wire import Identifier
+from fairque.service.wire import (
+    Identifier,
+)
 
 Weight = Annotated[int, Meta(ge=1, le=1000)]
 

@@ -11,7 +11,10 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from fairque.service.wire import FieldError, Problem
+from fairque.service.wire import (
+    FieldError,
+    Problem,
+)
 
 T = TypeVar("T")
 

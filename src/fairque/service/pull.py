@@ -28,7 +28,7 @@ from fairque.service.convert import (
 from fairque.service.handlers import Ctx, Reply, no_task_of, now, until_left
 from fairque.service.media import ProblemError
 from fairque.service.tenancy import lease_users, shown, stored_id
-from fairque.service.wire import (
+from fairque.service.wire_pull import (
     ExtendIn,
     ExtendOut,
     FailureIn,
@@ -40,6 +40,8 @@ from fairque.service.wire import (
     OutcomeIn,
     OutcomeItemOut,
     OutcomeOut,
+    RequeueIn,
+    RequeueItem,
     SuccessIn,
     SuccessItem,
 )
@@ -77,7 +79,7 @@ async def lease(ctx: Ctx) -> Reply:
                 encoded = None
         else:
             task_id = item.task_id
-        if encoded is not None and users is not None:
+        if encoded is not None and users is not None and isinstance(item, SuccessItem):
             handle = lease_handle(task_id, item.lease_token, item.run_seconds)
             done.append((handle, encoded))
             done_at.append(i)
@@ -133,11 +135,17 @@ async def lease(ctx: Ctx) -> Reply:
     return Reply(200, LeasesOut(leased, [r for r in results if r is not None]))
 
 
-async def _apply(ctx: Ctx, task_id: str, outcome: SuccessIn | FailureIn) -> str:
+async def _apply(ctx: Ctx, task_id: str, outcome: SuccessIn | FailureIn | RequeueIn) -> str:
     q = ctx.q
     task_id = await stored_id(q, ctx.scope, task_id)
-    handle = lease_handle(task_id, outcome.lease_token, outcome.run_seconds)
+    ran = None if isinstance(outcome, RequeueIn) else outcome.run_seconds
+    handle = lease_handle(task_id, outcome.lease_token, ran)
     try:
+        if isinstance(outcome, RequeueIn):
+            given_back = await q.requeue(handle)
+            if ctx.pullers is not None:
+                await ctx.pullers.ended(q, task_id, failed=None)
+            return given_back.value
         if isinstance(outcome, SuccessIn):
             state = await record_success(q, handle, outcome.result, ctx.pullers)
         else:
@@ -164,7 +172,7 @@ async def outcome(ctx: Ctx) -> Reply:
     return Reply(200, OutcomeOut(await _apply(ctx, ctx.path["task_id"], body)))
 
 
-async def _answer(ctx: Ctx, item: SuccessItem | FailureItem) -> OutcomeItemOut:
+async def _answer(ctx: Ctx, item: SuccessItem | FailureItem | RequeueItem) -> OutcomeItemOut:
     """Record one outcome of a batch; its answer (a problem for this item alone)."""
     try:
         with engine_errors():

@@ -17,16 +17,8 @@ from fairque.service.auth import ADMINS, PRODUCERS, READERS, WORKERS
 from fairque.service.settings import Role
 from fairque.service.wire import (
     NO_CONTROL,
-    ExtendIn,
-    ExtendOut,
     FairnessIn,
     FairnessOut,
-    LeaseIn,
-    LeasesOut,
-    OutcomeBatchIn,
-    OutcomeBatchOut,
-    OutcomeIn,
-    OutcomeOut,
     Pending,
     PurgeOut,
     QueuesOut,
@@ -41,6 +33,16 @@ from fairque.service.wire import (
     TenantsOut,
     UsersOut,
     WorkersOut,
+)
+from fairque.service.wire_pull import (
+    ExtendIn,
+    ExtendOut,
+    LeaseIn,
+    LeasesOut,
+    OutcomeBatchIn,
+    OutcomeBatchOut,
+    OutcomeIn,
+    OutcomeOut,
 )
 
 

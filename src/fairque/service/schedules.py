@@ -19,7 +19,12 @@ from fairque.schedules.model import Schedule
 from fairque.service.convert import engine_errors, iso, location, parse_time, wire_priority
 from fairque.service.handlers import Ctx, Reply
 from fairque.service.media import ProblemError
-from fairque.service.wire import ScheduleId, Timestamp, spec_default, spec_type
+from fairque.service.wire import (
+    ScheduleId,
+    Timestamp,
+    spec_default,
+    spec_type,
+)
 
 Misfire = Literal["skip", "run_once", "catch_up"]
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import msgspec
 
+from fairque.service import wire, wire_pull
 from fairque.service.dispatch import DispatchJob
 from fairque.service.media import (
     BODY_TYPES,
@@ -21,12 +22,13 @@ from fairque.service.media import (
 )
 from fairque.service.routes import ROUTES, Route
 from fairque.service.wire import (
-    SCHEMAS,
     ConstraintId,
     Identifier,
     Problem,
     QueueName,
     ScheduleId,
+)
+from fairque.service.wire_pull import (
     WorkerFailure,
     WorkerSuccess,
 )
@@ -52,6 +54,19 @@ _PATH_PARAMS: dict[str, tuple[str, Any]] = {
     "schedule_id": ("schedule id", ScheduleId),
     "constraint_id": ("constraint id", ConstraintId),
 }
+
+#: every struct the OpenAPI documents name, in one place
+SCHEMAS: tuple[Any, ...] = (
+    wire.TaskIn, wire.TaskBatchIn, wire.TaskOut, wire.TaskBatchOut, wire.TaskPage,
+    wire_pull.LeaseIn, wire_pull.LeasedTask, wire_pull.LeasesOut, wire_pull.WorkerSuccess,
+    wire_pull.WorkerFailure, wire_pull.SuccessIn, wire_pull.FailureIn, wire_pull.SuccessItem,
+    wire_pull.FailureItem, wire_pull.OutcomeBatchIn, wire_pull.OutcomeOut, wire.Problem,
+    wire.FieldError, wire_pull.OutcomeItemOut, wire_pull.OutcomeBatchOut, wire_pull.ExtendIn,
+    wire_pull.ExtendOut, wire.ResultSuccess, wire.ResultFailure, wire.Pending, wire.QueuesOut,
+    wire.QueueInfo, wire.StatsOut, wire.UsersOut, wire.UserLoad, wire.WorkersOut,
+    wire.WorkerOut, wire.PurgeOut, wire.FairnessIn, wire.FairnessOut, wire.TenantOut,
+    wire.TenantsOut,
+)  # fmt: skip
 
 
 def _content(schema: dict[str, Any], types: tuple[str, ...]) -> dict[str, Any]:

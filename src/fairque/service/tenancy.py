@@ -19,7 +19,9 @@ from fairque.models import Task
 from fairque.service.convert import invalid
 from fairque.service.media import ProblemError
 from fairque.service.scope import Scope
-from fairque.service.wire import TaskOut
+from fairque.service.wire import (
+    TaskOut,
+)
 
 Shown = TypeVar("Shown", bound=TaskOut)
 

@@ -6,7 +6,12 @@ from __future__ import annotations
 from fairque.models import TenantReport, TenantService
 from fairque.service.convert import iso
 from fairque.service.handlers import Ctx, Reply, query_int
-from fairque.service.wire import FairnessIn, FairnessOut, TenantOut, TenantsOut
+from fairque.service.wire import (
+    FairnessIn,
+    FairnessOut,
+    TenantOut,
+    TenantsOut,
+)
 
 
 async def get_fairness(ctx: Ctx) -> Reply:

@@ -87,7 +87,9 @@ def spec_default(spec: SpecField) -> Any:
 
 def _optional(spec: SpecField) -> tuple[str, Any, Any]:
     kind = spec_type(spec)
-    return spec.name, kind | None if spec.required else kind, spec_default(spec)
+    if spec.required:  # (described where a reader looks first, beside its null)
+        kind = Annotated[kind | None, Meta(description=spec.description)]
+    return spec.name, kind, spec_default(spec)
 
 
 #: One task to enqueue: the outward task of ``fairque.common.taskspec``, field for field

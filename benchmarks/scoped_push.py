@@ -15,13 +15,19 @@ Usage::
 
 from __future__ import annotations
 
+import os
+import sys
+
+# run as a script, this file's folder comes first on sys.path, where benchmarks/http.py
+# would hide the standard library's http package from every import below
+if sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(os.path.abspath(__file__)):
+    del sys.path[0]
+
 import argparse
 import json
-import os
 import platform
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 import uuid

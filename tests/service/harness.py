@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 import time
 from typing import Any
 
 import httpx
 import msgspec
+import pytest
 import uvicorn
 
+from fairque.cli.embedded import free_port
 from fairque.service.app import Service, create_app
 from fairque.service.settings import ServerSettings
 
@@ -113,3 +118,34 @@ class Api:
 
     def close(self) -> None:
         self.http.close()
+
+
+def node_missing(reason: str) -> None:
+    if os.environ.get("CI"):
+        pytest.fail(f"{reason} (.ci/run installs it: npm ci in examples/node-worker, clients/node)")
+    pytest.skip(reason)
+
+
+def start_serve(
+    url: str, queue: str, *extra: str, port: int | None = None
+) -> tuple[subprocess.Popen[str], str]:
+    """``fairque serve`` as a process, once it answers: (process, base URL)."""
+    port = port or free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "fairque", "--url", url, "serve", queue, "--port", str(port),
+         *extra],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            if httpx.get(base + "/healthz", timeout=1).status_code == 200:
+                return process, base
+        except httpx.HTTPError:
+            pass
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            output = process.communicate()[0]
+            pytest.fail(f"fairque serve did not start: {output}")
+        time.sleep(0.1)

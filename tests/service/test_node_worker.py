@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,46 +19,10 @@ from helpers.servers import ServerInfo
 from helpers.support import unique_queue
 
 from fairque import FairQueue
-from service.harness import Api
+from service.harness import Api, node_missing, start_serve
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "node-worker"
 USERS = [f"user{i}" for i in range(5)]
-
-
-def _missing(reason: str) -> None:
-    if os.environ.get("CI"):
-        pytest.fail(f"{reason} (CI must install it: npm ci --prefix examples/node-worker)")
-    pytest.skip(reason)
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def start_serve(url: str, queue: str, *extra: str) -> tuple[subprocess.Popen[str], str]:
-    """``fairque serve`` as a process, once it answers: (process, base URL)."""
-    port = _free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "fairque", "--url", url, "serve", queue, "--port", str(port),
-         *extra],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            if httpx.get(base + "/healthz", timeout=1).status_code == 200:
-                return process, base
-        except httpx.HTTPError:
-            pass
-        if process.poll() is not None or time.monotonic() > deadline:
-            process.kill()
-            output = process.communicate()[0]
-            pytest.fail(f"fairque serve did not start: {output}")
-        time.sleep(0.1)
 
 
 @pytest.fixture
@@ -92,9 +55,9 @@ def node_binary() -> str:
     """The ``node`` binary, with the example's one dependency installed."""
     node = shutil.which("node")
     if node is None:
-        _missing("node is not installed")
+        node_missing("node is not installed")
     if not (EXAMPLE / "node_modules" / "@msgpack" / "msgpack").is_dir():
-        _missing("@msgpack/msgpack is not installed in examples/node-worker")
+        node_missing("@msgpack/msgpack is not installed in examples/node-worker")
     return str(node)
 
 

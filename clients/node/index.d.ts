@@ -110,7 +110,7 @@ export interface WorkerOptions extends ConnectionOptions {
   handlers: Record<string, Handler>;
   /** Handlers running at once (1-100), default 10. */
   concurrency?: number;
-  /** Tasks leased ahead of a free slot, default half the concurrency. */
+  /** Tasks leased ahead of a free slot, default twice the concurrency (100 leases at most). */
   ahead?: number;
   workerId?: string;
   /** A lease's length (default: the queue's). */

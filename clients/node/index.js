@@ -157,7 +157,8 @@ export class Worker {
     this.names = Object.keys(handlers);
     this.concurrency = concurrency;
     // leased ahead of a free slot, so a slot that frees starts its next task at once
-    this.ahead = ahead ?? Math.max(1, Math.ceil(concurrency / 2));
+    // (twice the slots: a 1 ms task's slot stays busy through a lease's round trip)
+    this.ahead = ahead ?? 2 * concurrency;
     if (this.concurrency + this.ahead > 100) this.ahead = 100 - this.concurrency;
     this.workerId = workerId ?? `node-${process.pid}-${randomUUID().slice(0, 8)}`;
     this.leaseSeconds = leaseSeconds;
@@ -213,13 +214,46 @@ export class Worker {
   async run() {
     const onSignal = () => this.stop();
     for (const signal of this.signals) process.on(signal, onSignal);
+    const sweep = setInterval(() => this.keepAhead(), 1000);
     try {
       await this.loop();
       await this.drain();
     } finally {
+      clearInterval(sweep);
       for (const signal of this.signals) process.off(signal, onSignal);
     }
     return this.stats;
+  }
+
+  /** Extend the leases of tasks leased ahead that have waited a third of their lease
+   * (long tasks ahead of them): a task never starts on a lease that ran out; one
+   * canceled or lost meanwhile is dropped. */
+  async keepAhead() {
+    const now = Date.now();
+    for (const task of [...this.ready]) {
+      if (task.extending || now - task.leasedAt < task.leaseMs / 3) continue;
+      task.extending = true;
+      try {
+        const { data } = await this.transport.once(
+          "POST", `/tasks/${encodeURIComponent(task.task_id)}/extend`, { lease_token: task.lease_token },
+        );
+        task.leasedAt = Date.now();
+        task.leaseMs = Date.parse(data.lease_expires_at) - task.leasedAt;
+        if (data.cancel_requested) this.drop(task);
+      } catch (error) {
+        if (error instanceof FairqueError && (error.status === 409 || error.status === 404)) this.drop(task);
+      } finally {
+        task.extending = false;
+      }
+    }
+  }
+
+  drop(task) {
+    const at = this.ready.indexOf(task);
+    if (at >= 0) {
+      this.ready.splice(at, 1);
+      this.stats.lost += 1;
+    }
   }
 
   async loop() {
@@ -262,7 +296,10 @@ export class Worker {
         this.polling = false;
       }
       this.record(answer.data.results ?? []);
-      for (const task of answer.data.tasks) this.ready.push(task);
+      const now = Date.now();
+      for (const task of answer.data.tasks) {
+        this.ready.push({ ...task, leasedAt: now, leaseMs: Date.parse(task.lease_expires_at) - now });
+      }
       this.startReady();
     }
   }

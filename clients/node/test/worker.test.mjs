@@ -109,3 +109,22 @@ test("a stop gives back what has not started and lets what runs finish", async (
   assert.equal(body.counts.QUEUED, 4); // 3 given back, 1 never leased
   for (let i = 0; i < 6; i += 1) assert.equal((await client.get(`s${i}`)).retry_count, 0);
 });
+
+test("a task leased ahead keeps its lease while it waits for a slot", async () => {
+  const queue = freshQueue();
+  const client = new Client({ api, queue });
+  await client.push({ name: "hold", user_id: "a", task_id: "first", payload: { ms: 3500 } });
+  await client.push({ name: "hold", user_id: "a", task_id: "second", payload: { ms: 1 } });
+  const worker = new Worker({
+    api, queue, concurrency: 1, ahead: 1, leaseSeconds: 1.5, signals: [], log: () => {},
+    handlers: { hold: async ({ ms }) => nap(ms) },
+  });
+  const running = worker.run();
+  // the second waits 3.5 s in hand, past its 1.5 s lease: it must not run on a dead one
+  await eventually(async () => (await client.get("second")).state === "FINISHED", "second finished");
+  worker.stop();
+  const stats = await running;
+  assert.equal(stats.done, 2);
+  assert.equal(stats.lost, 0);
+  assert.equal((await client.get("second")).retry_count, 0);
+});

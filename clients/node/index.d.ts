@@ -121,6 +121,9 @@ export interface WorkerOptions extends ConnectionOptions {
   heartbeatSeconds?: number;
   /** How long a stop waits for running handlers, default 30 s. */
   graceSeconds?: number;
+  /** Stop (drain) after this many lease requests in a row found nothing while nothing
+   * ran: a worker for a batch that ends; 0 (the default) never. */
+  stopWhenIdle?: number;
   /** Signals that stop it (drain), default SIGTERM and SIGINT; [] for none. */
   signals?: string[];
 }

@@ -145,7 +145,8 @@ export class Client {
  * reports its outcome with the handler's measured run. */
 export class Worker {
   constructor({ handlers, concurrency = 10, ahead, workerId, leaseSeconds, waitSeconds = 5,
-    heartbeatSeconds, graceSeconds = 30, signals = ["SIGTERM", "SIGINT"], ...options }) {
+    heartbeatSeconds, graceSeconds = 30, signals = ["SIGTERM", "SIGINT"], stopWhenIdle = 0,
+    ...options }) {
     if (!handlers || typeof handlers !== "object") throw new TypeError("handlers: an object of functions by task name");
     if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 100) {
       throw new RangeError("concurrency: an integer from 1 to 100");
@@ -166,6 +167,8 @@ export class Worker {
     this.heartbeatSeconds = heartbeatSeconds;
     this.graceSeconds = graceSeconds;
     this.signals = signals;
+    this.stopWhenIdle = stopWhenIdle;
+    this.idlePolls = 0;
     this.ready = []; // leased, not started
     this.running = new Map(); // task_id -> {task, controller, timer}
     this.outbox = []; // result messages not yet sent
@@ -296,6 +299,9 @@ export class Worker {
         this.polling = false;
       }
       this.record(answer.data.results ?? []);
+      const empty = answer.data.tasks.length === 0 && this.running.size + this.ready.length === 0;
+      this.idlePolls = empty ? this.idlePolls + 1 : 0;
+      if (this.stopWhenIdle > 0 && this.idlePolls >= this.stopWhenIdle) this.stop();
       const now = Date.now();
       for (const task of answer.data.tasks) {
         this.ready.push({ ...task, leasedAt: now, leaseMs: Date.parse(task.lease_expires_at) - now });

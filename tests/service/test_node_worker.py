@@ -1,5 +1,5 @@
-"""Language neutrality: the Node.js pull worker of examples/node-worker (fetch and
-@msgpack/msgpack only) serves tasks pushed over HTTP to a real ``fairque serve``."""
+"""Language neutrality: the Node.js pull worker of examples/node-worker (on the client
+package of clients/node) serves tasks pushed over HTTP to a real ``fairque serve``."""
 
 from __future__ import annotations
 
@@ -56,8 +56,10 @@ def node_binary() -> str:
     node = shutil.which("node")
     if node is None:
         node_missing("node is not installed")
-    if not (EXAMPLE / "node_modules" / "@msgpack" / "msgpack").is_dir():
-        node_missing("@msgpack/msgpack is not installed in examples/node-worker")
+    if not (EXAMPLE / "node_modules" / "fairque").exists():
+        node_missing("the client package is not installed in examples/node-worker")
+    if not (EXAMPLE.parents[1] / "clients" / "node" / "node_modules" / "@msgpack").is_dir():
+        node_missing("@msgpack/msgpack is not installed in clients/node")
     return str(node)
 
 

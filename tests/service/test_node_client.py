@@ -11,11 +11,13 @@ import subprocess
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 from helpers.servers import ServerInfo
 from helpers.support import PATIENCE, unique_queue
 
 from fairque import FairQueue, Task, TaskState
+from fairque.cli.embedded import EmbeddedServer, free_port
 from service.harness import node_missing, start_serve
 
 PACKAGE = Path(__file__).resolve().parents[2] / "clients" / "node"
@@ -103,3 +105,47 @@ def test_a_worker_rides_out_a_restart_of_the_service(server: ServerInfo) -> None
         process.terminate()
         process.wait(timeout=PATIENCE)
         q.close()
+
+
+def test_a_worker_waits_out_a_queue_server_that_is_away() -> None:
+    """The service answers 503 while its queue server is away: the worker waits with
+    backoff instead of exiting, and serves the queue once the server is there."""
+    node = node_binary()
+    port = free_port()
+    queue = unique_queue("nodeaway")
+    process, base = start_serve(f"redis://127.0.0.1:{port}/0", queue)  # nothing there yet
+    server = EmbeddedServer(port=port)
+    worker = None
+    try:
+        assert (
+            httpx.post(f"{base}/v1/queues/{queue}/leases", json={"worker_id": "w"}).status_code
+            == 503
+        )
+        env = {**os.environ, "FAIRQUE_API": base, "FAIRQUE_QUEUE": queue, "CONCURRENCY": "2"}
+        worker = subprocess.Popen(
+            [node, "test/fixtures/nap-worker.mjs"], cwd=PACKAGE, env=env, text=True,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )  # fmt: skip
+        time.sleep(3)  # the outage the worker waits out (its requests answered 503)
+        assert worker.poll() is None, worker.communicate()
+        server.start()
+        with FairQueue.from_url(server.url, queue) as q:
+            q.push_many([Task(name="nap", payload={"ms": 10}, user_id="u", task_id=f"a{i}")
+                         for i in range(30)])  # fmt: skip
+            deadline = time.monotonic() + PATIENCE
+            while q.stats().counts.get(TaskState.FINISHED, 0) < 30:
+                assert worker.poll() is None, worker.communicate()
+                assert time.monotonic() < deadline, "the worker never served the queue"
+                time.sleep(0.05)
+        worker.send_signal(signal.SIGTERM)
+        out, err = worker.communicate(timeout=PATIENCE)
+        assert worker.returncode == 0, err
+        assert json.loads(out.strip().splitlines()[-1])["done"] == 30
+        assert "HTTP 503" in err
+        assert "again in" in err
+    finally:
+        if worker is not None and worker.poll() is None:
+            worker.kill()
+        process.terminate()
+        process.wait(timeout=PATIENCE)
+        server.stop()

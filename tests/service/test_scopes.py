@@ -255,3 +255,15 @@ def test_a_scoped_viewer_reads_no_payload_unless_its_entry_says_so(scoped: LiveS
     [leased] = blind.lease()
     assert leased["payload"] == {"card": "4343"}  # a lease carries its payload
     assert blind.ok("GET", "/tasks/p2")["payload"] is None
+
+
+def test_a_dedup_key_merges_within_its_tenant_alone(scoped: LiveServer) -> None:
+    acme, globex = as_(scoped, "acme"), as_(scoped, "globex")
+    first = push(acme, payload={"v": "acme"}, dedup_key="nightly")
+    merged = acme.ok(
+        "POST", "/tasks", {"name": "job", "payload": {"v": "again"}, "dedup_key": "nightly"}
+    )
+    assert merged["task_id"] == first["task_id"]  # its own waiting task: merged (keep)
+    theirs = push(globex, payload={"v": "globex"}, dedup_key="nightly")
+    assert theirs["task_id"] != first["task_id"]
+    assert (theirs["user_id"], theirs["payload"]) == ("globex", {"v": "globex"})

@@ -15,16 +15,9 @@ Usage::
 
 from __future__ import annotations
 
-import os
-import sys
-
-# run as a script, this file's folder comes first on sys.path, where benchmarks/http.py
-# would hide the standard library's http package from every import below
-if sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(os.path.abspath(__file__)):
-    del sys.path[0]
-
 import argparse
 import json
+import os
 import platform
 import signal
 import subprocess
@@ -33,29 +26,12 @@ import time
 import uuid
 from pathlib import Path
 
-import httpx
+from served import start_service
 
 from fairque import FairQueue, Task
 from fairque.cli.embedded import EmbeddedServer, free_port
 
 HERE = Path(__file__).resolve().parent
-
-
-def start_service(url: str, port: int, queue: str) -> subprocess.Popen[bytes]:
-    process = subprocess.Popen(
-        [sys.executable, "-m", "fairque", "--url", url, "serve", queue, "--port", str(port)],
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
-                return process
-        except httpx.HTTPError:
-            pass
-        if process.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError("fairque serve did not start")
-        time.sleep(0.1)
 
 
 def main() -> None:

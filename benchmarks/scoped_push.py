@@ -15,19 +15,11 @@ Usage::
 
 from __future__ import annotations
 
-import os
-import sys
-
-# run as a script, this file's folder comes first on sys.path, where benchmarks/http.py
-# would hide the standard library's http package from every import below
-if sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(os.path.abspath(__file__)):
-    del sys.path[0]
-
 import argparse
 import json
+import os
 import platform
 import statistics
-import subprocess
 import tempfile
 import time
 import uuid
@@ -35,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from served import start_service
 
 from fairque.cli.embedded import EmbeddedServer, free_port
 
@@ -43,23 +36,6 @@ TOKENS = {
     "tenant": ("producer", {"tenants": ["acme"]}),
     "queue": ("producer", {"queues": ["bench-*"]}),
 }
-
-
-def start_service(url: str, port: int, config: Path) -> subprocess.Popen[bytes]:
-    process = subprocess.Popen(
-        [sys.executable, "-m", "fairque", "--config", str(config), "--url", url, "serve"],
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
-                return process
-        except httpx.HTTPError:
-            pass
-        if process.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError("fairque serve did not start")
-        time.sleep(0.1)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -81,7 +57,7 @@ def main() -> None:
     with EmbeddedServer() as valkey, tempfile.TemporaryDirectory() as tmp:
         config = Path(tmp) / "fairque.yaml"
         config.write_text(json.dumps({"server": {"port": port, "tokens": entries}}))
-        service = start_service(valkey.url, port, config)
+        service = start_service(valkey.url, port, f"--config={config}")
         samples: dict[str, list[float]] = {name: [] for name in (*TOKENS, "tenant_with_id")}
         try:
             clients = {

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import threading
@@ -26,18 +25,15 @@ from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import quote
 
-# benchmarks/http.py would shadow the standard library's http package that httpx needs
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != os.path.dirname(__file__)]
+import httpx
+import redis
+import uvicorn
 
-import httpx  # noqa: E402
-import redis  # noqa: E402
-import uvicorn  # noqa: E402
-
-from fairque import FairQueue, Task  # noqa: E402
-from fairque.cli.embedded import EmbeddedServer  # noqa: E402
-from fairque.models import WorkerInfo  # noqa: E402
-from fairque.service.app import Service, create_app  # noqa: E402
-from fairque.service.settings import ServerSettings  # noqa: E402
+from fairque import FairQueue, Task
+from fairque.cli.embedded import EmbeddedServer
+from fairque.models import WorkerInfo
+from fairque.service.app import Service, create_app
+from fairque.service.settings import ServerSettings
 
 NAMES = 20
 BATCH = 10_000

@@ -15,25 +15,18 @@ is checked against the queue's own counters. Prints one JSON document on stdout.
 
 Usage::
 
-    uv run python benchmarks/http.py [--tasks N] [--concurrency C] [--batch B]
+    uv run python benchmarks/http_api.py [--tasks N] [--concurrency C] [--batch B]
 """
 
 from __future__ import annotations
 
-import os
-import sys
-
-# run as a script, this file's folder comes first on sys.path, where its name would
-# hide the standard library's http package from every import below
-if sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(os.path.abspath(__file__)):
-    del sys.path[0]
-
 import argparse
 import asyncio
 import json
+import os
 import platform
 import socket
-import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -41,6 +34,7 @@ from typing import Any
 
 import httpx
 import msgspec
+from served import start_service
 
 from fairque import AsyncFairQueue, Task
 from fairque.cli.embedded import EmbeddedServer
@@ -234,23 +228,6 @@ async def client_phases(url: str, tasks: int, concurrency: int, batch: int) -> d
     return out
 
 
-def start_service(url: str, port: int, queues: list[str]) -> subprocess.Popen[bytes]:
-    process = subprocess.Popen(
-        [sys.executable, "-m", "fairque", "--url", url, "serve", *queues, "--port", str(port)],
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
-                return process
-        except httpx.HTTPError:
-            pass
-        if process.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError("fairque serve did not start")
-        time.sleep(0.1)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, default=3000, help="operations per phase")
@@ -260,7 +237,7 @@ def main() -> None:
     with EmbeddedServer() as valkey:
         port = free_port()
         queues = {label: f"bench-{uuid.uuid4().hex[:8]}" for label in ("http_json", "http_msgpack")}
-        service = start_service(valkey.url, port, list(queues.values()))
+        service = start_service(valkey.url, port, *queues.values())
         ServiceCpu.pid = service.pid
         try:
             base = f"http://127.0.0.1:{port}"

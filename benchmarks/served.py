@@ -1,0 +1,28 @@
+"""``fairque serve`` as a separate process (as deployed), for the HTTP benchmarks."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import httpx
+
+
+def start_service(url: str, port: int, *args: str) -> subprocess.Popen[bytes]:
+    """``fairque --url URL serve --port PORT *args``, once ``/healthz`` answers
+    (``args``: the queues to serve, or ``--config FILE`` before them: see ``options``)."""
+    options = [a for a in args if a.startswith("--config=")]
+    rest = [a for a in args if not a.startswith("--config=")]
+    command = [sys.executable, "-m", "fairque", *options, "--url", url, "serve", *rest]
+    process = subprocess.Popen([*command, "--port", str(port)], stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
+                return process
+        except httpx.HTTPError:
+            pass
+        if process.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError("fairque serve did not start")
+        time.sleep(0.1)

@@ -24,7 +24,6 @@ import argparse
 import asyncio
 import json
 import os
-import platform
 import socket
 import sys
 import time
@@ -34,7 +33,7 @@ from typing import Any
 
 import httpx
 import msgspec
-from served import start_service
+from served import machine, start_service
 
 from fairque import AsyncFairQueue, Task
 from fairque.cli.embedded import EmbeddedServer
@@ -266,11 +265,7 @@ def main() -> None:
     report = {
         "benchmark": "http",
         "settings": vars(args),
-        "machine": {
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
-            "load_average": list(os.getloadavg()),
-        },
+        "machine": machine(),
         "results": {
             label: {k: (round(v) if isinstance(v, float) else v) for k, v in figures.items()}
             for label, figures in results.items()

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import signal
 import subprocess
 import tempfile
@@ -26,7 +25,7 @@ import time
 import uuid
 from pathlib import Path
 
-from served import start_service
+from served import machine, start_service
 
 from fairque import FairQueue, Task
 from fairque.cli.embedded import EmbeddedServer, free_port
@@ -83,11 +82,7 @@ def main() -> None:
     report = {
         "benchmark": "node_worker",
         "settings": vars(args),
-        "machine": {
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
-            "load_average": list(os.getloadavg()),
-        },
+        "machine": machine(),
         "results": {
             "share_of_handler_time": {u: round(b / total, 4) for u, b in busy.items()},
             "slots_busy": round(total / (slots * (hi - lo)), 4),

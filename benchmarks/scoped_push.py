@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import statistics
 import tempfile
 import time
@@ -27,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from served import start_service
+from served import machine, start_service
 
 from fairque.cli.embedded import EmbeddedServer, free_port
 
@@ -86,11 +84,7 @@ def main() -> None:
     report = {
         "benchmark": "scoped_push",
         "settings": vars(args),
-        "machine": {
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
-            "load_average": list(os.getloadavg()),
-        },
+        "machine": machine(),
         "results": {
             name: {
                 "p50_us": round(statistics.median(values)),

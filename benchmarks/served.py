@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import platform
 import subprocess
 import sys
 import time
+from typing import Any
 
 import httpx
 
@@ -26,3 +29,12 @@ def start_service(url: str, port: int, *args: str) -> subprocess.Popen[bytes]:
         if process.poll() is not None or time.monotonic() > deadline:
             raise RuntimeError("fairque serve did not start")
         time.sleep(0.1)
+
+
+def machine() -> dict[str, Any]:
+    """What a report says of the machine it ran on."""
+    return {
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "load_average": list(os.getloadavg()),
+    }

@@ -100,10 +100,7 @@ def test_a_worker_rides_out_a_restart_of_the_service(server: ServerInfo) -> None
         assert sum(counts.values()) == 150
         assert "again in" in err  # it said it was waiting for the service
     finally:
-        if worker is not None and worker.poll() is None:
-            worker.kill()
-        process.terminate()
-        process.wait(timeout=PATIENCE)
+        _stop(worker, process)
         q.close()
 
 
@@ -144,8 +141,13 @@ def test_a_worker_waits_out_a_queue_server_that_is_away() -> None:
         assert "HTTP 503" in err
         assert "again in" in err
     finally:
-        if worker is not None and worker.poll() is None:
-            worker.kill()
-        process.terminate()
-        process.wait(timeout=PATIENCE)
+        _stop(worker, process)
         server.stop()
+
+
+def _stop(worker: subprocess.Popen[str] | None, service: subprocess.Popen[str]) -> None:
+    """End a test's worker (if it is still there) and its service."""
+    if worker is not None and worker.poll() is None:
+        worker.kill()
+    service.terminate()
+    service.wait(timeout=PATIENCE)

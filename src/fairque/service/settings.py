@@ -36,8 +36,11 @@ class TokenSettings(BaseModel):
     role: Role
     sha256: str | None = None
     token: SecretStr | None = None
+    #: from this time on (ISO 8601 with its zone) the token is refused
     expires_at: datetime | None = None
+    #: the queues it may use (names or fnmatch patterns; None: every queue served)
     queues: list[str] | None = Field(default=None, min_length=1, max_length=1000)
+    #: the tenants it acts for (names or patterns; a worker's are names; None: all)
     tenants: list[str] | None = Field(default=None, min_length=1, max_length=10_000)
     #: whether it reads tasks' payloads and results (None: yes, but a viewer held to
     #: some queues or tenants does not)

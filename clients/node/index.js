@@ -217,7 +217,7 @@ export class Worker {
   async run() {
     const onSignal = () => this.stop();
     for (const signal of this.signals) process.on(signal, onSignal);
-    const sweep = setInterval(() => this.keepAhead(), 1000);
+    const sweep = setInterval(() => this.keepAhead(), 250);
     try {
       await this.loop();
       await this.drain();

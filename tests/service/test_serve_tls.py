@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import ssl
 import subprocess
 import sys
 import time
@@ -41,7 +42,8 @@ def test_serve_answers_over_https_only(server: ServerInfo, tmp_path: Path) -> No
     base = f"https://127.0.0.1:{port}"
     auth = {"Authorization": f"Bearer {TOKEN}"}
     try:
-        with httpx.Client(base_url=base, verify=str(certs.ca), timeout=30) as https:
+        trusted = ssl.create_default_context(cafile=str(certs.ca))
+        with httpx.Client(base_url=base, verify=trusted, timeout=30) as https:
             deadline = time.monotonic() + PATIENCE
             while True:
                 try:
@@ -64,8 +66,9 @@ def test_serve_answers_over_https_only(server: ServerInfo, tmp_path: Path) -> No
         # plain HTTP is not answered; a client that does not trust the CA is refused
         with pytest.raises(httpx.TransportError):
             httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5)
+        other = ssl.create_default_context(cafile=str(certs.other_ca))
         with pytest.raises(httpx.ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
-            httpx.get(f"{base}/healthz", verify=str(certs.other_ca), timeout=5)
+            httpx.get(f"{base}/healthz", verify=other, timeout=5)
     finally:
         process.send_signal(signal.SIGTERM)
         _, err = process.communicate(timeout=PATIENCE)

@@ -18,7 +18,17 @@ from service.harness import Api, LiveServer
 
 SECRETS = {
     name: f"{name}-secret-token-0123456789"
-    for name in ("acme", "globex", "several", "acme-worker", "viewer", "reader", "admin", "blind")
+    for name in (
+        "acme",
+        "globex",
+        "several",
+        "acme-worker",
+        "viewer",
+        "reader",
+        "admin",
+        "blind",
+        "many",
+    )
 }
 
 
@@ -38,6 +48,7 @@ def scoped(server: ServerInfo) -> Iterator[LiveServer]:
         entry("reader", "viewer", queues=[main], payloads=True),
         entry("admin", "admin"),
         entry("blind", "admin", payloads=False),
+        entry("many", "producer", tenants=[f"t{i}" for i in range(20)]),
     ]
     live = LiveServer(server.url, [main, other], ServerSettings(tokens=tokens))
     yield live
@@ -267,3 +278,12 @@ def test_a_dedup_key_merges_within_its_tenant_alone(scoped: LiveServer) -> None:
     theirs = push(globex, payload={"v": "globex"}, dedup_key="nightly")
     assert theirs["task_id"] != first["task_id"]
     assert (theirs["user_id"], theirs["payload"]) == ("globex", {"v": "globex"})
+
+
+def test_a_token_of_many_named_tenants_finds_its_ids_under_each(scoped: LiveServer) -> None:
+    many = as_(scoped, "many")
+    for user in ("t0", "t19"):  # under the first and the last (past a read of 16 at once)
+        pushed = push(many, user_id=user, task_id=f"deep-{user}")
+        assert pushed["task_id"] == f"deep-{user}"
+        assert many.ok("GET", f"/tasks/deep-{user}")["user_id"] == user
+    assert many.call("GET", "/tasks/deep-t5").status_code == 404

@@ -8,6 +8,7 @@ tokens are configured) passes through unchanged, with no extra read.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
@@ -33,12 +34,21 @@ def no_task(queue: str, task_id: str) -> ProblemError:
     )
 
 
+#: stored ids read at once when an id may name several (a token of many named tenants)
+READ_AT_ONCE = 16
+
+
 async def find(q: AsyncFairQueue, scope: Scope, task_id: str) -> Task | None:
-    """The task ``task_id`` names for a token of ``scope``, or None."""
-    for stored in scope.candidates(task_id):
-        task = await q.get(stored)
-        if task is not None and scope.allows_tenant(task.user_id):
-            return task
+    """The task ``task_id`` names for a token of ``scope``, or None: the first of its
+    candidates (``Scope.candidates``) that exists and is the token's to see, the
+    candidates read ``READ_AT_ONCE`` at a time."""
+    candidates = scope.candidates(task_id)
+    for at in range(0, len(candidates), READ_AT_ONCE):
+        chunk = candidates[at : at + READ_AT_ONCE]
+        found = await asyncio.gather(*(q.get(stored) for stored in chunk))
+        for task in found:
+            if task is not None and scope.allows_tenant(task.user_id):
+                return task
     return None
 
 

@@ -2,14 +2,13 @@
 -- @include has_ready
 -- @include leave_ring
 -- @include pick_user
--- @include observe
 -- @include now
 -- @include signal_wake
 -- @include fair_timed
 -- @include fair_first_est
 -- @include constraint_lib
 -- @include write_tags
--- @include backlog_add
+-- @include lease_write
 -- @include slot_members
 -- lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any, limits, us, names,
 -- fm):
@@ -18,11 +17,11 @@
 -- to the ring's tail (after `weight` consecutive turns for a weighted user); a user
 -- whose unexpired leases reach its in-flight cap leaves the ring until a slot frees.
 -- Returns the leased tasks (each the flat HGETALL of its hash) and the flat list of
--- their (id, lease token) pairs. Each task's wait (ready -> leased: its QUEUED
--- registry time until now) goes to the 'wait' histogram.
+-- their (id, lease token) pairs, from lease_write.
 -- Cost: the loop chooses the tasks; the writes every task of the call gets alike (its
--- lease token, the QUEUED and lease registries, the counters) follow it, one command
--- each for the whole call where the command takes many members. The queue's counters
+-- lease token, the QUEUED and lease registries, the counters, each task's wait: ready ->
+-- leased) follow it in lease_write, one command each for the whole call where the
+-- command takes many members. The queue's counters
 -- (mode, floor, lease sequence, ring clock) are read once and written back once. A queue
 -- with no constraints, weights or caps learns so from one EXISTS of the three hashes
 -- (`limits` false: the caller's EXISTS found none of them, true: some, nil: look here);
@@ -41,9 +40,8 @@
 -- user's estimate over its weight, one ZADD, with no turns; a user that leaves the ring
 -- keeps its tag in its tenant hash; the floor follows the head's tag, written once.
 -- Every leased task's wait also goes to its user's histogram (tenant hash) and the
--- user's last lease to 'active', to within ACTIVE_STEP_MS: a user's score there moves
--- only when its last move (tenant 'seen', read with its estimate) is that old, so a
--- busy user costs that sorted set one write a second rather than one per lease.
+-- user's last lease to 'active' (lease_write), which reads the tenant 'seen' the loop
+-- read with the estimate (`seens`).
 -- Constraints (only when the queue has any): due constraint
 -- buckets first put parked tasks back into their lanes; a task whose buckets are over
 -- a limit is parked (constraint_park) and the same user's next task is tried, so a
@@ -55,13 +53,10 @@
 -- Setting aside wakes idle workers (one token per task), so one that handles the name
 -- looks at the queue. A queue with tasks set aside has its 'aside' set, one of the keys
 -- `limits` looks for.
-local ACTIVE_STEP_MS = 1000
--- the task's 'capped' field as a lease writes it: none on a queue without caps
-local NO_FIELD, CAPPED, UNCAPPED = {}, {'capped', '1'}, {'capped', '0'}
 local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any, limits, us,
                            names, fm)
   local deadline = ms + lease_ms
-  local out, tokens, waits, picked = {}, {}, {}, {}
+  local picked = {}
   local guard, parks, asides = 0, 0, 0
   local limited, weighted, capping = false, false, false
   if limits == nil then
@@ -490,79 +485,8 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any,
     end
     redis.call('HSET', K.meta, unpack(counters))
   end
-  if n == 0 then return out, tokens end
-  local entries, by_user = {}, {}
+  if n == 0 then return {}, {} end
   local fstart = timed and string.format('%d', us or select(2, now())) or ''
-  for i, id in ipairs(picked) do
-    token = token + 1
-    local tk = task_key(K, id)
-    local charge = charges[i]
-    -- on a queue with caps, 'capped' rides in the same write
-    local cf = not (capping or group_caps) and NO_FIELD or capd[i] and CAPPED or UNCAPPED
-    if gtaken[i] then  -- it holds slots of its group's cap (group_release frees them)
-      redis.call('HSET', tk, 'state', 'STARTED', 'lease', token, 'worker', worker,
-        'deadline', deadline, 'started', ms, 'gheld', gtaken[i], unpack(cf))
-      if charge then redis.call('HSET', tk, 'fair', charge .. ' ' .. fstart) end
-    elseif charge then
-      redis.call('HSET', tk, 'state', 'STARTED', 'lease', token, 'worker', worker,
-        'deadline', deadline, 'started', ms, 'fair', charge .. ' ' .. fstart, unpack(cf))
-    else
-      redis.call('HSET', tk, 'state', 'STARTED', 'lease', token, 'worker', worker,
-        'deadline', deadline, 'started', ms, unpack(cf))
-    end
-    out[i] = redis.call('HGETALL', tk)
-    tokens[#tokens + 1] = id
-    tokens[#tokens + 1] = token
-    entries[#entries + 1] = deadline
-    entries[#entries + 1] = id
-  end
-  -- many members per command, in slices the Lua stack takes
-  for at = 1, n > 1 and n or 0, 1000 do
-    local last = math.min(n, at + 999)
-    local ready_at = redis.call('ZMSCORE', K.queued, unpack(picked, at, last))
-    for i = 1, last - at + 1 do
-      if ready_at[i] then
-        local v = ms - ready_at[i]
-        waits[#waits + 1] = v
-        local user = owners[at + i - 1]
-        local mine = by_user[user]
-        if mine then mine[#mine + 1] = v else by_user[user] = {v} end
-      end
-    end
-    redis.call('ZREM', K.queued, unpack(picked, at, last))
-    redis.call('ZADD', K.leases, unpack(entries, 2 * at - 1, 2 * last))
-  end
-  if n == 1 then
-    local ready_at = redis.call('ZSCORE', K.queued, picked[1])
-    if ready_at then
-      waits[1] = ms - ready_at
-      by_user[owners[1]] = waits
-      redis.call('ZREM', K.queued, picked[1])
-    end
-    redis.call('ZADD', K.leases, deadline, picked[1])
-  end
-  redis.call('HINCRBY', K.stats, 'popped', n)
-  -- the leased tasks leave their users' backlogs
-  local taken = {}
-  for i = 1, n do
-    local user = owners[i]
-    taken[user] = (taken[user] or 0) + 1
-  end
-  -- (and their groups', on a queue that keeps them: meta 'group_backlogs')
-  for user, c in pairs(taken) do backlog_add(K, user, -c, fm[10] == '1') end
-  observe(K, 'wait_ms', waits)
-  local seen = {}
-  for user, values in pairs(by_user) do
-    local tk = tenant_key(K, user)
-    observe(K, 'wait_ms', values, tk)
-    local last = seens[user]
-    if last == nil then last = redis.call('HGET', tk, 'seen') end
-    if not last or ms - last >= ACTIVE_STEP_MS then
-      redis.call('HSET', tk, 'seen', ms)
-      seen[#seen + 1] = ms
-      seen[#seen + 1] = user
-    end
-  end
-  if #seen > 0 then redis.call('ZADD', K.active, unpack(seen)) end
-  return out, tokens
+  return lease_write(K, picked, owners, charges, gtaken, capd, capping or group_caps, worker,
+    deadline, ms, fstart, token, seens, fm[10] == '1')
 end

@@ -1,5 +1,6 @@
 -- @include keys
--- @include has_ready
+-- @include lease_take
+-- @include lease_untake
 -- @include leave_ring
 -- @include pick_user
 -- @include now
@@ -183,18 +184,8 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any,
     if not user then break end
     local moved = true  -- the user left the ring's head (left the ring, or rotated)
     local rotated = false  -- by_head: this user's rotation is the last of `rotations`
-    local normal = normal_key(K, user)
-    local id = redis.call('LPOP', critical_key(K, user))
-    local more  -- the user has ready work left after this task
-    local lane  -- the task's normal-lane score (nil: the critical lane)
-    if id then
-      more = has_ready(K, user)
-    else
-      local head = redis.call('ZPOPMIN', normal)
-      id, lane = head[1], head[2]
-      -- its critical lane is empty: only the normal lane can hold more
-      more = id and redis.call('ZCARD', normal) > 0
-    end
+    -- the task, its normal-lane score (nil: the critical lane), whether more is ready
+    local id, lane, more = lease_take(K, user)
     local plan, blocked, free_at, other, full
     local cost = 1  -- the task's slots and tokens ('cost'; 1 when absent)
     -- a task once parked in a global bucket's fair order: '<tag> <lane> <bucket>'
@@ -269,11 +260,7 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any,
       end
     end
     if full then
-      if lane then
-        redis.call('ZADD', normal, lane, id)
-      else
-        redis.call('LPUSH', critical_key(K, user), id)
-      end
+      lease_untake(K, user, id, lane)
       redis.call('SADD', K.capped, user)
       if full ~= true then redis.call('SADD', group_capped_key(K, full), user) end
       leave_ring(K, user, timed and score, counted)

@@ -55,7 +55,7 @@ def main() -> None:
     with EmbeddedServer() as valkey, tempfile.TemporaryDirectory() as tmp:
         config = Path(tmp) / "fairque.yaml"
         config.write_text(json.dumps({"server": {"port": port, "tokens": entries}}))
-        service = start_service(valkey.url, port, f"--config={config}")
+        service = start_service(valkey.url, port, config=str(config))
         samples: dict[str, list[float]] = {name: [] for name in (*TOKENS, "tenant_with_id")}
         try:
             clients = {

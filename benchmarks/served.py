@@ -12,12 +12,13 @@ from typing import Any
 import httpx
 
 
-def start_service(url: str, port: int, *args: str) -> subprocess.Popen[bytes]:
-    """``fairque --url URL serve --port PORT *args``, once ``/healthz`` answers
-    (``args``: the queues to serve, or ``--config FILE`` before them: see ``options``)."""
-    options = [a for a in args if a.startswith("--config=")]
-    rest = [a for a in args if not a.startswith("--config=")]
-    command = [sys.executable, "-m", "fairque", *options, "--url", url, "serve", *rest]
+def start_service(
+    url: str, port: int, *queues: str, config: str | None = None
+) -> subprocess.Popen[bytes]:
+    """``fairque [--config CONFIG] --url URL serve QUEUES --port PORT``, once
+    ``/healthz`` answers."""
+    options = ["--config", config] if config else []
+    command = [sys.executable, "-m", "fairque", *options, "--url", url, "serve", *queues]
     process = subprocess.Popen([*command, "--port", str(port)], stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 30
     while True:

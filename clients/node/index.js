@@ -265,12 +265,9 @@ export class Worker {
       const held = this.running.size + this.ready.length;
       const room = this.concurrency + this.ahead - held;
       if (room <= 0) {
-        // every slot busy and the tasks ahead in hand: wait for one to end
-        if (this.outbox.length === 0) await this.waitForEvent();
-        else this.poked = false;
-        if (this.outbox.length > 0 && this.running.size + this.ready.length >= this.concurrency + this.ahead) {
-          await this.flush();
-        }
+        // every slot busy and the tasks ahead in hand: send what ended, or wait for it
+        if (this.outbox.length > 0) await this.flush();
+        else await this.waitForEvent();
         continue;
       }
       // a long poll (the server answers as soon as work is ready) that carries the

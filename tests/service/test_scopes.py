@@ -118,7 +118,7 @@ def test_another_tenants_task_answers_as_an_unknown_id(scoped: LiveServer, msgpa
     assert acme_id == "shared"  # the id it chose, as it chose it
     [leased] = as_(scoped, "acme-worker").lease()
     done = {"type": "success", "lease_token": leased["lease_token"], "result": {"r": 1}}
-    as_(scoped, "acme-worker").ok("POST", "/tasks/shared/outcome", done)
+    as_(scoped, "acme-worker").ok("POST", f"/tasks/{leased['task_id']}/outcome", done)
     assert probe() == unknown  # read, result, consume and cancel: exactly as unknown
     assert acme.ok("GET", "/tasks/shared/result")["result"] == {"r": 1}  # not consumed
 
@@ -162,7 +162,8 @@ def test_a_tenant_worker_leases_its_tenants_tasks_alone(scoped: LiveServer) -> N
     push(acme, task_id="a1")
     push(acme, task_id="a2")
     leased = worker.lease(5, steal_targets=["*"])
-    assert sorted(t["task_id"] for t in leased) == ["a1", "a2"]
+    # a lease carries the id as kept, which the worker reports back with no lookup
+    assert sorted(t["task_id"] for t in leased) == ["4:acme:a1", "4:acme:a2"]
     assert {t["user_id"] for t in leased} == {"acme"}
     # another tenant's task answers its outcome and heartbeat as an unknown id
     token = {"lease_token": "x" * 32}
@@ -287,3 +288,21 @@ def test_a_token_of_many_named_tenants_finds_its_ids_under_each(scoped: LiveServ
         assert pushed["task_id"] == f"deep-{user}"
         assert many.ok("GET", f"/tasks/deep-{user}")["user_id"] == user
     assert many.call("GET", "/tasks/deep-t5").status_code == 404
+
+
+def test_an_id_kept_under_its_tenant_is_held_to_the_id_limit_and_its_own_tenant(
+    scoped: LiveServer, redis_client: SyncClient
+) -> None:
+    acme, admin = as_(scoped, "acme"), as_(scoped, "admin")
+    before = queue_snapshot(redis_client, acme.queue)
+    long_id = acme.call("POST", "/tasks", {"name": "job", "task_id": "x" * 250})
+    assert long_id.status_code == 422  # 250 characters, 258 kept under 'acme'
+    assert long_id.json()["errors"][0]["field"] == "task_id"
+    assert queue_snapshot(redis_client, acme.queue) == before
+    # only a token of the whole queue can push an id in a tenant's kept form; a tenant's
+    # push that meets it there is a conflict, not another tenant's task
+    admin.push(user_id="globex", task_id="4:acme:dup", payload={"globex's": 1})
+    taken = acme.call("POST", "/tasks", {"name": "job", "task_id": "dup"})
+    assert taken.status_code == 409
+    assert taken.json()["type"] == "urn:fairque:problem:task-id-taken"
+    assert "globex" not in taken.text

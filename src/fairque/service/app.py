@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fnmatch
 import json
 import logging
 import time
@@ -53,7 +52,7 @@ from fairque.service.outage import CURRENT, REQUEST, Outage, RequestMark
 from fairque.service.problems import framework_error, problem_response
 from fairque.service.pullers import Pullers
 from fairque.service.routes import ROUTES, Route
-from fairque.service.scope import EVERYTHING, PATTERN_CHARS, Scope
+from fairque.service.scope import EVERYTHING, Scope, is_pattern, matches
 from fairque.service.settings import ServerSettings
 from fairque.service.ui.routes import Ui
 from fairque.tracing import valid_traceparent
@@ -88,7 +87,7 @@ class Service:
         self.explicit: list[str] = []
         self.patterns: list[str] = []
         for name in queues:
-            if PATTERN_CHARS.intersection(name):
+            if is_pattern(name):
                 validate_queue_name(name)  # no braces or spaces in a pattern either
                 self.patterns.append(name)
             else:
@@ -116,9 +115,9 @@ class Service:
 
     def serves(self, name: str) -> bool:
         """Whether the selection admits queue ``name``."""
-        if not self.explicit and not self.patterns:
-            return True
-        return name in self.explicit or any(fnmatch.fnmatchcase(name, p) for p in self.patterns)
+        return not (self.explicit or self.patterns) or matches(
+            name, [*self.explicit, *self.patterns]
+        )
 
     async def start(self) -> None:
         """Connect now if the queue server answers; else on the first request (a

@@ -4,7 +4,6 @@ heartbeats. Like every operation, each calls ``AsyncFairQueue`` and shapes the a
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import time
 from typing import Any
 
@@ -27,7 +26,7 @@ from fairque.service.convert import (
 )
 from fairque.service.handlers import Ctx, Reply, no_task_of, now, until_left
 from fairque.service.media import ProblemError
-from fairque.service.tenancy import lease_users, shown, stored_id
+from fairque.service.tenancy import lease_users
 from fairque.service.wire_pull import (
     ExtendIn,
     ExtendOut,
@@ -72,15 +71,8 @@ async def lease(ctx: Ctx) -> Reply:
             encoded = q.encode_result(item.result) if isinstance(item, SuccessItem) else None
         except (SerializationError, PayloadTooLarge):
             encoded = None
-        if encoded is not None and ctx.scope.by_tenant:
-            try:  # a task it may not see answers as an unknown one (_answer)
-                task_id = await stored_id(q, ctx.scope, item.task_id)
-            except ProblemError:
-                encoded = None
-        else:
-            task_id = item.task_id
         if encoded is not None and users is not None and isinstance(item, SuccessItem):
-            handle = lease_handle(task_id, item.lease_token, item.run_seconds)
+            handle = lease_handle(item.task_id, item.lease_token, item.run_seconds)
             done.append((handle, encoded))
             done_at.append(i)
         else:
@@ -129,15 +121,16 @@ async def lease(ctx: Ctx) -> Reply:
             q, body.worker_id, ctx.peer, body.max_tasks, body.assigned_users,
             body.steal_targets, lease_s, body.wait_seconds, tasks, names=body.names,
         )  # fmt: skip
-    # a worker's leases carry their payloads, whatever its token reads elsewhere
-    scope = dataclasses.replace(ctx.scope, payloads=True)
-    leased = [shown(scope, leased_out(t, q.queue)) for t in tasks]
+    # a lease carries its task's payload and its id as the queue keeps it (which the
+    # worker reports back), whatever the token reads elsewhere
+    leased = [leased_out(t, q.queue) for t in tasks]
     return Reply(200, LeasesOut(leased, [r for r in results if r is not None]))
 
 
 async def _apply(ctx: Ctx, task_id: str, outcome: SuccessIn | FailureIn | RequeueIn) -> str:
+    """Record one result message; a lease it does not hold is 409 with where the task
+    is now, or 404 for a task the token may not see (as for an unknown id)."""
     q = ctx.q
-    task_id = await stored_id(q, ctx.scope, task_id)
     ran = None if isinstance(outcome, RequeueIn) else outcome.run_seconds
     handle = lease_handle(task_id, outcome.lease_token, ran)
     try:
@@ -157,7 +150,7 @@ async def _apply(ctx: Ctx, task_id: str, outcome: SuccessIn | FailureIn | Requeu
         if ctx.pullers is not None:
             await ctx.pullers.ended(q, task_id, failed=None)
         task = await q.get(task_id)
-        if task is None:
+        if task is None or not ctx.scope.allows_tenant(task.user_id):
             raise no_task_of(ctx, task_id) from None
         state_now = task.state.value if task.state else None
         raise ProblemError(409, "lease-lost", "Conflict", str(exc), task_state=state_now) from None
@@ -191,7 +184,7 @@ async def outcomes(ctx: Ctx) -> Reply:
 async def extend(ctx: Ctx) -> Reply:
     """POST /tasks/{id}/extend: a heartbeat that moves the lease's deadline."""
     body: ExtendIn = ctx.body
-    task_id = await stored_id(ctx.q, ctx.scope, ctx.path["task_id"])
+    task_id = ctx.path["task_id"]
     handle = lease_handle(task_id, body.lease_token, body.run_seconds)
     if body.progress is not None:
         try:
@@ -212,7 +205,7 @@ async def extend(ctx: Ctx) -> Reply:
         )
     except LeaseLost as exc:
         task = await ctx.q.get(task_id)
-        if task is None:
+        if task is None or not ctx.scope.allows_tenant(task.user_id):
             raise no_task_of(ctx) from None
         state = task.state.value if task.state else None
         raise ProblemError(409, "lease-lost", "Conflict", str(exc), task_state=state) from None

@@ -27,7 +27,8 @@ def is_pattern(name: str) -> bool:
     return bool(PATTERN_CHARS.intersection(name))
 
 
-def _matches(name: str, allowed: Sequence[str]) -> bool:
+def matches(name: str, allowed: Sequence[str]) -> bool:
+    """Whether ``name`` is one of ``allowed`` or matches one of its patterns."""
     return any(name == a or (is_pattern(a) and fnmatch.fnmatchcase(name, a)) for a in allowed)
 
 
@@ -46,10 +47,10 @@ class Scope:
         return self.tenants is not None
 
     def allows_queue(self, name: str) -> bool:
-        return self.queues is None or _matches(name, self.queues)
+        return self.queues is None or matches(name, self.queues)
 
     def allows_tenant(self, user_id: str) -> bool:
-        return self.tenants is None or _matches(user_id, self.tenants)
+        return self.tenants is None or matches(user_id, self.tenants)
 
     @property
     def tenant_names(self) -> tuple[str, ...]:

@@ -437,8 +437,10 @@ class TenantReport(BaseModel):
 
 
 class QueueMetrics(BaseModel):
-    """Counters and histograms the scripts keep in each transition, since the queue
-    was created (or last purged).
+    """Counters and histograms since the queue was created (or last purged). ``popped``,
+    ``finished`` and both histograms are counted by the processes that leased and
+    ended the tasks and flushed at most once a second (``fairque.core.tally``); the
+    others by the scripts in the transition itself.
 
     Counters: ``pushed`` (new tasks), ``popped`` (leases handed out), ``finished``,
     ``failed`` (finally), ``canceled``, ``retried`` (failed attempts scheduled again),

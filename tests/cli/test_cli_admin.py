@@ -269,6 +269,7 @@ def test_tenants_table_and_json(cli_queue: tuple[list[str], FairQueue]) -> None:
         task = q.pop("w")
         assert task is not None
         assert q.complete(task)
+    q.flush_metrics()  # what this client counted, for the command's reads
     listed = run_here(*base, "tenants", "--json")
     assert listed.returncode == 0, listed.stderr
     doc = json.loads(listed.stdout)

@@ -90,6 +90,7 @@ def test_slow_tasks_buy_fewer_turns(make_queue: MakeQueue, redis_client: SyncCli
             task.run_seconds = 0.001
         assert q.complete(task)
         served[task.user_id] += 1
+    q.flush_metrics()  # the worker time this client counted
     busy = {
         u: int(redis_client.hget(QueueKeys(q.queue).tenant(u), "busy_us") or 0)
         for u in ("slow", "fast")
@@ -144,13 +145,15 @@ def test_a_lease_is_charged_what_it_held(make_queue: MakeQueue, redis_client: Sy
     assert queue_snapshot(redis_client, q.queue) == snapshot
     ended = q.get(task.task_id or "")
     assert ended is not None
+    q.flush_metrics()  # what this client counted of the attempt
     tenant = redis_client.hgetall(QueueKeys(q.queue).tenant("u"))
-    held = int(tenant[b"busy_us"]) / 1000  # measured in us: within 1 ms of the ms fields
-    assert held == pytest.approx(attempt_ms(ended), abs=1)
+    held = float(tenant[b"est"])  # the first run sets the estimate: the span (ms, exact)
+    assert held == pytest.approx(attempt_ms(ended), abs=1)  # within 1 ms of the ms fields
     assert held >= 80
     assert after == pytest.approx(before + held * 1000 / 2, abs=1)
+    # the process counted its worker time from its own clock: at least the span
+    assert int(tenant[b"busy_us"]) / 1000 >= held - 1
     assert int(tenant[b"done"]) == 1
-    assert float(tenant[b"est"]) == pytest.approx(held, abs=0.01)  # the first run sets it
 
 
 @pytest.mark.one_shard("reads or ages one shard's keys")
@@ -187,16 +190,19 @@ def test_a_give_back_and_a_cancel_charge_the_time_held(
     assert q.requeue(first) == TaskState.QUEUED
     given_back = q.get(first.task_id or "")
     assert given_back is not None
-    held_us = field(redis_client, QueueKeys(q.queue).tenant("u"), "busy_us")
+    held_us = start_tag(redis_client, q, "u") - before  # the span the server saw
     assert held_us >= 30_000
-    assert start_tag(redis_client, q, "u") == before + held_us
+    q.flush_metrics()  # the give-back, counted by this client from its own clock
+    counted = field(redis_client, QueueKeys(q.queue).tenant("u"), "busy_us")
+    assert counted >= held_us - 1_000
     second = q.pop("w")
     assert second is not None
     time.sleep(0.03)
     assert q.cancel(second.task_id or "")
+    # a cancel is counted by its script: the same span it charged
     busy = field(redis_client, QueueKeys(q.queue).tenant("u"), "busy_us")
-    assert busy - held_us >= 30_000
-    assert start_tag(redis_client, q, "u") == before + busy
+    assert busy - counted >= 30_000
+    assert start_tag(redis_client, q, "u") == before + held_us + busy - counted
 
 
 @pytest.mark.one_shard("reads or ages one shard's keys")

@@ -26,7 +26,7 @@ def known_key_pattern(keys: QueueKeys) -> re.Pattern[str]:
         keys.task("X"), keys.critical("X"), keys.normal("X"), keys.deps_waiting("X"),
         keys.deps_blocked("X"), keys.watch("X"), keys.done("X"), keys.xcom("X"),
         keys.held("X"), keys.fetch("X"), keys.gone("X"), keys.user_index("X"),
-        keys.name_index("X"), keys.tenant("X"),
+        keys.name_index("X"), keys.tenant("X"), keys.flushed("X"),
     ]  # fmt: skip
     alternatives = [re.escape(k) for k in fixed] + [
         re.escape(k).replace("X", ".+") for k in derived

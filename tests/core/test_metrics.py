@@ -5,12 +5,9 @@ from __future__ import annotations
 
 import bisect
 import itertools
-import json
 import math
 import random
-import re
 import time
-from pathlib import Path
 
 import pytest
 from helpers.servers import SyncClient
@@ -18,7 +15,7 @@ from helpers.support import MakeQueue, expire_lease
 
 import fairque
 from fairque import FairQueue, LeaseLost, QueueMetrics, TaskState
-from fairque.core.keys import QueueKeys
+from fairque.core.tally import bucket_of
 from fairque.models import HISTOGRAM_BOUNDS_SECONDS, HISTOGRAM_STEPS_PER_DOUBLING, Histogram
 from fairque.service.ui.fairness import histogram_quantile
 
@@ -28,33 +25,26 @@ def _under(bound: float) -> int:
     return bisect.bisect_right(HISTOGRAM_BOUNDS_SECONDS, bound + 1e-12)
 
 
-def test_histogram_bounds_are_the_scripts_bounds() -> None:
-    source = (
-        Path(fairque.__file__).parent / "core" / "lua" / "includes" / "observe.lua"
-    ).read_text()
-    count = re.search(r"local OBSERVE_NB = (\d+)", source)
-    steps = re.search(r"local OBSERVE_STEPS = (\d+) / math.log\(2\)", source)
-    assert count is not None
-    assert steps is not None
-    assert int(count[1]) == len(HISTOGRAM_BOUNDS_SECONDS)
-    assert int(steps[1]) == HISTOGRAM_STEPS_PER_DOUBLING
+def test_histogram_bounds_are_the_buckets_a_process_counts_in() -> None:
     assert HISTOGRAM_BOUNDS_SECONDS[0] == 0.001
     assert HISTOGRAM_BOUNDS_SECONDS[-1] >= 3600
     ratios = {round(b / a, 9) for a, b in itertools.pairwise(HISTOGRAM_BOUNDS_SECONDS)}
     assert ratios == {round(2 ** (1 / HISTOGRAM_STEPS_PER_DOUBLING), 9)}
+    for i, bound in enumerate(HISTOGRAM_BOUNDS_SECONDS, 1):
+        assert bucket_of(bound * 1000) == i  # a value on a bound is in the bucket it closes
+        assert bucket_of(bound * 1000 * 1.001) == i + 1
+    assert bucket_of(0) == bucket_of(-5) == 1
 
 
-def _observed(redis_client: SyncClient, queue: str, values_ms: list[int]) -> Histogram:
-    """``values_ms`` counted by the scripts' own ``observe`` into ``queue``'s stats."""
-    source = (
-        Path(fairque.__file__).parent / "core" / "lua" / "includes" / "observe.lua"
-    ).read_text()
-    script = source + "\nobserve({stats = KEYS[1]}, 'wait_ms', cjson.decode(ARGV[1]))\n"
-    stats = QueueKeys(queue).stats
+def _observed(q: FairQueue, values_ms: list[int]) -> Histogram:
+    """``values_ms`` counted as lease waits by the client's own tally, flushed into
+    ``q``'s stats by ``flush_metrics.lua`` (``metrics`` flushes first)."""
+    task = fairque.Task(user_id="u", name="n")
+    tally = q._place.parts[0].ops.tally  # the first shard's (the queue's own when unsharded)
     for start in range(0, len(values_ms), 5000):
         chunk = values_ms[start : start + 5000]
-        redis_client.eval(script, 1, stats, json.dumps(chunk))
-    return FairQueue(redis_client, queue).metrics().wait_time
+        tally.leased([task] * len(chunk), chunk, f"r{start}")
+    return q.metrics().wait_time
 
 
 def test_each_value_lands_in_the_bucket_of_its_bound(
@@ -67,7 +57,7 @@ def test_each_value_lands_in_the_bucket_of_its_bound(
             math.floor(b * 1000), math.ceil(b * 1000), math.ceil(b * 1000) + 1
         )
     })  # fmt: skip
-    hist = _observed(redis_client, q.queue, probes)
+    hist = _observed(q, probes)
     expected = [0] * (len(HISTOGRAM_BOUNDS_SECONDS) + 1)
     for v in probes:
         expected[bisect.bisect_left(HISTOGRAM_BOUNDS_SECONDS, v / 1000 - 1e-12)] += 1
@@ -84,7 +74,7 @@ def test_percentiles_from_the_buckets_are_within_20_percent(
     scripts time in whole milliseconds, so the smallest scale is a few of them."""
     rng = random.Random(scale_ms)
     values = sorted(max(1, round(rng.lognormvariate(0, 0.6) * scale_ms)) for _ in range(4000))
-    hist = _observed(redis_client, make_queue().queue, values)
+    hist = _observed(make_queue(), values)
     for q in (0.5, 0.95, 0.99):
         exact = values[math.ceil(q * len(values)) - 1]
         found = histogram_quantile(HISTOGRAM_BOUNDS_SECONDS, hist.counts, q)

@@ -91,6 +91,13 @@ def _unregister(q: FairQueue, client: SyncClient) -> Call[Any]:
     return q.ops.unregister_worker("w1")
 
 
+def _flush(q: FairQueue, client: SyncClient) -> Call[Any]:
+    assert q.complete(_leased(q))  # counted by this client, not flushed yet
+    call = q.ops.flush_metrics()
+    assert call is not None
+    return call
+
+
 def _place(q: FairQueue, client: SyncClient) -> Call[Any]:
     for user in ("a", "b"):
         q.enqueue("n", user_id=user)
@@ -162,6 +169,7 @@ CASES: dict[str, list[tuple[str, Builder]]] = {
     "result": [("consume", _result)],
     "stats": [("place and count", _stats)],
     "unregister_worker": [("unregister", _unregister)],
+    "flush_metrics": [("flush", _flush)],
 }
 #: answers that count the work a call did (the resend finds it done: 0, False), or
 #: carry the server's clock; their resends are held to the keyspace alone
@@ -173,6 +181,7 @@ _COUNTS = {
     "reclaim": "leases this call reclaimed",
     "stats": "counts as of the server's clock, with its time",
     "unregister_worker": "whether this call removed the registration",
+    "flush_metrics": "whether this call added the counts",
 }
 
 #: writing scripts whose resend refreshes a time (a heartbeat's or a lock's expiry, a

@@ -771,7 +771,7 @@ class QueueMachine(RuleBasedStateMachine):
             members: list[bytes] = self.client.zrange(key, 0, -1)  # type: ignore[assignment]
             stray = [m.decode() for m in members]
             assert set(stray) <= set(self.tasks), f"{key} lists unknown tasks"
-        elif kind in ("fetch", "stops"):  # a stop list: cancels of a worker's leases
+        elif kind in ("fetch", "stops", "flushed"):  # (flushed: a process's last flush)
             assert self.client.pttl(key) != -1, f"{key} never expires"
         else:
             raise AssertionError(f"unknown key {key}")

@@ -361,7 +361,10 @@ def test_every_method_is_shard_aware_or_kept_in_shard_0() -> None:
             if name.startswith("_") or name in shard_0 or name in SHARD_NAMES:
                 continue
             source = inspect.getsource(getattr(cls, name))
-            routed = "self._place." in source or "self._purge_all_flow(" in source
+            routed = any(
+                flow in source
+                for flow in ("self._place.", "self._purge_all_flow(", "self._metrics_flow(")
+            )  # (the last two flows go through every partition of the placement)
             assert routed, f"{cls.__name__}.{name} names no placement"
 
 
@@ -659,7 +662,9 @@ async def test_a_resize_under_load_loses_nothing_and_runs_nothing_twice(
     assert set(runs.values()) == {1}
     stats = await q.stats()
     assert stats.counts[TaskState.FINISHED] == len(ids)
-    assert stats.counters["completed"] == len(ids)
+    for served in workers:  # what each worker's client counted, on every shard it knew
+        await served.flush_metrics()
+    assert (await q.stats()).counters["completed"] == len(ids)
     assert all(w.shards == 6 for w in workers)  # both workers followed
     assert len({q.shard_of(f"u{i}") for i in range(23)}) > 3
 

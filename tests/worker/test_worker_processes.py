@@ -64,7 +64,8 @@ def wait_until(check: Callable[[], bool], timeout: float, what: str) -> None:
 
 
 def completed(q: FairQueue) -> int:
-    return q.stats().counters.get("completed", 0)
+    """Tasks FINISHED (the truth; the 'completed' counter trails it by a flush)."""
+    return q.stats().counts[TaskState.FINISHED]
 
 
 def runs(client: SyncClient, queue: str) -> dict[str, int]:
@@ -90,7 +91,8 @@ def test_sigkill_mid_flight_loses_nothing_and_completes_once(
     wait_until(lambda: completed(q) == 200, 60, "every task to finish")
     time.sleep(0.3)
     stats = q.stats()
-    assert stats.counters["completed"] == 200
+    # counted by the workers' processes: never twice; the killed one's last second lost
+    assert stats.counters["completed"] <= 200
     assert stats.counts[TaskState.FINISHED] == 200
     assert stats.counts[TaskState.STARTED] == stats.counts[TaskState.QUEUED] == 0
     for t in tasks:

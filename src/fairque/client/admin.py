@@ -43,6 +43,8 @@ class AdminMethods(DeadLetterMethods):
 
         def _purge_all_flow(self, batch: int) -> Flow[int]: ...
 
+        def _flushed(self, flow: Flow[T]) -> Flow[T]: ...
+
         def _list(self) -> None: ...
 
         def _adopt_layout(self, layout: Layout) -> None: ...
@@ -64,14 +66,12 @@ class AdminMethods(DeadLetterMethods):
         return self._drive(self._place.sum(lambda p: p.ops.maintain(batch)))
 
     def place(self) -> int:
-        """Place the tasks pushed one at a time now, up to 500.
+        """Place the tasks pushed one at a time now, up to 500; returns how many.
 
         ``push`` of one plain task writes the task and one entry in the queue's intake;
         placing puts it into the QUEUED registry, its listing indexes and its user's
         lane, and the user into the ring. Every lease call places first, and the reads
-        that need it (``list_tasks``, ``user_loads``, ``wait_place``...) place the whole
-        intake themselves. Returns how many tasks were placed.
-        """
+        that need it (``list_tasks``, ``user_loads``, ``wait_place``...) place too."""
         placed = self._drive(self._place.each(lambda p: p.ops.place()))
         return sum(n for n, _ in placed)
 
@@ -216,19 +216,19 @@ class AdminMethods(DeadLetterMethods):
     def tenants(self, limit: int = 20) -> TenantReport:
         """What the ``limit`` most recently leased users were served (leases, outcomes,
         worker time, wait histogram), the rest summed, and the queue's worker time."""
-        return self._drive(self._place.tenants(limit))
+        return self._drive(self._flushed(self._place.tenants(limit)))
 
     def stats(self, user_limit: int = 100) -> QueueStats:
         """Counts per state, counters and the load of up to ``user_limit`` ready users."""
-        return self._drive(self._place.stats(user_limit))
+        return self._drive(self._flushed(self._place.stats(user_limit)))
 
     def metrics(self) -> QueueMetrics:
-        """Counters and wait/run-time histograms, kept by the scripts in each transition.
+        """Counters and wait/run-time histograms (this client's own counts flushed first).
 
         One read of one hash; see ``QueueMetrics`` for what each figure counts and
         ``HISTOGRAM_BOUNDS_SECONDS`` for the buckets.
         """
-        return self._drive(self._place.metrics())
+        return self._drive(self._flushed(self._place.metrics()))
 
     def xcom_push(self, key: str, value: Any, ttl: float = 86_400) -> None:
         """Share ``value`` under ``key`` for ``ttl`` seconds (tasks of a workflow)."""
@@ -277,6 +277,8 @@ class AsyncAdminMethods(AsyncDeadLetterMethods):
 
         def _purge_all_flow(self, batch: int) -> Flow[int]: ...
 
+        def _flushed(self, flow: Flow[T]) -> Flow[T]: ...
+
         async def _list(self) -> None: ...
 
         def _adopt_layout(self, layout: Layout) -> None: ...
@@ -298,14 +300,12 @@ class AsyncAdminMethods(AsyncDeadLetterMethods):
         return await self._drive(self._place.sum(lambda p: p.ops.maintain(batch)))
 
     async def place(self) -> int:
-        """Place the tasks pushed one at a time now, up to 500.
+        """Place the tasks pushed one at a time now, up to 500; returns how many.
 
         ``push`` of one plain task writes the task and one entry in the queue's intake;
         placing puts it into the QUEUED registry, its listing indexes and its user's
         lane, and the user into the ring. Every lease call places first, and the reads
-        that need it (``list_tasks``, ``user_loads``, ``wait_place``...) place the whole
-        intake themselves. Returns how many tasks were placed.
-        """
+        that need it (``list_tasks``, ``user_loads``, ``wait_place``...) place too."""
         placed = await self._drive(self._place.each(lambda p: p.ops.place()))
         return sum(n for n, _ in placed)
 
@@ -452,19 +452,19 @@ class AsyncAdminMethods(AsyncDeadLetterMethods):
     async def tenants(self, limit: int = 20) -> TenantReport:
         """What the ``limit`` most recently leased users were served (leases, outcomes,
         worker time, wait histogram), the rest summed, and the queue's worker time."""
-        return await self._drive(self._place.tenants(limit))
+        return await self._drive(self._flushed(self._place.tenants(limit)))
 
     async def stats(self, user_limit: int = 100) -> QueueStats:
         """Counts per state, counters and the load of up to ``user_limit`` ready users."""
-        return await self._drive(self._place.stats(user_limit))
+        return await self._drive(self._flushed(self._place.stats(user_limit)))
 
     async def metrics(self) -> QueueMetrics:
-        """Counters and wait/run-time histograms, kept by the scripts in each transition.
+        """Counters and wait/run-time histograms (this client's own counts flushed first).
 
         One read of one hash; see ``QueueMetrics`` for what each figure counts and
         ``HISTOGRAM_BOUNDS_SECONDS`` for the buckets.
         """
-        return await self._drive(self._place.metrics())
+        return await self._drive(self._flushed(self._place.metrics()))
 
     async def xcom_push(self, key: str, value: Any, ttl: float = 86_400) -> None:
         """Share ``value`` under ``key`` for ``ttl`` seconds (tasks of a workflow)."""

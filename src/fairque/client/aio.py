@@ -112,7 +112,10 @@ class AsyncFairQueue(
                     raw = await self.client.eval(call.script.source, n, *keys, *args)
         except ResponseError as exc:
             self._reraise(exc)
-        return call.parse(raw)
+        out = call.parse(raw)
+        if self._flush_due():
+            await self._drive(self._metrics_flow())
+        return out
 
     async def _list(self) -> None:
         """Name the queue in the server's registry when that is due."""
@@ -137,7 +140,10 @@ class AsyncFairQueue(
             except ResponseError as exc:
                 self._reraise(exc)
             if raw is not FAILED:
-                return call.parse(raw)
+                out = call.parse(raw)
+                if self._flush_due():
+                    await self._drive(self._metrics_flow())
+                return out
         return await self._run(call)
 
     async def _send_pipeline(self, calls: Sequence[Call[Any]]) -> list[Any]:
@@ -247,16 +253,8 @@ class AsyncFairQueue(
         no bound): the most leases ``worker_id`` may hold at once, counted by the server
         from its unexpired leases; a request past it leases what is left, or none.
         """
-        request = LeaseRequest(
-            count,
-            worker_id,
-            lease_seconds,
-            assigned_users,
-            steal_targets,
-            request_id,
-            names,
-            max_held,
-        )
+        request = LeaseRequest(count, worker_id, lease_seconds, assigned_users, steal_targets,
+                               request_id, names, max_held)  # fmt: skip
         return (await self._drive_resendable(self._place.lease(request)))[1]
 
     async def complete(self, task: Task, result: Any = None) -> bool:
@@ -282,16 +280,8 @@ class AsyncFairQueue(
         Returns:
             One bool per finished task (False: its lease was lost), and the leased tasks.
         """
-        request = LeaseRequest(
-            count,
-            worker_id,
-            lease_seconds,
-            assigned_users,
-            steal_targets,
-            request_id,
-            names,
-            max_held,
-        )
+        request = LeaseRequest(count, worker_id, lease_seconds, assigned_users, steal_targets,
+                               request_id, names, max_held)  # fmt: skip
         acks, leased = await self._drive_resendable(self._place.lease(request, done))
         return acks, leased
 
@@ -465,8 +455,14 @@ class AsyncFairQueue(
         """Wake up to ``n`` idle workers (1..64); returns the tokens now waiting."""
         return await self._run(self.ops.wake(n))
 
+    async def flush_metrics(self) -> None:
+        """Send what this client counted since its last flush now (done at most once a
+        second after its calls, and by ``close``; a worker does it when it stops)."""
+        await self._drive(self._metrics_flow())
+
     async def close(self) -> None:
-        """Close the underlying client's connections."""
+        """Flush this client's counts, then close the underlying client's connections."""
+        await self.flush_metrics()
         await self.client.aclose()
 
     async def __aenter__(self) -> AsyncFairQueue:

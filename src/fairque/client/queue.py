@@ -103,7 +103,10 @@ class FairQueue(
                     raw = self.client.eval(call.script.source, n, *keys, *args)
         except ResponseError as exc:
             self._reraise(exc)
-        return call.parse(raw)
+        out = call.parse(raw)
+        if self._flush_due():
+            self._drive(self._metrics_flow())
+        return out
 
     def _list(self) -> None:
         """Name the queue in the server's registry when that is due."""
@@ -128,7 +131,10 @@ class FairQueue(
             except ResponseError as exc:
                 self._reraise(exc)
             if raw is not FAILED:
-                return call.parse(raw)
+                out = call.parse(raw)
+                if self._flush_due():
+                    self._drive(self._metrics_flow())
+                return out
         return self._run(call)
 
     def _send_pipeline(self, calls: Sequence[Call[Any]]) -> list[Any]:
@@ -238,16 +244,8 @@ class FairQueue(
         no bound): the most leases ``worker_id`` may hold at once, counted by the server
         from its unexpired leases; a request past it leases what is left, or none.
         """
-        request = LeaseRequest(
-            count,
-            worker_id,
-            lease_seconds,
-            assigned_users,
-            steal_targets,
-            request_id,
-            names,
-            max_held,
-        )
+        request = LeaseRequest(count, worker_id, lease_seconds, assigned_users, steal_targets,
+                               request_id, names, max_held)  # fmt: skip
         return self._drive_resendable(self._place.lease(request))[1]
 
     def complete(self, task: Task, result: Any = None) -> bool:
@@ -273,16 +271,8 @@ class FairQueue(
         Returns:
             One bool per finished task (False: its lease was lost), and the leased tasks.
         """
-        request = LeaseRequest(
-            count,
-            worker_id,
-            lease_seconds,
-            assigned_users,
-            steal_targets,
-            request_id,
-            names,
-            max_held,
-        )
+        request = LeaseRequest(count, worker_id, lease_seconds, assigned_users, steal_targets,
+                               request_id, names, max_held)  # fmt: skip
         acks, leased = self._drive_resendable(self._place.lease(request, done))
         return acks, leased
 
@@ -456,8 +446,14 @@ class FairQueue(
         """Wake up to ``n`` idle workers (1..64); returns the tokens now waiting."""
         return self._run(self.ops.wake(n))
 
+    def flush_metrics(self) -> None:
+        """Send what this client counted since its last flush now (done at most once a
+        second after its calls, and by ``close``; a worker does it when it stops)."""
+        self._drive(self._metrics_flow())
+
     def close(self) -> None:
-        """Close the underlying client's connections."""
+        """Flush this client's counts, then close the underlying client's connections."""
+        self.flush_metrics()
         self.client.close()
 
     def __enter__(self) -> FairQueue:

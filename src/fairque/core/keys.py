@@ -130,7 +130,9 @@ class QueueKeys:
 
     @property
     def stats(self) -> str:
-        """Hash of throughput counters (pushed, popped, completed, ...)."""
+        """Hash of throughput counters (pushed, popped, completed, ...): the scripts count
+        what only they see (reclaims, cancels, lost leases); the processes that lease and
+        complete flush their counts and histograms into it (``fairque.core.tally``)."""
         return self._k("stats")
 
     @property
@@ -405,6 +407,11 @@ class QueueKeys:
         once; a minute after the last cancel it expires (a worker away longer learns of
         the cancel from its next heartbeat)."""
         return self._k(f"stops:{worker_id}")
+
+    def flushed(self, process: str) -> str:
+        """The last metrics flush of one process (``flush_metrics``): its sequence
+        number, so a resent flush counts nothing again; kept a day after the last."""
+        return self._k(f"flushed:{process}")
 
     def schedule(self, schedule_id: str) -> str:
         """Hash of one schedule: definition, payload, cursor, counters (fairque.schedules.model)."""

@@ -1,17 +1,15 @@
 """The task hash: how a ``Task`` is stored, field by field, and the codec both ways.
 
-Each task lives in one hash, ``fq:{<queue>}:task:<id>`` (``QueueKeys.task``). Python
-and Lua call its fields by different names: the hash field is the short name the
-scripts read and write (``prio``, ``retries``, ``run_at``, ``lease``, ``deadline``...),
-the ``Task`` attribute is the public name. ``FIELDS`` is the one table that maps them
-and says which slot of the push record (``PushRecord``: the per-task values in
-``push.lua``'s ARGV) carries each field in. The decoder (``TaskCodec.task_from_hash``)
+Each task lives in one hash, ``fq:{<queue>}:task:<id>`` (``QueueKeys.task``). The hash
+field is the short name the scripts read and write (``prio``, ``retries``, ``run_at``,
+``lease``...), the ``Task`` attribute the public name. ``FIELDS`` is the one table that
+maps them and says which slot of the push record (``PushRecord``: the per-task values
+in ``push.lua``'s ARGV) carries each field in. The decoder (``TaskCodec.task_from_hash``)
 is driven by ``FIELDS``; the encoder (``TaskCodec.encode``) fills the push record whose
 slots it names. Four fields are left out of a task that has their stock values
 (``STOCK``), and ``retries`` until an attempt fails: a missing field reads as that
-value, in Python and in the scripts. Tests hold ``FIELDS`` to ``Task``, to
-``push.lua``'s header, to every hash the scripts write, and to this copy of it for
-readers of the Lua side:
+value, in Python and in the scripts. Tests hold ``FIELDS`` to ``Task``, to ``push.lua``'s
+header, to every hash the scripts write, and to this copy for readers of the Lua side:
 
 =====================  ============  =============  ===========================================
 Task attribute         hash field    push slot      stored value (times in ms since the epoch)
@@ -80,6 +78,7 @@ progress_message       progress_msg  -              the message reported with it
                                                     the lease; its start, us)
 -                      gheld         -              the group whose in-flight cap the
                                                     current lease holds slots of
+-                      waited        -              ms it waited ready before this lease
 =====================  ============  =============  ===========================================
 """
 
@@ -218,6 +217,7 @@ FIELDS: tuple[Field, ...] = (
     Field(None, "ptag", None, None),
     Field(None, "fair", None, None),
     Field(None, "gheld", None, None),
+    Field(None, "waited", None, None),
 )
 _TASK_FIELDS = frozenset(Task.model_fields)
 

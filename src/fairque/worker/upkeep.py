@@ -153,8 +153,10 @@ class Upkeep:
         return canceled + trimmed
 
     async def unregister(self) -> None:
-        """Take the worker out of the queue's registry (an outage is logged)."""
+        """Flush the worker's counts and take it out of the queue's registry (an outage
+        is logged; a flush that fails is kept by the client for its next call)."""
         try:
+            await self.queue.flush_metrics()
             await self.queue.unregister_worker(self.worker_id)
         except CONNECTION_ERRORS as exc:
             log.warning("worker %s: could not unregister (%s)", self.worker_id, describe(exc))

@@ -1,17 +1,23 @@
 """The part of a client that routes through a placement: it holds the placement, swaps
 it when the queue's layout changes, and does the upkeep a client does beside its calls
-(naming the queue in the registry, reading the layout)."""
+(naming the queue in the registry, reading the layout, flushing what it counted)."""
 
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, TypeVar
+
+import redis
 
 from fairque.client.base import LAYOUT_EVERY, Flow, QueueBase
 from fairque.client.shards.one import OnePlace
 from fairque.client.shards.placement import Placement
 from fairque.client.shards.spread import Shards
 from fairque.core.ops.shards import Layout
+from fairque.core.tally import FLUSH_EVERY
+from fairque.errors import FairqueError
+
+T = TypeVar("T")
 
 
 class Placed(QueueBase):
@@ -25,6 +31,8 @@ class Placed(QueueBase):
         self._place: Placement = OnePlace(self)
         #: when this client reads the queue's shard layout again (a resize elsewhere)
         self._layout_at = time.monotonic() + LAYOUT_EVERY
+        #: when this client flushes its counts again (monotonic; ``_flush_due``)
+        self._flush_at = 0.0
 
     @property
     def shards(self) -> int:
@@ -39,6 +47,36 @@ class Placed(QueueBase):
     def layout(self) -> Layout:
         """The shards as this client knows them: the count placed on, every other tag."""
         return self._place.layout
+
+    def _flush_due(self) -> bool:
+        """Whether this client has counts to flush and flushed none in the last second
+        (checked after each call)."""
+        now = time.monotonic()
+        if now < self._flush_at:
+            return False
+        return self.ops.tally.pending() or any(
+            part.ops.tally.pending() for part in self._place.parts
+        )
+
+    def _metrics_flow(self) -> Flow[None]:
+        """Flush the counts of each partition (``fairque.core.tally``). A flush that
+        fails (the server full or away) is kept and sent again with its number later;
+        it never fails the call it follows."""
+        self._flush_at = time.monotonic() + FLUSH_EVERY
+        # (the client's own partition too: a resize may have left it out of the parts)
+        for ops in {id(p.ops): p.ops for p in (self, *self._place.parts)}.values():
+            call = ops.flush_metrics()
+            if call is not None:
+                try:
+                    yield call
+                except (FairqueError, redis.RedisError, OSError):
+                    continue
+
+    def _flushed(self, flow: Flow[T]) -> Flow[T]:
+        """``flow`` after this client's counts are flushed (a read sees its own counts)."""
+        yield from self._metrics_flow()
+        out: T = yield from flow
+        return out
 
     def _adopt_layout(self, layout: Layout) -> None:
         """Serve the shards of ``layout`` from now on (a resize made here or elsewhere)."""

@@ -22,6 +22,7 @@ Errors: 'FQERR -2' (TaskNotFound) when no such task exists.
 -- @include has_ready
 -- @include leave_ring
 -- @include end_attempt
+-- @include count_attempt
 -- @include finalize
 -- @include detach_waiting
 -- @include cascade_failure
@@ -73,7 +74,8 @@ elseif state == 'STARTED' then
     redis.call('LTRIM', stops, -STOPS_KEPT, -1)
     redis.call('PEXPIRE', stops, 60000)
   end
-  end_attempt(K, id, user, ms, nil, nil, nil, {ms - (f[7] or ms), f[8], nil, us})
+  count_attempt(K, user, end_attempt(K, id, user, ms, nil, nil, nil,
+    {ms - (f[7] or ms), f[8], nil, us}), nil)
 end
 if state ~= 'STARTED' then backlog_add(K, user, -1) end
 finalize(K, id, 'CANCELED', K.canceled, ms, tonumber(ARGV[2]), 'canceled', req .. ' 1')

@@ -17,7 +17,6 @@ canceled or finished by someone else); nothing changes then.
 ]]
 -- @include now
 -- @include complete_task
--- @include count_completions
 -- @include signal_wake
 
 local K = {prefix = KEYS[1], ring = KEYS[2], delayed = KEYS[3], leases = KEYS[4],
@@ -25,10 +24,9 @@ local K = {prefix = KEYS[1], ring = KEYS[2], delayed = KEYS[3], leases = KEYS[4]
   caps = KEYS[10], capped = KEYS[11], wake = KEYS[12], ends = KEYS[13], constraint_due = KEYS[14],
   backlog = KEYS[15]}
 local ms, us = now()
-local acc = {runs = {}, done = 0}
+local acc = {}
 local ok, ready = complete_task(K, ARGV[1], ARGV[2], ARGV[3] == '1', ARGV[4], ms, us,
   ARGV[5], ARGV[6] + 0, acc, ARGV[7])  -- (+ 0: Lua's string coercion, a third of a tonumber call)
-count_completions(K, acc)
 if ready > 0 then
   signal_wake(K, 1)
 end

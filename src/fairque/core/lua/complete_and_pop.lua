@@ -32,7 +32,7 @@ and with the state asked for, a third entry: shard_state.lua's reply.
 -- @include now
 -- @include enqueue_ready
 -- @include complete_task
--- @include count_completions
+-- @include write_later
 -- @include signal_wake
 -- @include read_users
 -- @include read_names
@@ -56,7 +56,7 @@ local most = tonumber(ARGV[at])
 at = at + 1
 local nc = ARGV[at] + 0
 local acks, ready = {}, 0
-local acc = {runs = {}, done = 0}
+local acc = {}
 if nc > 1 then acc.later = {leases = {}, ends = {}, registry = {}} end
 for i = 0, nc - 1 do
   local b = at + 1 + i * 5
@@ -65,7 +65,7 @@ for i = 0, nc - 1 do
   acks[#acks + 1] = ok
   ready = ready + made_ready
 end
-count_completions(K, acc)
+write_later(K, acc.later)
 local count = ARGV[1] + 0
 local leased = {}
 if count > 0 then

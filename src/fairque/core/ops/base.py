@@ -15,6 +15,7 @@ from fairque.core.keys import QueueKeys, validate_queue_name
 from fairque.core.options import QueueOptions
 from fairque.core.records import Call, EncodedResult
 from fairque.core.scripts import load_all
+from fairque.core.tally import Tally
 from fairque.core.taskhash import TaskCodec
 
 T = TypeVar("T")
@@ -43,6 +44,8 @@ class OperationsBase:
         self._max_queued = options.max_queued_per_user or 0
         #: the default byte quota per user (payloads of its tasks not ended; 0: none)
         self._max_bytes = options.max_bytes_per_user or 0
+        #: what this process counted of its calls here, until its next flush
+        self.tally = Tally()
         # push_one's argument before the request id
         self._one_head = (options.on_duplicate,)
 

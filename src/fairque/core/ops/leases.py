@@ -7,9 +7,9 @@ of ``complete_and_pop`` follow it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any, overload
+from typing import Any, TypeVar, overload
 
 from fairque.core.checks import (
     MAX_POP_COUNT,
@@ -31,9 +31,12 @@ from fairque.core.records import (
     request_id,
     shard_state_of,
 )
+from fairque.core.tally import waited
 from fairque.core.taskhash import ms_to_dt, text
 from fairque.errors import LeaseLost, PayloadTooLarge, ValidationError
 from fairque.models import Task, TaskState, WorkerInfo
+
+T = TypeVar("T")
 
 #: longest traceback and failure reason kept (characters; a longer traceback keeps its end)
 MAX_TRACEBACK = 65_536
@@ -108,7 +111,21 @@ class LeaseOperations(OperationsBase):
         """
         if not isinstance(request, LeaseRequest):
             request = LeaseRequest(request, *fields)
-        return self._call("pop", self._lease_args(request), self.codec.leased)
+        args = self._lease_args(request)
+        return self._call("pop", args, self._counted(args[8]))
+
+    def _counted(self, req: str) -> Callable[[Any], Leased]:
+        """The parse of a lease reply that counts its tasks (``tally``) once per request."""
+        leased, tally = self.codec.leased, self.tally
+
+        def parse(reply: Any) -> Leased:
+            out = leased(reply)
+            if out:  # (an undecodable task has no wait counted)
+                waits = [waited(flat) for flat in reply] if len(out) == len(reply) else []
+                tally.leased(out, waits, req)
+            return out
+
+        return parse
 
     @overload
     def complete_and_pop(
@@ -157,14 +174,18 @@ class LeaseOperations(OperationsBase):
             args.extend(self._completion(task, result))
         if with_state:
             args.append("1")
-        leased = self.codec.leased
+        leased, ended = self._counted(args[8]), self.tally.ended
 
         def parse(reply: list[Any]) -> tuple[list[bool], Leased]:
             acks, tasks, *state = reply
             out = leased(tasks)
             if state:
                 out.state = shard_state_of(state[0])
-            return [int(a) == 1 for a in acks], out
+            oks = [int(a) == 1 for a in acks]
+            for (task, _), ok in zip(done, oks, strict=True):
+                if ok:
+                    ended(task, "done")
+            return oks, out
 
         return self._call("complete_and_pop", args, parse)
 
@@ -211,7 +232,15 @@ class LeaseOperations(OperationsBase):
         """Finish a leased task (False when the lease was lost)."""
         *values, run_us = self._completion(task, result)
         args = [*values, self.options.ordering, self._horizon_us, run_us]
-        return self._call("complete", args, lambda r: int(r) == 1)
+        tally = self.tally
+
+        def parse(reply: Any) -> bool:
+            if int(reply) != 1:
+                return False
+            tally.ended(task, "done")
+            return True
+
+        return self._call("complete", args, parse)
 
     def fail(
         self,
@@ -239,9 +268,21 @@ class LeaseOperations(OperationsBase):
             _optional_text(reason, "reason", MAX_REASON),
             b"" if details is None else dump_value(self.serializer, details, "details"),
         )
-        return self._fail_call(
+        call = self._fail_call(
             task_id, token, error_text(error), retry, delay_ms, budget, extra, task._run_us
         )
+        return self._ended(call, task, "failed")
+
+    def _ended(self, call: Call[T], task: Task, outcome: str | None) -> Call[T]:
+        """``call`` (an attempt's end), counting the attempt (``tally``) when it answers."""
+        parse, ended = call.parse, self.tally.ended
+
+        def counted(reply: Any) -> T:
+            out = parse(reply)
+            ended(task, outcome)
+            return out
+
+        return Call(call.script, call.keys, call.args, counted)
 
     def _fail_call(
         self,
@@ -318,7 +359,7 @@ class LeaseOperations(OperationsBase):
         task_id, token = self._lease_of(task)
         delay_ms = _seconds_ms(delay, "delay")
         args = [task_id, token, delay_ms, self.options.ordering, self._horizon_us, task._run_us]
-        return self._call("requeue", args, lambda r: TaskState(text(r)))
+        return self._ended(self._call("requeue", args, lambda r: TaskState(text(r))), task, None)
 
     def reclaim(self, limit: int) -> Call[int]:
         """Reclaim up to ``limit`` expired leases."""
@@ -349,6 +390,20 @@ class LeaseOperations(OperationsBase):
         """Register or refresh a worker; forget workers silent for ``ttl_seconds``."""
         args = [info.worker_id, info.model_dump_json(), round(ttl_seconds * 1000)]
         return self._call("register_worker", args, int)
+
+    def flush_metrics(self) -> Call[int] | None:
+        """The flush of this partition's counts (``tally``), or None when it has none;
+        1 when the server added them, 0 for a resent flush it had added already."""
+        args = self.tally.take()
+        if args is None:
+            return None
+        tally = self.tally
+
+        def parse(reply: Any) -> int:
+            tally.sent()
+            return int(reply)
+
+        return self._call("flush_metrics", args, parse)
 
     def unregister_worker(self, worker_id: str) -> Call[bool]:
         """Remove a worker's registration."""

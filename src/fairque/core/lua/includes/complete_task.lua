@@ -5,21 +5,19 @@
 -- @include end_attempt
 -- @include constraint_free
 -- @include finalize
--- @include handler_ms
 -- @include slot_members
 -- @include compact_record
 -- complete_task(K, id, token, has_result, result, ms, us, ordering, horizon_us, acc,
 -- run_us): finish a leased task if `token` still holds its lease, store its result
 -- (when the task keeps results) and release the dependents waiting only for it.
 -- `run_us`: the handler's run as the worker measured it ('': not reported; see
--- handler_ms), what the attempt is charged and counted as. A resend of a
+-- handler_ms), what the attempt is charged as. A resend of a
 -- completion that succeeded succeeds again and changes nothing. Returns
 -- 1 or 0 (lease lost), and the number of dependents made ready.
--- `acc` ({runs = {}, done = 0}, one per call) gathers the counters of the call's
--- completions, for count_completions to write once; with acc.later = {leases = {},
--- ends = {}, registry = {}} (a call of many completions) also the members of the
--- lease registry's ZREM and of the FINISHED registry's and `ends`' ZADDs, which
--- count_completions writes one command each (nothing reads those keys meanwhile). The FINISHED registry's expired
+-- `acc` ({}, one per call) is shared by the call's completions; with acc.later =
+-- {leases = {}, ends = {}, registry = {}} (a call of many completions) it gathers the
+-- members of the lease registry's ZREM and of the FINISHED registry's and `ends`'
+-- ZADDs, which write_later writes one command each (nothing reads those keys meanwhile). The FINISHED registry's expired
 -- entries are trimmed at most once per call, by a completion whose lease token is a
 -- multiple of 16 (acc.trimmed): a ZREMRANGEBYSCORE per completion bought nothing that
 -- readers need (they skip expired ids; maintain and stats trim too).
@@ -39,8 +37,6 @@ local function complete_task(K, id, token, has_result, result, ms, us, ordering,
     return 0, 0
   end
   local ran = ms - (f[7] or ms)  -- (numeric strings coerce)
-  acc.runs[#acc.runs + 1] = handler_ms(ran, run_us)
-  acc.done = acc.done + 1
   -- one EXISTS for the usual case: no user is held out by its cap (the capped set is
   -- empty: release_slot has nothing to look up) and nobody waits for the task, as a
   -- dependency or a result; else the two sets are told apart as before

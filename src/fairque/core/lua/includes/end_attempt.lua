@@ -11,7 +11,7 @@
 -- and free its user's in-flight slots, its constraint buckets' slots and its group's.
 -- `cons`, `cost` and `gheld`: the task's 'cons', 'cost' and 'gheld' fields as the caller
 -- read them (false: none), or nil to read them here. `run`: the attempt as fair_settle
--- takes it.
+-- takes it. Returns the attempt's run in us (fair_settle).
 local function end_attempt(K, id, user, ms, cons, cost, gheld, run, ...)
   redis.call('ZREM', K.leases, id)
   if cons == nil then
@@ -25,5 +25,5 @@ local function end_attempt(K, id, user, ms, cons, cost, gheld, run, ...)
 -- @include group_release
     group_release(K, id, gheld, cost, ms)
   end
-  fair_settle(K, user, run)
+  return fair_settle(K, user, run)
 end

@@ -4,9 +4,8 @@
 -- @include signal_wake
 -- @include finalize
 -- @include cascade_failure
--- @include observe
+-- @include count_attempt
 -- @include backlog_add
--- @include handler_ms
 -- @include due_by
 -- fail_attempt(K, id, error, retry, ms, base_ms, failed_ttl_ms, delay_ms, req,
 -- max_retries, extra, us, run_us): a STARTED attempt failed (`us`: now in
@@ -17,8 +16,8 @@
 -- base * 2^(n-1) when delay_ms < 0, at most 10 years) and return 'SCHEDULED';
 -- otherwise the task is FAILED, keeping the error, and 'FAILED' is returned. `req`
 -- (or nil for a reclaimed lease) records the answer for a resent request (see replayed).
--- A failed attempt's run time (leased -> failed) goes to the 'run' histogram, except a
--- reclaimed lease's (it ran until its lease expired, not until it failed).
+-- A reclaimed lease's attempt (no `req`: it ran until its lease expired) is counted
+-- here (count_attempt); a failure a process reports is counted by that process.
 local function fail_attempt(K, id, err, retry, ms, base_ms, failed_ttl_ms, delay_ms, req,
                             max_retries, extra, us, run_us)
   local tk = task_key(K, id)
@@ -30,10 +29,10 @@ local function fail_attempt(K, id, err, retry, ms, base_ms, failed_ttl_ms, delay
   end
   -- a reclaimed lease (no `req`) held its worker's slot until its deadline
   local ran = (req and ms or tonumber(f[6] or ms)) - tonumber(f[4] or ms)
-  end_attempt(K, id, f[1], ms, f[5], f[8], f[9],
+  local busy = end_attempt(K, id, f[1], ms, f[5], f[8], f[9],
     {ran, f[7], 'failed', req and us or false, run_us}, 'traceback', 'reason', 'details')
   if extra and #extra > 0 then redis.call('HSET', tk, unpack(extra)) end
-  if req then observe(K, 'run_ms', {handler_ms(ran, run_us)}) end
+  if not req then count_attempt(K, f[1], busy, 'failed') end
   local n = tonumber(f[2] or 0)
   local limit = tonumber(f[3] or select(2, task_stock()))
   if max_retries and max_retries >= 0 then limit = max_retries end

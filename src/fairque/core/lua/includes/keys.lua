@@ -20,6 +20,7 @@ local function done_key(K, id) return K.prefix .. 'done:' .. id end
 local function schedule_key(K, id) return K.prefix .. 'schedule:' .. id end
 local function stops_key(K, worker) return K.prefix .. 'stops:' .. worker end
 local function worker_held_key(K, worker) return K.prefix .. 'wheld:' .. worker end
+local function flushed_key(K, process) return K.prefix .. 'flushed:' .. process end
 local function kept_key(K, user) return K.prefix .. 'kept:' .. user end
 local function user_index_key(K, user) return K.prefix .. 'uidx:' .. user end
 local function name_index_key(K, name) return K.prefix .. 'nidx:' .. name end

@@ -3,7 +3,6 @@
 -- @include has_ready
 -- @include ring_join
 -- @include signal_wake
--- @include observe
 -- @include lane_score
 -- @include intake_head
 -- @include task_stock

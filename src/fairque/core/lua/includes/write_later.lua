@@ -1,10 +1,8 @@
--- @include observe
--- count_completions(K, acc): write what complete_task gathered in `acc` (see there):
--- the 'completed' counter and the 'run' histogram, once for all of a call's completions,
--- and the registry writes gathered in acc.later (many members per command, in slices
--- the Lua stack takes).
-local function count_completions(K, acc)
-  local later = acc.later
+-- write_later(K, later): the registry writes that complete_task gathered in `later`
+-- (acc.later, see there), once for all of a call's completions: many members per
+-- command, in slices the Lua stack takes. (The completions themselves are counted by
+-- the process that sent them: fairque.core.tally.)
+local function write_later(K, later)
   if later then
     local leases, ends, reg = later.leases, later.ends, later.registry
     for at = 1, #leases, 1000 do
@@ -17,6 +15,4 @@ local function count_completions(K, acc)
       redis.call('ZADD', K.finished, unpack(reg, at, math.min(#reg, at + 999)))
     end
   end
-  if acc.done > 0 then redis.call('HINCRBY', K.stats, 'completed', acc.done) end
-  observe(K, 'run_ms', acc.runs)
 end

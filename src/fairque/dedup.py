@@ -70,8 +70,10 @@ class Dedup(BaseModel):
     @property
     def wait_cap(self) -> float:
         """The longest a debounced task waits after its first push (``max_wait``, or
-        ten windows)."""
-        return self.max_wait if self.max_wait is not None else 10 * (self.window or 0)
+        ten windows, at most the longest wait a ``max_wait`` may name)."""
+        if self.max_wait is not None:
+            return self.max_wait
+        return min(10 * (self.window or 0), MAX_SECONDS)
 
     def stored(self) -> str:
         """As a push carries it and the task hash keeps it (``dedup``): ``'<mode>

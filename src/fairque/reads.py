@@ -76,7 +76,7 @@ class GroupLoad:
     max_in_flight: int | None = None
     max_queued: int | None = None
     #: its tenants' tasks in QUEUED, SCHEDULED or DEFERRED together (what its quota
-    #: counts): kept from the first group quota set on the queue on (0 before)
+    #: counts): kept while a group of the queue has a quota (0 otherwise)
     queued: int = 0
     #: the weights of its tenants with ready work in the ring (time mode; on a queue
     #: with groups or shares), over which its weight is shared

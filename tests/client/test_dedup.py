@@ -12,6 +12,7 @@ from helpers.servers import SyncClient
 from helpers.support import MakeQueue, queue_snapshot, resend
 
 from fairque import Dedup, Task, TaskState, ValidationError
+from fairque.core.checks import MAX_SECONDS
 from fairque.core.keys import QueueKeys
 
 
@@ -227,3 +228,21 @@ def test_a_bad_dedup_is_a_typed_error_and_writes_nothing(
     with pytest.raises(ValidationError):
         q.enqueue("job", 1, user_id="u", dedup={"key": "k"})  # type: ignore[arg-type]
     assert queue_snapshot(redis_client, q.queue) == before
+
+
+def test_a_debounce_of_a_long_window_reads_back_within_the_longest_wait(
+    make_queue: MakeQueue,
+) -> None:
+    """Ten windows past the longest ``max_wait`` are cut to it, so the stored task reads
+    back (the service's push answered 422 for such a window, found by schemathesis)."""
+    q = make_queue()
+    longest = MAX_SECONDS  # the most a max_wait may name
+    window = longest / 2
+    pushed = q.push(
+        Task(user_id="u", name="n", dedup=Dedup(key="k", mode="debounce", window=window))
+    )
+    got = q.get(pushed.task_id or "")
+    assert got is not None
+    assert got.dedup is not None
+    assert got.dedup.window == window
+    assert got.dedup.wait_cap == longest

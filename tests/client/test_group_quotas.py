@@ -149,17 +149,22 @@ def test_a_tenant_that_changes_group_takes_its_backlog_along(make_queue: MakeQue
     q.enqueue("w", {}, user_id="a")  # in no group: only its own quota holds
 
 
-def test_a_removed_quota_holds_no_more_and_the_backlog_is_still_kept(
+def test_a_removed_quota_holds_no_more_and_the_backlog_is_kept_while_a_quota_is(
     make_queue: MakeQueue,
 ) -> None:
     q = make_queue()
     q.set_user_limits("a", group="org")
     q.set_group_limits("org", max_queued=1)
+    q.set_group_limits("other", max_queued=5)  # another group's quota: backlogs kept
     q.enqueue("w", {}, user_id="a")
     q.set_group_limits("org", max_queued=0)
     q.enqueue("w", {}, user_id="a")
     load = q.group_loads(["org"])[0]
     assert (load.max_queued, load.queued) == (None, 2)
+    q.set_group_limits("other", max_queued=0)  # the last quota: backlogs no longer kept
+    assert q.group_loads(["org"])[0].queued == 0
+    q.set_group_limits("org", max_queued=3)  # counted again from its tenants' backlogs
+    assert q.group_loads(["org"])[0].queued == 2
 
 
 def test_group_loads_read_every_limit(make_queue: MakeQueue) -> None:

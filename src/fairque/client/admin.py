@@ -159,8 +159,8 @@ class AdminMethods(DeadLetterMethods):
                 (a task of cost N holds N), counted from unexpired leases; 0 removes it.
             max_queued: its backlog quota: a push that would take its tenants' tasks in
                 QUEUED, SCHEDULED or DEFERRED together past this raises
-                ``QuotaExceeded`` (naming the group); 0 removes it. The first quota
-                makes the queue keep its groups' backlogs from then on.
+                ``QuotaExceeded`` (naming the group); 0 removes it. The queue keeps
+                its groups' backlogs while a group has a quota.
 
         Every shard of a sharded queue takes them (a cap and a quota hold in each shard).
 
@@ -393,8 +393,8 @@ class AsyncAdminMethods(AsyncDeadLetterMethods):
                 (a task of cost N holds N), counted from unexpired leases; 0 removes it.
             max_queued: its backlog quota: a push that would take its tenants' tasks in
                 QUEUED, SCHEDULED or DEFERRED together past this raises
-                ``QuotaExceeded`` (naming the group); 0 removes it. The first quota
-                makes the queue keep its groups' backlogs from then on.
+                ``QuotaExceeded`` (naming the group); 0 removes it. The queue keeps
+                its groups' backlogs while a group has a quota.
 
         Every shard of a sharded queue takes them (a cap and a quota hold in each shard).
 

@@ -462,8 +462,10 @@ class AsyncFairQueue(
 
     async def close(self) -> None:
         """Flush this client's counts, then close the underlying client's connections."""
-        await self.flush_metrics()
-        await self.client.aclose()
+        try:
+            await self.flush_metrics()
+        finally:
+            await self.client.aclose()
 
     async def __aenter__(self) -> AsyncFairQueue:
         return self

@@ -453,8 +453,10 @@ class FairQueue(
 
     def close(self) -> None:
         """Flush this client's counts, then close the underlying client's connections."""
-        self.flush_metrics()
-        self.client.close()
+        try:
+            self.flush_metrics()
+        finally:
+            self.client.close()
 
     def __enter__(self) -> FairQueue:
         return self

@@ -119,13 +119,10 @@ class QueueKeys:
 
     @property
     def meta(self) -> str:
-        """Hash of queue counters used by the scripts (ring clock, lease sequence, the
-        'due' hint: no lease expires and no scheduled task is due before it; 'costly':
-        a task of cost > 1 was pushed, so a lease reads each task's cost; 'counted': the
-        queue has groups or shares, so the ring's joins and leaves keep 'weights', the
-        top-level weights of the users in the ring; 'group_caps': a group's in-flight cap
-        was set, so a grouped tenant's lease looks for it; 'group_backlogs': a group's
-        backlog quota was set, so the queue keeps its groups' backlogs)."""
+        """Hash of the queue's clocks (ring clock, lease sequence, fair floor, the 'due'
+        hint) and settings (its fairness mode and the features it uses now: 'counted',
+        'group_caps', 'group_backlogs', each set and cleared by the script that owns
+        it), field by field in ``fairque.core.meta.META``."""
         return self._k("meta")
 
     @property

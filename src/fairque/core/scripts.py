@@ -37,6 +37,7 @@ from functools import cache, lru_cache
 from pathlib import Path
 
 from fairque.core.keys import QueueKeys
+from fairque.core.meta import META
 from fairque.errors import FairqueError
 
 LUA_DIR = Path(__file__).parent / "lua"
@@ -52,6 +53,12 @@ _COMMENT_RE = r"--\[(?P<eq>=*)\[.*?\](?P=eq)\]|--[^\n]*"
 _COMMENT = re.compile(f"(?P<string>{_STRING})|{_COMMENT_RE}", re.DOTALL)
 _BINDING = re.compile(r"^local K = \{([^{}]*)\}", re.MULTILINE)
 _KEY_USE = re.compile(r"\bK\.(\w+)")
+#: a command on the meta hash and the quoted literals that follow it
+_META_USE = re.compile(
+    r"redis\.p?call\('(?P<cmd>\w+)',\s*K\.meta\s*,\s*(?P<args>(?:'[^']*'\s*,\s*)*'[^']*')"
+)
+#: commands whose quoted arguments after the key are (field, value) pairs
+_PAIRS = frozenset({"HSET", "HSETNX", "HINCRBY", "HINCRBYFLOAT"})
 # a builder's argument: anything but parentheses, or one level of them
 _ARGUMENT = r"(?:[^()'\"]|" + _STRING + r"|\([^()]*\))*"
 _BUILDER = re.compile(
@@ -249,6 +256,25 @@ def check_keys(body: str, includes: dict[str, str], declared: tuple[str, ...]) -
         raise ScriptLoadError(f"declares keys it never uses: {', '.join(unused)}")
 
 
+def check_meta(body: str, includes: dict[str, str]) -> None:
+    """Check that every field a script names in the meta hash is declared in
+    ``fairque.core.meta.META`` (a field built at run time is not seen here).
+
+    Raises:
+        ScriptLoadError: a field is not declared.
+    """
+    unknown: set[str] = set()
+    for text in (body, *includes.values()):
+        for match in _META_USE.finditer(_code(text)):
+            literals = re.findall(r"'([^']*)'", match["args"])
+            fields = literals[::2] if match["cmd"] in _PAIRS else literals
+            unknown.update(name for name in fields if name not in META)
+    if unknown:
+        raise ScriptLoadError(
+            f"names meta fields fairque.core.meta does not declare: {', '.join(sorted(unknown))}"
+        )
+
+
 def key_builders(text: str) -> dict[str, str]:
     """The builders ``includes/keys.lua`` defines: name -> key suffix.
 
@@ -306,7 +332,7 @@ def load_script(path: Path, include_dir: Path | None = None) -> Script:
 
     Raises:
         ScriptLoadError: an include is missing or cyclic, or the script's keys break
-            the contract (see ``check_keys``).
+            the contract (see ``check_keys``), or it names an undeclared meta field.
     """
     raw = path.read_text()
     try:
@@ -314,6 +340,7 @@ def load_script(path: Path, include_dir: Path | None = None) -> Script:
         key_names = declared_keys(raw)
         source, includes = _inline(raw, include_dir or path.parent / "includes")
         check_keys(raw, includes, key_names)
+        check_meta(raw, includes)
         builders = key_builders(includes[KEY_INCLUDE]) if KEY_INCLUDE in includes else {}
         source = compile_keys(source, key_names, builders)
     except ScriptLoadError as exc:

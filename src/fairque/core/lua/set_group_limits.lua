@@ -18,15 +18,20 @@ ARGV[3] floor       the least part of the worker time its tenants hold together 
 ARGV[4] ceiling     the most while others wait (1: none); '' unchanged
 ARGV[5] cap         the most slots its tenants' leases hold at once (0: none), counted
                     from unexpired leases (the group's 'gheld' set); '' unchanged. The
-                    first cap marks the queue 'group_caps' (meta), so leases look for it;
-                    tenants the cap held out come back as far as the new cap lets them
+                    first cap marks the queue 'group_caps' (meta), so leases look for it,
+                    and the last one taken away clears the mark (leases made under a cap
+                    still free its slots as they end); tenants the cap held out come
+                    back as far as the new cap lets them
 ARGV[6] max_queued  backlog quota: at most this many of its tenants' tasks in QUEUED,
                     SCHEDULED or DEFERRED together (0: none); '' unchanged. The first
                     quota makes the queue keep its groups' backlogs (the group hash's
                     'backlog', the sum of its tenants' backlogs, counted from theirs now):
                     the field "\0groups" in the backlog hash (backlog_add reads it) and in
                     the quotas (so push_one.lua leaves its fast path), and meta
-                    'group_backlogs' (the lease path reads it with its other marks)
+                    'group_backlogs' (the lease path reads it with its other marks);
+                    meta 'group_quotas' counts the groups with one, and the last one
+                    taken away stops keeping them (those fields and the groups'
+                    'backlog' go)
 
 Reply: 1.
 ]]
@@ -67,12 +72,15 @@ if ARGV[5] ~= '' then
   else
     redis.call('HDEL', K.group_caps, group)
     redis.call('HDEL', gk, 'cap')
+    if redis.call('HLEN', K.group_caps) == 0 then redis.call('HDEL', K.meta, 'group_caps') end
   end
   group_release(K, nil, group, nil, now())
 end
 if ARGV[6] ~= '' then
   if tonumber(ARGV[6]) > 0 then
-    redis.call('HSET', gk, 'quota', ARGV[6])
+    if redis.call('HSET', gk, 'quota', ARGV[6]) == 1 then  -- a group's first quota
+      redis.call('HINCRBY', K.meta, 'group_quotas', 1)
+    end
     if redis.call('HEXISTS', K.backlog, '\0groups') == 0 then
       -- the first group quota: every group's backlog from its tenants' backlogs now
       local groups = redis.call('HGETALL', K.groups)
@@ -84,8 +92,14 @@ if ARGV[6] ~= '' then
       redis.call('HSET', K.quotas, '\0groups', '1')
       redis.call('HSET', K.meta, 'group_backlogs', '1')
     end
-  else
-    redis.call('HDEL', gk, 'quota')
+  elseif redis.call('HDEL', gk, 'quota') == 1
+      and redis.call('HINCRBY', K.meta, 'group_quotas', -1) <= 0 then
+    -- the last group quota gone: the groups' backlogs are no longer kept
+    local groups = redis.call('HGETALL', K.groups)
+    for i = 2, #groups, 2 do redis.call('HDEL', group_key(K, groups[i]), 'backlog') end
+    redis.call('HDEL', K.backlog, '\0groups')
+    redis.call('HDEL', K.quotas, '\0groups')
+    redis.call('HDEL', K.meta, 'group_backlogs', 'group_quotas')
   end
 end
 return 1

@@ -9,7 +9,9 @@ A user's group is kept in 'groups', its share (floor and ceiling) in 'shares'; b
 mirrored in its tenant hash ('group', 'share'), with its weight ('weight'), where the
 lease path and the ring's joins read them. The first group or share given makes the
 queue's ring counted (meta 'counted'): every weight is mirrored and every user in the
-ring counted (ring_count), and from then on the ring's joins and leaves keep the sums. A
+ring counted (ring_count), and from then on the ring's joins and leaves keep the sums;
+the last one taken away makes it plain again (each user in the ring's count taken back,
+meta 'counted' and 'weights' gone). A
 change of weight or group moves the user's count at once, and on a queue that keeps its
 groups' backlogs (see set_group_limits), the user's backlog from its old group's to its
 new group's.
@@ -98,6 +100,14 @@ if ARGV[5] == '1' then
 end
 if (ARGV[7] ~= '' or ARGV[8] ~= '') and share_set(K.shares, user, tk, ARGV[7], ARGV[8]) then
   count_ring()
+end
+-- the last group or share gone: the ring is plain again (what each member added is
+-- taken back), so a lease stops weighing groups and shares
+if counted and (ARGV[5] == '1' or ARGV[7] ~= '' or ARGV[8] ~= '')
+    and redis.call('HLEN', K.groups) == 0 and redis.call('HLEN', K.shares) == 0 then
+  for _, u in ipairs(redis.call('ZRANGE', K.ring, 0, -1)) do ring_count(K, u, false) end
+  redis.call('HDEL', K.meta, 'counted', 'weights')
+  counted = nil
 end
 if counted then
   local w = redis.call('HGET', K.weights, user)

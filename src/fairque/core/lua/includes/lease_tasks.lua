@@ -1,6 +1,7 @@
 -- @include keys
 -- @include lease_take
 -- @include lease_untake
+-- @include lease_gate
 -- @include leave_ring
 -- @include pick_user
 -- @include now
@@ -209,55 +210,12 @@ local function lease_tasks(K, count, worker, lease_ms, ms, assigned, steal, any,
         plan, blocked, free_at = constraint_check(K, f[1], ms, now_us, cost, released)
       end
     end
-    -- the slots the lease holds in its user's held set: its cost, at most the user's
-    -- cap; a task of cost > 1 that does not fit in the cap's free slots goes back to
-    -- the head of its lane and its user waits, capped, for slots to free (a task
-    -- dearer than the cap starts only when its user holds nothing). A grouped tenant's
-    -- lease also takes slots of its group (at most the group's cap: a group at its cap
-    -- holds its tenants out as they come up, each in the group's capped set, and
-    -- group_release lets them back)
-    local slots, cap = cost, 0
-    if id and not (blocked or other) and capping then
-      cap = tonumber(redis.call('HGET', K.caps, user) or '0')
-      if cap > 0 and cost > 1 then
-        if slots > cap then slots = cap end
-        local used = redis.call('ZCOUNT', held_key(K, user), '(' .. ms, '+inf')
-        if used > 0 and used + slots > cap then full = true end
-      end
-    end
-    -- whether the lease holds a slot of a cap (its user's or its group's): the task's
-    -- 'capped' field, so its worker leases nothing ahead for its slot (a lease ahead
-    -- would come before this one ends and its cap frees, and take another's task)
-    local held_cap = cap > 0
-    -- (on a queue with group caps, a grouped tenant's lease holds slots of its group
-    -- whether or not its group has a cap yet, so a cap set later counts the leases
-    -- already running; the first cap of a queue counts the leases taken after it)
-    local gheld
-    if id and group_caps and not (blocked or other or full) then
-      local g = groups[user]
-      if g == nil then
-        g = redis.call('HGET', tenant_key(K, user), 'group')
-        groups[user] = g
-      end
-      if g then
-        local gslots = cost
-        local gh = group_held_key(K, g)
-        local gcap = tonumber(redis.call('HGET', group_key(K, g), 'cap') or '0')
-        if gcap > 0 then
-          held_cap = true
-          gslots = math.min(cost, gcap)
-          local used = redis.call('ZCOUNT', gh, '(' .. ms, '+inf')
-          if used >= gcap or (used > 0 and used + gslots > gcap) then full = g end
-        end
-        if not full then
-          gheld = g
-          if gslots > 1 then
-            redis.call('ZADD', gh, unpack(slot_members(id, gslots, deadline)))
-          else
-            redis.call('ZADD', gh, deadline, id)
-          end
-        end
-      end
+    -- the caps' gate (lease_gate): the slots the lease holds, whether it holds a cap's,
+    -- its group's slots taken, or `full` (its user's cap, or its group's name)
+    local slots, cap, held_cap, gheld = cost, 0, false, nil
+    if id and not (blocked or other) then
+      slots, cap, held_cap, gheld, full = lease_gate(K, user, id, cost, ms, deadline,
+        capping, group_caps, groups)
     end
     if full then
       lease_untake(K, user, id, lane)

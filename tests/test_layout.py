@@ -127,6 +127,33 @@ def test_no_module_is_over_500_lines() -> None:
     assert {name: n for name, n in sizes.items() if n > 500} == {}
 
 
+def test_each_include_inside_a_block_has_its_recorded_figure() -> None:
+    """An include below a line of code (made only on the path that takes its branch)
+    is in docs/benchmarks.md's table of what each would cost at the top of its file
+    (``benchmarks/block_includes.py``); every other include sits at the top."""
+    import importlib.util
+
+    root = Path(__file__).parent.parent
+    spec = importlib.util.spec_from_file_location(
+        "block_includes", root / "benchmarks" / "block_includes.py"
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    block_includes = tool.block_includes
+    page = (root / "docs" / "benchmarks.md").read_text()
+    section = page[page.index("### Why some includes are made only on the path") :]
+    rows = set()
+    for line in section.splitlines():
+        cells = [c.strip().strip("`") for c in line.strip().strip("|").split("|")]
+        if line.startswith("| `") and len(cells) > 2 and cells[0].endswith(".lua"):
+            rows.add((cells[0], cells[1]))
+    found = {(file, name) for file, _, name in block_includes()}
+    assert found, "no include inside a block found: the finder is broken"
+    assert found == rows, (sorted(found - rows), sorted(rows - found))
+
+
 def test_no_object_changes_its_class_at_run_time() -> None:
     """A client is one class whatever its queue's shards: a resize swaps the placement
     it routes through (``fairque.client.shards.placement``), never its class."""

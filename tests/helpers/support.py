@@ -340,8 +340,11 @@ def apart(n: int) -> list[str]:
 
 
 def resend(q: FairQueue, client: SyncClient, call: Call[Any]) -> tuple[Any, Any]:
-    """Run ``call``, then run it again; the keyspace must not change the second time."""
+    """Run ``call``, then run it again; the keyspace must not change the second time.
+    (What the client counted is flushed between the two, so its flush, which a client
+    sends before its next call, is not taken for the resend's doing.)"""
     first = q._run(call)
+    q.flush_metrics()
     before = queue_snapshot(client, q.queue)
     second = q._run(call)
     assert queue_snapshot(client, q.queue) == before, "the resend changed the keyspace"
@@ -406,6 +409,7 @@ def resend_refreshing(q: FairQueue, client: SyncClient, call: Call[Any]) -> tupl
     two sends (counted in us, the finest unit kept), never back."""
     started = time.monotonic()
     first = q._run(call)
+    q.flush_metrics()  # (as in resend)
     before = queue_contents(client, q.queue)
     second = q._run(call)
     after = queue_contents(client, q.queue)

@@ -98,6 +98,8 @@ class AsyncFairQueue(
         return opened
 
     async def _run(self, call: Call[T]) -> T:
+        if self._flush_due():  # before the call: its answer is not held up by a flush
+            await self._drive(self._metrics_flow())
         try:
             if call.script is None:
                 # redis-py types the asyncio command, not the blocking one
@@ -112,10 +114,7 @@ class AsyncFairQueue(
                     raw = await self.client.eval(call.script.source, n, *keys, *args)
         except ResponseError as exc:
             self._reraise(exc)
-        out = call.parse(raw)
-        if self._flush_due():
-            await self._drive(self._metrics_flow())
-        return out
+        return call.parse(raw)
 
     async def _list(self) -> None:
         """Name the queue in the server's registry when that is due."""
@@ -132,6 +131,8 @@ class AsyncFairQueue(
         """``_run`` for calls safe to send twice (see ``quicksend``): the lean sender."""
         quick = self._quick
         if quick is not None and call.script is not None:
+            if self._flush_due():
+                await self._drive(self._metrics_flow())
             args = ("EVALSHA", call.script.sha, len(call.keys), *call.keys, *call.args)
             try:
                 raw = await quick.send(args)
@@ -140,10 +141,7 @@ class AsyncFairQueue(
             except ResponseError as exc:
                 self._reraise(exc)
             if raw is not FAILED:
-                out = call.parse(raw)
-                if self._flush_due():
-                    await self._drive(self._metrics_flow())
-                return out
+                return call.parse(raw)
         return await self._run(call)
 
     async def _send_pipeline(self, calls: Sequence[Call[Any]]) -> list[Any]:
@@ -457,7 +455,7 @@ class AsyncFairQueue(
 
     async def flush_metrics(self) -> None:
         """Send what this client counted since its last flush now (done at most once a
-        second after its calls, and by ``close``; a worker does it when it stops)."""
+        second before a call, and by ``close``; a worker does it when it stops)."""
         await self._drive(self._metrics_flow())
 
     async def close(self) -> None:

@@ -89,6 +89,8 @@ class FairQueue(
         return opened
 
     def _run(self, call: Call[T]) -> T:
+        if self._flush_due():  # before the call: its answer is not held up by a flush
+            self._drive(self._metrics_flow())
         try:
             if call.script is None:
                 # redis-py types the asyncio command, not the blocking one
@@ -103,10 +105,7 @@ class FairQueue(
                     raw = self.client.eval(call.script.source, n, *keys, *args)
         except ResponseError as exc:
             self._reraise(exc)
-        out = call.parse(raw)
-        if self._flush_due():
-            self._drive(self._metrics_flow())
-        return out
+        return call.parse(raw)
 
     def _list(self) -> None:
         """Name the queue in the server's registry when that is due."""
@@ -123,6 +122,8 @@ class FairQueue(
         """``_run`` for calls safe to send twice (see ``quicksend``): the lean sender."""
         quick = self._quick
         if quick is not None and call.script is not None:
+            if self._flush_due():
+                self._drive(self._metrics_flow())
             args = ("EVALSHA", call.script.sha, len(call.keys), *call.keys, *call.args)
             try:
                 raw = quick.send(args)
@@ -131,10 +132,7 @@ class FairQueue(
             except ResponseError as exc:
                 self._reraise(exc)
             if raw is not FAILED:
-                out = call.parse(raw)
-                if self._flush_due():
-                    self._drive(self._metrics_flow())
-                return out
+                return call.parse(raw)
         return self._run(call)
 
     def _send_pipeline(self, calls: Sequence[Call[Any]]) -> list[Any]:
@@ -448,7 +446,7 @@ class FairQueue(
 
     def flush_metrics(self) -> None:
         """Send what this client counted since its last flush now (done at most once a
-        second after its calls, and by ``close``; a worker does it when it stops)."""
+        second before a call, and by ``close``; a worker does it when it stops)."""
         self._drive(self._metrics_flow())
 
     def close(self) -> None:

@@ -50,7 +50,7 @@ class Placed(QueueBase):
 
     def _flush_due(self) -> bool:
         """Whether this client has counts to flush and flushed none in the last second
-        (checked after each call)."""
+        (checked before each call, so no call's answer waits for a flush)."""
         now = time.monotonic()
         if now < self._flush_at:
             return False
